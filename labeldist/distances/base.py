@@ -1,0 +1,46 @@
+"""The interface every label distance implements, and the registry of distances by name.
+
+A distance is a small pure kernel on blocks of labels: ``block(rows, cols)`` returns the
+``(len(rows), len(cols))`` matrix of distances (smaller is closer). The engine only arranges blocks; it never
+looks inside a label. ``reference`` is the slow, obviously-correct oracle the tests and ``labeldist verify``
+compare against.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from labeldist.labels.base import LabelSet
+
+
+class LabelDistance(ABC):
+    """A distance between labels of one type.
+
+    Subclasses set ``kind`` (the manifest's ``kind``) and ``labels_class``, take every number-changing
+    choice as a constructor argument, and report those arguments in :meth:`params`.
+    """
+
+    kind: ClassVar[str]
+    labels_class: ClassVar[type[LabelSet]]
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """Every parameter that changes a number, JSON-serialisable; ``type(self)(**params())`` rebuilds it."""
+
+    @abstractmethod
+    def block(self, rows: LabelSet, cols: LabelSet) -> np.ndarray:
+        """Distances between every row label and every column label, float64 of shape (len(rows), len(cols))."""
+
+    @abstractmethod
+    def reference(self, a: LabelSet, i: int, b: LabelSet, j: int) -> float:
+        """The distance between label ``i`` of ``a`` and label ``j`` of ``b``, computed the slow, plain way."""
+
+    def pairs(self, labels: LabelSet, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Distances for index pairs ``(i[t], j[t])``; the default computes one small block per pair."""
+        out = np.empty(len(i), dtype=np.float64)
+        for t, (a, b) in enumerate(zip(np.asarray(i), np.asarray(j))):
+            out[t] = self.block(labels.subset(np.array([a])), labels.subset(np.array([b])))[0, 0]
+        return out

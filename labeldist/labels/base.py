@@ -1,0 +1,71 @@
+"""The label-set abstraction every label kind implements.
+
+A label set is N labels of one kind with their item ids. The engine slices it into row blocks and ships the
+blocks to Dask workers; the store keeps it as plain arrays so that any entry can be recomputed later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+from typing_extensions import Self
+
+
+def as_str_array(values: object) -> np.ndarray:
+    """A fixed-width unicode array of ``values`` (also from Zarr's variable-width StringDType arrays)."""
+    arr = np.asarray(values)
+    return arr if arr.dtype.kind == "U" else arr.astype(object).astype(str)
+
+
+class LabelError(ValueError):
+    """Bad label input: the message names the file, row or item at fault."""
+
+
+class LabelSet(ABC):
+    """N labels and their ids; immutable, picklable, sliceable.
+
+    Subclasses hold their data in NumPy arrays and say how to turn them into a flat ``{name: array}`` dict
+    (what the store writes) and back.
+    """
+
+    #: name of the label type, recorded in the store manifest (``labels_type``)
+    label_type: ClassVar[str]
+
+    def __init__(self, ids: np.ndarray) -> None:
+        ids = as_str_array(ids)
+        if ids.ndim != 1:
+            raise LabelError(f"ids must be 1-d, got shape {ids.shape}")
+        if len(np.unique(ids)) != len(ids):
+            values, counts = np.unique(ids, return_counts=True)
+            raise LabelError(f"duplicate item ids: {values[counts > 1][:5].tolist()}")
+        self.ids = ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @abstractmethod
+    def subset(self, index: slice | np.ndarray) -> Self:
+        """The labels at ``index`` (a slice or an integer array), ids included."""
+
+    @abstractmethod
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Every array needed to rebuild this set, ids excluded."""
+
+    @classmethod
+    @abstractmethod
+    def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
+        """Rebuild a set written by :meth:`to_arrays`."""
+
+    def sha256(self) -> str:
+        """Digest of ids and label arrays: two sets with the same digest give the same distances."""
+        h = hashlib.sha256()
+        h.update(self.label_type.encode())
+        h.update("\x00".join(self.ids.tolist()).encode())
+        for name, arr in sorted(self.to_arrays().items()):
+            arr = np.ascontiguousarray(arr)
+            h.update(f"{name}:{arr.dtype.str}:{arr.shape}".encode())
+            h.update(arr.tobytes())
+        return h.hexdigest()

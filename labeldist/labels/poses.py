@@ -1,0 +1,170 @@
+"""Human poses: J joints of (x, y) with a visibility flag, read from the MPII CSV.
+
+The shipped ``data/mpii/mpii_valid_2958.csv`` (MPII Human Pose, validation split of the Stacked Hourglass
+work) has one row per person: ``row, imgname, index, person, center_x, center_y, scale, normalize,
+torsoangle`` and then ``<joint>_x, <joint>_y, <joint>_vis`` for 16 joints. A joint with no annotation is stored
+as x = y = 0 with vis = 0; a joint with coordinates and vis = 0 is annotated but occluded, and counts as present.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from typing import Literal
+
+import numpy as np
+from typing_extensions import Self
+
+from labeldist.labels.base import LabelError, LabelSet
+
+MPII_JOINTS = (
+    "r_ankle", "r_knee", "r_hip", "l_hip", "l_knee", "l_ankle", "pelvis", "thorax", "upper_neck", "head_top",
+    "r_wrist", "r_elbow", "r_shoulder", "l_shoulder", "l_elbow", "l_wrist",
+)  # fmt: skip
+#: MPII's person scale is relative to a 200-pixel-tall person
+MPII_SCALE_PIXELS = 200.0
+Normalization = Literal["none", "head", "center_scale"]
+NORMALIZATIONS = ("none", "head", "center_scale")
+
+
+class Poses(LabelSet):
+    """N poses of J joints.
+
+    Attributes
+    ----------
+    xy : (N, J, 2) float64 joint coordinates, after the chosen normalisation.
+    present : (N, J) bool, False for a joint with no annotation.
+    visible : (N, J) bool, the annotator's visibility flag (occluded joints are present but not visible).
+    """
+
+    label_type = "pose"
+
+    def __init__(self, ids: np.ndarray, xy: np.ndarray, present: np.ndarray, visible: np.ndarray) -> None:
+        super().__init__(ids)
+        xy = np.asarray(xy, dtype=np.float64)
+        present = np.asarray(present, dtype=bool)
+        visible = np.asarray(visible, dtype=bool)
+        n = len(self.ids)
+        if xy.ndim != 3 or xy.shape[0] != n or xy.shape[2] != 2:
+            raise LabelError(f"pose coordinates must have shape (N={n}, J, 2), got {xy.shape}")
+        if present.shape != xy.shape[:2] or visible.shape != xy.shape[:2]:
+            raise LabelError(
+                f"present/visible shapes {present.shape}, {visible.shape} do not match joints {xy.shape[:2]}"
+            )
+        bad = ~np.isfinite(xy).all(axis=2) & present
+        if bad.any():
+            item, joint = np.argwhere(bad)[0]
+            raise LabelError(f"pose {self.ids[item]!r}: joint {joint} has a non-finite coordinate")
+        self.xy, self.present, self.visible = xy, present, visible
+
+    @property
+    def n_joints(self) -> int:
+        return self.xy.shape[1]
+
+    def subset(self, index: slice | np.ndarray) -> Self:
+        return type(self)(self.ids[index], self.xy[index], self.present[index], self.visible[index])
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"xy": self.xy, "present": self.present.astype(np.uint8), "visible": self.visible.astype(np.uint8)}
+
+    @classmethod
+    def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
+        return cls(ids, arrays["xy"], arrays["present"].astype(bool), arrays["visible"].astype(bool))
+
+
+def _parse_float(text: str, path: str, line: int, column: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise LabelError(f"{path}, line {line}: column {column!r} is not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise LabelError(f"{path}, line {line}: column {column!r} is not finite: {text!r}")
+    return value
+
+
+def normalize_poses(
+    xy: np.ndarray, center: np.ndarray, scale: np.ndarray, head: np.ndarray, how: Normalization
+) -> np.ndarray:
+    """Express joint coordinates in a frame comparable across images.
+
+    - ``none``: image pixels, as annotated (the default; what thin-slicing compares within one image size).
+    - ``head``: :math:`(p - c) / h`, centred on the person centre :math:`c` and divided by the head size
+      :math:`h` (MPII's ``normalize`` column, the PCKh unit).
+    - ``center_scale``: :math:`(p - c) / (200 s)`, MPII's person scale :math:`s` is relative to 200 pixels.
+    """
+    if how == "none":
+        return xy
+    if how == "head":
+        return (xy - center[:, None, :]) / head[:, None, None]
+    if how == "center_scale":
+        return (xy - center[:, None, :]) / (MPII_SCALE_PIXELS * scale[:, None, None])
+    raise ValueError(f"unknown normalization {how!r}; known: {', '.join(NORMALIZATIONS)}")
+
+
+def read_mpii_csv(
+    path: str | os.PathLike[str], normalization: Normalization = "none", min_joints: int = 1
+) -> Poses:
+    """Read poses from an MPII CSV like ``data/mpii/mpii_valid_2958.csv``.
+
+    Item ids are ``<imgname>#<person>`` (an image can hold several people). A joint is *missing* when it is
+    stored as x = y = 0 with vis = 0. Raises LabelError naming the file and line for a malformed row, a
+    non-numeric or NaN value, a wrong number of joint columns, a vis flag other than 0/1, or a pose with
+    fewer than ``min_joints`` joints present.
+    """
+    path = os.fspath(path)
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"unknown normalization {normalization!r}; known: {', '.join(NORMALIZATIONS)}")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except UnicodeDecodeError as e:
+        raise LabelError(f"{path}: not UTF-8 text ({e})") from None
+    if not rows:
+        raise LabelError(f"{path}: empty file")
+    header = rows[0]
+    joint_cols = [c for c in header if c.endswith(("_x", "_y", "_vis")) and not c.startswith("center")]
+    names = [c[:-2] for c in joint_cols if c.endswith("_x")]
+    expected = [f"{j}_{a}" for j in names for a in ("x", "y", "vis")]
+    if joint_cols != expected or not names:
+        raise LabelError(f"{path}: header does not list joints as <joint>_x, <joint>_y, <joint>_vis triples")
+    for col in ("imgname", "person", "center_x", "center_y", "scale", "normalize"):
+        if col not in header:
+            raise LabelError(f"{path}: header lacks column {col!r}")
+    pos = {c: i for i, c in enumerate(header)}
+    n_joints = len(names)
+    ids, coords, vis_flags, centers, scales, heads = [], [], [], [], [], []
+    for line, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise LabelError(
+                f"{path}, line {line}: {len(row)} fields, expected {len(header)} "
+                f"({n_joints} joints x (x, y, vis) and {len(header) - 3 * n_joints} other columns)"
+            )
+        vals = np.array([_parse_float(row[pos[c]], path, line, c) for c in joint_cols]).reshape(n_joints, 3)
+        if not np.isin(vals[:, 2], (0.0, 1.0)).all():
+            raise LabelError(f"{path}, line {line}: a *_vis value is not 0 or 1")
+        ids.append(f"{row[pos['imgname']]}#{row[pos['person']]}")
+        coords.append(vals[:, :2])
+        vis_flags.append(vals[:, 2])
+        centers.append([_parse_float(row[pos[c]], path, line, c) for c in ("center_x", "center_y")])
+        scales.append(_parse_float(row[pos["scale"]], path, line, "scale"))
+        heads.append(_parse_float(row[pos["normalize"]], path, line, "normalize"))
+    if not ids:
+        raise LabelError(f"{path}: no pose rows")
+    xy = np.asarray(coords)
+    vis = np.asarray(vis_flags)
+    present = ~((xy[..., 0] == 0) & (xy[..., 1] == 0) & (vis == 0))
+    too_few = np.flatnonzero(present.sum(axis=1) < min_joints)
+    if too_few.size:
+        raise LabelError(
+            f"{path}: pose {ids[too_few[0]]!r} (line {too_few[0] + 2}) has fewer than {min_joints} joints"
+        )
+    scale, head = np.asarray(scales), np.asarray(heads)
+    if normalization != "none":
+        bad = np.flatnonzero((scale <= 0) if normalization == "center_scale" else (head <= 0))
+        if bad.size:
+            raise LabelError(f"{path}, line {bad[0] + 2}: non-positive scale/head size for {normalization!r}")
+    xy = normalize_poses(xy, np.asarray(centers), scale, head, normalization)
+    return Poses(np.asarray(ids), xy, present, vis == 1)

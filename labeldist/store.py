@@ -1,0 +1,262 @@
+"""The Zarr v3 store layout of DESIGN.md: manifest, arrays, atomic publish, readers.
+
+Layout of one store (a Zarr v3 group)::
+
+    attrs["labeldist"]      manifest; ``complete`` turns true last, only when every array is whole
+    ids                     (N,) string item ids
+    knn/indices             (N, k) int32, nearest first, the item itself excluded, -1 padding at the end
+    knn/distances           (N, k) float32, +inf where the index is -1
+    dense/distances         (N, N) float32, optional; one shard per row block, so a row block is one read
+    labels/<name>           the label arrays (``LabelSet.to_arrays``) from which any entry can be recomputed
+    progress/blocks         (n_blocks,) uint8, one chunk per block: 1 once that row block is written
+
+Every chunk carries a CRC32C checksum, so a chunk corrupted on disk fails loudly on read instead of
+returning wrong numbers. Zarr's LocalStore already writes each chunk file aside and renames it into place,
+so a chunk is either old or new, never half-written; the manifest flag is the store-level publish.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
+
+from labeldist import __version__
+from labeldist.labels.base import LabelSet, as_str_array
+
+FORMAT = 1
+MANIFEST_KEY = "labeldist"
+#: manifest keys that must agree for an existing store to be resumed or reused
+FINGERPRINT_KEYS = (
+    "format", "dataset", "kind", "params", "n_items", "k", "labels_sha256", "labels_type", "dense",
+    "block_rows",
+)  # fmt: skip
+DENSE_TILE = 512
+
+
+class StoreError(RuntimeError):
+    """A store cannot be used as asked; the message names the store."""
+
+
+class StoreIncompleteError(StoreError):
+    """The store is still being written (or was abandoned half-way): it must not be served."""
+
+
+class StoreMismatchError(StoreError):
+    """A store already at the output path was made from other labels or parameters."""
+
+
+def _codecs() -> list[Any]:
+    # zstd level 1: distances compress poorly, so spend little CPU; crc32c detects on-disk corruption.
+    return [ZstdCodec(level=1), Crc32cCodec()]
+
+
+def store_url(path_or_url: str | os.PathLike[str]) -> str:
+    """An absolute local path, or an fsspec URL unchanged, so Dask workers resolve it the same way."""
+    s = os.fspath(path_or_url)
+    return s if "://" in s else os.path.abspath(s)
+
+
+def n_blocks(n_items: int, block_rows: int) -> int:
+    return math.ceil(n_items / block_rows)
+
+
+def block_range(block: int, n_items: int, block_rows: int) -> tuple[int, int]:
+    start = block * block_rows
+    if not 0 <= start < n_items:
+        raise IndexError(f"block {block} is outside 0..{n_blocks(n_items, block_rows) - 1}")
+    return start, min(start + block_rows, n_items)
+
+
+def build_manifest(
+    *,
+    dataset: str,
+    kind: str,
+    params: Mapping[str, Any],
+    labels: LabelSet,
+    k: int,
+    dense: bool,
+    block_rows: int,
+) -> dict[str, Any]:
+    """The manifest of a store about to be written (``complete`` false)."""
+    return {
+        "format": FORMAT,
+        "dataset": dataset,
+        "kind": kind,
+        "params": dict(params),
+        "n_items": len(labels),
+        "k": int(k),
+        "labels_sha256": labels.sha256(),
+        "labels_type": labels.label_type,
+        "dense": bool(dense),
+        "block_rows": int(block_rows),
+        "engine_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "complete": False,
+    }
+
+
+def fingerprint_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Names of the fingerprint keys on which two manifests differ."""
+    return [key for key in FINGERPRINT_KEYS if a.get(key) != b.get(key)]
+
+
+def read_manifest(url: str) -> dict[str, Any] | None:
+    """The manifest at ``url``, or None when there is no labeldist store there."""
+    try:
+        group = zarr.open_group(store_url(url), mode="r")
+    except (FileNotFoundError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError):
+        return None
+    man = group.attrs.get(MANIFEST_KEY)
+    return dict(man) if isinstance(man, Mapping) else None
+
+
+def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> zarr.Group:
+    """Lay out an empty store (``complete`` false) with ids and labels written; overwrites what is there."""
+    n, k, rows = manifest["n_items"], manifest["k"], manifest["block_rows"]
+    group = zarr.open_group(store_url(url), mode="w")
+    # The incomplete manifest goes first: from here on any reader sees a store that says it is unfinished.
+    group.attrs[MANIFEST_KEY] = dict(manifest, complete=False)
+    ids = group.create_array("ids", shape=(n,), dtype=str, chunks=(max(n, 1),))
+    ids[:] = labels.ids
+    for name, arr in labels.to_arrays().items():
+        arr = np.asarray(arr)
+        dtype = str if arr.dtype.kind in "UO" else arr.dtype
+        out = group.create_array(
+            f"labels/{name}",
+            shape=arr.shape,
+            dtype=dtype,
+            chunks=arr.shape if arr.size else tuple(1 for _ in arr.shape),
+            compressors=_codecs() if dtype is not str else None,
+        )
+        if arr.size:
+            out[...] = arr
+    group.create_array(
+        "knn/indices", shape=(n, k), dtype="int32", chunks=(rows, max(k, 1)), compressors=_codecs(),
+        fill_value=-1,
+    )  # fmt: skip
+    group.create_array(
+        "knn/distances", shape=(n, k), dtype="float32", chunks=(rows, max(k, 1)), compressors=_codecs(),
+        fill_value=np.inf,
+    )  # fmt: skip
+    if manifest["dense"]:
+        tile = min(DENSE_TILE, n)
+        group.create_array(
+            "dense/distances",
+            shape=(n, n),
+            dtype="float32",
+            chunks=(rows, tile),
+            shards=(rows, math.ceil(n / tile) * tile),
+            compressors=_codecs(),
+            fill_value=np.nan,
+        )
+    group.create_array(
+        "progress/blocks", shape=(n_blocks(n, rows),), dtype="uint8", chunks=(1,), fill_value=0,
+        compressors=None,
+    )  # fmt: skip
+    return group
+
+
+def blocks_done(url: str) -> np.ndarray:
+    """Boolean mask of the row blocks already written."""
+    return zarr.open_array(store_url(url), path="progress/blocks", mode="r")[:].astype(bool)
+
+
+def write_block(
+    url: str,
+    start: int,
+    indices: np.ndarray,
+    distances: np.ndarray,
+    dense_rows: np.ndarray | None,
+    block: int,
+) -> None:
+    """Write one row block's arrays, then mark it done (the mark last, so a kill re-does the block)."""
+    url = store_url(url)
+    stop = start + len(indices)
+    zarr.open_array(url, path="knn/indices", mode="r+")[start:stop] = indices
+    zarr.open_array(url, path="knn/distances", mode="r+")[start:stop] = distances
+    if dense_rows is not None:
+        zarr.open_array(url, path="dense/distances", mode="r+")[start:stop] = dense_rows
+    zarr.open_array(url, path="progress/blocks", mode="r+")[block] = 1
+
+
+def publish(url: str) -> dict[str, Any]:
+    """Flip ``complete`` to true, after checking every block is written; returns the final manifest."""
+    group = zarr.open_group(store_url(url), mode="r+")
+    missing = np.flatnonzero(~blocks_done(url))
+    if missing.size:
+        raise StoreIncompleteError(f"{url}: row blocks {missing[:10].tolist()} are not written yet")
+    manifest = dict(group.attrs[MANIFEST_KEY], complete=True)
+    group.attrs[MANIFEST_KEY] = manifest
+    return manifest
+
+
+def _as_numpy(arr: np.ndarray) -> np.ndarray:
+    # Zarr returns strings as NumPy's variable-width StringDType; label classes expect plain unicode arrays.
+    return as_str_array(arr) if arr.dtype.kind == "T" else np.asarray(arr)
+
+
+@dataclass
+class StoreReader:
+    """Read-only access to a complete store. Opening an incomplete store raises StoreIncompleteError."""
+
+    url: str
+
+    def __post_init__(self) -> None:
+        self.url = store_url(self.url)
+        try:
+            self.group = zarr.open_group(self.url, mode="r")
+        except (FileNotFoundError, zarr.errors.GroupNotFoundError) as e:
+            raise StoreError(f"{self.url}: no store there") from e
+        man = self.group.attrs.get(MANIFEST_KEY)
+        if not isinstance(man, Mapping):
+            raise StoreError(f"{self.url}: not a labeldist store (no '{MANIFEST_KEY}' manifest)")
+        if man.get("complete") is not True:
+            raise StoreIncompleteError(f"{self.url}: store is not complete (still being written or abandoned)")
+        self.manifest: dict[str, Any] = dict(man)
+
+    @property
+    def n_items(self) -> int:
+        return int(self.manifest["n_items"])
+
+    @property
+    def k(self) -> int:
+        return int(self.manifest["k"])
+
+    @property
+    def has_dense(self) -> bool:
+        return "dense" in self.group and "distances" in self.group["dense"]
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        return as_str_array(self.group["ids"][:])
+
+    def knn(self) -> tuple[np.ndarray, np.ndarray]:
+        """All neighbour lists: indices (N, k) int32 and distances (N, k) float32."""
+        return self.group["knn/indices"][:], self.group["knn/distances"][:]
+
+    def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        if not self.has_dense:
+            raise StoreError(f"{self.url}: store has no dense matrix")
+        return self.group["dense/distances"][start:stop]
+
+    def labels(self) -> LabelSet:
+        """The stored labels, rebuilt as the LabelSet class of the store's kind."""
+        from labeldist.kinds import distance_class
+
+        cls = distance_class(self.manifest["kind"]).labels_class
+        arrays = {name: _as_numpy(arr[...]) for name, arr in self.group["labels"].arrays()}
+        return cls.from_arrays(self.ids, arrays)
+
+    def distance(self):  # -> LabelDistance (imported lazily: the kinds pull in heavy modules)
+        from labeldist.kinds import distance_class
+
+        return distance_class(self.manifest["kind"])(**self.manifest["params"])

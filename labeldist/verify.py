@@ -1,0 +1,65 @@
+"""``labeldist verify``: recompute a random sample of stored entries with the slow reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from labeldist.store import StoreReader
+
+#: stored values are float32: allow its rounding (2^-24 ~ 6e-8) with room for summation order
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
+    """Recompute ``sample`` kNN entries (and ``sample`` dense entries, if stored) with ``reference``.
+
+    Also checks that each sampled kNN row is sorted and agrees with its dense row. Returns a report with the
+    largest absolute and relative errors and ``ok``.
+    """
+    reader = StoreReader(url)
+    labels, distance = reader.labels(), reader.distance()
+    n, k = reader.n_items, reader.k
+    rng = np.random.default_rng(seed)
+    indices, dists = reader.knn()
+    rows = rng.integers(0, n, size=sample)
+    ranks = rng.integers(0, k, size=sample)
+    stored, recomputed, problems = [], [], []
+    for i, r in zip(rows.tolist(), ranks.tolist()):
+        j = int(indices[i, r])
+        if j < 0:
+            continue
+        stored.append(float(dists[i, r]))
+        recomputed.append(distance.reference(labels, i, labels, j))
+    for i in np.unique(rows[: min(sample, 50)]).tolist():
+        row = dists[i][indices[i] >= 0]
+        if np.any(np.diff(row) < 0):
+            problems.append(f"knn row {i} is not sorted")
+    if reader.has_dense:
+        pairs = rng.integers(0, n, size=(sample, 2))
+        dense = reader.group["dense/distances"]
+        for i, j in pairs.tolist():
+            stored.append(float(dense[i, j]))
+            recomputed.append(distance.reference(labels, i, labels, j))
+        for i in np.unique(rows[: min(sample, 20)]).tolist():
+            drow = dense[i, :]
+            valid = indices[i] >= 0
+            if not np.array_equal(drow[indices[i][valid]], dists[i][valid]):
+                problems.append(f"knn row {i} does not match dense row {i}")
+    s, c = np.asarray(stored), np.asarray(recomputed)
+    both_inf = np.isinf(s) & np.isinf(c) & (np.sign(s) == np.sign(c))
+    abs_err = np.where(both_inf, 0.0, np.abs(s - c))
+    rel_err = abs_err / np.maximum(np.abs(c), 1e-12)
+    bad = np.flatnonzero(~both_inf & ~np.isclose(s, c, rtol=RTOL, atol=ATOL))
+    if bad.size:
+        problems.append(f"{bad.size} of {s.size} sampled entries differ from the reference beyond rtol={RTOL}")
+    return {
+        "store": reader.url,
+        "entries_checked": int(s.size),
+        "max_abs_error": float(abs_err.max(initial=0.0)),
+        "max_rel_error": float(np.where(np.abs(c) > ATOL, rel_err, 0.0).max(initial=0.0)),
+        "problems": problems,
+        "ok": not problems,
+    }
