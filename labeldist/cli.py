@@ -1,9 +1,9 @@
-"""The ``labeldist`` command: ``precompute``, ``info`` and ``verify``.
+"""The ``labeldist`` command: ``precompute``, ``info``, ``verify`` and ``serve``.
 
-    labeldist precompute pose data/mpii/mpii_valid_2958.csv --out stores/mpii-pose
-    labeldist precompute layout --generate 2000 --out stores/lsun5-layout_miou
-    labeldist info stores/mpii-pose
-    labeldist verify stores/mpii-pose --sample 500
+labeldist precompute pose data/mpii/mpii_valid_2958.csv --out stores/mpii-pose
+labeldist precompute layout --generate 2000 --out stores/lsun5-layout_miou
+labeldist info stores/mpii-pose
+labeldist verify stores/mpii-pose --sample 500
 """
 
 from __future__ import annotations
@@ -90,11 +90,11 @@ def store_summary(url: str) -> dict[str, Any]:
     """Manifest plus summary statistics of a store (finished or not)."""
     import zarr
 
-    from labeldist.store import MANIFEST_KEY, blocks_done, store_url
+    from labeldist.store import MANIFEST_KEY, blocks_done, open_group, store_url
 
     url = store_url(url)
     try:
-        group = zarr.open_group(url, mode="r")
+        group = open_group(url, mode="r")
     except (FileNotFoundError, zarr.errors.GroupNotFoundError):
         raise StoreError(f"{url}: no store there") from None
     manifest = group.attrs.get(MANIFEST_KEY)
@@ -138,6 +138,12 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from api.server import serve
+
+    return serve(stores_dir=args.stores, host=args.host, port=args.port)
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labeldist", description=__doc__.split("\n")[0])
@@ -175,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--sample", type=int, default=200, help="entries to recompute (default: %(default)s)")
     verify.add_argument("--seed", type=int, default=0)
     verify.set_defaults(func=_verify)
+    serve = sub.add_parser("serve", help="serve the stores of a folder over HTTP (API v1) with uvicorn")
+    serve.add_argument("--stores", help="folder of stores (default: LABELDIST_STORES or ./stores)")
+    serve.add_argument("--host", help="bind address (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: 8000)")
+    serve.set_defaults(func=_serve)
     pre.set_defaults(func=_precompute)
     return parser
 

@@ -211,7 +211,9 @@ def _run_blocks(
         compute_block, todo, labels=labels_future, distance=distance, url=url, k=k, block_rows=block_rows,
         dense=dense, pure=False,
     )  # fmt: skip
-    bar = tqdm(total=len(todo), unit="block", desc=distance.kind, disable=None if progress is None else not progress)
+    bar = tqdm(
+        total=len(todo), unit="block", desc=distance.kind, disable=None if progress is None else not progress
+    )
     try:
         for future in as_completed(futures):
             future.result()  # re-raises a task's error here, with its traceback

@@ -65,6 +65,21 @@ def store_url(path_or_url: str | os.PathLike[str]) -> str:
     return s if "://" in s else os.path.abspath(s)
 
 
+def _storage_options(url: str) -> dict[str, Any] | None:
+    # fsspec's local filesystem does not create parent folders unless asked to; object stores have none.
+    return {"auto_mkdir": True} if url.startswith("file://") else None
+
+
+def open_group(url: str, mode: str) -> zarr.Group:
+    url = store_url(url)
+    return zarr.open_group(url, mode=mode, storage_options=_storage_options(url))
+
+
+def open_array(url: str, path: str, mode: str) -> zarr.Array:
+    url = store_url(url)
+    return zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url))
+
+
 def n_blocks(n_items: int, block_rows: int) -> int:
     return math.ceil(n_items / block_rows)
 
@@ -112,7 +127,7 @@ def fingerprint_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 def read_manifest(url: str) -> dict[str, Any] | None:
     """The manifest at ``url``, or None when there is no labeldist store there."""
     try:
-        group = zarr.open_group(store_url(url), mode="r")
+        group = open_group(url, mode="r")
     except (FileNotFoundError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError):
         return None
     man = group.attrs.get(MANIFEST_KEY)
@@ -122,7 +137,7 @@ def read_manifest(url: str) -> dict[str, Any] | None:
 def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> zarr.Group:
     """Lay out an empty store (``complete`` false) with ids and labels written; overwrites what is there."""
     n, k, rows = manifest["n_items"], manifest["k"], manifest["block_rows"]
-    group = zarr.open_group(store_url(url), mode="w")
+    group = open_group(url, mode="w")
     # The incomplete manifest goes first: from here on any reader sees a store that says it is unfinished.
     group.attrs[MANIFEST_KEY] = dict(manifest, complete=False)
     ids = group.create_array("ids", shape=(n,), dtype=str, chunks=(max(n, 1),))
@@ -167,7 +182,7 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> zar
 
 def blocks_done(url: str) -> np.ndarray:
     """Boolean mask of the row blocks already written."""
-    return zarr.open_array(store_url(url), path="progress/blocks", mode="r")[:].astype(bool)
+    return open_array(url, "progress/blocks", "r")[:].astype(bool)
 
 
 def write_block(
@@ -181,16 +196,16 @@ def write_block(
     """Write one row block's arrays, then mark it done (the mark last, so a kill re-does the block)."""
     url = store_url(url)
     stop = start + len(indices)
-    zarr.open_array(url, path="knn/indices", mode="r+")[start:stop] = indices
-    zarr.open_array(url, path="knn/distances", mode="r+")[start:stop] = distances
+    open_array(url, "knn/indices", "r+")[start:stop] = indices
+    open_array(url, "knn/distances", "r+")[start:stop] = distances
     if dense_rows is not None:
-        zarr.open_array(url, path="dense/distances", mode="r+")[start:stop] = dense_rows
-    zarr.open_array(url, path="progress/blocks", mode="r+")[block] = 1
+        open_array(url, "dense/distances", "r+")[start:stop] = dense_rows
+    open_array(url, "progress/blocks", "r+")[block] = 1
 
 
 def publish(url: str) -> dict[str, Any]:
     """Flip ``complete`` to true, after checking every block is written; returns the final manifest."""
-    group = zarr.open_group(store_url(url), mode="r+")
+    group = open_group(url, mode="r+")
     missing = np.flatnonzero(~blocks_done(url))
     if missing.size:
         raise StoreIncompleteError(f"{url}: row blocks {missing[:10].tolist()} are not written yet")
@@ -213,14 +228,16 @@ class StoreReader:
     def __post_init__(self) -> None:
         self.url = store_url(self.url)
         try:
-            self.group = zarr.open_group(self.url, mode="r")
+            self.group = open_group(self.url, mode="r")
         except (FileNotFoundError, zarr.errors.GroupNotFoundError) as e:
             raise StoreError(f"{self.url}: no store there") from e
         man = self.group.attrs.get(MANIFEST_KEY)
         if not isinstance(man, Mapping):
             raise StoreError(f"{self.url}: not a labeldist store (no '{MANIFEST_KEY}' manifest)")
         if man.get("complete") is not True:
-            raise StoreIncompleteError(f"{self.url}: store is not complete (still being written or abandoned)")
+            raise StoreIncompleteError(
+                f"{self.url}: store is not complete (still being written or abandoned)"
+            )
         self.manifest: dict[str, Any] = dict(man)
 
     @property

@@ -54,7 +54,9 @@ def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
     rel_err = abs_err / np.maximum(np.abs(c), 1e-12)
     bad = np.flatnonzero(~both_inf & ~np.isclose(s, c, rtol=RTOL, atol=ATOL))
     if bad.size:
-        problems.append(f"{bad.size} of {s.size} sampled entries differ from the reference beyond rtol={RTOL}")
+        problems.append(
+            f"{bad.size} of {s.size} sampled entries differ from the reference beyond rtol={RTOL}"
+        )
     return {
         "store": reader.url,
         "entries_checked": int(s.size),

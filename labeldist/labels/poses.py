@@ -66,7 +66,11 @@ class Poses(LabelSet):
         return type(self)(self.ids[index], self.xy[index], self.present[index], self.visible[index])
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"xy": self.xy, "present": self.present.astype(np.uint8), "visible": self.visible.astype(np.uint8)}
+        return {
+            "xy": self.xy,
+            "present": self.present.astype(np.uint8),
+            "visible": self.visible.astype(np.uint8),
+        }
 
     @classmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
