@@ -22,7 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from labeldist.distances.base import LabelDistance
-from labeldist.knn import topk_rows
+from labeldist.knn import pruned_topk, topk_rows
 from labeldist.labels.base import LabelSet
 from labeldist.store import (
     StoreError,
@@ -76,13 +76,36 @@ def block_kernel(
     return rows, indices, dists
 
 
+def pruned_block_kernel(
+    labels: LabelSet, distance: LabelDistance, start: int, stop: int, k: int
+) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The k nearest of rows ``start:stop`` with lower-bound pruning, or None if the distance has no bound.
+
+    Returns indices, distances and the number of exact distances computed (for the store's pruning figures).
+    """
+    lower = distance.lower_bound_block(labels.subset(slice(start, stop)), labels)
+    if lower is None:
+        return None
+
+    def exact(r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return distance.pairs(labels, r + start, c)
+
+    return pruned_topk(lower, exact, k, exclude=np.arange(start, stop))
+
+
 def compute_block(
     block: int, *, labels: LabelSet, distance: LabelDistance, url: str, k: int, block_rows: int, dense: bool
 ) -> int:
     """One Dask task: compute row block ``block`` and write it into the store at ``url``."""
     start, stop = block_range(block, len(labels), block_rows)
-    rows, indices, dists = block_kernel(labels, distance, start, stop, k)
-    write_block(url, start, indices, dists, rows if dense else None, block)
+    pruned = None if dense else pruned_block_kernel(labels, distance, start, stop, k)
+    if pruned is not None:
+        indices, dists, n_exact = pruned
+        rows = None
+    else:
+        rows, indices, dists = block_kernel(labels, distance, start, stop, k)
+        n_exact = (stop - start) * len(labels)
+    write_block(url, start, indices, dists, rows if dense else None, block, n_exact)
     return block
 
 
@@ -211,9 +234,7 @@ def _run_blocks(
         compute_block, todo, labels=labels_future, distance=distance, url=url, k=k, block_rows=block_rows,
         dense=dense, pure=False,
     )  # fmt: skip
-    bar = tqdm(
-        total=len(todo), unit="block", desc=distance.kind, disable=None if progress is None else not progress
-    )
+    bar = tqdm(total=len(todo), unit="block", desc=distance.kind, disable=None if progress is None else not progress)
     try:
         for future in as_completed(futures):
             future.result()  # re-raises a task's error here, with its traceback

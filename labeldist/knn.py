@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
-def topk_rows(
-    distances: np.ndarray, k: int, exclude: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def topk_rows(distances: np.ndarray, k: int, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` smallest entries of each row, sorted, ties broken by column index.
 
     Equivalent to ``np.argsort(row, kind="stable")[:k]`` per row (the oracle in the tests), but
@@ -57,3 +57,59 @@ def topk_rows(
         idx[r, :kk] = order
         out[r, :kk] = distances[r, order]
     return idx, out
+
+
+def pruned_topk(
+    lower: np.ndarray,
+    exact: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    k: int,
+    exclude: np.ndarray,
+    first_round: int = 2,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    r"""Exact k nearest per row, computing the exact distance only where a lower bound cannot rule a column out.
+
+    With :math:`L_{ij} \le D_{ij}` for every pair, row :math:`i` first gets exact distances for its
+    ``first_round * k`` columns of smallest bound; let :math:`\tau_i` be the k-th smallest of them. A column with
+    :math:`L_{ij} > \tau_i` cannot enter the top k (its exact distance is larger still), so the second and last
+    round computes exactly the columns with :math:`L_{ij} \le \tau_i`; :math:`\tau_i` can only fall after it.
+    (Kusner et al., ICML 2015, §4 "prefetch and prune", with the bounds given by the caller.)
+
+    Selection is on float32 values with ties broken by index, as :func:`topk_rows`; so that a column whose exact
+    value rounds to :math:`\tau_i` is not missed, :math:`\tau_i` is widened to the next float32 up.
+
+    Parameters
+    ----------
+    lower : (n, N) lower bounds on the distances of the block's rows to all N columns.
+    exact : ``exact(rows, cols)`` -> float64 exact distances for the index pairs ``(rows[t], cols[t])``;
+        ``rows`` index the block's rows (0..n-1), ``cols`` the columns.
+    k : neighbours per row.  exclude : (n,) column of each row's own item.
+
+    Returns
+    -------
+    indices (n, k) int32, distances (n, k) float32, and the number of exact distances computed.
+    """
+    n, m = lower.shape
+    lb = np.array(lower, dtype=np.float64, copy=True)
+    lb[np.arange(n), exclude] = np.inf
+    values = np.full((n, m), np.inf, dtype=np.float32)
+    done = np.zeros((n, m), dtype=bool)
+    done[np.arange(n), exclude] = True
+    kk = min(k, m - 1)
+
+    def compute(mask: np.ndarray) -> int:
+        r, c = np.nonzero(mask & ~done)
+        if r.size:
+            values[r, c] = exact(r, c).astype(np.float32)
+            done[r, c] = True
+        return int(r.size)
+
+    first = min(m - 1, max(kk, first_round * kk))
+    cols = np.argpartition(lb, first - 1, axis=1)[:, :first] if first < m else np.tile(np.arange(m), (n, 1))
+    mask = np.zeros((n, m), dtype=bool)
+    np.put_along_axis(mask, cols, True, axis=1)
+    count = compute(mask)
+    tau = np.partition(np.where(done, values, np.inf), kk - 1, axis=1)[:, kk - 1].astype(np.float32)
+    widened = np.nextafter(tau, np.float32(np.inf)).astype(np.float64)
+    count += compute(lb <= widened[:, None] * (1 + 1e-9))
+    indices, dists = topk_rows(values, k, exclude=exclude)
+    return indices, dists, count

@@ -9,6 +9,7 @@ Layout of one store (a Zarr v3 group)::
     dense/distances         (N, N) float32, optional; one shard per row block, so a row block is one read
     labels/<name>           the label arrays (``LabelSet.to_arrays``) from which any entry can be recomputed
     progress/blocks         (n_blocks,) uint8, one chunk per block: 1 once that row block is written
+    progress/exact_pairs    (n_blocks,) int64: exact distances each block computed (all N per row unless pruned)
 
 Every chunk carries a CRC32C checksum, so a chunk corrupted on disk fails loudly on read instead of
 returning wrong numbers. Zarr's LocalStore already writes each chunk file aside and renames it into place,
@@ -177,6 +178,10 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> zar
         "progress/blocks", shape=(n_blocks(n, rows),), dtype="uint8", chunks=(1,), fill_value=0,
         compressors=None,
     )  # fmt: skip
+    group.create_array(
+        "progress/exact_pairs", shape=(n_blocks(n, rows),), dtype="int64", chunks=(1,), fill_value=0,
+        compressors=None,
+    )  # fmt: skip
     return group
 
 
@@ -192,6 +197,7 @@ def write_block(
     distances: np.ndarray,
     dense_rows: np.ndarray | None,
     block: int,
+    exact_pairs: int,
 ) -> None:
     """Write one row block's arrays, then mark it done (the mark last, so a kill re-does the block)."""
     url = store_url(url)
@@ -200,6 +206,7 @@ def write_block(
     open_array(url, "knn/distances", "r+")[start:stop] = distances
     if dense_rows is not None:
         open_array(url, "dense/distances", "r+")[start:stop] = dense_rows
+    open_array(url, "progress/exact_pairs", "r+")[block] = exact_pairs
     open_array(url, "progress/blocks", "r+")[block] = 1
 
 
@@ -235,9 +242,7 @@ class StoreReader:
         if not isinstance(man, Mapping):
             raise StoreError(f"{self.url}: not a labeldist store (no '{MANIFEST_KEY}' manifest)")
         if man.get("complete") is not True:
-            raise StoreIncompleteError(
-                f"{self.url}: store is not complete (still being written or abandoned)"
-            )
+            raise StoreIncompleteError(f"{self.url}: store is not complete (still being written or abandoned)")
         self.manifest: dict[str, Any] = dict(man)
 
     @property

@@ -8,9 +8,7 @@ def _oracle(d, k, exclude):
     """Stable argsort per row: ties broken by index, the excluded column dropped."""
     out = []
     for r, row in enumerate(d):
-        order = [
-            int(j) for j in np.argsort(np.where(np.isnan(row), np.inf, row), kind="stable") if j != exclude[r]
-        ]
+        order = [int(j) for j in np.argsort(np.where(np.isnan(row), np.inf, row), kind="stable") if j != exclude[r]]
         out.append(order[:k])
     return out
 
@@ -43,3 +41,37 @@ def test_nan_sorts_last_and_infinite_values_are_kept_in_order():
 def test_without_exclusion_the_item_itself_may_appear():
     d = np.array([[0.0, 1.0, 0.5]])
     assert topk_rows(d, 2)[0].tolist() == [[0, 2]]
+
+
+def _points(n, seed):
+    return np.random.default_rng(seed).normal(size=(n, 3))
+
+
+@pytest.mark.parametrize("k", [1, 4, 10])
+def test_pruned_topk_equals_brute_force(k):
+    """Exact Euclidean kNN with the first coordinate's gap as the lower bound (|x0 - y0| <= ||x - y||)."""
+    from labeldist.knn import pruned_topk
+
+    x = _points(200, k)
+    rows = np.arange(40, 60)
+    full = np.linalg.norm(x[rows, None] - x[None], axis=2)
+    lower = np.abs(x[rows, None, 0] - x[None, :, 0])
+    calls = []
+
+    def exact(r, c):
+        calls.append(len(r))
+        return np.linalg.norm(x[rows[r]] - x[c], axis=1)
+
+    idx, dist, count = pruned_topk(lower, exact, k, exclude=rows)
+    ref_idx, ref_dist = topk_rows(full.astype(np.float32), k, exclude=rows)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_array_equal(dist, ref_dist)
+    assert count == sum(calls) < 20 * 199  # the bound ruled some pairs out
+
+
+def test_pruned_topk_keeps_ties_broken_by_index():
+    from labeldist.knn import pruned_topk
+
+    values = np.array([[0.0, 1.0, 1.0, 1.0, 2.0, 1.0]])
+    idx, _, _ = pruned_topk(np.zeros_like(values), lambda r, c: values[r, c], 3, exclude=np.array([0]))
+    assert idx.tolist() == [[1, 2, 3]]

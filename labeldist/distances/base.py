@@ -38,6 +38,14 @@ class LabelDistance(ABC):
     def reference(self, a: LabelSet, i: int, b: LabelSet, j: int) -> float:
         """The distance between label ``i`` of ``a`` and label ``j`` of ``b``, computed the slow, plain way."""
 
+    def lower_bound_block(self, rows: LabelSet, cols: LabelSet) -> np.ndarray | None:
+        """Lower bounds on ``block(rows, cols)``, much cheaper to compute, or None when the distance has none.
+
+        When a distance has one, kNN-only stores compute exact distances only where the bound cannot rule a
+        pair out (:func:`labeldist.knn.pruned_topk`).
+        """
+        return None
+
     def pairs(self, labels: LabelSet, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """Distances for index pairs ``(i[t], j[t])``; the default computes one small block per pair."""
         out = np.empty(len(i), dtype=np.float64)
