@@ -36,7 +36,7 @@ def _load_pose(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 def _load_layout(args: argparse.Namespace) -> tuple[Any, Any, str]:
     from labeldist.distances.layout import LayoutMIoU
-    from labeldist.labels.layouts import generate_layouts, read_layout_folder
+    from labeldist.labels.layouts import generate_layouts, read_layout_maps
 
     if (args.input is None) == (args.generate is None):
         raise SystemExit("labeldist precompute layout: give either INPUT (a folder of maps) or --generate N")
@@ -46,7 +46,7 @@ def _load_layout(args: argparse.Namespace) -> tuple[Any, Any, str]:
         )
         dataset = args.dataset or f"lsun{args.layout_type}-gen{args.generate}-s{args.seed}"
     else:
-        labels = read_layout_folder(args.input)
+        labels = read_layout_maps(args.input)
         dataset = args.dataset or Path(args.input).name
     return labels, LayoutMIoU(), dataset
 
@@ -172,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(layout)
     layout.set_defaults(loader=_load_layout)
 
+    from labeldist.sts.commands import add_sentences_parser
+
+    add_sentences_parser(kinds, _add_common)
+
     info = sub.add_parser("info", help="print a store's manifest and summary statistics")
     info.add_argument("store")
     info.set_defaults(func=_info)
@@ -186,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: 8000)")
     serve.set_defaults(func=_serve)
+
+    from labeldist.sts.commands import add_sts_parser
+
+    add_sts_parser(sub)
     pre.set_defaults(func=_precompute)
     return parser
 
