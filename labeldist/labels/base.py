@@ -42,6 +42,9 @@ class LabelSet(ABC):
             values, counts = np.unique(ids, return_counts=True)
             raise LabelError(f"duplicate item ids: {values[counts > 1][:5].tolist()}")
         self.ids = ids
+        #: how the labels were read or made (reader options, generator settings): recorded in the store
+        #: manifest as ``params["labels"]``; readers fill it, subsets need not carry it
+        self.provenance: dict[str, object] = {}
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -247,7 +247,9 @@ def read_layout_maps(folder: str | os.PathLike[str], n_classes: int = 5) -> Layo
             raise LabelError(f"{path}: shape {arr.shape} differs from {paths[0].name}'s {maps[0].shape}")
         _check_map_values(arr, str(path), n_classes)
         maps.append(arr.astype(np.uint8))
-    return LayoutMaps(np.array([p.stem for p in paths]), np.stack(maps), n_classes)
+    layouts = LayoutMaps(np.array([p.stem for p in paths]), np.stack(maps), n_classes)
+    layouts.provenance = {"format": "folder", "n_classes": n_classes}
+    return layouts
 
 
 def write_layout_maps(labels: LayoutMaps, folder: str | os.PathLike[str], fmt: str = "png") -> list[Path]:
@@ -498,4 +500,14 @@ def generate_layouts(
         found.append(maps[full_types == layout_type])
     maps = np.concatenate(found)[:n] if found else np.zeros((0, height, width), np.uint8)
     ids = np.array([f"lsun{layout_type}-{i:06d}" for i in range(n)])
-    return LayoutMaps(ids, maps)
+    layouts = LayoutMaps(ids, maps)
+    layouts.provenance = {
+        "format": "generated",
+        "layout_type": layout_type,
+        "height": height,
+        "width": width,
+        "seed": seed if isinstance(seed, int) else "generator",
+        "prior": asdict(prior),
+        "min_area": min_area,
+    }
+    return layouts

@@ -171,4 +171,7 @@ def read_mpii_csv(
         if bad.size:
             raise LabelError(f"{path}, line {bad[0] + 2}: non-positive scale/head size for {normalization!r}")
     xy = normalize_poses(xy, np.asarray(centers), scale, head, normalization)
-    return Poses(np.asarray(ids), xy, present, vis == 1)
+    poses = Poses(np.asarray(ids), xy, present, vis == 1)
+    poses.provenance = {"format": "mpii_csv", "normalization": normalization, "min_joints": min_joints,
+                        "missing_joint": "x = y = 0 and vis = 0"}  # fmt: skip
+    return poses

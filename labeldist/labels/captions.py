@@ -1,0 +1,370 @@
+"""Caption sets: the captions of each image, tokenized, with the vectors of the words they use.
+
+Two input formats:
+
+- official COCO captions JSON: ``{"images": [{"id"}...] (optional), "annotations": [{"image_id", "caption"}...]}``;
+  items follow ``images`` when present (each must have a caption), else the first appearance in
+  ``annotations``;
+- Karpathy-style list: ``[{"image": "val2014/COCO_val2014_000000391895.jpg", "caption": [str, ...]}, ...]``;
+  the item id is the integer in the file name (``"391895"``).
+
+Every caption of an image is kept (some COCO images have 6 or 7). A :class:`CaptionSets` holds only flat
+arrays — texts, offsets, token ids into a local sorted vocabulary and that vocabulary's vectors — so a store
+that holds them can recompute any distance without the word-vector file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from typing_extensions import Self
+
+from labeldist.labels.base import LabelError, LabelSet
+from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
+
+#: names accepted by ``read_captions(format=...)``
+CAPTION_FORMATS = ("auto", "coco", "karpathy")
+#: what to do with a caption that has no word with a vector
+EMPTY_POLICIES = ("error", "drop")
+
+_IMAGE_ID = re.compile(r"(\d+)\.[A-Za-z]+$")
+
+
+def _range_index(offsets: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flat positions of the segments ``which`` of a segmented array, and the offsets of the result.
+
+    Segment ``s`` covers ``offsets[s]:offsets[s + 1]``; the result concatenates the chosen segments in order.
+    """
+    starts = offsets[which]
+    lengths = offsets[which + 1] - starts
+    new_offsets = np.zeros(len(which) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    flat = np.arange(new_offsets[-1], dtype=np.int64) + np.repeat(starts - new_offsets[:-1], lengths)
+    return flat, new_offsets
+
+
+def _check_offsets(name: str, offsets: np.ndarray, n: int, total: int, strict: bool) -> None:
+    if offsets.shape != (n + 1,):
+        raise LabelError(f"{name} must have shape ({n + 1},), got {offsets.shape}")
+    if offsets[0] != 0 or offsets[-1] != total:
+        raise LabelError(f"{name} must run from 0 to {total}, got {offsets[0]}..{offsets[-1]}")
+    steps = np.diff(offsets)
+    bad = np.flatnonzero(steps <= 0 if strict else steps < 0)
+    if len(bad):
+        what = "empty" if strict else "decreasing"
+        raise LabelError(f"{name}: segment {int(bad[0])} is {what}")
+
+
+class CaptionSets(LabelSet):
+    """N images, each with one or more tokenized captions.
+
+    Arrays (``K`` captions, ``T`` tokens, ``V`` vocabulary words, ``d`` vector size):
+
+    - ``caption_offsets`` (N+1,) int64: image ``i`` owns captions ``caption_offsets[i]:caption_offsets[i+1]``;
+    - ``text`` (bytes,) uint8 and ``text_offsets`` (K+1,) int64: the raw captions, UTF-8, concatenated
+      (flat bytes rather than a fixed-width string array, whose width would be set by the longest caption);
+    - ``tokens`` (T,) int32 and ``token_offsets`` (K+1,) int64: the kept words of each caption, in order, as
+      indices into ``vocab``;
+    - ``vocab`` (V,) str: the words used, sorted, each once; ``vectors`` (V, d) float32: their vectors.
+
+    Every image has a caption and every caption a token. ``provenance`` (not an array, not part of
+    :meth:`sha256`) records how the set was built — tokenizer, word vectors, empty-caption policy — for the
+    manifest; it is empty after :meth:`from_arrays`.
+    """
+
+    label_type: ClassVar[str] = "caption_sets"
+    _ARRAYS: ClassVar[tuple[str, ...]] = (
+        "caption_offsets",
+        "text",
+        "text_offsets",
+        "tokens",
+        "token_offsets",
+        "vocab",
+        "vectors",
+    )
+
+    def __init__(
+        self,
+        ids: np.ndarray | Sequence[str],
+        *,
+        caption_offsets: np.ndarray,
+        text: np.ndarray,
+        text_offsets: np.ndarray,
+        tokens: np.ndarray,
+        token_offsets: np.ndarray,
+        vocab: np.ndarray,
+        vectors: np.ndarray,
+        provenance: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(np.asarray(ids))
+        self.caption_offsets = np.asarray(caption_offsets, dtype=np.int64)
+        self.text = np.asarray(text, dtype=np.uint8)
+        self.text_offsets = np.asarray(text_offsets, dtype=np.int64)
+        self.tokens = np.asarray(tokens, dtype=np.int32)
+        self.token_offsets = np.asarray(token_offsets, dtype=np.int64)
+        # narrowest string width: equal vocabularies give equal bytes (and sha256) however they were built
+        self.vocab = np.array(np.asarray(vocab).tolist(), dtype=str).reshape(-1)
+        self.vectors = np.asarray(vectors, dtype=np.float32)
+        self.provenance = dict(provenance or {})
+        self._validate()
+
+    def _validate(self) -> None:
+        k = len(self.token_offsets) - 1
+        if k < 0:
+            raise LabelError("token_offsets must not be empty")
+        _check_offsets("caption_offsets", self.caption_offsets, len(self.ids), k, strict=True)
+        _check_offsets("text_offsets", self.text_offsets, k, len(self.text), strict=False)
+        _check_offsets("token_offsets", self.token_offsets, k, len(self.tokens), strict=True)
+        if self.vectors.ndim != 2 or self.vectors.shape[0] != len(self.vocab):
+            raise LabelError(f"vectors must have shape ({len(self.vocab)}, d), got {self.vectors.shape}")
+        if len(self.tokens) and (self.tokens.min() < 0 or self.tokens.max() >= len(self.vocab)):
+            raise LabelError(f"token ids must lie in [0, {len(self.vocab)})")
+        if not np.isfinite(self.vectors).all():
+            raise LabelError("word vectors hold NaN or inf")
+
+    @property
+    def n_captions(self) -> int:
+        return len(self.token_offsets) - 1
+
+    def captions(self, i: int) -> list[str]:
+        """The raw captions of image ``i``."""
+        lo, hi = self.caption_offsets[i], self.caption_offsets[i + 1]
+        return [self.text[self.text_offsets[k] : self.text_offsets[k + 1]].tobytes().decode() for k in range(lo, hi)]
+
+    def caption_words(self, k: int) -> list[str]:
+        """The kept words of caption ``k`` (a global caption index), in order."""
+        return self.vocab[self.tokens[self.token_offsets[k] : self.token_offsets[k + 1]]].tolist()
+
+    def subset(self, index: slice | np.ndarray) -> Self:
+        items = np.arange(len(self.ids))[index]
+        caps, caption_offsets = _range_index(self.caption_offsets, items)
+        tok, token_offsets = _range_index(self.token_offsets, caps)
+        txt, text_offsets = _range_index(self.text_offsets, caps)
+        # keep only the words this subset uses: the vocabulary stays sorted, so a subset's arrays equal those
+        # of a set read directly from the same images (same sha256)
+        used, tokens = np.unique(self.tokens[tok], return_inverse=True)
+        return type(self)(
+            self.ids[items],
+            caption_offsets=caption_offsets,
+            text=self.text[txt],
+            text_offsets=text_offsets,
+            tokens=tokens.reshape(-1),
+            token_offsets=token_offsets,
+            vocab=self.vocab[used],
+            vectors=self.vectors[used],
+            provenance=self.provenance,
+        )
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in self._ARRAYS}
+
+    @classmethod
+    def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
+        missing = [name for name in cls._ARRAYS if name not in arrays]
+        if missing:
+            raise LabelError(f"caption-set arrays missing: {missing}")
+        return cls(ids, **{name: np.asarray(arrays[name]) for name in cls._ARRAYS})
+
+
+def _check_policy(empty: str) -> None:
+    if empty not in EMPTY_POLICIES:
+        raise ValueError(f"unknown empty-caption policy {empty!r}; known: {', '.join(EMPTY_POLICIES)}")
+
+
+def caption_sets_from_texts(
+    ids: Sequence[str],
+    captions: Sequence[Sequence[str]],
+    *,
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+    empty: str = "error",
+    source: str = "<memory>",
+) -> CaptionSets:
+    """Tokenize the captions of each image and keep the vectors of the words used.
+
+    Parameters
+    ----------
+    ids : N item ids (unique).
+    captions : N lists of caption strings, one list per image, none empty.
+    tokenizer : default ``Tokenizer()``; vectors : default :func:`default_word_vectors`.
+    empty : ``"error"`` — a caption without any word that has a vector is a LabelError naming the image and
+        the caption; ``"drop"`` — such captions are dropped (an image left without captions is an error).
+    source : the file name used in error messages.
+    """
+    _check_policy(empty)
+    tokenizer = tokenizer or Tokenizer()
+    vectors = vectors or default_word_vectors()
+    if len(ids) != len(captions):
+        raise LabelError(f"{source}: {len(ids)} ids but {len(captions)} caption lists")
+    seen: dict[str, int] = {}
+    kept_text: list[bytes] = []
+    kept_words: list[list[str]] = []
+    per_image: list[int] = []
+    for pos, (item, caps) in enumerate(zip(ids, captions)):
+        item = str(item)
+        if item in seen:
+            raise LabelError(f"{source}: duplicate image id {item!r} (items {seen[item]} and {pos})")
+        seen[item] = pos
+        if len(caps) == 0:
+            raise LabelError(f"{source}: image {item!r} has no captions")
+        n_kept = 0
+        for k, cap in enumerate(caps):
+            if not isinstance(cap, str):
+                raise LabelError(f"{source}: image {item!r}: caption {k} is {type(cap).__name__}, not a string")
+            words = tokenizer.tokens(cap, vectors)
+            if not words:
+                if empty == "error":
+                    raise LabelError(
+                        f"{source}: image {item!r}: caption {k} {cap!r} has no word with a vector "
+                        f"(tokenizer {tokenizer.params()}); pass empty='drop' to drop such captions"
+                    )
+                continue
+            kept_text.append(cap.encode("utf-8"))
+            kept_words.append(words)
+            n_kept += 1
+        if n_kept == 0:
+            raise LabelError(f"{source}: image {item!r}: every caption was dropped (none has a word with a vector)")
+        per_image.append(n_kept)
+
+    flat_words = [w for words in kept_words for w in words]
+    vocab, tokens = np.unique(np.array(flat_words, dtype=str), return_inverse=True)
+    provenance = {"tokenizer": tokenizer.params(), "word_vectors": vectors.params(), "empty": empty}
+    return CaptionSets(
+        np.array([str(i) for i in ids], dtype=str),
+        caption_offsets=np.concatenate([[0], np.cumsum(per_image, dtype=np.int64)]),
+        text=np.frombuffer(b"".join(kept_text), dtype=np.uint8),
+        text_offsets=np.concatenate([[0], np.cumsum([len(t) for t in kept_text], dtype=np.int64)]),
+        tokens=tokens.reshape(-1),
+        token_offsets=np.concatenate([[0], np.cumsum([len(w) for w in kept_words], dtype=np.int64)]),
+        vocab=vocab,
+        vectors=vectors.lookup(vocab.tolist()),
+        provenance=provenance,
+    )
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise LabelError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8-sig")  # -sig: tolerate a byte-order mark
+    except UnicodeDecodeError as e:
+        raise LabelError(f"{path}: not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise LabelError(f"{path}: malformed JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+
+
+def _image_key(value: Any, where: str) -> str:
+    # COCO ids are ints; accept id strings too, but nothing else (bool is an int in Python)
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+        raise LabelError(f"{where}: image id must be an integer or a non-empty string, got {value!r}")
+    return str(value)
+
+
+def parse_coco(data: Any, source: str) -> tuple[list[str], list[list[Any]]]:
+    """Ids and caption lists from a parsed official COCO captions JSON."""
+    if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
+        raise LabelError(f"{source}: expected an object with an 'annotations' list (COCO captions format)")
+    groups: dict[str, list[Any]] = {}
+    if "images" in data:
+        if not isinstance(data["images"], list):
+            raise LabelError(f"{source}: 'images' must be a list")
+        for n, image in enumerate(data["images"]):
+            if not isinstance(image, dict) or "id" not in image:
+                raise LabelError(f"{source}: images[{n}] has no 'id'")
+            key = _image_key(image["id"], f"{source}: images[{n}]")
+            if key in groups:
+                raise LabelError(f"{source}: duplicate image id {key!r} in 'images' (images[{n}])")
+            groups[key] = []
+    for n, ann in enumerate(data["annotations"]):
+        if not isinstance(ann, dict) or "image_id" not in ann or "caption" not in ann:
+            raise LabelError(f"{source}: annotations[{n}] needs 'image_id' and 'caption'")
+        key = _image_key(ann["image_id"], f"{source}: annotations[{n}]")
+        if "images" in data and key not in groups:
+            raise LabelError(f"{source}: annotations[{n}] refers to image {key!r}, which is not in 'images'")
+        groups.setdefault(key, []).append(ann["caption"])
+    return list(groups), list(groups.values())
+
+
+def parse_karpathy(data: Any, source: str) -> tuple[list[str], list[list[Any]]]:
+    """Ids and caption lists from a parsed Karpathy-style list (see the module docstring)."""
+    if not isinstance(data, list):
+        raise LabelError(f"{source}: expected a JSON list of {{'image', 'caption'}} objects (Karpathy format)")
+    ids: list[str] = []
+    captions: list[list[Any]] = []
+    for n, item in enumerate(data):
+        if not isinstance(item, dict) or "image" not in item or "caption" not in item:
+            raise LabelError(f"{source}: item {n} needs 'image' and 'caption'")
+        image = item["image"]
+        match = _IMAGE_ID.search(image) if isinstance(image, str) else None
+        if match is None:
+            raise LabelError(f"{source}: item {n}: no image id in file name {image!r}")
+        caps = item["caption"]
+        if isinstance(caps, str):
+            caps = [caps]
+        if not isinstance(caps, list):
+            raise LabelError(f"{source}: item {n} ({image}): 'caption' must be a list of strings")
+        ids.append(str(int(match.group(1))))
+        captions.append(caps)
+    return ids, captions
+
+
+def read_captions(
+    path: str | Path,
+    *,
+    format: str = "auto",
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+    empty: str = "error",
+) -> CaptionSets:
+    """Read caption sets from a COCO captions JSON or a Karpathy-style list.
+
+    Parameters
+    ----------
+    path : the JSON file (UTF-8).
+    format : ``"coco"``, ``"karpathy"`` or ``"auto"`` (an object with ``annotations`` -> coco, a list ->
+        karpathy).
+    tokenizer, vectors, empty : see :func:`caption_sets_from_texts`.
+    """
+    if format not in CAPTION_FORMATS:
+        raise ValueError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
+    _check_policy(empty)
+    path = Path(path)
+    data = _load_json(path)
+    if format == "auto":
+        format = "karpathy" if isinstance(data, list) else "coco"
+    parse = parse_coco if format == "coco" else parse_karpathy
+    ids, captions = parse(data, str(path))
+    sets = caption_sets_from_texts(ids, captions, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path))
+    sets.provenance["format"] = format
+    return sets
+
+
+def read_coco_captions(
+    path: str | Path,
+    *,
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+    empty: str = "error",
+) -> CaptionSets:
+    """:func:`read_captions` with ``format="coco"``."""
+    return read_captions(path, format="coco", tokenizer=tokenizer, vectors=vectors, empty=empty)
+
+
+def read_karpathy_captions(
+    path: str | Path,
+    *,
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+    empty: str = "error",
+) -> CaptionSets:
+    """:func:`read_captions` with ``format="karpathy"``."""
+    return read_captions(path, format="karpathy", tokenizer=tokenizer, vectors=vectors, empty=empty)
