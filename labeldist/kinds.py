@@ -14,6 +14,7 @@ KINDS: dict[str, str] = {
     "pose": "labeldist.distances.pose:PoseDistance",
     "layout_miou": "labeldist.distances.layout:LayoutMIoU",
     "caption_wmd": "labeldist.distances.caption_sets:CaptionSetWMD",
+    "sentence_relevance": "labeldist.distances.sts:SentenceRelevance",
 }
 
 

@@ -1,0 +1,243 @@
+r"""Sentence relevance distance :math:`D(s,t) = 1 - R(s,t)` (Zhou et al., "Ladder Loss for Coherent
+Visual-Semantic Embedding", AAAI 2020, §3.3), kind ``sentence_relevance``.
+
+Four scorers (``scorer=``), each a symmetric function of the two sentences with :math:`R(s,s) = 1`:
+
+- ``"cbow"``: :math:`R_c`, cosine of averaged word vectors (clipped to [0, 1]);
+- ``"bert"``: :math:`R_B`, the model ``model`` alone — a bi-encoder (cosine of embeddings) or a cross-encoder
+  (sigmoid output averaged over both orders of the pair);
+- ``"coarse_to_fine"`` (the paper's): :math:`R = R_B` where :math:`R_c \ge \theta_c`, else :math:`R_c`
+  (``below="coarse"``, the paper's text) or 0 (``below="zero"``, the paper's code); BERT is called only for
+  pairs at or above the threshold;
+- ``"cascade"``: CBoW gates the bi-encoder ``model`` at :math:`\theta_c`, the bi-encoder gates the
+  cross-encoder ``cross_model`` at :math:`\theta_b`; a pair under a gate keeps the last score it got (or 0).
+  With :math:`\theta_b` set so that each sentence has a few candidates on average, neighbour lists of a whole
+  caption corpus cost a few cross-encoder calls per sentence. The gate is a threshold rather than "each
+  sentence's top C", because a per-sentence rank is neither symmetric nor a function of the pair alone.
+
+See :mod:`labeldist.sts.scorers` for the scorers, :mod:`labeldist.sts.cascade` for the thresholds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from labeldist.distances.base import LabelDistance
+from labeldist.labels.sentences import Sentences
+from labeldist.sts.cascade import check_below
+from labeldist.sts.models import PACKAGED, architecture, load_bi_encoder, load_cross_encoder, model_spec
+from labeldist.sts.models import resolve_model, weights_sha256
+from labeldist.sts.scorers import (
+    MAX_LENGTH,
+    bi_encoder_scorer,
+    cosine_relevance,
+    cross_encoder_scorer,
+    mean_vectors,
+    same_text,
+    unit_rows,
+)
+
+SCORERS = ("cbow", "bert", "coarse_to_fine", "cascade")
+
+
+def cbow_units(labels: Sentences) -> np.ndarray:
+    """Unit-norm averaged word vectors of every sentence, (N, d) float64."""
+    return unit_rows(mean_vectors(labels.tokens, labels.token_offsets, labels.vectors))
+
+
+class SentenceRelevance(LabelDistance):
+    r""":math:`D(s, t) = 1 - R(s, t) \in [0, 1]` under one of :data:`SCORERS` (see the module docstring).
+
+    Parameters
+    ----------
+    scorer : ``"cbow"``, ``"bert"``, ``"coarse_to_fine"`` (default) or ``"cascade"``.
+    model : the BERT of ``"bert"`` / ``"coarse_to_fine"`` (bi- or cross-encoder), the bi-encoder of
+        ``"cascade"``: a model folder (e.g. from ``labeldist sts fit``) or ``"all-MiniLM-L6-v2"`` (packaged).
+    cbow_threshold : :math:`\theta_c`, needed by ``"coarse_to_fine"`` and ``"cascade"``; calibrate it with
+        :func:`labeldist.sts.cascade.calibrate_cbow_threshold`.
+    below : ``"coarse"`` or ``"zero"``: the relevance of a pair under a threshold.
+    cross_model, bert_threshold : the cascade's cross-encoder and its bi-encoder gate :math:`\theta_b`.
+    max_length : word pieces per model input (a sentence, or a pair for a cross-encoder); longer inputs are
+        truncated, with a warning.
+    model_sha256, cross_model_sha256 : digests of the weights; filled in when None, checked when given (a store
+        made with a model that was retrained since cannot silently be reused or verified).
+    calibration : how the thresholds were found (recorded only).
+
+    >>> from labeldist.labels.sentences import sentences_from_texts
+    >>> s = sentences_from_texts(["a", "b"], ["A red car.", "The car is red!"])  # same words, other order
+    >>> SentenceRelevance("cbow").block(s, s).round(12).tolist()
+    [[0.0, 0.0], [0.0, 0.0]]
+    """
+
+    kind = "sentence_relevance"
+    labels_class = Sentences
+
+    def __init__(
+        self,
+        scorer: str = "coarse_to_fine",
+        model: str = PACKAGED,
+        cbow_threshold: float | None = None,
+        below: str = "coarse",
+        cross_model: str | None = None,
+        bert_threshold: float | None = None,
+        max_length: int = MAX_LENGTH,
+        model_sha256: str | None = None,
+        cross_model_sha256: str | None = None,
+        calibration: dict[str, Any] | None = None,
+    ) -> None:
+        if scorer not in SCORERS:
+            raise ValueError(f"unknown scorer {scorer!r}; known: {', '.join(SCORERS)}")
+        check_below(below)
+        if scorer in ("coarse_to_fine", "cascade") and cbow_threshold is None:
+            raise ValueError(f"scorer {scorer!r} needs cbow_threshold (calibrate it: labeldist sts calibrate)")
+        if scorer == "cascade" and (cross_model is None or bert_threshold is None):
+            raise ValueError("scorer 'cascade' needs cross_model and bert_threshold")
+        if max_length < 8:
+            raise ValueError(f"max_length must be at least 8 word pieces, got {max_length}")
+        self.scorer, self.below, self.max_length = scorer, below, int(max_length)
+        self.cbow_threshold = None if cbow_threshold is None else float(cbow_threshold)
+        self.bert_threshold = None if bert_threshold is None else float(bert_threshold)
+        self.calibration = calibration
+        self.model = self.model_sha256 = self.cross_model = self.cross_model_sha256 = None
+        if scorer != "cbow":
+            self.model, self.model_sha256 = _checked_model(model, model_sha256)
+            if scorer == "cascade" and architecture(resolve_model(self.model)) != "bi":
+                raise ValueError(f"the cascade's first model must be a bi-encoder; {self.model} is a cross-encoder")
+        if scorer == "cascade":
+            self.cross_model, self.cross_model_sha256 = _checked_model(cross_model, cross_model_sha256)
+            if architecture(resolve_model(self.cross_model)) != "cross":
+                raise ValueError(f"the cascade's cross_model must be a cross-encoder; {self.cross_model} is not")
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "scorer": self.scorer, "model": self.model, "cbow_threshold": self.cbow_threshold,
+            "below": self.below, "cross_model": self.cross_model, "bert_threshold": self.bert_threshold,
+            "max_length": self.max_length, "model_sha256": self.model_sha256,
+            "cross_model_sha256": self.cross_model_sha256, "calibration": self.calibration,
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ blocks and pairs
+    def relevance(self, rows: Sentences, cols: Sentences) -> np.ndarray:
+        """(len(rows), len(cols)) relevance :math:`R`, float64 in [0, 1]."""
+        a, b = rows.texts, cols.texts
+
+        def fine(gate: np.ndarray, model: str) -> np.ndarray:
+            return self._fine_matrix(a, b, gate, model)
+
+        if self.scorer == "bert":
+            out = fine(np.ones((len(a), len(b)), dtype=bool), self.model)
+        else:
+            out = self._refine(cosine_relevance(cbow_units(rows), cbow_units(cols)), fine)
+        out[same_text(a, b)] = 1.0
+        return out
+
+    def pair_relevance(self, labels: Sentences, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Relevance of the index pairs ``(i[t], j[t])`` of ``labels``, batched: what an on-demand look-up needs."""
+        i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+        a, b = [labels.texts[x] for x in i], [labels.texts[y] for y in j]
+
+        def fine(gate: np.ndarray, model: str) -> np.ndarray:
+            out = np.full(gate.shape, np.nan)
+            t = np.flatnonzero(gate)
+            out[t] = self._fine_pairs([a[x] for x in t], [b[x] for x in t], model)
+            return out
+
+        if self.scorer == "bert":
+            out = fine(np.ones(len(a), dtype=bool), self.model)
+        else:
+            units = cbow_units(labels)
+            out = self._refine(np.clip(np.sum(units[i] * units[j], axis=1), 0.0, 1.0), fine)
+        out[np.array([x == y for x, y in zip(a, b)], dtype=bool)] = 1.0
+        return out
+
+    def _refine(self, cbow: np.ndarray, fine: Any) -> np.ndarray:
+        """Gate ``cbow`` at the CBoW threshold, then (cascade) the bi-encoder at the BERT threshold.
+
+        ``fine(gate, model)`` returns the model's relevance where ``gate`` is true; nothing else is scored.
+        """
+        if self.scorer == "cbow":
+            return cbow
+        gate = cbow >= self.cbow_threshold
+        out = np.where(gate, np.nan, cbow if self.below == "coarse" else 0.0)
+        out[gate] = fine(gate, self.model)[gate]
+        if self.scorer == "cascade":
+            gate &= out >= self.bert_threshold
+            if self.below == "zero":
+                out[~gate] = 0.0
+            out[gate] = fine(gate, self.cross_model)[gate]
+        return out
+
+    def _fine_matrix(self, a: list[str], b: list[str], gate: np.ndarray, model: str) -> np.ndarray:
+        """Relevance under ``model`` where ``gate`` is true (NaN elsewhere); BERT sees gated pairs only."""
+        path = resolve_model(model)
+        out = np.full(gate.shape, np.nan)
+        if architecture(path) == "bi":
+            r, c = np.flatnonzero(gate.any(axis=1)), np.flatnonzero(gate.any(axis=0))
+            if len(r):
+                scorer = bi_encoder_scorer(path, self.max_length)
+                # One embedding per sentence, all texts of both sides in one canonical order: the engine asks
+                # (row block, all items), so every worker embeds the same batches and a store is reproducible
+                # to the bit. A pair under the gate costs no transformer call either way, only a dot product.
+                scorer.embed(sorted(set(a) | set(b)))
+                out[np.ix_(r, c)] = scorer.relevance([a[i] for i in r], [b[j] for j in c])
+        else:
+            i, j = np.nonzero(gate)
+            scorer = cross_encoder_scorer(path, self.max_length)
+            out[i, j] = scorer.pair_relevance([a[t] for t in i], [b[t] for t in j])
+        return np.where(gate, out, np.nan)
+
+    def _fine_pairs(self, a: list[str], b: list[str], model: str) -> np.ndarray:
+        """Relevance under ``model`` of each pair ``(a[t], b[t])``."""
+        path = resolve_model(model)
+        if architecture(path) == "cross":
+            return cross_encoder_scorer(path, self.max_length).pair_relevance(a, b)
+        scorer = bi_encoder_scorer(path, self.max_length)
+        scorer.embed(sorted(set(a) | set(b)))
+        out = np.clip(np.sum(scorer.embed(a) * scorer.embed(b), axis=1), 0.0, 1.0) if a else np.zeros(0)
+        out[np.array([x == y for x, y in zip(a, b)], dtype=bool)] = 1.0
+        return out
+
+    def block(self, rows: Sentences, cols: Sentences) -> np.ndarray:
+        return 1.0 - self.relevance(rows, cols)
+
+    def pairs(self, labels: Sentences, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return 1.0 - self.pair_relevance(labels, i, j)
+
+    # ------------------------------------------------------------------ the slow oracle
+    def reference(self, a: Sentences, i: int, b: Sentences, j: int) -> float:
+        s, t = a.texts[i], b.texts[j]
+        if s == t:
+            return 0.0
+        va = np.mean(a.vectors[a.tokens[a.token_offsets[i] : a.token_offsets[i + 1]]].astype(np.float64), axis=0)
+        vb = np.mean(b.vectors[b.tokens[b.token_offsets[j] : b.token_offsets[j + 1]]].astype(np.float64), axis=0)
+        r = min(max(float(va @ vb) / float(np.linalg.norm(va) * np.linalg.norm(vb)), 0.0), 1.0)
+        stages = {"cbow": [], "bert": [self.model], "coarse_to_fine": [self.model]}.get(
+            self.scorer, [self.model, self.cross_model]
+        )
+        thresholds = [None] if self.scorer == "bert" else [self.cbow_threshold, self.bert_threshold]
+        for model, threshold in zip(stages, thresholds):
+            if threshold is not None and r < threshold:
+                return 1.0 - (r if self.below == "coarse" else 0.0)
+            r = _pair_relevance(model, self.max_length, s, t)
+        return 1.0 - r
+
+
+def _checked_model(model: str | None, sha256: str | None) -> tuple[str, str]:
+    spec = model_spec(model)
+    digest = weights_sha256(resolve_model(spec))
+    if sha256 is not None and sha256 != digest:
+        raise ValueError(f"model {spec}: its weights changed (sha256 {digest[:12]}..., expected {sha256[:12]}...)")
+    return spec, digest
+
+
+def _pair_relevance(model: str, max_length: int, s: str, t: str) -> float:
+    """One pair, one plain model call per sentence or per order: the oracle of the batched scorers."""
+    path = resolve_model(model)
+    if architecture(path) == "bi":
+        emb = load_bi_encoder(path, max_length).encode([s, t], batch_size=1, convert_to_numpy=True)
+        e = emb.astype(np.float64)
+        return min(max(float(e[0] @ e[1]) / float(np.linalg.norm(e[0]) * np.linalg.norm(e[1])), 0.0), 1.0)
+    scores = load_cross_encoder(path, max_length).predict([(s, t), (t, s)], batch_size=1, convert_to_numpy=True)
+    return float((float(scores[0]) + float(scores[1])) / 2.0)

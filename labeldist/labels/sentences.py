@@ -1,0 +1,175 @@
+"""Sentences as labels: one sentence per item, with the tokens and word vectors of its CBoW score.
+
+Items are single sentences; read from a COCO captions file, item ``<image id>#<n>`` is caption ``n`` (0-based,
+in file order) of that image, so ids stay the same whatever captions are dropped. A :class:`Sentences` is a
+:class:`~labeldist.labels.captions.CaptionSets` with exactly one caption per item (same flat arrays: raw
+UTF-8 text, token ids into a local sorted vocabulary, that vocabulary's vectors), so a store that holds it can
+recompute the CBoW score without the word-vector file and the BERT scores from the texts.
+
+Bad input is a :class:`~labeldist.labels.base.LabelError` naming the file and the item: an empty (or blank)
+sentence always; a sentence with no word that has a vector (its CBoW vector is undefined) unless
+``empty="drop"``. Very long sentences are kept whole here; the BERT scorers truncate them (see
+:mod:`labeldist.sts.scorers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from labeldist.labels.base import LabelError
+from labeldist.labels.captions import (
+    CAPTION_FORMATS,
+    EMPTY_POLICIES,
+    CaptionSets,
+    _load_json,
+    parse_coco,
+    parse_karpathy,
+)
+from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
+
+
+class Sentences(CaptionSets):
+    """N sentences with their ids, texts, CBoW tokens and word vectors.
+
+    Arrays (as :class:`CaptionSets` less ``caption_offsets``, which is always ``0..N``): ``text`` (bytes,)
+    uint8 and ``text_offsets`` (N+1,) int64; ``tokens`` (T,) int32 and ``token_offsets`` (N+1,) int64 into
+    ``vocab`` (V,) str; ``vectors`` (V, d) float32.
+    """
+
+    label_type: ClassVar[str] = "sentences"
+    _ARRAYS: ClassVar[tuple[str, ...]] = ("text", "text_offsets", "tokens", "token_offsets", "vocab", "vectors")
+
+    def __init__(
+        self,
+        ids: np.ndarray | Sequence[str],
+        *,
+        text: np.ndarray,
+        text_offsets: np.ndarray,
+        tokens: np.ndarray,
+        token_offsets: np.ndarray,
+        vocab: np.ndarray,
+        vectors: np.ndarray,
+        provenance: dict[str, Any] | None = None,
+        caption_offsets: np.ndarray | None = None,
+    ) -> None:
+        n = len(ids)
+        one_each = np.arange(n + 1, dtype=np.int64)
+        if caption_offsets is not None and not np.array_equal(caption_offsets, one_each):
+            raise LabelError("Sentences hold exactly one sentence per item")
+        super().__init__(
+            ids, caption_offsets=one_each, text=text, text_offsets=text_offsets, tokens=tokens,
+            token_offsets=token_offsets, vocab=vocab, vectors=vectors, provenance=provenance,
+        )  # fmt: skip
+        blank = [i for i, t in enumerate(self.texts) if not t.strip()]
+        if blank:
+            raise LabelError(f"sentence {self.ids[blank[0]]!r} is empty")
+
+    @cached_property
+    def texts(self) -> list[str]:
+        """The raw sentences, in item order."""
+        raw, off = self.text.tobytes(), self.text_offsets
+        return [raw[off[i] : off[i + 1]].decode("utf-8") for i in range(len(self.ids))]
+
+    def words(self, i: int) -> list[str]:
+        """The kept (CBoW) words of sentence ``i``."""
+        return self.caption_words(i)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("texts", None)  # decoded lazily on the worker; ship the flat bytes only
+        return state
+
+
+def sentences_from_texts(
+    ids: Sequence[str],
+    texts: Sequence[Any],
+    *,
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+    empty: str = "error",
+    source: str = "<memory>",
+) -> Sentences:
+    """Tokenize sentences and keep the vectors of the words they use.
+
+    Parameters
+    ----------
+    ids, texts : N unique item ids and their sentences.
+    tokenizer : default ``Tokenizer()`` (lower-case, ``[a-z]+``, gensim stop words dropped).
+    vectors : default :func:`~labeldist.labels.text.default_word_vectors` (GloVe 6B 50-d).
+    empty : a sentence without any word that has a vector is a LabelError (``"error"``) or is left out
+        (``"drop"``); a blank sentence is always an error.
+    source : the file named in errors.
+    """
+    if empty not in EMPTY_POLICIES:
+        raise ValueError(f"unknown empty-sentence policy {empty!r}; known: {', '.join(EMPTY_POLICIES)}")
+    if len(ids) != len(texts):
+        raise LabelError(f"{source}: {len(ids)} ids but {len(texts)} sentences")
+    tokenizer = tokenizer or Tokenizer()
+    vectors = vectors or default_word_vectors()
+    kept_ids: list[str] = []
+    kept_text: list[bytes] = []
+    kept_words: list[list[str]] = []
+    for item, text in zip(ids, texts):
+        if not isinstance(text, str):
+            raise LabelError(f"{source}: sentence {item!r} is {type(text).__name__}, not a string")
+        if not text.strip():
+            raise LabelError(f"{source}: sentence {item!r} is empty")
+        words = tokenizer.tokens(text, vectors)
+        if not words:
+            if empty == "drop":
+                continue
+            raise LabelError(
+                f"{source}: sentence {item!r} {text[:80]!r} has no word with a vector (tokenizer "
+                f"{tokenizer.params()}), so its CBoW score is undefined; pass empty='drop' to leave it out"
+            )
+        kept_ids.append(str(item))
+        kept_text.append(text.encode("utf-8"))
+        kept_words.append(words)
+    if not kept_ids:
+        raise LabelError(f"{source}: no sentences")
+    vocab, tokens = np.unique(np.array([w for ws in kept_words for w in ws], dtype=str), return_inverse=True)
+    return Sentences(
+        np.array(kept_ids, dtype=str),
+        text=np.frombuffer(b"".join(kept_text), dtype=np.uint8),
+        text_offsets=np.concatenate([[0], np.cumsum([len(t) for t in kept_text], dtype=np.int64)]),
+        tokens=tokens.reshape(-1),
+        token_offsets=np.concatenate([[0], np.cumsum([len(w) for w in kept_words], dtype=np.int64)]),
+        vocab=vocab,
+        vectors=vectors.lookup(vocab.tolist()),
+        provenance={"tokenizer": tokenizer.params(), "word_vectors": vectors.params(), "empty": empty},
+    )
+
+
+def read_caption_sentences(
+    path: str | Path,
+    *,
+    format: str = "auto",
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+    empty: str = "error",
+    limit: int | None = None,
+) -> Sentences:
+    """Every caption of a COCO captions JSON or Karpathy-style list as one sentence item ``<image id>#<n>``.
+
+    ``format`` as :func:`labeldist.labels.captions.read_captions`; ``limit`` keeps the first N sentences (of the
+    file, before any is dropped).
+    """
+    if format not in CAPTION_FORMATS:
+        raise ValueError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
+    path = Path(path)
+    data = _load_json(path)
+    if format == "auto":
+        format = "karpathy" if isinstance(data, list) else "coco"
+    image_ids, captions = (parse_coco if format == "coco" else parse_karpathy)(data, str(path))
+    ids = [f"{image}#{n}" for image, caps in zip(image_ids, captions) for n in range(len(caps))]
+    texts = [cap for caps in captions for cap in caps]
+    if limit is not None:
+        ids, texts = ids[:limit], texts[:limit]
+    sentences = sentences_from_texts(ids, texts, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path))
+    sentences.provenance["format"] = format
+    return sentences

@@ -1,0 +1,137 @@
+r"""Coarse-to-fine relevance (Zhou et al., AAAI 2020, §3.3) and its calibration.
+
+The ladder-loss paper scores a pair with BERT only when the cheap CBoW score passes a threshold:
+
+.. math::
+
+    R(s,t) = \begin{cases} R_{\text{fine}}(s,t) & R_{\text{coarse}}(s,t) \ge \theta \\
+                           f(s,t) & \text{otherwise} \end{cases}
+
+where the fill :math:`f` is ``below="coarse"`` — keep the coarse score, as the paper's text says — or
+``below="zero"`` — :math:`f = 0`, as the paper's released code does. The cascade of this package applies the same
+rule twice: CBoW gates the bi-encoder, the bi-encoder gates the cross-encoder.
+
+Thresholds must be calibrated for the vectors in use: with GloVe-50 almost every STS-B pair (98 %) has CBoW
+cosine above the paper's 0.8 (tuned for 300-d vectors), so that threshold filters nothing. Here a threshold is
+the score quantile that lets a chosen share of pairs through (:func:`threshold_for_share`), measured on the
+STS-B training pairs for CBoW (:func:`calibrate_cbow_threshold`) and on the corpus itself for the cascade's
+bi-encoder gate (:func:`threshold_for_candidates`: on average ``C`` candidates per sentence).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
+from labeldist.sts.scorers import cosine_relevance, mean_vectors, unit_rows
+from labeldist.sts.stsb import StsPairs
+
+#: what a pair under the threshold gets
+BELOW = ("coarse", "zero")
+#: share of STS-B training pairs the default CBoW threshold lets through
+DEFAULT_PASS_SHARE = 0.5
+
+
+def check_below(below: str) -> None:
+    if below not in BELOW:
+        raise ValueError(f"unknown below-threshold rule {below!r}; known: {', '.join(BELOW)}")
+
+
+def combine(coarse: np.ndarray, fine: np.ndarray, threshold: float, below: str = "coarse") -> np.ndarray:
+    """The coarse-to-fine relevance: ``fine`` where ``coarse >= threshold``, else ``coarse`` (or 0).
+
+    ``fine`` is only read where the gate passes (it may hold anything, e.g. NaN, elsewhere).
+
+    >>> combine(np.array([0.9, 0.3]), np.array([0.5, np.nan]), 0.8).tolist()
+    [0.5, 0.3]
+    >>> combine(np.array([0.9, 0.3]), np.array([0.5, np.nan]), 0.8, below="zero").tolist()
+    [0.5, 0.0]
+    """
+    check_below(below)
+    gate = coarse >= threshold
+    return np.where(gate, fine, coarse if below == "coarse" else 0.0)
+
+
+def threshold_for_share(scores: np.ndarray, pass_share: float) -> float:
+    r"""The score at or above which a share ``pass_share`` of the finite ``scores`` lies: the k-th largest,
+    :math:`k = \lceil \text{pass\_share} \cdot n \rceil`.
+
+    >>> threshold_for_share(np.arange(10.0), 0.3)
+    7.0
+    """
+    if not 0.0 < pass_share <= 1.0:
+        raise ValueError(f"pass share must lie in (0, 1], got {pass_share}")
+    x = np.asarray(scores, dtype=np.float64).ravel()
+    x = x[np.isfinite(x)]
+    k = max(1, math.ceil(pass_share * len(x) - 1e-9))  # the k-th largest score: k of them pass (more on ties)
+    return float(np.partition(x, len(x) - k)[len(x) - k])
+
+
+def cbow_pair_relevance(
+    first: Sequence[str], second: Sequence[str], tokenizer: Tokenizer, vectors: WordVectors
+) -> np.ndarray:
+    """CBoW relevance of each sentence pair; 0 when a sentence has no word with a vector, 1 when identical."""
+
+    def unit(texts: Sequence[str]) -> np.ndarray:
+        words = [tokenizer.tokens(t, vectors) for t in texts]
+        out = np.zeros((len(texts), vectors.dim))
+        has = [i for i, w in enumerate(words) if w]
+        flat = [x for i in has for x in words[i]]
+        offsets = np.concatenate([[0], np.cumsum([len(words[i]) for i in has])]).astype(np.int64)
+        out[has] = mean_vectors(np.arange(len(flat)), offsets, vectors.lookup(flat))
+        return unit_rows(out)
+
+    a, b = unit(first), unit(second)
+    r = np.clip(np.sum(a * b, axis=1), 0.0, 1.0)
+    r[np.array([x == y for x, y in zip(first, second)], dtype=bool)] = 1.0
+    return r
+
+
+def calibrate_cbow_threshold(
+    pairs: StsPairs,
+    pass_share: float = DEFAULT_PASS_SHARE,
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+) -> tuple[float, dict[str, Any]]:
+    """CBoW threshold that lets ``pass_share`` of the STS pairs through, and how it was found (for the manifest)."""
+    tokenizer = tokenizer or Tokenizer()
+    vectors = vectors or default_word_vectors()
+    scores = cbow_pair_relevance(pairs.first, pairs.second, tokenizer, vectors)
+    threshold = threshold_for_share(scores, pass_share)
+    return threshold, {
+        "method": "sts_quantile",
+        "pass_share": pass_share,
+        "file": pairs.source,
+        "sha256": pairs.sha256,
+        "pairs": len(pairs),
+        "word_vectors": vectors.params()["source"],
+    }
+
+
+def threshold_for_candidates(
+    embeddings: np.ndarray, candidates: float, *, sample: int = 2000, seed: int = 0, gate: Any = None
+) -> float:
+    """Bi-encoder relevance threshold passing on average ``candidates`` other items per item of a corpus.
+
+    Computed on ``sample`` rows drawn with ``seed`` (all rows when fewer): the ``1 - candidates / (N - 1)``
+    quantile of their relevances to every other item. ``gate(rows) -> (len(rows), N) bool`` (e.g. the CBoW gate)
+    leaves out pairs an earlier stage already filtered (they count as not passing).
+    """
+    n = len(embeddings)
+    if not 0 < candidates < n - 1:
+        raise ValueError(f"candidates per item must lie in (0, {n - 1}), got {candidates}")
+    unit = unit_rows(embeddings)
+    rows = np.arange(n) if n <= sample else np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
+    values = []
+    for start in range(0, len(rows), 256):
+        r = rows[start : start + 256]
+        rel = cosine_relevance(unit[r], unit)
+        rel[np.arange(len(r)), r] = -np.inf  # the item itself
+        if gate is not None:
+            rel[~gate(r)] = -np.inf
+        values.append(rel.ravel())
+    return threshold_for_share(np.concatenate(values), candidates / (n - 1))

@@ -1,0 +1,213 @@
+"""The ``labeldist sts ...`` commands and the ``precompute sentences`` loader (wired in :mod:`labeldist.cli`).
+
+labeldist sts fit --architecture bi --loss cosent --epochs 4 --out models/sts-bi-cosent
+labeldist sts eval --scorer coarse_to_fine --model models/sts-bi-cosent
+labeldist precompute sentences data/coco/coco_karpathy_test.json --model models/sts-bi-cosent --knn-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+DEFAULT_TRAIN = "data/stsb/sts-train.csv"
+DEFAULT_DEV = "data/stsb/sts-dev.csv"
+#: above this many bytes a dense float32 N x N matrix is refused (2.5 GB for the 25,009 Karpathy-test captions)
+DENSE_LIMIT = 2**30
+
+
+def _sentence_labels(first: list[str], second: list[str], source: str) -> tuple[Any, Any, Any]:
+    """Sentences of the distinct texts of STS pairs, and the index of each pair's two sentences."""
+    import numpy as np
+
+    from labeldist.labels.sentences import sentences_from_texts
+
+    texts = list(dict.fromkeys(first + second))
+    where = {t: n for n, t in enumerate(texts)}
+    labels = sentences_from_texts([str(n) for n in range(len(texts))], texts, source=source)
+    return labels, np.array([where[t] for t in first]), np.array([where[t] for t in second])
+
+
+def build_distance(args: argparse.Namespace, labels: Any = None) -> Any:
+    """The SentenceRelevance the options ask for, thresholds calibrated where not given.
+
+    CBoW threshold: ``--cbow-threshold``, else the score passing ``--pass-share`` of the STS-B training pairs.
+    Cascade gate: ``--bert-threshold``, else on average ``--candidates`` per sentence of ``labels`` (the corpus),
+    else the bi-encoder score passing ``--bert-pass-share`` of the training pairs that pass the CBoW gate.
+    """
+    import numpy as np
+
+    from labeldist.distances.sts import SentenceRelevance
+    from labeldist.sts.cascade import calibrate_cbow_threshold, threshold_for_candidates, threshold_for_share
+    from labeldist.sts.stsb import read_sts
+
+    calibration: dict[str, Any] = {}
+    cbow_threshold = args.cbow_threshold
+    if args.scorer in ("coarse_to_fine", "cascade") and cbow_threshold is None:
+        cbow_threshold, calibration["cbow"] = calibrate_cbow_threshold(read_sts(args.train), args.pass_share)
+    bert_threshold = getattr(args, "bert_threshold", None)
+    common = dict(model=args.model, cbow_threshold=cbow_threshold, below=args.below, max_length=args.max_length)
+    if args.scorer == "cascade" and bert_threshold is None:
+        first = SentenceRelevance("bert", **common)
+        if getattr(args, "candidates", None) is not None and labels is not None:
+            from labeldist.distances.sts import cbow_units
+            from labeldist.sts.models import resolve_model
+            from labeldist.sts.scorers import bi_encoder_scorer
+
+            sample = np.sort(np.random.default_rng(0).choice(len(labels), min(len(labels), 2000), replace=False))
+            sub = labels.subset(sample)
+            emb = bi_encoder_scorer(resolve_model(first.model), args.max_length).embed(sub.texts)
+            units = cbow_units(sub)
+            share = args.candidates / (len(labels) - 1)
+            bert_threshold = threshold_for_candidates(
+                emb, share * (len(sub) - 1), gate=lambda r: units[r] @ units.T >= cbow_threshold
+            )
+            calibration["bert"] = {"method": "corpus_candidates", "candidates": args.candidates,
+                                   "sample": len(sub), "seed": 0}  # fmt: skip
+        else:
+            train = read_sts(args.train)
+            tl, i, j = _sentence_labels(list(train.first), list(train.second), train.source)
+            cbow = 1.0 - SentenceRelevance("cbow").pairs(tl, i, j)
+            keep = cbow >= cbow_threshold
+            bi = 1.0 - first.pairs(tl, i[keep], j[keep])
+            bert_threshold = threshold_for_share(bi, args.bert_pass_share)
+            calibration["bert"] = {"method": "sts_quantile", "pass_share": args.bert_pass_share,
+                                   "of": "train pairs passing the CBoW gate", "sha256": train.sha256}  # fmt: skip
+    return SentenceRelevance(
+        args.scorer, cross_model=getattr(args, "cross_model", None), bert_threshold=bert_threshold,
+        calibration=calibration or None, **common,
+    )  # fmt: skip
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import time
+
+    from labeldist.sts.fit import correlations
+    from labeldist.sts.models import resolve_model
+    from labeldist.sts.scorers import bi_encoder_scorer, cross_encoder_scorer
+    from labeldist.sts.stsb import read_sts
+
+    distance = build_distance(args)
+    dev = read_sts(args.dev).head(args.dev_limit)
+    labels, i, j = _sentence_labels(list(dev.first), list(dev.second), dev.source)
+    counters = [bi_encoder_scorer(resolve_model(m), args.max_length) for m in [distance.model] if m] + [
+        cross_encoder_scorer(resolve_model(m), args.max_length) for m in [distance.model, distance.cross_model] if m
+    ]
+    before = sum(c.calls for c in counters)
+    started = time.perf_counter()
+    relevance = 1.0 - distance.pairs(labels, i, j)
+    seconds = time.perf_counter() - started
+    report = {
+        "scorer": args.scorer, "pairs": len(dev), **{k: round(v, 4) for k, v in
+        correlations(relevance, dev.relevance).items()}, "transformer_calls": sum(c.calls for c in counters) - before,
+        "seconds": round(seconds, 1), "params": distance.params(),
+    }  # fmt: skip
+    if distance.cbow_threshold is not None:
+        cbow = 1.0 - type(distance)("cbow").pairs(labels, i, j)
+        report["cbow_pass_share"] = round(float((cbow >= distance.cbow_threshold).mean()), 4)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def add_scorer_options(p: argparse.ArgumentParser) -> None:
+    """Options choosing a sentence relevance scorer (``sts eval`` and ``precompute sentences``)."""
+    p.add_argument("--scorer", choices=("cbow", "bert", "coarse_to_fine", "cascade"), default="coarse_to_fine",
+                   help="relevance R: CBoW, BERT alone, CBoW then BERT (the paper's), or CBoW, bi- then "
+                   "cross-encoder (default: %(default)s)")  # fmt: skip
+    p.add_argument("--model", default="all-MiniLM-L6-v2",
+                   help="BERT model folder (bi- or cross-encoder; the bi-encoder of the cascade), e.g. "
+                   "models/sts-bi-cosent from `labeldist sts fit` (default: the packaged zero-shot %(default)s)")  # fmt: skip
+    p.add_argument("--cross-model", help="cascade: the cross-encoder folder")
+    p.add_argument("--cbow-threshold", type=float, help="CBoW gate (default: calibrated, see --pass-share)")
+    p.add_argument("--pass-share", type=float, default=0.5,
+                   help="calibrate the CBoW gate to pass this share of STS-B train pairs (default: %(default)s)")  # fmt: skip
+    p.add_argument("--bert-threshold", type=float, help="cascade: bi-encoder gate of the cross-encoder")
+    p.add_argument("--bert-pass-share", type=float, default=0.2,
+                   help="cascade, no --candidates: the bi gate passes this share of the STS-B train pairs that "
+                   "pass the CBoW gate (default: %(default)s)")  # fmt: skip
+    p.add_argument("--below", choices=("coarse", "zero"), default="coarse",
+                   help="a pair under a gate keeps the coarser score (paper's text) or gets 0 (paper's code)")  # fmt: skip
+    p.add_argument("--max-length", type=int, default=256, help="word pieces per model input; longer is truncated")
+    p.add_argument("--train", default=DEFAULT_TRAIN, help="STS-B file the thresholds are calibrated on")
+
+
+def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """``labeldist precompute sentences``: the caption sentences of a COCO file and their relevance distance."""
+    from pathlib import Path
+
+    from labeldist.labels.sentences import read_caption_sentences
+
+    labels = read_caption_sentences(args.input, format=args.format, empty=args.empty, limit=args.limit)
+    if args.dense and 4 * len(labels) ** 2 > DENSE_LIMIT:
+        raise ValueError(f"a dense matrix of {len(labels)} sentences takes {4 * len(labels) ** 2 / 1e9:.1f} GB; "
+                         "pass --knn-only")  # fmt: skip
+    distance = build_distance(args, labels)
+    dataset = args.dataset or Path(args.input).stem + (f"-first{args.limit}" if args.limit else "")
+    return labels, distance, dataset
+
+
+def add_sentences_parser(kinds: Any, add_common: Any) -> None:
+    """Add ``precompute sentences`` to the precompute subparsers ``kinds``."""
+    p = kinds.add_parser("sentences", help="caption sentences (1 - relevance: CBoW, BERT, coarse-to-fine, cascade)")
+    p.add_argument("input", help="COCO captions JSON or Karpathy-style list, e.g. data/coco/coco_karpathy_test.json")
+    p.add_argument("--format", choices=("auto", "coco", "karpathy"), default="auto")
+    p.add_argument("--empty", choices=("error", "drop"), default="error",
+                   help="a sentence with no word that has a vector: error, or leave it out")  # fmt: skip
+    p.add_argument("--limit", type=int, help="the first N sentences only")
+    p.add_argument("--candidates", type=float,
+                   help="cascade: set the bi-encoder gate so that a sentence has this many candidates on average")  # fmt: skip
+    add_scorer_options(p)
+    add_common(p)
+    p.set_defaults(loader=load_sentences)
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from labeldist.sts.fit import FitConfig, fit
+    from labeldist.sts.stsb import read_sts
+
+    config = FitConfig(
+        architecture=args.architecture, loss=args.loss, base_model=args.base_model, epochs=args.epochs,
+        batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay,
+        max_length=args.max_length, swap=args.swap, seed=args.seed,
+    )  # fmt: skip
+    train = read_sts(args.train).head(args.limit)
+    dev = read_sts(args.dev).head(args.dev_limit)
+    out = args.out or f"models/sts-{config.architecture}-{config.loss}"
+    result = fit(train, dev, config, out, progress=False if args.no_progress else None)
+    print(json.dumps({"model": str(result.path), "dev_pearson": round(result.dev_pearson, 4),
+                      "dev_spearman": round(result.dev_spearman, 4), "seconds": round(result.seconds, 1)}))  # fmt: skip
+    return 0
+
+
+def add_sts_parser(sub: Any) -> None:
+    """Add the ``sts`` command group to the top-level subparsers ``sub``."""
+    sts = sub.add_parser("sts", help="sentence relevance models: fine-tune on STS-B, evaluate scorers")
+    cmds = sts.add_subparsers(dest="sts_command", required=True)
+
+    fit = cmds.add_parser("fit", help="fine-tune all-MiniLM-L6-v2 on STS-B train, score it on dev, save it")
+    fit.add_argument("--architecture", choices=("bi", "cross"), default="bi",
+                     help="bi-encoder (cosine of embeddings) or cross-encoder (default: %(default)s)")  # fmt: skip
+    fit.add_argument("--loss", help="bi: cosent (default) or cosine; cross: bce (default) or mse")
+    fit.add_argument("--base-model", default="all-MiniLM-L6-v2", help="start from this model folder")
+    fit.add_argument("--epochs", type=int, default=4)
+    fit.add_argument("--batch-size", type=int, default=16)
+    fit.add_argument("--lr", type=float, default=2e-5)
+    fit.add_argument("--warmup", type=float, default=0.1, help="share of the steps with linear warm-up")
+    fit.add_argument("--weight-decay", type=float, default=0.01)
+    fit.add_argument("--max-length", type=int, default=128, help="word pieces per input while training")
+    fit.add_argument("--swap", action="store_true", help="cross-encoder: train on both orders of each pair")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--train", default=DEFAULT_TRAIN, help="STS-B training file (default: %(default)s)")
+    fit.add_argument("--dev", default=DEFAULT_DEV, help="STS-B dev file (default: %(default)s)")
+    fit.add_argument("--limit", type=int, help="train on the first N pairs only (quick checks)")
+    fit.add_argument("--dev-limit", type=int, help="score on the first N dev pairs only")
+    fit.add_argument("--out", help="model folder (default: models/sts-<architecture>-<loss>)")
+    fit.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fit.set_defaults(func=_fit)
+
+    ev = cmds.add_parser("eval", help="Pearson and Spearman of a relevance scorer on STS-B dev")
+    add_scorer_options(ev)
+    ev.add_argument("--dev", default=DEFAULT_DEV, help="STS-B file to score (default: %(default)s)")
+    ev.add_argument("--dev-limit", type=int, help="the first N pairs only")
+    ev.set_defaults(func=_eval)

@@ -1,0 +1,229 @@
+r"""``labeldist sts fit``: fine-tune a relevance model on STS-B, evaluate it on dev, save it with its record.
+
+Two architectures, both started from the packaged all-MiniLM-L6-v2:
+
+- ``cross``: a cross-encoder (BERT reading ``[CLS] s [SEP] t [SEP]``, one logit :math:`g`), trained with binary
+  cross-entropy between :math:`\sigma(g(s,t))` and the gold relevance :math:`y = \text{score}/5` (``loss="bce"``,
+  the sentence-transformers default for one label) or with the squared error (``loss="mse"``);
+  ``swap=True`` adds every pair in both orders.
+- ``bi``: the bi-encoder itself, trained so that :math:`\cos(f(s), f(t))` follows :math:`y`: ``loss="cosent"``
+  (CoSENT, Huang et al. 2024: a ranking loss over the pairs of a batch,
+  :math:`\log(1 + \sum_{y_i > y_j} e^{\lambda(\cos_j - \cos_i)})`, :math:`\lambda = 20`) or ``loss="cosine"``
+  (mean squared error :math:`(\cos - y)^2`, sentence-transformers' CosineSimilarityLoss).
+
+AdamW with linear warm-up over the first ``warmup`` share of the steps, then linear decay to 0; gradients
+clipped at norm 1. Reproducible: the seed fixes the head's initialisation, dropout and the batch order
+(bit-for-bit on the same machine and thread count). After each epoch the model is scored on the dev pairs
+(Pearson and Spearman of the relevance the store would use) and the record — settings, seed, per-epoch
+scores, data digests, time — goes to ``labeldist_sts.json`` beside the saved model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from tqdm.auto import tqdm
+
+from labeldist.sts.models import ARCHITECTURES, FIT_INFO, PACKAGED, model_spec, offline, resolve_model
+from labeldist.sts.stsb import StsPairs
+
+#: losses each architecture accepts (the first is the default)
+LOSSES = {"cross": ("bce", "mse"), "bi": ("cosent", "cosine")}
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """Every setting of a fine-tuning run (recorded in ``labeldist_sts.json``)."""
+
+    architecture: str = "bi"
+    loss: str | None = None
+    base_model: str = PACKAGED
+    epochs: int = 4
+    batch_size: int = 16
+    lr: float = 2e-5
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 128
+    swap: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"unknown architecture {self.architecture!r}; known: {', '.join(ARCHITECTURES)}")
+        losses = LOSSES[self.architecture]
+        if self.loss is None:
+            object.__setattr__(self, "loss", losses[0])
+        elif self.loss not in losses:
+            raise ValueError(f"unknown loss {self.loss!r} for a {self.architecture}-encoder; known: {', '.join(losses)}")
+        if self.swap and self.architecture != "cross":
+            raise ValueError("swap (both pair orders) only applies to a cross-encoder")
+        for name in ("epochs", "batch_size", "max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"warmup must lie in [0, 1), got {self.warmup}")
+
+
+@dataclass
+class FitResult:
+    path: Path
+    dev_pearson: float
+    dev_spearman: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+    """Pearson and Spearman correlation of predicted relevance with gold relevance."""
+    return {"pearson": float(pearsonr(predicted, gold)[0]), "spearman": float(spearmanr(predicted, gold)[0])}
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def linear_schedule(step: int, total: int, warmup_steps: int) -> float:
+    """Learning-rate factor: linear warm-up to 1 over ``warmup_steps``, then linear decay to 0 at ``total``.
+
+    >>> [round(linear_schedule(s, 10, 2), 3) for s in (0, 1, 2, 6, 10)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
+    """
+    if step < warmup_steps:
+        return step / max(1, warmup_steps)
+    return max(0.0, (total - step) / max(1, total - warmup_steps))
+
+
+def _load_base(config: FitConfig) -> Any:
+    offline()
+    path = str(resolve_model(config.base_model))
+    if config.architecture == "cross":
+        from sentence_transformers import CrossEncoder
+
+        return CrossEncoder(path, num_labels=1, device="cpu", max_length=config.max_length, local_files_only=True)
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(path, device="cpu", local_files_only=True)
+    model.max_seq_length = config.max_length
+    return model
+
+
+def _loss_fn(model: Any, config: FitConfig) -> Any:
+    import torch
+
+    if config.architecture == "bi":
+        from sentence_transformers.sentence_transformer.losses import CoSENTLoss, CosineSimilarityLoss
+
+        loss = CoSENTLoss(model) if config.loss == "cosent" else CosineSimilarityLoss(model)
+        return lambda a, b, y: loss([model.preprocess(a), model.preprocess(b)], y)
+    criterion = torch.nn.BCEWithLogitsLoss() if config.loss == "bce" else torch.nn.MSELoss()
+
+    def cross_loss(a: list[str], b: list[str], y: Any) -> Any:
+        logits = model(model.preprocess(list(zip(a, b))))["scores"].view(-1)
+        return criterion(logits if config.loss == "bce" else torch.sigmoid(logits), y)
+
+    return cross_loss
+
+
+def predict_relevance(model: Any, config: FitConfig, first: list[str], second: list[str]) -> np.ndarray:
+    """Relevance of each dev pair as a store would compute it (both orders averaged for a cross-encoder)."""
+    from labeldist.sts.scorers import unit_rows
+
+    model.eval()
+    if config.architecture == "bi":
+        a = unit_rows(model.encode(first, batch_size=64, convert_to_numpy=True, show_progress_bar=False))
+        b = unit_rows(model.encode(second, batch_size=64, convert_to_numpy=True, show_progress_bar=False))
+        return np.clip(np.sum(a * b, axis=1), 0.0, 1.0) if len(a) else np.zeros(0)
+    both = model.predict(
+        list(zip(first, second)) + list(zip(second, first)), batch_size=64, convert_to_numpy=True,
+        show_progress_bar=False,
+    )  # fmt: skip
+    both = np.asarray(both, dtype=np.float64)
+    return (both[: len(first)] + both[len(first) :]) / 2.0
+
+
+def fit(
+    train: StsPairs, dev: StsPairs, config: FitConfig, out: str | Path, *, progress: bool | None = None
+) -> FitResult:
+    """Fine-tune per ``config`` on ``train``, score on ``dev`` after each epoch, save the final model to ``out``."""
+    import torch
+
+    started = time.perf_counter()
+    seed_everything(config.seed)
+    model = _load_base(config)
+    loss_of = _loss_fn(model, config)
+    first, second, y = list(train.first), list(train.second), train.relevance
+    if config.swap:
+        first, second, y = first + list(train.second), second + list(train.first), np.concatenate([y, y])
+    n = len(first)
+    steps_per_epoch = math.ceil(n / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    no_decay = ("bias", "LayerNorm.weight", "norm.weight")
+    groups = [
+        {"params": [p for name, p in model.named_parameters() if not any(k in name for k in no_decay)],
+         "weight_decay": config.weight_decay},
+        {"params": [p for name, p in model.named_parameters() if any(k in name for k in no_decay)],
+         "weight_decay": 0.0},
+    ]  # fmt: skip
+    optimizer = torch.optim.AdamW(groups, lr=config.lr)
+    warmup_steps = int(round(config.warmup * total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_schedule(s, total, warmup_steps))
+    rng = np.random.default_rng(config.seed)
+    history: list[dict[str, float]] = []
+    bar = tqdm(total=total, unit="step", desc=f"sts fit {config.architecture}", disable=None if progress is None
+               else not progress)  # fmt: skip
+    for epoch in range(config.epochs):
+        model.train()
+        order = rng.permutation(n)
+        running = 0.0
+        for s in range(steps_per_epoch):
+            batch = order[s * config.batch_size : (s + 1) * config.batch_size]
+            labels = torch.tensor(y[batch], dtype=torch.float32)
+            loss = loss_of([first[i] for i in batch], [second[i] for i in batch], labels)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            running += float(loss.detach())
+            bar.update(1)
+            bar.set_postfix(epoch=epoch + 1, loss=f"{running / (s + 1):.4f}")
+        scores = correlations(predict_relevance(model, config, list(dev.first), list(dev.second)), dev.relevance)
+        history.append({"epoch": epoch + 1, "train_loss": running / steps_per_epoch, **scores,
+                        "seconds": round(time.perf_counter() - started, 1)})  # fmt: skip
+        bar.write(f"epoch {epoch + 1}: dev Pearson {scores['pearson']:.4f}, Spearman {scores['spearman']:.4f}")
+    bar.close()
+    seconds = time.perf_counter() - started
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(str(out))
+    record = {
+        "architecture": config.architecture,
+        "config": asdict(config) | {"base_model": model_spec(config.base_model)},
+        "seed": config.seed,
+        "train": {"file": train.source, "sha256": train.sha256, "pairs": len(train)},
+        "dev": {"file": dev.source, "sha256": dev.sha256, "pairs": len(dev), **history[-1]},
+        "history": history,
+        "seconds": round(seconds, 1),
+        "torch_threads": torch.get_num_threads(),
+        "versions": _versions(),
+    }
+    (out / FIT_INFO).write_text(json.dumps(record, indent=2) + "\n")
+    return FitResult(out, history[-1]["pearson"], history[-1]["spearman"], history, seconds)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("torch", "sentence-transformers", "transformers")}

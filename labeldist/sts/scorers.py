@@ -1,0 +1,176 @@
+r"""Sentence relevance scorers :math:`R(s, t) \in [0, 1]`: CBoW, bi-encoder, cross-encoder.
+
+The ladder loss (Zhou et al., "Ladder Loss for Coherent Visual-Semantic Embedding", AAAI 2020, §3.3) needs a
+relevance degree between sentences. Three scorers, cheapest first:
+
+- **CBoW**: cosine of the averaged word vectors, :math:`R_c(s,t) = \mathrm{clip}(\cos(\bar v_s, \bar v_t), 0, 1)`
+  with :math:`\bar v_s = \frac1{|s|}\sum_{w \in s} v_w` over the kept tokens of :math:`s` (GloVe by default).
+- **bi-encoder**: cosine of sentence embeddings, :math:`R_b(s,t) = \mathrm{clip}(\cos(f(s), f(t)), 0, 1)`
+  (Sentence-BERT, Reimers and Gurevych, EMNLP 2019); one transformer call per *sentence*.
+- **cross-encoder**: :math:`R_x(s,t) = \frac12\big(\sigma(g(s,t)) + \sigma(g(t,s))\big)`, the sigmoid of a
+  BERT that reads the pair, averaged over both orders because :math:`g(s,t) \neq g(t,s)` in general (a store
+  needs a symmetric distance); two transformer calls per *pair*.
+
+Every scorer gives :math:`R(s, s) = 1` for identical texts (STS gold is 5 for a sentence and itself), so the
+distance :math:`1 - R` is exactly 0 on the diagonal. Models truncate their inputs to ``max_length`` word pieces
+(a bi-encoder each sentence, a cross-encoder the pair, longest sentence first); a warning says when.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from labeldist.sts.models import load_bi_encoder, load_cross_encoder
+
+#: word pieces per model input unless told otherwise (all-MiniLM-L6-v2's own limit)
+MAX_LENGTH = 256
+
+
+def mean_vectors(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    r"""Average word vector of each sentence, :math:`\bar v_s = \frac{1}{|s|}\sum_{w \in s} v_w`, float64.
+
+    ``tokens`` (T,) index rows of ``vectors`` (V, d); sentence ``s`` owns ``tokens[offsets[s]:offsets[s+1]]``
+    (at least one token each).
+
+    >>> mean_vectors(np.array([0, 1, 1]), np.array([0, 2, 3]), np.array([[1.0, 0.0], [0.0, 1.0]])).tolist()
+    [[0.5, 0.5], [0.0, 1.0]]
+    """
+    lengths = np.diff(offsets)
+    if len(lengths) == 0:
+        return np.zeros((0, vectors.shape[1]))
+    sums = np.add.reduceat(np.asarray(vectors, dtype=np.float64)[tokens], offsets[:-1], axis=0)
+    return sums / lengths[:, None]
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit Euclidean norm (float64); an all-zero row stays zero (cosine 0 with anything)."""
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+
+
+def cosine_relevance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    r"""Relevance :math:`\mathrm{clip}(\cos(a_i, b_j), 0, 1)` for every row pair of unit-norm ``a`` and ``b``.
+
+    >>> cosine_relevance(np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])).tolist()
+    [[1.0, 0.0, 0.0]]
+    """
+    return np.clip(a @ b.T, 0.0, 1.0)
+
+
+def same_text(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+    """(len(a), len(b)) mask of identical texts, whose relevance is 1 by definition."""
+    index: dict[str, list[int]] = {}
+    for j, t in enumerate(b):
+        index.setdefault(t, []).append(j)
+    mask = np.zeros((len(a), len(b)), dtype=bool)
+    for i, t in enumerate(a):
+        mask[i, index.get(t, [])] = True
+    return mask
+
+
+class BiEncoderScorer:
+    """Relevance from sentence embeddings; each distinct text is embedded once per process and cached.
+
+    ``calls`` counts the sentences embedded (transformer calls). Embeddings are computed in batches of
+    ``batch_size`` and do not depend on which block asked first to better than 1e-6 (padding is masked).
+    """
+
+    def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64) -> None:
+        self.path, self.max_length, self.batch_size = path, max_length, batch_size
+        self.calls = 0
+        self._cache: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm float64 embeddings (len(texts), d)."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if todo:
+            model = load_bi_encoder(self.path, self.max_length)
+            warn_truncated(model.tokenizer, todo, self.max_length, "bi-encoder")
+            emb = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+            for t, e in zip(todo, unit_rows(emb)):
+                self._cache[t] = e
+            self.calls += len(todo)
+        if not texts:
+            return np.zeros((0, 0))
+        return np.stack([self._cache[t] for t in texts])
+
+    def relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """(len(a), len(b)) relevance, 1 for identical texts."""
+        out = cosine_relevance(self.embed(a), self.embed(b))
+        out[same_text(a, b)] = 1.0
+        return out
+
+
+class CrossEncoderScorer:
+    """Relevance from a cross-encoder, averaged over both orders of each pair.
+
+    ``calls`` counts transformer calls: two per distinct unordered pair of distinct texts scored.
+    """
+
+    def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64) -> None:
+        self.path, self.max_length, self.batch_size = path, max_length, batch_size
+        self.calls = 0
+
+    def one_order(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        r""":math:`\sigma(g(a_t, b_t))` for each t (one order only, no identical-text rule)."""
+        if not len(a):
+            return np.zeros(0)
+        model = load_cross_encoder(self.path, self.max_length)
+        pairs = list(zip(a, b))
+        warn_truncated(model.tokenizer, pairs, self.max_length, "cross-encoder")
+        self.calls += len(pairs)
+        scores = model.predict(pairs, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(scores, dtype=np.float64).reshape(-1)
+
+    def pair_relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        r"""Symmetric relevance :math:`\frac12(\sigma(g(a_t,b_t)) + \sigma(g(b_t,a_t)))` of each pair; 1 if equal.
+
+        Each distinct unordered pair is scored once (both orders in one batch), so asking for (s, t) and (t, s)
+        costs two calls, not four.
+        """
+        out = np.ones(len(a), dtype=np.float64)
+        keys = [(x, y) if x <= y else (y, x) for x, y in zip(a, b)]
+        distinct = [k for k in dict.fromkeys(keys) if k[0] != k[1]]
+        if distinct:
+            first, second = zip(*distinct)
+            both = self.one_order(list(first) + list(second), list(second) + list(first))
+            n = len(distinct)
+            value = dict(zip(distinct, (both[:n] + both[n:]) / 2.0))
+            for t, k in enumerate(keys):
+                if k[0] != k[1]:
+                    out[t] = value[k]
+        return out
+
+
+def warn_truncated(tokenizer: object, inputs: Sequence[str | tuple[str, str]], max_length: int, what: str) -> None:
+    """Warn (naming the first one) when inputs exceed ``max_length`` word pieces and will be truncated."""
+    lengths = [
+        len(tokenizer(*x if isinstance(x, tuple) else (x,), verbose=False)["input_ids"])  # type: ignore[operator]
+        for x in inputs
+    ]
+    long = [i for i, n in enumerate(lengths) if n > max_length]
+    if long:
+        first = inputs[long[0]]
+        warnings.warn(
+            f"{what}: {len(long)} input(s) longer than max_length={max_length} word pieces are truncated "
+            f"(first: {str(first)[:80]!r}..., {lengths[long[0]]} pieces)",
+            stacklevel=3,
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def bi_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> BiEncoderScorer:
+    """The process-wide scorer of a bi-encoder (so its embedding cache lives as long as the worker)."""
+    return BiEncoderScorer(path, max_length)
+
+
+@functools.lru_cache(maxsize=8)
+def cross_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> CrossEncoderScorer:
+    """The process-wide scorer of a cross-encoder."""
+    return CrossEncoderScorer(path, max_length)
