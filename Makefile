@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 STORES ?= stores
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean-stores
+.PHONY: setup run test lint bench clean-stores browser
 
 setup: $(STAMP)
 
@@ -25,8 +25,14 @@ run: $(STAMP)
 		--out $(STORES)/lsun5-layout_miou
 	@for s in $(STORES)/*; do $(BIN)/python tools/check_store.py $$s || exit 1; done
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+# Debian's headless Chromium for the neighbour-browser page tests (they skip, saying so, without it).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "chromium could not be installed: the browser tests will be skipped"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

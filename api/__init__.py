@@ -1,1 +1,11 @@
-"""api package."""
+"""The HTTP service (API v1 of DESIGN.md) over a folder of labeldist stores.
+
+``create_app(settings)`` builds the FastAPI app, ``serve()`` runs it with uvicorn (``labeldist serve``), and
+``Settings`` holds every setting (``LABELDIST_*`` environment variables).
+"""
+
+from api.main import create_app
+from api.server import serve
+from api.settings import Settings, get_settings
+
+__all__ = ["Settings", "create_app", "get_settings", "serve"]

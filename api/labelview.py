@@ -1,0 +1,101 @@
+"""Labels rendered for display (the neighbour browser): a pose's joints, a map as a PNG, captions as text.
+
+Rendering works from the raw label arrays of the store (``labels/<name>``), so a new kind is shown without
+code here: per-item string arrays become texts, 2-d integer maps become PNG images, anything else small is
+sent as nested lists. Two layouts are recognised by their array names: a pose (``xy``, ``present``,
+``visible``) and ragged UTF-8 texts (``text`` bytes cut by ``text_offsets``, grouped per item by
+``caption_offsets`` when there is one: caption sets, sentences).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import numpy as np
+
+from api.schemas import LabelView, PoseView
+from labeldist.labels.poses import MPII_JOINTS
+
+#: bones of the MPII 16-joint skeleton, as pairs of joint positions in MPII_JOINTS
+MPII_EDGES = (
+    (0, 1), (1, 2), (2, 6), (6, 3), (3, 4), (4, 5),  # right leg, pelvis, left leg
+    (6, 7), (7, 8), (8, 9),  # spine, neck, head
+    (7, 12), (12, 11), (11, 10),  # right arm
+    (7, 13), (13, 14), (14, 15),  # left arm
+)  # fmt: skip
+#: colours of map labels 0, 1, 2, ... (wrapping around)
+PALETTE = np.array(
+    [[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
+     [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207], [255, 255, 255], [0, 0, 0]],
+    dtype=np.uint8,
+)  # fmt: skip
+MAX_VALUES = 4096
+#: arrays that are not one row per item even when their length happens to equal N (vocabularies, ragged data)
+SHARED = frozenset({"text", "text_offsets", "caption_offsets", "tokens", "token_offsets", "vocab", "vectors"})
+
+
+def png_data_url(label_map: np.ndarray) -> str:
+    """A 2-d map of integer labels as a PNG data URL, one palette colour per label value."""
+    from PIL import Image
+
+    values = np.asarray(label_map)
+    if values.ndim == 3:  # an RGB(A) image already
+        rgb = values.astype(np.uint8)
+    else:
+        rgb = PALETTE[np.mod(values.astype(np.int64), len(PALETTE))]
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _pose(arrays: dict[str, np.ndarray], index: int) -> PoseView:
+    xy = np.asarray(arrays["xy"][index], dtype=np.float64)
+    present = np.asarray(arrays["present"][index]).astype(bool)
+    visible = np.asarray(arrays.get("visible", arrays["present"])[index]).astype(bool)
+    n_joints = len(xy)
+    mpii = n_joints == len(MPII_JOINTS)
+    return PoseView(
+        joints=list(MPII_JOINTS) if mpii else None,
+        xy=[(float(x), float(y)) if p else None for (x, y), p in zip(xy, present)],
+        visible=visible.tolist(),
+        edges=list(MPII_EDGES) if mpii else [],
+    )
+
+
+def _ragged_texts(arrays: dict[str, np.ndarray], index: int) -> list[str]:
+    text, offsets = np.asarray(arrays["text"]), np.asarray(arrays["text_offsets"])
+    if "caption_offsets" in arrays:
+        first, last = (int(x) for x in np.asarray(arrays["caption_offsets"])[index : index + 2])
+    else:
+        first, last = index, index + 1
+    raw = text[offsets[first] : offsets[last]].tobytes()
+    cuts = (offsets[first : last + 1] - offsets[first]).tolist()
+    return [raw[a:b].decode("utf-8", errors="replace") for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def render_label(kind: str, arrays: dict[str, np.ndarray], n_items: int, index: int, item_id: str) -> LabelView:
+    """The label of item ``index`` for display."""
+    view: dict[str, Any] = {"index": index, "id": item_id, "kind": kind}
+    used: set[str] = set()
+    if {"xy", "present"} <= arrays.keys():
+        view["pose"] = _pose(arrays, index)
+        used |= {"xy", "present", "visible"}
+    images: list[str] = []
+    texts: list[str] = []
+    values: dict[str, Any] = {}
+    if {"text", "text_offsets"} <= arrays.keys():
+        texts.extend(_ragged_texts(arrays, index))
+    for name, arr in sorted(arrays.items()):
+        if name in used or name in SHARED or arr.ndim == 0 or arr.shape[0] != n_items:
+            continue  # not one row per item (e.g. a shared vocabulary or ragged storage)
+        row = np.asarray(arr[index])
+        if row.dtype.kind in "UOST":
+            texts.extend(t for t in np.asarray(row, dtype=str).reshape(-1).tolist() if t)
+        elif row.ndim == 2 and row.dtype.kind in "iub" and min(row.shape) > 1:
+            images.append(png_data_url(row))
+        elif row.size <= MAX_VALUES:
+            values[name] = row.tolist()
+    view.update(images=images or None, texts=texts or None, values=values or None)
+    return LabelView(**view)

@@ -1,0 +1,43 @@
+"""Assembles the FastAPI app of HTTP API v1: settings, stores opened in lifespan, routers, error handling.
+
+python -m uvicorn --factory api.main:create_app      # or: labeldist serve --stores stores
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from fastapi import FastAPI
+
+from api.errors import APIError, api_error_handler
+from api.middleware import BodySizeLimit
+from api.registry import StoreRegistry
+from api.routers import batches, distances, health, neighbors, stores, ui
+from api.settings import Settings, get_settings
+from labeldist import __version__
+
+DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups and ready-made
+minibatches for deep metric learning. Errors answer `{"detail": ...}`: 404 unknown store or item, 422 bad
+parameters, 413 over a limit, 503 store not complete. The neighbour browser is at [/ui](/ui)."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The app serving the stores of ``settings.stores`` (default: :func:`get_settings`)."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        registry = StoreRegistry(settings)
+        await anyio.to_thread.run_sync(registry.open_all)
+        app.state.registry = registry
+        yield
+
+    app = FastAPI(title="labeldist", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_exception_handler(APIError, api_error_handler)
+    for module in (health, stores, neighbors, distances, batches, ui):
+        app.include_router(module.router)
+    return app

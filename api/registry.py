@@ -1,0 +1,263 @@
+"""The stores a service process serves: opened read-only at start-up, hot arrays held in memory.
+
+Every subfolder of the stores folder that holds a labeldist manifest is a store, named after the folder. A
+complete one is served (:class:`ServedStore`); an incomplete one (being written, or abandoned) is listed as
+unavailable (:class:`UnavailableStore`) and answers 503 until it is complete: it is looked at again, at most
+once every few seconds, when a client asks for it, so a finished precompute job appears without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from api.caches import PairCache, RowBlockCache
+from api.errors import NeedsAPIKey, NotFound, Unavailable
+from api.settings import Settings
+from labeldist.store import StoreError, StoreIncompleteError, StoreReader, read_manifest
+
+log = logging.getLogger("labeldist.api")
+
+#: an unavailable store is looked at again at most this often (seconds)
+RECHECK_SECONDS = 2.0
+
+
+def compute_pairs(labels: Any, distance: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distances of the pairs ``(a[t], b[t])`` from the labels, rounded to float32 like stored values.
+
+    The distance is symmetric, so each pair is turned to have as its row the item that occurs in more pairs
+    (an anchor against many items becomes one row). Then one ``distance.block`` call over the rectangle of
+    distinct rows and columns when it holds at most 2.5 times the pairs asked (a minibatch's pairwise
+    matrix: its upper triangle is about half the rectangle), else one call per distinct row against its
+    columns (scattered pairs), so that an expensive distance (caption-set WMD) never computes many pairs
+    nobody asked for.
+    """
+    items, counts = np.unique(np.concatenate([a, b]), return_counts=True)
+    ca, cb = counts[np.searchsorted(items, a)], counts[np.searchsorted(items, b)]
+    swap = (cb > ca) | ((cb == ca) & (b < a))
+    rows, cols = np.where(swap, b, a), np.where(swap, a, b)
+    ur, ir = np.unique(rows, return_inverse=True)
+    uc, ic = np.unique(cols, return_inverse=True)
+    if ur.size * uc.size <= 2.5 * rows.size:
+        return distance.block(labels.subset(ur), labels.subset(uc)).astype(np.float32)[ir, ic]
+    out = np.empty(rows.size, dtype=np.float32)
+    order = np.argsort(ir, kind="stable")
+    bounds = np.searchsorted(ir[order], np.arange(ur.size + 1))
+    for t, row in enumerate(ur.tolist()):
+        sel = order[bounds[t] : bounds[t + 1]]
+        partners, back = np.unique(cols[sel], return_inverse=True)  # a label set holds each item once
+        out[sel] = distance.block(labels.subset(np.array([row])), labels.subset(partners))[0, back]
+    return out
+
+
+class ServedStore:
+    """A complete store, read-only: ids and kNN lists in memory, dense rows through a bounded LRU cache,
+    labels loaded on first need (distances computed on demand, label views)."""
+
+    available = True
+
+    def __init__(self, name: str, path: Path, settings: Settings) -> None:
+        self.name, self.path = name, path
+        self.reader = StoreReader(str(path))
+        self.manifest: dict[str, Any] = self.reader.manifest
+        self.n_items, self.k = self.reader.n_items, self.reader.k
+        self.ids = self.reader.ids
+        indices, distances = self.reader.knn()
+        self.knn_indices = np.ascontiguousarray(indices, dtype=np.int32)
+        self.knn_distances = np.ascontiguousarray(distances, dtype=np.float32)
+        if self.ids.shape != (self.n_items,) or self.knn_indices.shape != (self.n_items, self.k):
+            raise StoreError(f"{path}: array shapes {self.ids.shape}, {self.knn_indices.shape} do not match "
+                             f"the manifest (n_items={self.n_items}, k={self.k})")  # fmt: skip
+        #: valid (non-padding) neighbours of each item; padding (-1) sits at the end of a row
+        self.knn_counts = (self.knn_indices >= 0).sum(axis=1)
+        for arr in (self.ids, self.knn_indices, self.knn_distances, self.knn_counts):
+            arr.flags.writeable = False
+        self.dense: RowBlockCache | None = None
+        if self.reader.has_dense:
+            arr = self.reader.group["dense/distances"]
+            rows = (arr.shards or arr.chunks)[0]
+            self.dense = RowBlockCache(self.reader.dense_rows, self.n_items, rows, settings.dense_cache_mb << 20)
+        self.pair_cache = PairCache(settings.pair_cache_entries)
+        self._labels_lock, self._arrays_lock = threading.Lock(), threading.Lock()
+        self._labels: Any = None
+        self._distance: Any = None
+        self._label_arrays: dict[str, np.ndarray] | None = None
+
+    def info(self) -> dict[str, Any]:
+        return {**self.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None}
+
+    # ------------------------------------------------------------ checks
+    def check_index(self, index: int | np.ndarray, what: str = "item") -> None:
+        """NotFound naming the first index that is not an item of the store."""
+        if isinstance(index, int) and 0 <= index < self.n_items:
+            return
+        arr = np.asarray(index)
+        bad = (arr < 0) | (arr >= self.n_items)
+        if bad.any():
+            value = int(arr.reshape(-1)[np.argmax(bad.reshape(-1))])
+            raise NotFound(f"store {self.name!r} has no {what} {value} (items are 0..{self.n_items - 1})")
+
+    # ------------------------------------------------------------ labels, loaded on first need
+    def labels_and_distance(self) -> tuple[Any, Any]:
+        """The stored labels as the kind's LabelSet and the store's distance (for computing pairs)."""
+        with self._labels_lock:
+            if self._labels is None:
+                t = time.perf_counter()
+                distance = self.reader.distance()
+                labels = self.reader.labels()
+                distance.block(labels.subset(np.array([0])), labels.subset(np.array([0])))  # compile / warm up
+                self._labels, self._distance = labels, distance
+                log.info("%s: labels loaded in %.2f s", self.name, time.perf_counter() - t)
+            return self._labels, self._distance
+
+    def label_arrays(self) -> dict[str, np.ndarray]:
+        """The raw label arrays of the store (``labels/<name>``), read once."""
+        with self._arrays_lock:
+            if self._label_arrays is None:
+                group = self.reader.group
+                arrays = dict(group["labels"].arrays()) if "labels" in group else {}
+                self._label_arrays = {name: arr[...] for name, arr in arrays.items()}
+            return self._label_arrays
+
+    # ------------------------------------------------------------ look-ups
+    def in_memory(self, rows: np.ndarray) -> bool:
+        """Whether the distances of pairs with these first items are answered from memory alone (dense rows
+        cached), so a request may be answered on the event loop rather than in a worker thread."""
+        return self.dense is not None and self.dense.holds(rows)
+
+    def neighbors(self, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest of ``index`` (fewer when the store has fewer): indices and distances."""
+        kk = min(k, int(self.knn_counts[index]))
+        return self.knn_indices[index, :kk], self.knn_distances[index, :kk]
+
+    def stored(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Distances of the pairs held by the store: ``(values, found)``; values are NaN where not found.
+
+        From the dense matrix when there is one, else from either item's kNN list (the distance is symmetric).
+        """
+        if self.dense is not None:
+            return self.dense.gather(i, j), np.ones(len(i), dtype=bool)
+        from api.knnlookup import knn_lookup  # numba: imported only where a store has no dense matrix
+
+        return knn_lookup(self.knn_indices, self.knn_distances, i, j)
+
+    def distances(self, i: np.ndarray, j: np.ndarray, allow_compute: bool) -> tuple[np.ndarray, int]:
+        """Distances of the pairs ``(i[t], j[t])``, float32: stored, cached, or computed on demand (and then
+        cached). Returns the values and how many distinct pairs were computed."""
+        i = np.asarray(i, dtype=np.int64)
+        j = np.asarray(j, dtype=np.int64)
+        values, found = self.stored(i, j)
+        if found.all():
+            return values, 0
+        miss = np.flatnonzero(~found)
+        keys = np.minimum(i[miss], j[miss]) * self.n_items + np.maximum(i[miss], j[miss])
+        cached, hit = self.pair_cache.get(keys)
+        values[miss[hit]] = cached[hit]
+        todo = miss[~hit]
+        if not todo.size:
+            return values, 0
+        if not allow_compute:
+            raise NeedsAPIKey(
+                f"{todo.size} distance(s) asked are not stored in {self.name!r} and must be computed on "
+                "demand: send the API key in the X-API-Key header"
+            )
+        ukeys, inverse = np.unique(keys[~hit], return_inverse=True)
+        labels, distance = self.labels_and_distance()
+        computed = compute_pairs(labels, distance, ukeys // self.n_items, ukeys % self.n_items)
+        self.pair_cache.put(ukeys, computed)
+        values[todo] = computed[inverse]
+        return values, int(ukeys.size)
+
+    def pairwise(self, members: np.ndarray, allow_compute: bool) -> tuple[np.ndarray, int]:
+        """The (B, S, S) matrices of distances among each row of ``members`` (B, S): symmetric, zero diagonal."""
+        b, s = members.shape
+        if self.dense is not None:
+            out = np.stack([self.dense.submatrix(row, row) for row in members])
+            return out, 0
+        iu, ju = np.triu_indices(s, 1)
+        values, computed = self.distances(members[:, iu].ravel(), members[:, ju].ravel(), allow_compute)
+        out = np.zeros((b, s, s), dtype=np.float32)
+        values = values.reshape(b, -1)
+        out[:, iu, ju] = values
+        out[:, ju, iu] = values
+        return out, computed
+
+
+class UnavailableStore:
+    """A store folder that cannot be served now: incomplete, or failed to open. Answers 503."""
+
+    available = False
+
+    def __init__(self, name: str, path: Path, manifest: dict[str, Any], reason: str) -> None:
+        self.name, self.path, self.manifest, self.reason = name, path, manifest, reason
+        self.checked = time.monotonic()
+
+    def info(self) -> dict[str, Any]:
+        return {**self.manifest, "name": self.name, "available": False, "detail": self.reason}
+
+
+def open_store(name: str, path: Path, settings: Settings) -> ServedStore | UnavailableStore | None:
+    """The store at ``path`` opened for serving, or unavailable with the reason, or None if it is no store."""
+    manifest = read_manifest(str(path))
+    if manifest is None:
+        return None
+    if manifest.get("complete") is not True:
+        return UnavailableStore(name, path, manifest, f"store {name!r} is not complete (still being written, "
+                                "or abandoned); it is served once its precompute job finishes")  # fmt: skip
+    try:
+        return ServedStore(name, path, settings)
+    except StoreIncompleteError as e:
+        return UnavailableStore(name, path, manifest, f"store {name!r} is not complete: {e}")
+    except Exception as e:  # a broken store must not stop the others from being served
+        log.exception("%s: cannot be opened", path)
+        return UnavailableStore(name, path, manifest, f"store {name!r} cannot be opened: {type(e).__name__}: {e}")
+
+
+class StoreRegistry:
+    """The stores of one folder, by name."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.folder = Path(settings.stores)
+        self.stores: dict[str, ServedStore | UnavailableStore] = {}
+        self._lock = threading.Lock()
+
+    def open_all(self) -> None:
+        if not self.folder.is_dir():
+            log.warning("stores folder %s does not exist: serving no store", self.folder)
+            return
+        for path in sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            store = open_store(path.name, path, self.settings)
+            if store is not None:
+                self.stores[path.name] = store
+                log.info("%s: %s", path.name, "served" if store.available else "unavailable")
+
+    def get(self, name: str) -> ServedStore:
+        """The served store ``name``; NotFound for an unknown name, Unavailable for an incomplete store."""
+        store = self.stores.get(name)
+        if store is None:
+            raise NotFound(f"unknown store {name!r}; known: {', '.join(sorted(self.stores)) or 'none'}")
+        if isinstance(store, UnavailableStore):
+            store = self._recheck(store)
+            if isinstance(store, UnavailableStore):
+                raise Unavailable(store.reason)
+        return store
+
+    def _recheck(self, store: UnavailableStore) -> ServedStore | UnavailableStore:
+        if time.monotonic() - store.checked < RECHECK_SECONDS:
+            return store
+        with self._lock:
+            current = self.stores[store.name]
+            if current is not store:
+                return current
+            store.checked = time.monotonic()
+            if (read_manifest(str(store.path)) or {}).get("complete") is not True:
+                return store
+            fresh = open_store(store.name, store.path, self.settings) or store
+            self.stores[store.name] = fresh
+            return fresh

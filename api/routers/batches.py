@@ -1,0 +1,90 @@
+"""``POST /v1/stores/{store}/batches``: ready-made minibatches for training."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Body, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from api.batching import draw_batches, fill_distances
+from api.deps import OPTIONAL_API_KEY, ComputeAllowedDep, SettingsDep, StoreDep
+from api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
+from api.errors import TooLarge, error_responses
+from api.schemas import Batches, BatchesByAnchors, BatchesByCount
+
+router = APIRouter(prefix="/v1/stores/{store}", tags=["batches"])
+#: answers with more values than this are encoded in a worker thread, so the event loop keeps serving others
+BIG_ANSWER = 200_000
+
+EXAMPLES = {
+    "anchors": {
+        "summary": "given anchors",
+        "value": {"anchors": [0, 7], "size": 8, "neighbors": 3, "pairwise": True, "seed": 1},
+    },
+    "count": {"summary": "random anchors", "value": {"count": 4, "size": 32, "neighbors": 5, "seed": 1}},
+}
+
+
+@router.post(
+    "/batches",
+    response_model=Batches,
+    responses={200: NPZ_RESPONSE, **error_responses(400, 401, 404, 413, 503)},
+    openapi_extra=OPTIONAL_API_KEY,
+)
+async def batches(
+    store: StoreDep,
+    settings: SettingsDep,
+    allow_compute: ComputeAllowedDep,
+    request: Request,
+    body: Annotated[BatchesByAnchors | BatchesByCount, Body(openapi_examples=EXAMPLES)],
+    format: Annotated[Format | None, Query(description="json (default) or npz")] = None,
+) -> Response:
+    """One batch per anchor: the anchor, its ``neighbors`` nearest, then random others drawn without
+    replacement (``size - 1`` items, never the anchor), the anchor-to-item distances, and with ``pairwise``
+    the batch's full matrix, anchor first.
+
+    The ``.npz`` answer (``?format=npz`` or ``Accept: application/x-npz``) holds ``anchors`` (B,),
+    ``items`` (B, size - 1), ``distances`` (B, size - 1) float32, ``pairwise`` (B, size, size) float32 when
+    asked, ``seed`` and ``computed``.
+    """
+    n_batches = len(body.anchors) if isinstance(body, BatchesByAnchors) else body.count
+    if n_batches > settings.max_batches:
+        raise TooLarge(f"{n_batches} batches is over the limit of {settings.max_batches} (LABELDIST_MAX_BATCHES)")
+    if body.size > settings.max_batch_size:
+        raise TooLarge(f"size={body.size} is over the limit of {settings.max_batch_size} (LABELDIST_MAX_BATCH_SIZE)")
+    if body.pairwise and n_batches * body.size**2 > settings.max_pairwise_values:
+        raise TooLarge(f"{n_batches} pairwise matrices of {body.size}x{body.size} is over the limit of "
+                       f"{settings.max_pairwise_values} values (LABELDIST_MAX_PAIRWISE_VALUES)")  # fmt: skip
+    seed = body.seed if body.seed is not None else secrets.randbits(53)
+    anchors = body.anchors if isinstance(body, BatchesByAnchors) else None
+    count = body.count if isinstance(body, BatchesByCount) else None
+    result = draw_batches(store, anchors=anchors, count=count, size=body.size, neighbors=body.neighbors, seed=seed)
+    needed = result.members if body.pairwise else result.anchors
+    if store.in_memory(needed):  # cached dense rows: a few NumPy gathers, answered right here
+        fill_distances(store, result, pairwise=body.pairwise, allow_compute=allow_compute)
+    else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
+        await run_in_threadpool(fill_distances, store, result, pairwise=body.pairwise, allow_compute=allow_compute)
+    big = result.items.size + (0 if result.pairwise is None else result.pairwise.size) > BIG_ANSWER
+    if wants_npz(request, format):
+        arrays = {"anchors": result.anchors, "items": result.items, "distances": result.distances,
+                  "seed": np.uint64(seed), "computed": np.int64(result.computed)}  # fmt: skip
+        if result.pairwise is not None:
+            arrays["pairwise"] = result.pairwise
+        return await run_in_threadpool(npz_response, arrays) if big else npz_response(arrays)
+    ids = store.ids
+    out: list[dict[str, Any]] = [
+        {
+            "anchor": anchor,
+            "anchor_id": str(ids[anchor]),
+            "items": result.items[t],
+            "ids": ids[result.items[t]].tolist(),
+            "distances": result.distances[t],
+            "pairwise": None if result.pairwise is None else result.pairwise[t],
+        }
+        for t, anchor in enumerate(result.anchors.tolist())
+    ]
+    payload = {"batches": out, "seed": seed, "computed": result.computed}
+    return await run_in_threadpool(json_response, payload) if big else json_response(payload)

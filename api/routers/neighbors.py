@@ -1,0 +1,51 @@
+"""Items of a store: ``GET .../items/{index}/neighbors`` (kNN lists) and ``GET .../items/{index}/label``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
+
+from api.deps import SettingsDep, StoreDep
+from api.encoding import json_response
+from api.errors import BadParameter, TooLarge, error_responses
+from api.labelview import render_label
+from api.schemas import LabelView, Neighbors
+
+router = APIRouter(prefix="/v1/stores/{store}/items", tags=["items"])
+
+IndexPath = Annotated[int, Path(ge=0, le=2**31 - 1, description="item index (row of the store)")]
+
+
+@router.get("/{index}/neighbors", response_model=Neighbors, responses=error_responses(404, 413, 503))
+async def neighbors(
+    store: StoreDep,
+    settings: SettingsDep,
+    index: IndexPath,
+    k: Annotated[int | None, Query(ge=1, description="how many, nearest first (default: all the store has)")] = None,
+) -> Response:
+    """The item's ``k`` nearest neighbours, nearest first, from the store's exact kNN lists."""
+    if k is not None and k > settings.max_k:
+        raise TooLarge(f"k={k} is over the limit of {settings.max_k} (LABELDIST_MAX_K)")
+    store.check_index(index)
+    if k is not None and k > store.k:
+        raise BadParameter(
+            f"k={k} is more than the store's k={store.k} (the length of its neighbour lists)", ("query", "k"), k
+        )
+    indices, distances = store.neighbors(index, store.k if k is None else k)
+    return json_response({
+        "index": index,
+        "id": str(store.ids[index]),
+        "indices": indices,
+        "ids": store.ids[indices].tolist(),
+        "distances": distances,
+    })  # fmt: skip
+
+
+@router.get("/{index}/label", response_model=LabelView, responses=error_responses(404, 503))
+def label(store: StoreDep, index: IndexPath) -> LabelView:
+    """The item's label rendered for display: a pose's joints and bones, a map as a PNG data URL, texts."""
+    store.check_index(index)
+    return render_label(
+        store.manifest.get("kind", ""), store.label_arrays(), store.n_items, index, str(store.ids[index])
+    )

@@ -1,0 +1,129 @@
+"""Request and response models of HTTP API v1 (DESIGN.md), so that the OpenAPI schema is exact.
+
+Distances are float32 values as stored, sent as JSON numbers; a distance that is +infinity (e.g. two poses
+with no joint in common under the ``rescale`` rule) is sent as ``null``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: an item index (row of the store); its upper bound is the store's ``n_items``, checked per request (404)
+Index = Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)]
+#: a distance; null stands for +infinity
+Distance = float | None
+#: at most 2**53 - 1, so that JavaScript clients read it exactly
+Seed = Annotated[int, Field(ge=0, le=2**53 - 1, strict=True)]
+
+
+class _Request(BaseModel):
+    # numbers and booleans exactly as the schema says: no "seed": false read as 0, no "size": "8"
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(BaseModel):
+    detail: str
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class StoreInfo(BaseModel):
+    """A store's manifest (DESIGN.md "Store format") plus ``name``, and whether it is served."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    available: bool = Field(description="false for an incomplete store (answers 503 until it is complete)")
+    complete: bool | None = None
+    format: int | None = None
+    dataset: str | None = None
+    kind: str | None = None
+    params: dict[str, Any] | None = None
+    n_items: int | None = None
+    k: int | None = None
+    labels_sha256: str | None = None
+    engine_version: str | None = None
+    created: str | None = None
+    has_dense: bool | None = Field(None, description="the store holds the full dense matrix")
+    detail: str | None = Field(None, description="why an unavailable store is not served")
+
+
+class StoreList(BaseModel):
+    stores: list[StoreInfo]
+
+
+class Neighbors(BaseModel):
+    index: int
+    id: str
+    indices: list[int] = Field(description="neighbour indices, nearest first")
+    ids: list[str]
+    distances: list[Distance]
+
+
+class AnchorItems(_Request):
+    anchor: Index
+    items: list[Index] = Field(description="distances are answered in this order")
+
+
+class Pairs(_Request):
+    pairs: list[tuple[Index, Index]]
+
+
+class Distances(BaseModel):
+    distances: list[Distance]
+    computed: int = Field(description="distinct pairs computed on demand for this request (not stored, not cached)")
+
+
+class _BatchOptions(_Request):
+    size: int = Field(32, ge=2, strict=True, description="batch size with the anchor; each batch has size - 1 items")
+    neighbors: int = Field(0, ge=0, strict=True, description="how many of the anchor's nearest neighbours come first")
+    pairwise: bool = Field(
+        False, strict=True, description="also answer the (size x size) matrix of the batch, anchor first"
+    )
+    seed: Seed | None = Field(None, description="seed of the random choices; the answer says which was used")
+
+
+class BatchesByAnchors(_BatchOptions):
+    anchors: list[Index] = Field(min_length=1, description="one batch per anchor, in this order")
+
+
+class BatchesByCount(_BatchOptions):
+    count: int = Field(ge=1, strict=True, description="number of batches, anchors drawn at random without replacement")
+
+
+class Batch(BaseModel):
+    anchor: int
+    anchor_id: str
+    items: list[int] = Field(description="the anchor's nearest neighbours first, then random others")
+    ids: list[str]
+    distances: list[Distance] = Field(description="from the anchor to each item")
+    pairwise: list[list[Distance]] | None = Field(description="the batch's matrix, anchor first, when asked")
+
+
+class Batches(BaseModel):
+    batches: list[Batch]
+    seed: int = Field(description="the seed used; send it again to get the same batches")
+    computed: int = Field(description="distinct pairs computed on demand for this request")
+
+
+class PoseView(BaseModel):
+    joints: list[str] | None = Field(description="joint names, when known")
+    xy: list[tuple[float, float] | None] = Field(description="joint coordinates; null for a missing joint")
+    visible: list[bool]
+    edges: list[tuple[int, int]] = Field(description="pairs of joints joined by a bone")
+
+
+class LabelView(BaseModel):
+    """A label rendered for display: a pose, images (PNG data URLs), texts, and/or the raw values."""
+
+    index: int
+    id: str
+    kind: str
+    pose: PoseView | None = None
+    images: list[str] | None = Field(None, description="PNG data URLs (e.g. a layout map)")
+    texts: list[str] | None = None
+    values: dict[str, Any] | None = Field(None, description="other label arrays of the item, as nested lists")

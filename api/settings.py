@@ -1,0 +1,54 @@
+"""Every setting of the service, in one pydantic-settings class read from ``LABELDIST_*`` environment variables.
+
+    LABELDIST_STORES=/data/stores LABELDIST_API_KEY=secret labeldist serve
+
+Tests build a ``Settings(...)`` and pass it to ``create_app``; the server process uses :func:`get_settings`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Settings of the HTTP service (environment variables ``LABELDIST_<NAME>``, case-insensitive)."""
+
+    model_config = SettingsConfigDict(env_prefix="LABELDIST_", extra="ignore")
+
+    # where and how to serve
+    stores: Path = Field(Path("stores"), description="folder whose subfolders are labeldist stores")
+    host: str = Field("127.0.0.1", description="bind address")
+    port: int = Field(8000, ge=0, le=65535, description="port")
+    workers: int = Field(1, ge=1, description="uvicorn worker processes (each loads every store)")
+    access_log: bool = Field(True, description="log one line per request")
+    api_key: SecretStr | None = Field(
+        None, description="if set, requests that compute distances on demand must send it as X-API-Key"
+    )
+
+    # caches
+    dense_cache_mb: int = Field(
+        512, ge=0, description="memory for dense-matrix row blocks, per store (least recently used go first)"
+    )
+    pair_cache_entries: int = Field(
+        1 << 20, ge=0, description="distances computed on demand kept per store (12 bytes an entry)"
+    )
+
+    # request limits (a request over one is answered 413)
+    max_body_bytes: int = Field(2_000_000, ge=1024, description="largest request body accepted")
+    max_items: int = Field(10_000, ge=1, description="most items or pairs in one distances request")
+    max_batches: int = Field(256, ge=1, description="most batches (anchors) in one batches request")
+    max_batch_size: int = Field(1024, ge=2, description="largest batch size (anchor included)")
+    max_pairwise_values: int = Field(
+        4_000_000, ge=1, description="most pairwise-matrix entries in one batches response (batches x size^2)"
+    )
+    max_k: int = Field(1000, ge=1, description="most neighbours in one neighbours request")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment (clear with ``get_settings.cache_clear()``)."""
+    return Settings()
