@@ -126,7 +126,7 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None) -> I
             n_workers=n_workers or os.cpu_count() or 1,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port: concurrent clusters never fight over 8787
             silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster) as client,

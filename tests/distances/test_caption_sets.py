@@ -1,6 +1,7 @@
 """The caption-set WMD (Kim et al., CVPR 2019, Eq. 13) on real COCO captions."""
 
 import json
+import pickle
 
 import numpy as np
 import ot
@@ -9,6 +10,7 @@ from scipy.spatial.distance import cdist
 
 import labeldist.distances.caption_sets as caption_sets_module
 from labeldist.distances.caption_sets import CaptionSetWMD, caption_set_distance
+from labeldist.distances.wmd import rwmd_many
 from labeldist.kinds import distance_class
 from labeldist.labels.captions import CaptionSets, caption_sets_from_texts, read_captions
 from tests.conftest import DATA
@@ -169,3 +171,125 @@ def test_wrong_labels_fail_loudly(coco):
     short = CaptionSets.from_arrays(coco.ids[:2], arrays)
     with pytest.raises(ValueError, match="word vectors differ in size: 50 .rows. vs 10 .cols."):
         CaptionSetWMD().block(coco.subset(slice(0, 2)), short)
+
+
+def _pair_grid(coco, n_rows, n_cols, seed):
+    """Random row and column images (the two 6-caption images among the rows) and every pair between them."""
+    rng = np.random.default_rng(seed)
+    six = np.flatnonzero(np.diff(coco.caption_offsets) > 5)[:2]
+    rows = np.concatenate([rng.choice(len(coco), n_rows - 2, replace=False), six])
+    cols = np.concatenate([rng.choice(len(coco), n_cols - 3, replace=False), rows[:2], six[:1]])
+    i, j = np.meshgrid(rows, cols, indexing="ij")
+    return rows, cols, i.ravel(), j.ravel()
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_pairs_equal_block_to_the_last_bit_and_the_reference(coco, normalize):
+    rows, cols, i, j = _pair_grid(coco, 10, 60, seed=11)
+    d = CaptionSetWMD(normalize=normalize)
+    got = d.pairs(coco, i, j)
+    block = d.block(coco.subset(rows), coco.subset(cols))
+    np.testing.assert_array_equal(got, block.ravel())  # same caption WMDs, same order of additions
+    np.testing.assert_array_equal(got, d._pairs_plain(coco, i, j))  # skipping caption WMDs changes nothing
+    np.testing.assert_array_equal(block, d._block_plain(coco.subset(rows), coco.subset(cols)))
+    some = np.random.default_rng(0).choice(len(i), 15, replace=False)
+    ref = [d.reference(coco, a, coco, b) for a, b in zip(i[some], j[some])]
+    np.testing.assert_allclose(got[some], ref, rtol=1e-9, atol=1e-12)
+    same = i == j
+    assert same.sum() >= 3 and (got[same] == 0).all()
+
+
+def test_pairs_in_any_order_and_chunk(coco, monkeypatch):
+    rows, cols, i, j = _pair_grid(coco, 6, 30, seed=12)
+    d = CaptionSetWMD()
+    whole = d.pairs(coco, i, j)
+    perm = np.random.default_rng(0).permutation(len(i))
+    np.testing.assert_array_equal(d.pairs(coco, i[perm], j[perm]), whole[perm])
+    monkeypatch.setattr(caption_sets_module, "_PAIRS_CHUNK", 7)  # the plain path's wmd_pairs calls
+    np.testing.assert_array_equal(d._pairs_plain(coco, i, j), whole)
+    assert d.pairs(coco, np.array([], dtype=int), np.array([], dtype=int)).shape == (0,)
+    with pytest.raises(ValueError, match="equal length"):
+        d.pairs(coco, i[:3], j[:2])
+    with pytest.raises(IndexError, match="outside"):
+        d.pairs(coco, np.array([0]), np.array([len(coco)]))
+
+
+def test_unfinished_caption_problems_fall_back_to_the_plain_path(coco, monkeypatch):
+    """A NaN from the compiled kernels (the small solver gave up) is recomputed the plain way (POT fallback)."""
+    rows, cols, i, j = _pair_grid(coco, 4, 10, seed=13)
+    d = CaptionSetWMD()
+    pairs, block = d.pairs(coco, i, j), d.block(coco.subset(rows), coco.subset(cols))
+    real_pairs, real_block = caption_sets_module._pairs_w, caption_sets_module._block_w
+
+    def failing_pairs(*args):
+        out, n = real_pairs(*args)
+        out[::3] = np.nan
+        return out, n
+
+    def failing_block(*args):
+        out, n = real_block(*args)
+        out[::2, ::3] = np.nan
+        return out, n
+
+    monkeypatch.setattr(caption_sets_module, "_pairs_w", failing_pairs)
+    monkeypatch.setattr(caption_sets_module, "_block_w", failing_block)
+    np.testing.assert_array_equal(d.pairs(coco, i, j), pairs)
+    np.testing.assert_array_equal(d.block(coco.subset(rows), coco.subset(cols)), block)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_lower_bound_on_hundreds_of_pairs_and_against_all_images(coco, normalize):
+    """The linear-complexity bound against exact W: a full block, the pairs it ranks nearest (where a wrong
+    bound would cost a neighbour) and random pairs; and as tight as Eq. 13 over the per-pair RWMD."""
+    d = CaptionSetWMD(normalize=normalize)
+    rng = np.random.default_rng(17)
+    rows = rng.choice(len(coco), 12, replace=False)
+    lb = d.lower_bound_block(coco.subset(rows), coco)  # against all 5,000 images
+    assert lb.shape == (12, len(coco))
+    near = np.argsort(lb, axis=1)[:, :40]
+    i = np.concatenate([np.repeat(rows, 40), rng.choice(rows, 300)])
+    j = np.concatenate([near.ravel(), rng.choice(len(coco), 300)])
+    exact = d.pairs(coco, i, j)
+    row_of = {int(r): k for k, r in enumerate(rows)}
+    bound = lb[[row_of[int(a)] for a in i], j]
+    assert (bound <= exact).all()
+    assert np.median(bound[exact > 0] / exact[exact > 0]) > 0.9  # tight: about 0.95 on COCO
+    np.testing.assert_array_equal(lb[np.arange(12), rows], 0.0)
+    # a full block against its exact values, and against Eq. 13 over the per-pair RWMD
+    cols = rng.choice(len(coco), 150, replace=False)
+    sub_r, sub_c = coco.subset(rows), coco.subset(cols)
+    lb = d.lower_bound_block(sub_r, sub_c)
+    assert (lb <= d.block(sub_r, sub_c)).all()
+    rwmd = d._reduce(sub_r, sub_c, rwmd_many)
+    assert (lb <= rwmd).all()
+    np.testing.assert_allclose(lb, rwmd, rtol=1e-6)  # float32 word tables cost at most ~1e-7
+
+
+def test_lower_bound_in_row_chunks_and_the_old_bound(coco, monkeypatch):
+    rows, cols = coco.subset(slice(0, 30)), coco.subset(slice(1000, 1100))
+    d = CaptionSetWMD()
+    whole = d.lower_bound_block(rows, cols)
+    monkeypatch.setattr(caption_sets_module, "_LB_CHUNK_BYTES", 1)  # one row image per chunk
+    chunked = d.lower_bound_block(rows, cols)
+    np.testing.assert_allclose(chunked, whole, rtol=1e-6)
+    old = d._lower_bound_pairwise(rows, cols)  # max(RWMD, WCD) per caption pair
+    exact = d.block(rows, cols)
+    assert (chunked <= exact).all() and (old <= exact).all()
+    assert np.mean(whole >= old * (1 - 1e-6)) > 0.99  # WCD rarely adds anything
+
+
+def test_preprocessing_cache_is_bounded_and_not_pickled(coco):
+    d = CaptionSetWMD()
+    sets = [coco.subset(slice(10 * k, 10 * k + 10)) for k in range(6)]
+    values = [d.pairs(s, np.arange(10), np.arange(10)[::-1]) for s in sets]
+    assert len(d._cache) == caption_sets_module._CACHE_ENTRIES
+    again = pickle.loads(pickle.dumps(d))
+    assert len(again._cache) == 0 and again.params() == d.params()
+    for s, v in zip(sets, values):
+        np.testing.assert_array_equal(again.pairs(s, np.arange(10), np.arange(10)[::-1]), v)
+    # a set freed and another built in its place (possibly at the same id) is not confused with it
+    for k in range(3):
+        s = coco.subset(slice(100 * k, 100 * k + 10))
+        np.testing.assert_array_equal(d.pairs(s, np.arange(10), np.zeros(10, int)), d._pairs_plain(s, np.arange(10),
+                                      np.zeros(10, int)))  # fmt: skip
+        del s

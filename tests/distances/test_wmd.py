@@ -11,8 +11,10 @@ from scipy.spatial.distance import cdist
 import labeldist.distances.wmd as wmd_module
 from labeldist.distances.wmd import (
     centroids,
+    euclidean_lower_bounds,
     nbow,
     rwmd,
+    rwmd_linear_many,
     rwmd_many,
     unit_rows,
     wcd,
@@ -218,3 +220,38 @@ def test_unfinished_problems_fall_back_to_pot_with_a_warning(monkeypatch, texts)
         warnings.simplefilter("error")
         monkeypatch.setattr(wmd_module, "_all_pairs", real)
         wmd_many(*a, *a)  # no warning when the solver finishes
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_euclidean_lower_bounds_never_exceed_the_distances(coco, normalize):
+    """BLAS expansion |x|^2 + |y|^2 - 2xy minus its rounding slack, against the difference form (cdist), on the
+    GloVe rows of the set, on near-duplicates (worst cancellation) and on exact duplicates (0)."""
+    vec = (unit_rows(coco.vectors) if normalize else coco.vectors).astype(np.float64)
+    rng = np.random.default_rng(1)
+    x = vec[rng.choice(len(vec), 300, replace=False)]
+    y = np.concatenate([vec[rng.choice(len(vec), 200, replace=False)], x[:50], x[50:100] * (1 + 1e-7), x[:50] + 1e-9])
+    exact = cdist(x, y)
+    for dtype in (np.float64, np.float32):
+        lb = euclidean_lower_bounds(x, y, dtype)
+        assert lb.dtype == dtype and lb.shape == exact.shape
+        assert (lb.astype(np.float64) <= exact).all()
+        far = exact > 1e-3
+        np.testing.assert_allclose(lb[far], exact[far], rtol=1e-6)  # a tight bound where words differ
+    assert (euclidean_lower_bounds(x[:50], x[:50]).diagonal() == 0).all()
+    with pytest.raises(ValueError, match="dtype"):
+        euclidean_lower_bounds(x, y, np.float16)
+
+
+def test_linear_rwmd_equals_rwmd_and_bounds_wmd(texts, pairs):
+    """Atasu et al.'s linear-complexity RWMD: the same values as the per-pair RWMD (up to the rounding slack of
+    its word distances), never above it nor above the exact WMD."""
+    tok, off, vec = texts
+    i, j = pairs
+    a = (*_select(tok, off, np.unique(i[:60])), vec)
+    b = (*_select(tok, off, np.unique(j[:80])), vec)
+    lin, per_pair, exact = rwmd_linear_many(*a, *b), rwmd_many(*a, *b), wmd_many(*a, *b)
+    assert lin.shape == per_pair.shape == exact.shape
+    np.testing.assert_allclose(lin, per_pair, rtol=1e-9, atol=1e-12)
+    assert (lin <= per_pair * (1 + 1e-12) + 1e-15).all()
+    assert (lin <= exact * (1 + 1e-12) + 1e-15).all()
+    np.testing.assert_allclose(np.diag(rwmd_linear_many(*a, *a)), 0.0, atol=1e-12)
