@@ -1,1 +1,36 @@
-"""trainer package."""
+"""The trainer: an HTTP client of labeldist's service, minibatch datasets with prefetch, losses, retrieval
+metrics, models, and the ``trainer`` command (fit / eval)."""
+
+from trainer.client import Batches, LabelDistClient, RequestRejected, ServiceError, ServiceUnavailable, StoreNotFound
+from trainer.data import FeatureInputs, ImageFolderInputs, Minibatch, MinibatchStream
+from trainer.losses import BinaryTripletLoss, DenseTripletLoss, LadderLoss, LogRatioLoss, make_loss
+from trainer.metrics import coherent_score, mean_label_distance, ndcg, recall_at_k, retrieval_metrics, retrieve
+from trainer.models import EmbeddingMLP, ResNetEmbedding
+from trainer.prefetch import Prefetcher
+
+__all__ = [
+    "Batches",
+    "BinaryTripletLoss",
+    "DenseTripletLoss",
+    "EmbeddingMLP",
+    "FeatureInputs",
+    "ImageFolderInputs",
+    "LabelDistClient",
+    "LadderLoss",
+    "LogRatioLoss",
+    "Minibatch",
+    "MinibatchStream",
+    "Prefetcher",
+    "RequestRejected",
+    "ResNetEmbedding",
+    "ServiceError",
+    "ServiceUnavailable",
+    "StoreNotFound",
+    "coherent_score",
+    "make_loss",
+    "mean_label_distance",
+    "ndcg",
+    "recall_at_k",
+    "retrieval_metrics",
+    "retrieve",
+]

@@ -1,0 +1,98 @@
+"""Demo inputs: corrupted poses, one caption's sentence embedding per image, and the label-file split."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.trainer.conftest import N_ITEMS, STORE
+from trainer import demo_inputs
+from trainer.demo_inputs import corrupt_poses, minilm_path, pose_inputs
+from trainer.split import split_indices, split_labels
+
+
+def test_corrupt_poses_hides_and_jitters_present_joints_only() -> None:
+    rng = np.random.default_rng(0)
+    xy = rng.normal(size=(400, 16, 2)) * 3
+    present = rng.random((400, 16)) > 0.1
+    out = corrupt_poses(xy, present, hide=0.25, jitter=0.1, seed=1).reshape(400, 16, 3)
+    shown = out[..., 2] == 1
+    assert not (shown & ~present).any()  # a missing joint is never shown
+    assert np.all(out[~shown] == 0)  # hidden or missing: (0, 0, 0)
+    assert 0.70 < shown.sum() / present.sum() < 0.80  # about 1 - hide of the present joints
+    assert shown.any(1).all()  # every pose keeps a joint
+    noise = (out[..., :2] - xy)[shown]
+    size = np.sqrt(((xy - xy.mean(1, keepdims=True)) ** 2).sum(-1).mean(1))  # about the pose size
+    assert 0.05 * size.mean() < noise.std() < 0.2 * size.mean()
+    again = corrupt_poses(xy, present, hide=0.25, jitter=0.1, seed=1)
+    assert np.array_equal(again, out.reshape(400, -1))  # seeded
+    assert not np.array_equal(corrupt_poses(xy, present, seed=2), again)
+
+
+def test_pose_inputs_are_indexed_like_the_store(pose_store: Path) -> None:
+    x = pose_inputs(str(pose_store / STORE), seed=0)
+    assert x.shape == (N_ITEMS, 16 * 3) and x.dtype == np.float32
+    with pytest.raises(ValueError, match="not a caption store"):
+        demo_inputs.caption_inputs(str(pose_store / STORE))
+
+
+def test_caption_inputs_embed_one_seeded_caption_per_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    captions = [["a dog", "the dog runs"], ["two cats"], ["a red bus", "bus on a road", "a city bus"]]
+
+    class Labels:  # what StoreReader.labels() gives for a caption store, reduced to what is used
+        caption_offsets = None
+
+        def __len__(self) -> int:
+            return len(captions)
+
+        def captions(self, i: int) -> list[str]:
+            return captions[i]
+
+    monkeypatch.setattr(demo_inputs, "StoreReader", lambda store: types.SimpleNamespace(labels=Labels))
+    seen = {}
+
+    class FakeModel:
+        def __init__(self, path: str, device: str) -> None:
+            seen["path"] = path
+
+        def encode(self, texts, **kw):
+            seen["texts"] = texts
+            return np.ones((len(texts), 384))
+
+    # a stand-in module: the real one takes seconds to import and its model is exercised in RESULTS.md's runs
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=FakeModel))
+    x = demo_inputs.caption_inputs("any", seed=0)
+    assert x.shape == (3, 384) and x.dtype == np.float32
+    assert [t in c for t, c in zip(seen["texts"], captions)] == [True, True, True]
+    assert seen["path"] == str(minilm_path())
+    assert (minilm_path() / "config.json").is_file()  # the model ships in the package, offline
+
+
+def test_split_is_seeded_disjoint_and_complete() -> None:
+    s = split_indices(100, seed=4)
+    assert len(s["train"]) == 80 and len(s["test"]) == 20 and len(s["queries"]) == 4
+    assert sorted(s["train"] + s["test"]) == list(range(100))
+    assert sorted(s["queries"] + s["gallery"]) == list(range(20))
+    assert split_indices(100, seed=4) == s and split_indices(100, seed=5) != s
+    with pytest.raises(ValueError, match="test_fraction"):
+        split_indices(10, test_fraction=1.5)
+
+
+def test_split_labels_writes_both_formats(tmp_path: Path) -> None:
+    images = [{"image": f"im{i}.jpg", "caption": [f"caption {i}"]} for i in range(10)]
+    (tmp_path / "caps.json").write_text(json.dumps(images))
+    info = split_labels(tmp_path / "caps.json", tmp_path / "c", test_fraction=0.3, query_fraction=0.34)
+    test = json.loads((tmp_path / "c" / "test.json").read_text())
+    assert test == [images[i] for i in info["test"]] and len(test) == 3
+    assert json.loads((tmp_path / "c" / "split.json").read_text())["queries"] == info["queries"]
+    (tmp_path / "poses.csv").write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(10)))
+    info = split_labels(tmp_path / "poses.csv", tmp_path / "p", test_fraction=0.3, query_fraction=0.34)
+    rows = (tmp_path / "p" / "train.csv").read_text().splitlines()
+    assert rows[0] == "a,b" and rows[1:] == [f"{i},{i * 2}" for i in info["train"]]
+    with pytest.raises(ValueError, match="known: .json, .csv"):
+        split_labels(tmp_path / "x.txt", tmp_path / "x")

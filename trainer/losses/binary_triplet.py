@@ -1,0 +1,53 @@
+"""The binary baseline L(Triplet) + M(Binary) of Kim et al. (CVPR 2019): nearest-in-label = positive."""
+
+from __future__ import annotations
+
+import torch
+from pytorch_metric_learning.distances import LpDistance
+from pytorch_metric_learning.losses import TripletMarginLoss
+from pytorch_metric_learning.reducers import MeanReducer
+
+from trainer.losses.base import BatchLoss
+
+
+def binary_triplets(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The binary miner: in one minibatch (anchor at row 0, items at rows ``1..m`` with label distances
+    ``distances`` ``(m,)``), the ``positives`` items nearest the anchor in label space are positives (ties
+    broken by position), the rest negatives; every (anchor, positive, negative) is a triplet. Returns PML's
+    ``indices_tuple`` (anchor rows, positive rows, negative rows)."""
+    order = torch.argsort(distances, stable=True) + 1
+    pos, neg = order[:positives], order[positives:]
+    p, n = torch.meshgrid(pos, neg, indexing="ij")
+    return torch.zeros(p.numel(), dtype=torch.long, device=distances.device), p.reshape(-1), n.reshape(-1)
+
+
+class BinaryTripletLoss(BatchLoss):
+    r"""Triplet loss with binary mining, the baseline L(Triplet)+M(Binary) of Kim et al. (CVPR 2019, §5).
+
+    .. math::
+        L = \frac{1}{|P||N|} \sum_{p \in P} \sum_{n \in N} \big[ D(f_a, f_p) - D(f_a, f_n) + \delta \big]_+
+
+    :math:`P` the ``positives`` (30) items nearest the anchor in label space, :math:`N` the other items of the
+    minibatch, :math:`f` L2-normalised, :math:`D` the squared Euclidean distance (Eq. 2 of the paper), margin
+    :math:`\delta = 0.2`. The label distances serve only to split positives from negatives: their values are
+    thrown away, which is what the paper's continuous losses improve on. Computed by pytorch-metric-learning's
+    ``TripletMarginLoss`` on the triplets of :func:`binary_triplets`.
+    """
+
+    normalized = True
+
+    def __init__(self, positives: int = 30, margin: float = 0.2, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.positives = positives
+        self.triplet = TripletMarginLoss(
+            margin=margin, distance=LpDistance(normalize_embeddings=True, p=2, power=2), reducer=MeanReducer()
+        )
+
+    def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
+        if not 0 < self.positives < distances.shape[1]:
+            raise ValueError(f"positives={self.positives} must lie in 1..{distances.shape[1] - 1} (batch items - 1)")
+        losses = [
+            self.triplet(embeddings[b], indices_tuple=binary_triplets(distances[b], self.positives))
+            for b in range(embeddings.shape[0])
+        ]
+        return torch.stack(losses)
