@@ -20,20 +20,32 @@ See :mod:`labeldist.sts.scorers` for the scorers, :mod:`labeldist.sts.cascade` f
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from labeldist.distances.base import LabelDistance
 from labeldist.labels.sentences import Sentences
-from labeldist.sts.cascade import check_below
-from labeldist.sts.models import PACKAGED, architecture, load_bi_encoder, load_cross_encoder, model_spec
-from labeldist.sts.models import resolve_model, weights_sha256
+from labeldist.sts.cascade import DEFAULT_BELOW, check_below
+from labeldist.sts.models import (
+    PACKAGED,
+    architecture,
+    load_bi_encoder,
+    load_cross_encoder,
+    model_spec,
+    resolve_model,
+    weights_sha256,
+)
 from labeldist.sts.scorers import (
     MAX_LENGTH,
+    BiEncoderScorer,
     bi_encoder_scorer,
     cosine_relevance,
     cross_encoder_scorer,
+    embedding_cache_dir,
+    embedding_key,
     mean_vectors,
     same_text,
     unit_rows,
@@ -57,7 +69,8 @@ class SentenceRelevance(LabelDistance):
         ``"cascade"``: a model folder (e.g. from ``labeldist sts fit``) or ``"all-MiniLM-L6-v2"`` (packaged).
     cbow_threshold : :math:`\theta_c`, needed by ``"coarse_to_fine"`` and ``"cascade"``; calibrate it with
         :func:`labeldist.sts.cascade.calibrate_cbow_threshold`.
-    below : ``"coarse"`` or ``"zero"``: the relevance of a pair under a threshold.
+    below : ``"zero"`` (the paper's code) or ``"coarse"`` (the paper's text): the relevance of a pair under a
+        threshold; None: ``"zero"`` for coarse-to-fine, ``"coarse"`` for the cascade (:data:`DEFAULT_BELOW`).
     cross_model, bert_threshold : the cascade's cross-encoder and its bi-encoder gate :math:`\theta_b`.
     max_length : word pieces per model input (a sentence, or a pair for a cross-encoder); longer inputs are
         truncated, with a warning.
@@ -79,7 +92,7 @@ class SentenceRelevance(LabelDistance):
         scorer: str = "coarse_to_fine",
         model: str = PACKAGED,
         cbow_threshold: float | None = None,
-        below: str = "coarse",
+        below: str | None = None,
         cross_model: str | None = None,
         bert_threshold: float | None = None,
         max_length: int = MAX_LENGTH,
@@ -89,7 +102,12 @@ class SentenceRelevance(LabelDistance):
     ) -> None:
         if scorer not in SCORERS:
             raise ValueError(f"unknown scorer {scorer!r}; known: {', '.join(SCORERS)}")
-        check_below(below)
+        if scorer in DEFAULT_BELOW:  # only the gated scorers have pairs under a threshold
+            below = below or DEFAULT_BELOW[scorer]
+            check_below(below)
+        elif below is not None:
+            check_below(below)
+            below = None
         if scorer in ("coarse_to_fine", "cascade") and cbow_threshold is None:
             raise ValueError(f"scorer {scorer!r} needs cbow_threshold (calibrate it: labeldist sts calibrate)")
         if scorer == "cascade" and (cross_model is None or bert_threshold is None):
@@ -180,13 +198,41 @@ class SentenceRelevance(LabelDistance):
                 # One embedding per sentence, all texts of both sides in one canonical order: the engine asks
                 # (row block, all items), so every worker embeds the same batches and a store is reproducible
                 # to the bit. A pair under the gate costs no transformer call either way, only a dot product.
-                scorer.embed(sorted(set(a) | set(b)))
+                self._embed_all(scorer, model, sorted(set(a) | set(b)))
                 out[np.ix_(r, c)] = scorer.relevance([a[i] for i in r], [b[j] for j in c])
         else:
             i, j = np.nonzero(gate)
             scorer = cross_encoder_scorer(path, self.max_length)
             out[i, j] = scorer.pair_relevance([a[t] for t in i], [b[t] for t in j])
         return np.where(gate, out, np.nan)
+
+    def _embed_all(self, scorer: BiEncoderScorer, model: str, texts: list[str]) -> None:
+        """Embed ``texts`` into the scorer's cache, from the file :meth:`embed_once` left when it is there."""
+        if texts and texts[0] in scorer._cache and texts[-1] in scorer._cache:
+            return
+        digest = self.model_sha256 if model == self.model else self.cross_model_sha256
+        file = embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts)}.npy"
+        if file.is_file():
+            scorer.load(texts, file)
+        else:
+            scorer.embed(texts)
+
+    def embed_once(self, labels: Sentences) -> Path | None:
+        """Embed every sentence of ``labels`` here, once, and leave the embeddings in
+        :func:`~labeldist.sts.scorers.embedding_cache_dir` for the engine's workers.
+
+        Without it each worker embeds all N sentences itself on its one thread (what a worker that cannot see
+        this machine's disk still does). With it a job embeds each sentence once, on all of this machine's
+        cores; the values are those of the same canonical batches, so the store does not change. Returns the
+        file, or None when the scorer uses no bi-encoder.
+        """
+        if self.scorer == "cbow" or architecture(resolve_model(self.model)) != "bi":
+            return None
+        texts = sorted(set(labels.texts))
+        file = embedding_cache_dir() / f"{embedding_key(self.model_sha256 or '', self.max_length, texts)}.npy"
+        if not file.is_file():
+            bi_encoder_scorer(resolve_model(self.model), self.max_length).save(texts, file)
+        return file
 
     def _fine_pairs(self, a: list[str], b: list[str], model: str) -> np.ndarray:
         """Relevance under ``model`` of each pair ``(a[t], b[t])``."""
@@ -232,12 +278,17 @@ def _checked_model(model: str | None, sha256: str | None) -> tuple[str, str]:
     return spec, digest
 
 
+@functools.lru_cache(maxsize=4096)
+def _embedding_alone(path: Path, max_length: int, text: str) -> np.ndarray:
+    """The embedding of one sentence encoded on its own (no batch, no padding), float64."""
+    return load_bi_encoder(path, max_length).encode([text], batch_size=1, convert_to_numpy=True)[0].astype(np.float64)
+
+
 def _pair_relevance(model: str, max_length: int, s: str, t: str) -> float:
     """One pair, one plain model call per sentence or per order: the oracle of the batched scorers."""
     path = resolve_model(model)
     if architecture(path) == "bi":
-        emb = load_bi_encoder(path, max_length).encode([s, t], batch_size=1, convert_to_numpy=True)
-        e = emb.astype(np.float64)
-        return min(max(float(e[0] @ e[1]) / float(np.linalg.norm(e[0]) * np.linalg.norm(e[1])), 0.0), 1.0)
+        e, f = _embedding_alone(path, max_length, s), _embedding_alone(path, max_length, t)
+        return min(max(float(e @ f) / float(np.linalg.norm(e) * np.linalg.norm(f)), 0.0), 1.0)
     scores = load_cross_encoder(path, max_length).predict([(s, t), (t, s)], batch_size=1, convert_to_numpy=True)
     return float((float(scores[0]) + float(scores[1])) / 2.0)

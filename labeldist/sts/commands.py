@@ -11,6 +11,8 @@ import argparse
 import json
 from typing import Any
 
+from labeldist.sts.cascade import DEFAULT_PASS_SHARE
+
 DEFAULT_TRAIN = "data/stsb/sts-train.csv"
 DEFAULT_DEV = "data/stsb/sts-dev.csv"
 #: above this many bytes a dense float32 N x N matrix is refused (2.5 GB for the 25,009 Karpathy-test captions)
@@ -112,22 +114,41 @@ def _eval(args: argparse.Namespace) -> int:
 
 def add_scorer_options(p: argparse.ArgumentParser) -> None:
     """Options choosing a sentence relevance scorer (``sts eval`` and ``precompute sentences``)."""
-    p.add_argument("--scorer", choices=("cbow", "bert", "coarse_to_fine", "cascade"), default="coarse_to_fine",
-                   help="relevance R: CBoW, BERT alone, CBoW then BERT (the paper's), or CBoW, bi- then "
-                   "cross-encoder (default: %(default)s)")  # fmt: skip
-    p.add_argument("--model", default="all-MiniLM-L6-v2",
-                   help="BERT model folder (bi- or cross-encoder; the bi-encoder of the cascade), e.g. "
-                   "models/sts-bi-cosent from `labeldist sts fit` (default: the packaged zero-shot %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--scorer",
+        choices=("cbow", "bert", "coarse_to_fine", "cascade"),
+        default="coarse_to_fine",
+        help="relevance R: CBoW, BERT alone, CBoW then BERT (the paper's), or CBoW, bi- then "
+        "cross-encoder (default: %(default)s)",
+    )
+    p.add_argument(
+        "--model",
+        default="all-MiniLM-L6-v2",
+        help="BERT model folder (bi- or cross-encoder; the bi-encoder of the cascade), e.g. "
+        "models/sts-bi-cosent from `labeldist sts fit` (default: the packaged zero-shot %(default)s)",
+    )
     p.add_argument("--cross-model", help="cascade: the cross-encoder folder")
     p.add_argument("--cbow-threshold", type=float, help="CBoW gate (default: calibrated, see --pass-share)")
-    p.add_argument("--pass-share", type=float, default=0.5,
-                   help="calibrate the CBoW gate to pass this share of STS-B train pairs (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--pass-share",
+        type=float,
+        default=DEFAULT_PASS_SHARE,
+        help="calibrate the CBoW gate to pass this share of STS-B train pairs (default: %(default)s)",
+    )
     p.add_argument("--bert-threshold", type=float, help="cascade: bi-encoder gate of the cross-encoder")
-    p.add_argument("--bert-pass-share", type=float, default=0.2,
-                   help="cascade, no --candidates: the bi gate passes this share of the STS-B train pairs that "
-                   "pass the CBoW gate (default: %(default)s)")  # fmt: skip
-    p.add_argument("--below", choices=("coarse", "zero"), default="coarse",
-                   help="a pair under a gate keeps the coarser score (paper's text) or gets 0 (paper's code)")  # fmt: skip
+    p.add_argument(
+        "--bert-pass-share",
+        type=float,
+        default=0.2,
+        help="cascade, no --candidates: the bi gate passes this share of the STS-B train pairs that "
+        "pass the CBoW gate (default: %(default)s)",
+    )
+    p.add_argument(
+        "--below",
+        choices=("coarse", "zero"),
+        help="a pair under a gate gets 0 (paper's code) or keeps the coarser score (paper's text) "
+        "(default: zero for coarse_to_fine, coarse for cascade)",
+    )
     p.add_argument("--max-length", type=int, default=256, help="word pieces per model input; longer is truncated")
     p.add_argument("--train", default=DEFAULT_TRAIN, help="STS-B file the thresholds are calibrated on")
 
@@ -143,6 +164,7 @@ def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
         raise ValueError(f"a dense matrix of {len(labels)} sentences takes {4 * len(labels) ** 2 / 1e9:.1f} GB; "
                          "pass --knn-only")  # fmt: skip
     distance = build_distance(args, labels)
+    distance.embed_once(labels)  # each sentence embedded once, on all cores, not once per worker
     dataset = args.dataset or Path(args.input).stem + (f"-first{args.limit}" if args.limit else "")
     return labels, distance, dataset
 
@@ -155,8 +177,11 @@ def add_sentences_parser(kinds: Any, add_common: Any) -> None:
     p.add_argument("--empty", choices=("error", "drop"), default="error",
                    help="a sentence with no word that has a vector: error, or leave it out")  # fmt: skip
     p.add_argument("--limit", type=int, help="the first N sentences only")
-    p.add_argument("--candidates", type=float,
-                   help="cascade: set the bi-encoder gate so that a sentence has this many candidates on average")  # fmt: skip
+    p.add_argument(
+        "--candidates",
+        type=float,
+        help="cascade: set the bi-encoder gate so that a sentence has this many candidates on average",
+    )
     add_scorer_options(p)
     add_common(p)
     p.set_defaults(loader=load_sentences)

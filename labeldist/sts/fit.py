@@ -62,7 +62,9 @@ class FitConfig:
         if self.loss is None:
             object.__setattr__(self, "loss", losses[0])
         elif self.loss not in losses:
-            raise ValueError(f"unknown loss {self.loss!r} for a {self.architecture}-encoder; known: {', '.join(losses)}")
+            raise ValueError(
+                f"unknown loss {self.loss!r} for a {self.architecture}-encoder; known: {', '.join(losses)}"
+            )
         if self.swap and self.architecture != "cross":
             raise ValueError("swap (both pair orders) only applies to a cross-encoder")
         for name in ("epochs", "batch_size", "max_length"):
@@ -90,7 +92,7 @@ def seed_everything(seed: int) -> None:
     import torch
 
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - libraries may draw from NumPy's legacy global generator
     torch.manual_seed(seed)
 
 

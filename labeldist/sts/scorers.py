@@ -19,6 +19,8 @@ distance :math:`1 - R` is exactly 0 on the diagonal. Models truncate their input
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -100,6 +102,21 @@ class BiEncoderScorer:
             return np.zeros((0, 0))
         return np.stack([self._cache[t] for t in texts])
 
+    def save(self, texts: Sequence[str], path: Path) -> None:
+        """Embed ``texts`` (in this order) and write the float64 array to ``path`` atomically (aside, then rename)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(aside, "wb") as f:
+            np.save(f, self.embed(texts))
+        os.replace(aside, path)
+
+    def load(self, texts: Sequence[str], path: Path) -> None:
+        """Fill the cache with the embeddings :meth:`save` wrote for ``texts`` (no transformer call)."""
+        values = np.load(path)
+        if values.shape[0] != len(texts):
+            raise ValueError(f"{path}: {values.shape[0]} embeddings for {len(texts)} texts")
+        self._cache.update(zip(texts, values))
+
     def relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """(len(a), len(b)) relevance, 1 for identical texts."""
         out = cosine_relevance(self.embed(a), self.embed(b))
@@ -164,13 +181,42 @@ def warn_truncated(tokenizer: object, inputs: Sequence[str | tuple[str, str]], m
         )
 
 
+def embedding_cache_dir() -> Path:
+    """Where embeddings computed once per job are left for the workers: ``$LABELDIST_CACHE/embeddings``
+    (default ``~/.cache/labeldist/embeddings``); one ``.npy`` per model and set of texts (38 MB for 25k)."""
+    return Path(os.environ.get("LABELDIST_CACHE", Path.home() / ".cache" / "labeldist")) / "embeddings"
+
+
+def embedding_key(model_sha256: str, max_length: int, texts: Sequence[str]) -> str:
+    """Digest naming the embeddings of ``texts`` (in this order) under one model and truncation."""
+    h = hashlib.sha256(f"{model_sha256}:{max_length}:".encode())
+    h.update("\x00".join(texts).encode())
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=8)
 def bi_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> BiEncoderScorer:
     """The process-wide scorer of a bi-encoder (so its embedding cache lives as long as the worker)."""
-    return BiEncoderScorer(path, max_length)
+    scorer = BiEncoderScorer(path, max_length)
+    _PROCESS_SCORERS.append(scorer)
+    return scorer
 
 
 @functools.lru_cache(maxsize=8)
 def cross_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> CrossEncoderScorer:
     """The process-wide scorer of a cross-encoder."""
-    return CrossEncoderScorer(path, max_length)
+    scorer = CrossEncoderScorer(path, max_length)
+    _PROCESS_SCORERS.append(scorer)
+    return scorer
+
+
+_PROCESS_SCORERS: list[BiEncoderScorer | CrossEncoderScorer] = []
+
+
+def transformer_calls() -> dict[str, int]:
+    """Transformer calls made so far in this process by the process-wide scorers: ``{"bi": n, "cross": m}``
+    (sentences embedded, pair orders scored). ``client.run(transformer_calls)`` asks every Dask worker."""
+    out = {"bi": 0, "cross": 0}
+    for scorer in _PROCESS_SCORERS:
+        out["bi" if isinstance(scorer, BiEncoderScorer) else "cross"] += scorer.calls
+    return out

@@ -1,0 +1,76 @@
+"""`labeldist sts fit` on a tiny subset: saved model, its record, reproducibility, bad input."""
+
+import json
+
+import pytest
+
+from labeldist.cli import main
+from labeldist.sts.fit import FitConfig, linear_schedule
+from labeldist.sts.models import FIT_INFO, architecture, weights_sha256
+from tests.sts.conftest import STS_DEV, STS_TRAIN
+
+TINY = ["--limit", "8", "--dev-limit", "6", "--epochs", "1", "--batch-size", "4", "--max-length", "24",
+        "--no-progress", "--train", str(STS_TRAIN), "--dev", str(STS_DEV)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fit")
+    for name in ("a", "b"):
+        assert main(["sts", "fit", "--architecture", "bi", "--loss", "cosent", "--seed", "3", *TINY,
+                     "--out", str(root / name)]) == 0  # fmt: skip
+    return root
+
+
+def test_fit_saves_a_loadable_model_with_its_record(fitted):
+    record = json.loads((fitted / "a" / FIT_INFO).read_text())
+    assert record["architecture"] == "bi" and record["seed"] == 3
+    assert record["config"]["loss"] == "cosent" and record["config"]["epochs"] == 1
+    assert record["train"]["pairs"] == 8 and record["dev"]["pairs"] == 6
+    assert -1.0 <= record["dev"]["pearson"] <= 1.0 and len(record["history"]) == 1
+    assert architecture(fitted / "a") == "bi"
+
+
+def test_fit_is_reproducible_with_a_seed(fitted):
+    assert weights_sha256(fitted / "a") == weights_sha256(fitted / "b")
+    a, b = (json.loads((fitted / n / FIT_INFO).read_text())["dev"] for n in "ab")
+    assert a["pearson"] == b["pearson"]
+
+
+def test_fit_changes_the_weights(fitted):
+    from labeldist.sts.models import PACKAGED, resolve_model
+
+    assert weights_sha256(fitted / "a") != weights_sha256(resolve_model(PACKAGED))
+
+
+def test_cross_encoder_fit_gives_a_cross_encoder(tiny_cross):
+    assert architecture(tiny_cross) == "cross"
+    assert json.loads((tiny_cross / FIT_INFO).read_text())["config"]["loss"] == "bce"
+
+
+def test_malformed_sts_file_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("genre\tfile\t2012\t1\tfive\ta\tb\n")
+    assert main(["sts", "fit", "--train", str(bad), "--out", str(tmp_path / "m")]) == 2
+    assert "bad.csv:1: score 'five' is not a number" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"architecture": "tri"}, "unknown architecture 'tri'"),
+        ({"architecture": "bi", "loss": "bce"}, "unknown loss 'bce' for a bi-encoder; known: cosent, cosine"),
+        ({"architecture": "bi", "swap": True}, "swap"),
+        ({"warmup": 1.5}, "warmup must lie in"),
+    ],
+)
+def test_bad_fit_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        FitConfig(**kwargs)
+
+
+def test_schedule_warms_up_then_decays():
+    factors = [linear_schedule(s, 100, 10) for s in range(101)]
+    assert factors[0] == 0.0 and factors[10] == 1.0 and factors[100] == 0.0
+    assert factors[:11] == sorted(factors[:11]) and factors[10:] == sorted(factors[10:], reverse=True)

@@ -1,0 +1,89 @@
+"""Sentence-relevance stores through the Dask engine and the command: the store contract, verify, bad input."""
+
+import numpy as np
+import pytest
+import zarr
+
+from labeldist.cli import main
+from labeldist.distances.sts import SentenceRelevance
+from labeldist.engine import precompute
+from labeldist.store import StoreReader
+from labeldist.verify import verify_store
+from tests.conftest import check_store
+from tests.sts.conftest import COCO
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    from labeldist.labels.sentences import read_caption_sentences
+
+    return read_caption_sentences(COCO, limit=40)
+
+
+@pytest.fixture(scope="module")
+def bert_store(sentences, dask_client, tmp_path_factory):
+    distance = SentenceRelevance("coarse_to_fine", cbow_threshold=0.8)
+    out = tmp_path_factory.mktemp("stores") / "coco40-sentence_relevance"
+    precompute(sentences, distance, out, dataset="coco40", k=5, block_rows=16, client=dask_client, progress=False)
+    return out, distance
+
+
+def test_store_follows_the_contract(bert_store):
+    check_store(bert_store[0])
+
+
+def test_store_equals_the_in_memory_distance(bert_store, sentences):
+    out, distance = bert_store
+    reader = StoreReader(str(out))
+    expected = distance.block(sentences, sentences).astype(np.float32)
+    np.testing.assert_allclose(reader.dense_rows(0, len(sentences)), expected, atol=1e-6)
+    assert reader.ids[:6].tolist() == [f"391895#{n}" for n in range(5)] + ["60623#0"]  # COCO_val2014_000000060623
+    assert reader.manifest["kind"] == "sentence_relevance" and reader.manifest["labels_type"] == "sentences"
+    assert reader.manifest["params"]["cbow_threshold"] == 0.8
+    assert reader.labels().texts == sentences.texts, "the store holds what is needed to recompute"
+
+
+def test_verify_recomputes_entries_with_the_reference(bert_store):
+    report = verify_store(str(bert_store[0]), sample=30)
+    assert report["ok"], report["problems"]
+    assert report["entries_checked"] == 60 and report["max_abs_error"] < 1e-5
+
+
+def test_command_builds_a_calibrated_knn_store(dask_client, tmp_path):
+    out = tmp_path / "cli-store"
+    code = main(["precompute", "sentences", str(COCO), "--limit", "25", "--scorer", "coarse_to_fine", "--below",
+                 "zero", "--pass-share", "0.3", "--knn-only", "--k", "4", "--scheduler",
+                 dask_client.scheduler.address, "--out", str(out), "--no-progress"])  # fmt: skip
+    assert code == 0
+    check_store(out)
+    group = zarr.open_group(str(out), mode="r")
+    params = group.attrs["labeldist"]["params"]
+    calibration = params["calibration"]["cbow"]
+    assert calibration["method"] == "sts_quantile" and calibration["pass_share"] == 0.3
+    assert 0.8 < params["cbow_threshold"] < 1.0 and params["below"] == "zero"
+    assert "dense" not in group
+
+
+def test_cascade_command_calibrates_candidates_on_the_corpus(dask_client, tiny_cross, tmp_path):
+    out = tmp_path / "cascade"
+    code = main(["precompute", "sentences", str(COCO), "--limit", "20", "--scorer", "cascade", "--cross-model",
+                 str(tiny_cross), "--candidates", "2", "--k", "3", "--scheduler", dask_client.scheduler.address,
+                 "--out", str(out), "--no-progress"])  # fmt: skip
+    assert code == 0
+    check_store(out)
+    params = StoreReader(str(out)).manifest["params"]
+    assert params["calibration"]["bert"] == {"method": "corpus_candidates", "candidates": 2.0, "sample": 20,
+                                             "seed": 0}  # fmt: skip
+    assert params["cross_model"] == str(tiny_cross) and params["bert_threshold"] is not None
+
+
+def test_dense_matrix_of_the_whole_corpus_is_refused(capsys):
+    assert main(["precompute", "sentences", str(COCO), "--scorer", "cbow", "--out", "/nonexistent/x"]) == 2
+    assert "a dense matrix of 25009 sentences takes 2.5 GB; pass --knn-only" in capsys.readouterr().err
+
+
+def test_bad_caption_file_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "caps.json"
+    bad.write_text('[{"image": "val2014/COCO_val2014_000000000007.jpg", "caption": ["A dog.", ""]}]')
+    assert main(["precompute", "sentences", str(bad), "--scorer", "cbow", "--out", str(tmp_path / "s")]) == 2
+    assert "caps.json: sentence '7#1' is empty" in capsys.readouterr().err
