@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 STORES ?= stores
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean-stores browser
+.PHONY: setup run test lint bench serve clean-stores browser
 
 setup: $(STAMP)
 
@@ -23,6 +23,10 @@ run: $(STAMP)
 	$(BIN)/labeldist precompute pose data/mpii/mpii_valid_2958.csv --k 100 --out $(STORES)/mpii-pose
 	$(BIN)/labeldist precompute layout --generate 2000 --layout-type 5 --size 128 --seed 0 --k 100 \
 		--out $(STORES)/lsun5-layout_miou
+	$(BIN)/labeldist precompute captions data/coco/coco_karpathy_test.json --knn-only --k 100 \
+		--out $(STORES)/coco_karpathy_test-caption_wmd
+	$(BIN)/labeldist precompute sentences data/coco/coco_karpathy_test.json --knn-only --k 100 \
+		--out $(STORES)/coco_karpathy_test-sentence_relevance
 	@for s in $(STORES)/*; do $(BIN)/python tools/check_store.py $$s || exit 1; done
 
 test: $(STAMP) browser
@@ -41,6 +45,12 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_layout.py
+	$(BIN)/python benchmarks/bench_wmd_kernel.py
+	$(BIN)/python benchmarks/bench_caption_knn.py
+
+# The service over the main job's stores, on 127.0.0.1:8000 (page at /ui).
+serve: $(STAMP)
+	$(BIN)/labeldist serve --stores $(STORES)
 
 clean-stores:
 	rm -rf $(STORES)
