@@ -89,7 +89,8 @@ def dev_part(args: argparse.Namespace) -> None:
             started = time.perf_counter()
             r = 1.0 - distance.pairs(labels, i, j)
             seconds = time.perf_counter() - started
-            np.testing.assert_allclose(r, combine(cbow, bert[model], theta, below), atol=1e-9)
+            # the same numbers up to batch padding (a cross-encoder pair scored in another batch: ~1e-6)
+            np.testing.assert_allclose(r, combine(cbow, bert[model], theta, below), atol=1e-5)
             print(_row(f"CBoW >= {theta:.3f}, then {name}; below: {below}", r, gold,
                        _bert_calls(model, passed, i, j), seconds))  # fmt: skip
     best = args.best or next(iter(reversed(models.values())))

@@ -63,16 +63,18 @@ def combine(coarse: np.ndarray, fine: np.ndarray, threshold: float, below: str =
 
 
 def threshold_for_share(scores: np.ndarray, pass_share: float) -> float:
-    r"""The score at or above which a share ``pass_share`` of the finite ``scores`` lies: the k-th largest,
+    r"""The score at or above which a share ``pass_share`` of the (non-NaN) ``scores`` lies: the k-th largest,
     :math:`k = \lceil \text{pass\_share} \cdot n \rceil`.
 
     >>> threshold_for_share(np.arange(10.0), 0.3)
     7.0
+    >>> threshold_for_share(np.array([3.0, 2.0, -np.inf, -np.inf]), 0.5)
+    2.0
     """
     if not 0.0 < pass_share <= 1.0:
         raise ValueError(f"pass share must lie in (0, 1], got {pass_share}")
     x = np.asarray(scores, dtype=np.float64).ravel()
-    x = x[np.isfinite(x)]
+    x = x[~np.isnan(x)]  # -inf stays: a pair an earlier stage filtered counts, and does not pass
     k = max(1, math.ceil(pass_share * len(x) - 1e-9))  # the k-th largest score: k of them pass (more on ties)
     return float(np.partition(x, len(x) - k)[len(x) - k])
 
@@ -136,7 +138,7 @@ def threshold_for_candidates(
     for start in range(0, len(rows), 256):
         r = rows[start : start + 256]
         rel = cosine_relevance(unit[r], unit)
-        rel[np.arange(len(r)), r] = -np.inf  # the item itself
+        rel[np.arange(len(r)), r] = np.nan  # the item itself: not a pair (threshold_for_share drops NaN)
         if gate is not None:
             rel[~gate(r)] = -np.inf
         values.append(rel.ravel())

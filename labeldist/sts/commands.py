@@ -68,11 +68,14 @@ def build_distance(args: argparse.Namespace, labels: Any = None) -> Any:
             calibration["bert"] = {"method": "corpus_candidates", "candidates": args.candidates,
                                    "sample": len(sub), "seed": 0}  # fmt: skip
         else:
+            from labeldist.labels.text import Tokenizer, default_word_vectors
+            from labeldist.sts.cascade import cbow_pair_relevance
+
             train = read_sts(args.train)
-            tl, i, j = _sentence_labels(list(train.first), list(train.second), train.source)
-            cbow = 1.0 - SentenceRelevance("cbow").pairs(tl, i, j)
-            keep = cbow >= cbow_threshold
-            bi = 1.0 - first.pairs(tl, i[keep], j[keep])
+            cbow = cbow_pair_relevance(train.first, train.second, Tokenizer(), default_word_vectors())
+            keep = np.flatnonzero(cbow >= cbow_threshold)  # a sentence without vectors has CBoW 0: never kept
+            tl, i, j = _sentence_labels([train.first[t] for t in keep], [train.second[t] for t in keep], train.source)
+            bi = 1.0 - first.pairs(tl, i, j)
             bert_threshold = threshold_for_share(bi, args.bert_pass_share)
             calibration["bert"] = {"method": "sts_quantile", "pass_share": args.bert_pass_share,
                                    "of": "train pairs passing the CBoW gate", "sha256": train.sha256}  # fmt: skip

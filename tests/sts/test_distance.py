@@ -147,3 +147,19 @@ def test_embed_once_leaves_what_workers_load_without_a_transformer_call(labels, 
     distance._embed_all(fresh, distance.model, texts)
     assert fresh.calls == 0 and len(fresh._cache) == len(texts)
     assert SentenceRelevance("cbow").embed_once(labels) is None
+
+
+def test_candidate_threshold_counts_gated_pairs_as_not_passing():
+    from labeldist.sts.cascade import threshold_for_candidates
+
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(50, 8))
+    gate_all = lambda r: np.ones((len(r), 50), dtype=bool)  # noqa: E731
+    gate_half = lambda r: (np.arange(50) % 2 == 0)[None, :].repeat(len(r), axis=0)  # noqa: E731
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    rel = np.clip(unit @ unit.T, 0, 1)
+    np.fill_diagonal(rel, -np.inf)
+    for gate in (gate_all, gate_half):
+        t = threshold_for_candidates(emb, 3.0, gate=gate)
+        passing = (rel >= t) & gate(np.arange(50))
+        assert passing.sum() == pytest.approx(3 * 50, abs=2), "3 candidates per item on average, gate or not"
