@@ -89,23 +89,20 @@ def _eval(args: argparse.Namespace) -> int:
     import time
 
     from labeldist.sts.fit import correlations
-    from labeldist.sts.models import resolve_model
-    from labeldist.sts.scorers import bi_encoder_scorer, cross_encoder_scorer
+    from labeldist.sts.scorers import transformer_calls
     from labeldist.sts.stsb import read_sts
 
     distance = build_distance(args)
     dev = read_sts(args.dev).head(args.dev_limit)
     labels, i, j = _sentence_labels(list(dev.first), list(dev.second), dev.source)
-    counters = [bi_encoder_scorer(resolve_model(m), args.max_length) for m in [distance.model] if m] + [
-        cross_encoder_scorer(resolve_model(m), args.max_length) for m in [distance.model, distance.cross_model] if m
-    ]
-    before = sum(c.calls for c in counters)
+    before = transformer_calls()
     started = time.perf_counter()
     relevance = 1.0 - distance.pairs(labels, i, j)
     seconds = time.perf_counter() - started
+    calls = {k: v - before[k] for k, v in transformer_calls().items()}
     report = {
         "scorer": args.scorer, "pairs": len(dev), **{k: round(v, 4) for k, v in
-        correlations(relevance, dev.relevance).items()}, "transformer_calls": sum(c.calls for c in counters) - before,
+        correlations(relevance, dev.relevance).items()}, "transformer_calls": calls,
         "seconds": round(seconds, 1), "params": distance.params(),
     }  # fmt: skip
     if distance.cbow_threshold is not None:

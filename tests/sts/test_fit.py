@@ -74,3 +74,18 @@ def test_schedule_warms_up_then_decays():
     factors = [linear_schedule(s, 100, 10) for s in range(101)]
     assert factors[0] == 0.0 and factors[10] == 1.0 and factors[100] == 0.0
     assert factors[:11] == sorted(factors[:11]) and factors[10:] == sorted(factors[10:], reverse=True)
+
+
+def test_sts_eval_reports_the_correlations_of_the_scorer(capsys):
+    from labeldist.labels.text import Tokenizer, default_word_vectors
+    from labeldist.sts.cascade import cbow_pair_relevance
+    from labeldist.sts.fit import correlations
+    from labeldist.sts.stsb import read_sts
+
+    assert main(["sts", "eval", "--scorer", "cbow", "--dev", str(STS_DEV), "--dev-limit", "200"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    dev = read_sts(STS_DEV).head(200)
+    expected = correlations(cbow_pair_relevance(dev.first, dev.second, Tokenizer(), default_word_vectors()),
+                            dev.relevance)  # fmt: skip
+    assert report["pairs"] == 200 and report["transformer_calls"] == {"bi": 0, "cross": 0}
+    assert report["pearson"] == pytest.approx(expected["pearson"], abs=1e-4)
