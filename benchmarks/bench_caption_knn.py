@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import tempfile
 import threading
 import time
@@ -37,6 +36,7 @@ import numpy as np
 import psutil
 import zarr
 from gensim.models import KeyedVectors
+from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.wmd import unit_rows, wmd_pairs
@@ -94,16 +94,6 @@ class TreeMonitor:
         self._thread.join()
         self._sample()
         self._cpu[psutil.Process().pid] -= self._cpu_base
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median wall time of ``repeats`` calls and the last result."""
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def caption_pairs_unordered(labels: CaptionSets) -> int:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import dask_client, precompute
@@ -50,15 +51,6 @@ def plain_numpy(xy: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.nda
 def same_kernel(poses) -> tuple[np.ndarray, np.ndarray]:
     dense = PoseDistance().block(poses, poses).astype(np.float32)
     return dense, topk_rows(dense, K, exclude=np.arange(len(poses)))[0]
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main() -> None:

@@ -15,23 +15,13 @@ Target (issue 2): the block kernel at least 100x faster than the loop.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
+from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 
 from labeldist.distances.layout import LayoutMIoU
 from labeldist.labels.layouts import generate_layouts
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median wall time of ``repeats`` calls and the last result."""
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main() -> None:

@@ -15,28 +15,18 @@ Target (issue 3): at least 50x faster than gensim per caption pair.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from pathlib import Path
 
 import numpy as np
 from gensim.models import KeyedVectors
+from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.wmd import unit_rows, wmd, wmd_pairs
 from labeldist.labels.captions import read_captions
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "coco" / "coco_karpathy_test.json"
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median wall time of ``repeats`` calls and the last result."""
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main() -> None:
