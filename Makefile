@@ -18,16 +18,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-# The main job: every store of the shipped data, into $(STORES)/. Reruns reuse finished stores.
+# The main job (tools/main_job.sh, shared with docker-compose): every store of the shipped data, into $(STORES)/.
+# Reruns reuse finished stores and resume unfinished ones.
 run: $(STAMP)
-	$(BIN)/labeldist precompute pose data/mpii/mpii_valid_2958.csv --k 100 --out $(STORES)/mpii-pose
-	$(BIN)/labeldist precompute layout --generate 2000 --layout-type 5 --size 128 --seed 0 --k 100 \
-		--out $(STORES)/lsun5-layout_miou
-	$(BIN)/labeldist precompute captions data/coco/coco_karpathy_test.json --knn-only --k 100 \
-		--out $(STORES)/coco_karpathy_test-caption_wmd
-	$(BIN)/labeldist precompute sentences data/coco/coco_karpathy_test.json --knn-only --k 100 \
-		--out $(STORES)/coco_karpathy_test-sentence_relevance
-	@for s in $(STORES)/*; do $(BIN)/python tools/check_store.py $$s || exit 1; done
+	LABELDIST=$(BIN)/labeldist PYTHON=$(BIN)/python STORES=$(STORES) sh tools/main_job.sh
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest

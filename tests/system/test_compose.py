@@ -1,0 +1,152 @@
+"""docker-compose.yml, checked for structure (this machine has no Docker engine to run it).
+
+Every command a service runs is parsed by the real argument parser of the program it calls, so a renamed option
+or a missing subcommand fails here rather than in a container.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from labeldist.cli import build_parser as labeldist_parser
+from trainer.cli import build_parser as trainer_parser
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = {"scheduler", "worker", "precompute", "api", "trainer"}
+SCHEDULER_URL = "tcp://scheduler:8786"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict) -> dict:
+    return compose["services"]
+
+
+def command(service: dict) -> list[str]:
+    cmd = service["command"]
+    return shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+
+
+def mounts(service: dict) -> dict[str, str]:
+    """Mount point -> 'volume' or 'volume:ro'."""
+    out = {}
+    for entry in service.get("volumes", []):
+        source, target, *mode = entry.split(":")
+        out[target] = source + (":" + mode[0] if mode else "")
+    return out
+
+
+def main_job_commands(env: dict[str, str]) -> list[list[str]]:
+    """The labeldist commands of tools/main_job.sh with the service's environment substituted."""
+    text = (REPO / "tools" / "main_job.sh").read_text().replace("\\\n", " ")
+    cluster = f"--scheduler {env['SCHEDULER']}" if env.get("SCHEDULER") else ""
+    values = {"LABELDIST": "labeldist", "DATA": "data", "STORES": env.get("STORES", "stores"), "CLUSTER": cluster}
+    commands = []
+    for line in text.splitlines():
+        if line.startswith("$LABELDIST "):
+            line = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], line)
+            commands.append(shlex.split(line))
+    return commands
+
+
+def test_the_five_services_share_one_image_built_from_the_dockerfile(compose: dict, services: dict) -> None:
+    assert set(services) == SERVICES
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for name, service in services.items():
+        assert service["build"] == "." and service["image"] == "labeldist:latest", name
+    # what the commands use must be in the image
+    for folder in ("labeldist", "api", "trainer", "data", "tools"):
+        assert re.search(rf"^COPY {folder} {folder}$", dockerfile, re.M), folder
+    assert set(compose["volumes"]) == {"stores", "runs"}
+
+
+def test_the_scheduler_listens_on_8786_with_a_healthcheck(services: dict) -> None:
+    s = services["scheduler"]
+    cmd = command(s)
+    assert cmd[:2] == ["dask", "scheduler"] and cmd[cmd.index("--port") + 1] == "8786"
+    assert "8786" in " ".join(s["healthcheck"]["test"])
+    assert all(p.startswith("127.0.0.1:") for p in s.get("ports", [])), "published on the host's loopback only"
+
+
+def test_workers_scale_and_write_into_the_shared_volume(services: dict) -> None:
+    w = services["worker"]
+    cmd = command(w)
+    assert cmd[:2] == ["dask", "worker"] and SCHEDULER_URL in cmd
+    assert cmd[cmd.index("--nthreads") + 1] == "1"
+    # `docker compose up --scale worker=N` needs neither a fixed container name nor a published port
+    assert "container_name" not in w and "ports" not in w
+    assert mounts(w)["/stores"] == "stores", "workers write chunks: the store volume, read-write"
+    assert w["depends_on"]["scheduler"]["condition"] == "service_healthy"
+
+
+def test_precompute_is_a_one_shot_main_job_on_the_cluster(services: dict) -> None:
+    p = services["precompute"]
+    assert command(p) == ["sh", "tools/main_job.sh"]
+    assert p["environment"]["SCHEDULER"] == SCHEDULER_URL and p["environment"]["STORES"] == "/stores"
+    assert p["restart"] == "no"
+    assert mounts(p)["/stores"] == "stores"
+    assert p["depends_on"]["scheduler"]["condition"] == "service_healthy" and "worker" in p["depends_on"]
+    jobs = main_job_commands(p["environment"])
+    kinds = [cmd[2] for cmd in jobs]
+    assert kinds == ["pose", "layout", "captions", "sentences"]
+    for cmd in jobs:
+        args = labeldist_parser().parse_args(cmd[1:])  # fails (SystemExit) on an unknown option
+        assert args.scheduler == SCHEDULER_URL
+        assert args.out.startswith("/stores/"), "stores must land in the volume the workers and the api mount"
+
+
+def test_make_run_and_compose_run_the_same_main_job(services: dict) -> None:
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^run:.*\n\t.*sh tools/main_job\.sh$", makefile, re.M)
+    assert command(services["precompute"])[-1] == "tools/main_job.sh"
+    # without SCHEDULER the script runs each job on its own LocalCluster
+    assert all("--scheduler" not in cmd for cmd in main_job_commands({"STORES": "stores"}))
+
+
+def test_the_api_starts_on_a_complete_store_with_a_healthcheck(services: dict) -> None:
+    a = services["api"]
+    cmd = command(a)
+    args = labeldist_parser().parse_args(cmd[1:])
+    assert cmd[0] == "labeldist" and args.command == "serve" and args.stores == "/stores"
+    assert mounts(a)["/stores"] == "stores:ro", "the service only reads stores"
+    assert a["depends_on"]["precompute"]["condition"] == "service_completed_successfully"
+    probe = " ".join(a["healthcheck"]["test"])
+    assert f"127.0.0.1:{args.port}/healthz" in probe
+    assert a["ports"] == [f"127.0.0.1:{args.port}:{args.port}"]
+    assert a["environment"]["LABELDIST_API_KEY"], "computing distances on demand needs a key off loopback"
+
+
+def test_the_trainer_pulls_from_the_api_once_it_is_healthy(services: dict) -> None:
+    t = services["trainer"]
+    cmd = command(t)
+    assert cmd[:2] == ["sh", "-c"]
+    steps = [shlex.split(part) for part in cmd[2].split("&&")]
+    assert [s[:2] for s in steps] == [["trainer", "demo-inputs"], ["trainer", "fit"]]
+    parsed = [trainer_parser().parse_args(s[1:]) for s in steps]
+    fit = parsed[1]
+    api_port = labeldist_parser().parse_args(command(services["api"])[1:]).port
+    assert fit.url == f"http://api:{api_port}" and fit.device == "auto"
+    built = {Path(c[c.index("--out") + 1]).name for c in main_job_commands({"STORES": "/stores"})}
+    assert fit.store in built and parsed[0].store == f"/stores/{fit.store}"
+    assert fit.features == parsed[0].out
+    assert t["depends_on"]["api"]["condition"] == "service_healthy"
+    assert mounts(t)["/runs"] == "runs"
+
+
+def test_the_gpu_override_reserves_a_gpu_for_the_trainer() -> None:
+    override = yaml.safe_load((REPO / "docker-compose.gpu.yml").read_text())
+    assert set(override["services"]) == {"trainer"}
+    trainer = override["services"]["trainer"]
+    devices = trainer["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"] and devices[0]["count"] == 1
+    assert "cu" in trainer["build"]["args"]["TORCH_INDEX"], "a CUDA build of torch"
+    assert trainer["image"] != "labeldist:latest", "the CUDA image must not replace the CPU one"
