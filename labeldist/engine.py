@@ -4,9 +4,28 @@ The graph is one task per row block. A task computes its rows against all N item
 ``block`` kernel, picks each row's k nearest, writes the kNN rows (and the dense rows when asked) straight into
 the Zarr store, and marks the block done. The kernel never sees Dask; the graph never looks inside a label.
 
+Symmetric dense mode: when the distance says ``symmetric`` (d(a, b) == d(b, a)) and the dense matrix is asked
+for, each unordered pair is computed once, in two phases of one task per row block:
+
+1. block b (rows start:stop) computes its *upper strip*, rows start:stop against columns start:N only, makes
+   its diagonal square exactly symmetric (its upper triangle mirrored), writes the strip into the work array
+   ``work/upper`` and marks ``progress/upper[b]``. The strips of all blocks cover the upper triangle.
+2. after every phase-1 task has finished (a barrier), block b assembles its full rows: columns >= start from
+   its own strip, columns < start from the transpose of ``work/upper[0:start, start:stop]`` (the strips of the
+   blocks above it); then top-k and write exactly as in the plain mode, marking ``progress/blocks[b]``.
+
+The kernel work is about half the plain mode's, and the stored matrix is exactly symmetric (the plain mode
+stores the kernel's float64 values for (a, b) and (b, a) separately rounded). Phase 2 reads column strips
+from a separate work array rather than from ``dense/distances`` because its tasks rewrite whole shards of
+``dense/distances`` concurrently: a read of a shard being rewritten could pair one version's shard index with
+another version's chunk. ``work/upper`` is written only in phase 1 and read only in phase 2. Once every block
+is final the work arrays are deleted, then the store is published, so a finished store has the plain layout;
+its manifest records ``"symmetric": true``.
+
 Resume: the per-block marks live in the store, so a rerun of the same command submits only the blocks not yet
-marked, and a finished store is the same whichever way it was reached. Tasks are idempotent (a block written
-twice is written identically), which is also what makes Dask's retry after a lost worker safe.
+marked (in symmetric mode: phase 1 for blocks with neither mark, then phase 2 for blocks not final), and a
+finished store is the same whichever way it was reached. Tasks are idempotent (a block written twice is
+written identically), which is also what makes Dask's retry after a lost worker safe.
 """
 
 from __future__ import annotations
@@ -31,12 +50,16 @@ from labeldist.store import (
     blocks_done,
     build_manifest,
     create_store,
+    drop_work,
     fingerprint_diff,
     n_blocks,
     publish,
     read_manifest,
+    read_upper,
     store_url,
+    upper_done,
     write_block,
+    write_upper,
 )
 
 log = logging.getLogger(__name__)
@@ -53,6 +76,10 @@ class PrecomputeResult:
     blocks_total: int
     blocks_computed: int
     reused: bool
+    #: symmetric dense mode (upper triangle computed, then mirrored)
+    symmetric: bool = False
+    #: upper strips (phase 1 of the symmetric mode) computed by this run
+    upper_computed: int = 0
 
 
 def default_block_rows(n_items: int) -> int:
@@ -68,12 +95,48 @@ def block_kernel(
     Neighbours are chosen on the float32 values the store keeps, so that a kNN row is exactly the stable
     argsort of its stored dense row.
     """
-    rows = distance.block(labels.subset(slice(start, stop)), labels).astype(np.float32)
-    if rows.shape != (stop - start, len(labels)):
-        raise ValueError(f"{type(distance).__name__}.block returned shape {rows.shape}, expected "
-                         f"{(stop - start, len(labels))}")  # fmt: skip
+    rows = _checked_block(distance, labels, start, stop, 0)
     indices, dists = topk_rows(rows, k, exclude=np.arange(start, stop))
     return rows, indices, dists
+
+
+def _checked_block(distance: LabelDistance, labels: LabelSet, start: int, stop: int, col_start: int) -> np.ndarray:
+    """``distance.block`` of rows ``start:stop`` against columns ``col_start:N``, as float32, shape checked."""
+    cols = labels if col_start == 0 else labels.subset(slice(col_start, len(labels)))
+    rows = distance.block(labels.subset(slice(start, stop)), cols).astype(np.float32)
+    if rows.shape != (stop - start, len(cols)):
+        raise ValueError(f"{type(distance).__name__}.block returned shape {rows.shape}, expected "
+                         f"{(stop - start, len(cols))}")  # fmt: skip
+    return rows
+
+
+def mirror_square(strip: np.ndarray) -> np.ndarray:
+    """``strip`` (rows start:stop, columns start:N) with its leading square made exactly symmetric: entries
+    below the diagonal replaced by those above it, the diagonal as computed. Returns a new array.
+
+    >>> mirror_square(np.array([[0.0, 1.0, 5.0], [2.0, 0.0, 6.0]])).tolist()
+    [[0.0, 1.0, 5.0], [1.0, 0.0, 6.0]]
+    """
+    out = np.array(strip, copy=True)
+    below = np.tril_indices(len(strip), -1)
+    out[below] = out[below[1], below[0]]
+    return out
+
+
+def upper_kernel(labels: LabelSet, distance: LabelDistance, start: int, stop: int) -> np.ndarray:
+    """Phase 1 of the symmetric mode: the upper strip of rows ``start:stop`` (columns ``start:N``), float32 as
+    stored, its diagonal square exactly symmetric."""
+    return mirror_square(_checked_block(distance, labels, start, stop, start))
+
+
+def assemble_rows(strip: np.ndarray, above: np.ndarray) -> np.ndarray:
+    """Full rows ``start:stop`` of a symmetric matrix from their upper strip (columns ``start:N``) and ``above``,
+    the rectangle rows ``0:start`` x columns ``start:stop`` of the upper strips of the blocks before.
+
+    >>> assemble_rows(np.array([[0.0, 4.0]]), np.array([[2.0], [3.0]])).tolist()
+    [[2.0, 3.0, 0.0, 4.0]]
+    """
+    return np.concatenate([above.T, strip], axis=1)
 
 
 def pruned_block_kernel(
@@ -107,6 +170,44 @@ def compute_block(
         n_exact = (stop - start) * len(labels)
     write_block(url, start, indices, dists, rows if dense else None, block, n_exact)
     return block
+
+
+def upper_pairs(start: int, stop: int, n_items: int) -> int:
+    """Distances the upper strip of rows ``start:stop`` computes (its whole leading square included)."""
+    return (stop - start) * (n_items - start)
+
+
+def compute_upper(block: int, *, labels: LabelSet, distance: LabelDistance, url: str, block_rows: int) -> int:
+    """One Dask task of phase 1: compute row block ``block``'s upper strip into ``work/upper``."""
+    start, stop = block_range(block, len(labels), block_rows)
+    write_upper(url, start, upper_kernel(labels, distance, start, stop), block)
+    return block
+
+
+def compute_mirrored(block: int, *, n_items: int, url: str, k: int, block_rows: int) -> int:
+    """One Dask task of phase 2: assemble row block ``block`` from the upper strips, pick its k nearest (on the
+    float32 rows stored, as :func:`block_kernel`) and write it into the store."""
+    start, stop = block_range(block, n_items, block_rows)
+    # a guard, not a wait: the engine runs phase 2 only after phase 1; reading strips never written would
+    # store NaN silently
+    if not upper_done(url)[: block + 1].all():
+        raise StoreError(f"{url}: row block {block} needs the upper strips of blocks 0..{block}, not all written")
+    strip = read_upper(url, slice(start, stop), slice(start, n_items))
+    above = read_upper(url, slice(0, start), slice(start, stop))
+    rows = assemble_rows(strip, above)
+    indices, dists = topk_rows(rows, k, exclude=np.arange(start, stop))
+    write_block(url, start, indices, dists, rows, block, upper_pairs(start, stop, n_items))
+    return block
+
+
+def symmetric_todo(url: str) -> tuple[list[int], list[int]]:
+    """The blocks a (re)run of a symmetric dense store must still do: phase 1 for blocks with neither mark,
+    phase 2 for blocks not final. Every block final: nothing, and the work arrays may already be gone."""
+    final = blocks_done(url)
+    if final.all():
+        return [], []
+    upper = upper_done(url)
+    return np.flatnonzero(~final & ~upper).tolist(), np.flatnonzero(~final).tolist()
 
 
 @contextlib.contextmanager
@@ -196,45 +297,58 @@ def precompute(
                         f"got {type(labels).__name__}")  # fmt: skip
     url = store_url(output)
     block_rows = block_rows or default_block_rows(len(labels))
+    symmetric = dense and distance.symmetric
     manifest = build_manifest(
         dataset=dataset, kind=distance.kind, params=distance.params(), labels=labels, k=k, dense=dense,
-        block_rows=block_rows,
+        block_rows=block_rows, symmetric=symmetric,
     )  # fmt: skip
     total = n_blocks(len(labels), block_rows)
     action, existing = prepare_store(url, manifest, labels, overwrite)
     if action == "reuse":
         log.info("%s: complete store with the same labels and parameters; reusing it", url)
-        return PrecomputeResult(url, existing or manifest, total, 0, reused=True)
-    todo = np.flatnonzero(~blocks_done(url)).tolist()
-    log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
+        return PrecomputeResult(url, existing or manifest, total, 0, reused=True, symmetric=symmetric)
+    if symmetric:
+        upper_todo, todo = symmetric_todo(url)
+        log.info("%s: symmetric dense (upper triangle, mirrored): %d of %d upper strips and %d of %d row blocks "
+                 "to compute (%s)", url, len(upper_todo), total, len(todo), total, action)  # fmt: skip
+    else:
+        upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
+        log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
     if todo:
         with contextlib.ExitStack() as stack:
             if client is None:
                 client = stack.enter_context(dask_client(scheduler, n_workers))
-            _run_blocks(client, todo, labels, distance, url, k, block_rows, dense, progress)
+            if not symmetric:
+                _run_tasks(client, compute_block, todo, progress, distance.kind, labels=_scatter(client, labels),
+                           distance=distance, url=url, k=k, block_rows=block_rows, dense=dense)  # fmt: skip
+            else:
+                # the barrier: _run_tasks returns only once every phase-1 task has finished, so no phase-2 task
+                # reads a strip still being written
+                if upper_todo:
+                    _run_tasks(client, compute_upper, upper_todo, progress, f"{distance.kind} upper",
+                               labels=_scatter(client, labels), distance=distance, url=url,
+                               block_rows=block_rows)  # fmt: skip
+                _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} rows", n_items=len(labels),
+                           url=url, k=k, block_rows=block_rows)  # fmt: skip
+    if symmetric:
+        drop_work(url)  # before publish: a store seen complete has the plain layout
     final = publish(url)
-    return PrecomputeResult(url, final, total, len(todo), reused=False)
+    return PrecomputeResult(url, final, total, len(todo), reused=False, symmetric=symmetric,
+                            upper_computed=len(upper_todo))  # fmt: skip
 
 
-def _run_blocks(
-    client: Any,
-    todo: list[int],
-    labels: LabelSet,
-    distance: LabelDistance,
-    url: str,
-    k: int,
-    block_rows: int,
-    dense: bool,
-    progress: bool | None,
-) -> None:
+def _scatter(client: Any, labels: LabelSet) -> Any:
+    # one copy of the labels per worker, instead of one pickled into every task
+    return client.scatter(labels, broadcast=True)
+
+
+def _run_tasks(client: Any, func: Any, todo: list[int], progress: bool | None, desc: str, **kwargs: Any) -> None:
+    """Run ``func(block, **kwargs)`` for every block of ``todo`` on ``client``; return once all have finished,
+    raising the first task error (the other tasks cancelled)."""
     from distributed import as_completed
 
-    labels_future = client.scatter(labels, broadcast=True)
-    futures = client.map(
-        compute_block, todo, labels=labels_future, distance=distance, url=url, k=k, block_rows=block_rows,
-        dense=dense, pure=False,
-    )  # fmt: skip
-    bar = tqdm(total=len(todo), unit="block", desc=distance.kind, disable=None if progress is None else not progress)
+    futures = client.map(func, todo, pure=False, **kwargs)
+    bar = tqdm(total=len(todo), unit="block", desc=desc, disable=None if progress is None else not progress)
     try:
         for future in as_completed(futures):
             future.result()  # re-raises a task's error here, with its traceback

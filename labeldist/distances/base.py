@@ -25,6 +25,14 @@ class LabelDistance(ABC):
 
     kind: ClassVar[str]
     labels_class: ClassVar[type[LabelSet]]
+    symmetric: ClassVar[bool] = False
+    """True when d(a, b) == d(b, a) mathematically, so that the engine may compute each unordered pair once.
+
+    A dense store of a symmetric distance is computed as its upper triangle and mirrored (see
+    :mod:`labeldist.engine`): the stored matrix is then exactly symmetric, even where the kernel's float64
+    values for (a, b) and (b, a) differ in their last bits. Leave False when the kernel is not symmetric by
+    construction; its stores are then computed row by row over all N columns.
+    """
 
     @abstractmethod
     def params(self) -> dict[str, Any]:

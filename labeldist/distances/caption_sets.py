@@ -424,6 +424,8 @@ class CaptionSetWMD(LabelDistance):
 
     kind: ClassVar[str] = "caption_wmd"
     labels_class: ClassVar[type[LabelSet]] = CaptionSets
+    # WMD is symmetric (optimal transport under a symmetric ground distance) and Eq. 13 sums both directions
+    symmetric: ClassVar[bool] = True
 
     def __init__(self, normalize: bool = True) -> None:
         if not isinstance(normalize, bool):
