@@ -61,6 +61,6 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, object]]:
         401: "computing distances on demand needs the API key (X-API-Key header)",
         404: "unknown store or item",
         413: "request too large (over a configured limit)",
-        503: "store not complete (still being written, or abandoned)",
+        503: "store not complete (still being written, or abandoned), or corrupted on disk",
     }
     return {code: {"model": ErrorDetail, "description": text[code]} for code in codes}

@@ -19,7 +19,7 @@ import numpy as np
 from api.caches import PairCache, RowBlockCache
 from api.errors import NeedsAPIKey, NotFound, Unavailable
 from api.settings import Settings
-from labeldist.store import StoreError, StoreIncompleteError, StoreReader, read_manifest
+from labeldist.store import StoreCorruptError, StoreError, StoreIncompleteError, StoreReader, read_manifest
 
 log = logging.getLogger("labeldist.api")
 
@@ -81,7 +81,7 @@ class ServedStore:
         if self.reader.has_dense:
             arr = self.reader.group["dense/distances"]
             rows = (arr.shards or arr.chunks)[0]
-            self.dense = RowBlockCache(self.reader.dense_rows, self.n_items, rows, settings.dense_cache_mb << 20)
+            self.dense = RowBlockCache(self._read_dense_rows, self.n_items, rows, settings.dense_cache_mb << 20)
         self.pair_cache = PairCache(settings.pair_cache_entries)
         self._labels_lock, self._arrays_lock = threading.Lock(), threading.Lock()
         self._labels: Any = None
@@ -90,6 +90,15 @@ class ServedStore:
 
     def info(self) -> dict[str, Any]:
         return {**self.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None}
+
+    def _read_dense_rows(self, start: int, stop: int) -> np.ndarray:
+        try:
+            return self.reader.dense_rows(start, stop)
+        except StoreCorruptError as e:
+            # never a wrong number: the rows of a chunk that fails its checksum are refused, every time asked
+            log.error("%s", e)
+            raise Unavailable(f"store {self.name!r}: dense rows {start}:{stop} failed their CRC32C checksum "
+                              "(corrupted on disk); refusing to serve them until the store is rebuilt") from e  # fmt: skip
 
     # ------------------------------------------------------------ checks
     def check_index(self, index: int | np.ndarray, what: str = "item") -> None:
@@ -213,6 +222,10 @@ def open_store(name: str, path: Path, settings: Settings) -> ServedStore | Unava
         return ServedStore(name, path, settings)
     except StoreIncompleteError as e:
         return UnavailableStore(name, path, manifest, f"store {name!r} is not complete: {e}")
+    except StoreCorruptError as e:
+        log.error("%s", e)
+        return UnavailableStore(name, path, manifest, f"store {name!r} failed its CRC32C checksums (corrupted on "
+                                "disk); refusing to serve it until it is rebuilt")  # fmt: skip
     except Exception as e:  # a broken store must not stop the others from being served
         log.exception("%s: cannot be opened", path)
         return UnavailableStore(name, path, manifest, f"store {name!r} cannot be opened: {type(e).__name__}: {e}")

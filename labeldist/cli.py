@@ -209,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("store")
     info.set_defaults(func=_info)
 
-    verify = sub.add_parser("verify", help="recompute a random sample of entries with the slow reference")
+    verify = sub.add_parser(
+        "verify", help="check every chunk's checksum, then recompute a sample of entries with the slow reference"
+    )
     verify.add_argument("store")
     verify.add_argument("--sample", type=int, default=200, help="entries to recompute (default: %(default)s)")
     verify.add_argument("--seed", type=int, default=0)

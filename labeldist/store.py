@@ -9,7 +9,16 @@ Layout of one store (a Zarr v3 group)::
     dense/distances         (N, N) float32, optional; one shard per row block, so a row block is one read
     labels/<name>           the label arrays (``LabelSet.to_arrays``) from which any entry can be recomputed
     progress/blocks         (n_blocks,) uint8, one chunk per block: 1 once that row block is written
-    progress/exact_pairs    (n_blocks,) int64: exact distances each block computed (all N per row unless pruned)
+    progress/exact_pairs    (n_blocks,) int64: exact distances each block computed (all N per row unless pruned;
+                            N - start per row of a symmetric dense store, which computes the upper triangle)
+
+While a symmetric dense store (manifest ``symmetric: true``, see :mod:`labeldist.engine`) is being written, it
+also holds two work arrays, deleted before ``complete`` turns true, so that a finished store has the layout
+above::
+
+    work/upper              (N, N) float32, laid out as dense/distances; row block b holds its upper strip,
+                            rows start:stop, columns start:N
+    progress/upper          (n_blocks,) uint8, one chunk per block: 1 once that block's upper strip is written
 
 Every chunk carries a CRC32C checksum, so a chunk corrupted on disk fails loudly on read instead of
 returning wrong numbers. Zarr's LocalStore already writes each chunk file aside and renames it into place,
@@ -18,11 +27,12 @@ so a chunk is either old or new, never half-written; the manifest flag is the st
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -39,7 +49,7 @@ MANIFEST_KEY = "labeldist"
 #: manifest keys that must agree for an existing store to be resumed or reused
 FINGERPRINT_KEYS = (
     "format", "dataset", "kind", "params", "n_items", "k", "labels_sha256", "labels_type", "dense",
-    "block_rows",
+    "block_rows", "symmetric",
 )  # fmt: skip
 DENSE_TILE = 512
 
@@ -54,6 +64,27 @@ class StoreIncompleteError(StoreError):
 
 class StoreMismatchError(StoreError):
     """A store already at the output path was made from other labels or parameters."""
+
+
+class StoreCorruptError(StoreError):
+    """A chunk of the store failed its CRC32C checksum: the bytes on disk are not the ones written."""
+
+
+def is_checksum_error(error: BaseException) -> bool:
+    """Whether ``error`` is Zarr's CRC32C mismatch (zarr-python raises a plain ValueError for it, no subclass)."""
+    return isinstance(error, ValueError) and "checksum" in str(error).lower()
+
+
+@contextlib.contextmanager
+def checked_read(url: str, what: str) -> Iterator[None]:
+    """Turn a checksum failure while reading ``what`` into a StoreCorruptError naming the store and the region."""
+    try:
+        yield
+    except ValueError as e:
+        if not is_checksum_error(e):
+            raise
+        raise StoreCorruptError(f"{url}: {what} failed its CRC32C checksum (corrupted on disk): refusing to "
+                                f"read it; `labeldist verify {url}` lists every damaged chunk") from e  # fmt: skip
 
 
 def _codecs() -> list[Any]:
@@ -102,9 +133,17 @@ def build_manifest(
     k: int,
     dense: bool,
     block_rows: int,
+    symmetric: bool = False,
 ) -> dict[str, Any]:
     """The manifest of a store about to be written (``complete`` false), as JSON types (tuples become lists,
-    as they will when read back), so that it compares equal to the stored one."""
+    as they will when read back), so that it compares equal to the stored one.
+
+    ``symmetric`` (dense stores only) records ``"symmetric": true``: the matrix is computed as its upper
+    triangle and mirrored. The key is left out otherwise, so that other manifests stay as they were; it is a
+    fingerprint key, because a store half-written one way must not be finished the other way.
+    """
+    if symmetric and not dense:
+        raise ValueError("symmetric applies to dense stores only")
     manifest = {
         "format": FORMAT,
         "dataset": dataset,
@@ -121,6 +160,8 @@ def build_manifest(
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "complete": False,
     }
+    if symmetric:
+        manifest["symmetric"] = True
     return json.loads(json.dumps(manifest))
 
 
@@ -168,25 +209,35 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> zar
         fill_value=np.inf,
     )  # fmt: skip
     if manifest["dense"]:
-        tile = min(DENSE_TILE, n)
-        group.create_array(
-            "dense/distances",
-            shape=(n, n),
-            dtype="float32",
-            chunks=(rows, tile),
-            shards=(rows, math.ceil(n / tile) * tile),
-            compressors=_codecs(),
-            fill_value=np.nan,
-        )
-    group.create_array(
-        "progress/blocks", shape=(n_blocks(n, rows),), dtype="uint8", chunks=(1,), fill_value=0,
-        compressors=None,
-    )  # fmt: skip
+        _create_square(group, "dense/distances", n, rows)
+    _create_marks(group, "progress/blocks", n_blocks(n, rows))
     group.create_array(
         "progress/exact_pairs", shape=(n_blocks(n, rows),), dtype="int64", chunks=(1,), fill_value=0,
         compressors=None,
     )  # fmt: skip
+    if manifest.get("symmetric"):
+        _create_square(group, "work/upper", n, rows)
+        _create_marks(group, "progress/upper", n_blocks(n, rows))
     return group
+
+
+def _create_square(group: zarr.Group, path: str, n: int, rows: int) -> None:
+    """An (n, n) float32 array, one shard per row block (a row block is one read), NaN where never written."""
+    tile = min(DENSE_TILE, n)
+    group.create_array(
+        path,
+        shape=(n, n),
+        dtype="float32",
+        chunks=(rows, tile),
+        shards=(rows, math.ceil(n / tile) * tile),
+        compressors=_codecs(),
+        fill_value=np.nan,
+    )
+
+
+def _create_marks(group: zarr.Group, path: str, blocks: int) -> None:
+    # one chunk per block: tasks marking different blocks never rewrite each other's chunk
+    group.create_array(path, shape=(blocks,), dtype="uint8", chunks=(1,), fill_value=0, compressors=None)
 
 
 def blocks_done(url: str) -> np.ndarray:
@@ -212,6 +263,36 @@ def write_block(
         open_array(url, "dense/distances", "r+")[start:stop] = dense_rows
     open_array(url, "progress/exact_pairs", "r+")[block] = exact_pairs
     open_array(url, "progress/blocks", "r+")[block] = 1
+
+
+def upper_done(url: str) -> np.ndarray:
+    """Boolean mask of the row blocks whose upper strip is in ``work/upper`` (symmetric dense stores)."""
+    try:
+        return open_array(url, "progress/upper", "r")[:].astype(bool)
+    except (FileNotFoundError, zarr.errors.ArrayNotFoundError) as e:
+        raise StoreError(f"{url}: a symmetric store with unfinished row blocks has no work arrays") from e
+
+
+def write_upper(url: str, start: int, strip: np.ndarray, block: int) -> None:
+    """Write row block ``block``'s upper strip (rows ``start:start + len(strip)``, columns ``start:N``) into
+    ``work/upper``, then mark it (the mark last, so a kill re-does the strip)."""
+    url = store_url(url)
+    open_array(url, "work/upper", "r+")[start : start + len(strip), start:] = strip
+    open_array(url, "progress/upper", "r+")[block] = 1
+
+
+def read_upper(url: str, rows: slice, cols: slice) -> np.ndarray:
+    """A rectangle of ``work/upper``; only entries on or above the diagonal were ever written."""
+    return open_array(url, "work/upper", "r")[rows, cols]
+
+
+def drop_work(url: str) -> None:
+    """Delete the work arrays of a symmetric dense store; does nothing where they are already gone (a rerun
+    after a kill half-way through the deletion)."""
+    group = open_group(url, mode="r+")
+    # the strips first, their marks last: marks without strips are never read once every block is final
+    for path in ("work", "progress/upper"):
+        del group[path]
 
 
 def publish(url: str) -> dict[str, Any]:
@@ -263,23 +344,30 @@ class StoreReader:
 
     @cached_property
     def ids(self) -> np.ndarray:
-        return as_str_array(self.group["ids"][:])
+        with checked_read(self.url, "ids"):
+            return as_str_array(self.group["ids"][:])
 
     def knn(self) -> tuple[np.ndarray, np.ndarray]:
         """All neighbour lists: indices (N, k) int32 and distances (N, k) float32."""
-        return self.group["knn/indices"][:], self.group["knn/distances"][:]
+        with checked_read(self.url, "knn/indices"):
+            indices = self.group["knn/indices"][:]
+        with checked_read(self.url, "knn/distances"):
+            distances = self.group["knn/distances"][:]
+        return indices, distances
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
         if not self.has_dense:
             raise StoreError(f"{self.url}: store has no dense matrix")
-        return self.group["dense/distances"][start:stop]
+        with checked_read(self.url, f"dense/distances rows {start}:{stop}"):
+            return self.group["dense/distances"][start:stop]
 
     def labels(self) -> LabelSet:
         """The stored labels, rebuilt as the LabelSet class of the store's kind."""
         from labeldist.kinds import distance_class
 
         cls = distance_class(self.manifest["kind"]).labels_class
-        arrays = {name: _as_numpy(arr[...]) for name, arr in self.group["labels"].arrays()}
+        with checked_read(self.url, "labels"):
+            arrays = {name: _as_numpy(arr[...]) for name, arr in self.group["labels"].arrays()}
         return cls.from_arrays(self.ids, arrays)
 
     def distance(self):  # -> LabelDistance (imported lazily: the kinds pull in heavy modules)

@@ -27,9 +27,7 @@ def in_memory(poses):
 def store(poses, dask_client, tmp_path_factory):
     out = tmp_path_factory.mktemp("engine") / "poses"
     # 301 rows in blocks of 70: four full blocks and an uneven last one of 21.
-    result = precompute(
-        poses, PoseDistance(), out, dataset="mpii301", k=25, block_rows=70, client=dask_client
-    )
+    result = precompute(poses, PoseDistance(), out, dataset="mpii301", k=25, block_rows=70, client=dask_client)
     assert result.blocks_total == 5 and result.blocks_computed == 5 and not result.reused
     return out
 
@@ -75,9 +73,7 @@ def test_stored_labels_recompute_the_stored_distances(store):
 
 
 def test_rerun_reuses_the_finished_store(store, poses, dask_client):
-    result = precompute(
-        poses, PoseDistance(), store, dataset="mpii301", k=25, block_rows=70, client=dask_client
-    )
+    result = precompute(poses, PoseDistance(), store, dataset="mpii301", k=25, block_rows=70, client=dask_client)
     assert result.reused and result.blocks_computed == 0
 
 

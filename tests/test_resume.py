@@ -38,10 +38,7 @@ def test_killed_job_resumes_and_equals_an_uninterrupted_run(tmp_path):
     proc = _labeldist(*ARGS, "--out", killed)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if (
-            os.path.exists(os.path.join(killed, "progress", "blocks", "zarr.json"))
-            and blocks_done(killed).sum() >= 3
-        ):
+        if os.path.exists(os.path.join(killed, "progress", "blocks", "zarr.json")) and blocks_done(killed).sum() >= 3:
             break
         assert proc.poll() is None, "the job ended before it could be killed: " + proc.stderr.read()
         time.sleep(0.02)

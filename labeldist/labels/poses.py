@@ -106,9 +106,7 @@ def normalize_poses(
     raise ValueError(f"unknown normalization {how!r}; known: {', '.join(NORMALIZATIONS)}")
 
 
-def read_mpii_csv(
-    path: str | os.PathLike[str], normalization: Normalization = "none", min_joints: int = 1
-) -> Poses:
+def read_mpii_csv(path: str | os.PathLike[str], normalization: Normalization = "none", min_joints: int = 1) -> Poses:
     """Read poses from an MPII CSV like ``data/mpii/mpii_valid_2958.csv``.
 
     Item ids are ``<imgname>#<person>`` (an image can hold several people). A joint is *missing* when it is
@@ -162,9 +160,7 @@ def read_mpii_csv(
     present = ~((xy[..., 0] == 0) & (xy[..., 1] == 0) & (vis == 0))
     too_few = np.flatnonzero(present.sum(axis=1) < min_joints)
     if too_few.size:
-        raise LabelError(
-            f"{path}: pose {ids[too_few[0]]!r} (line {too_few[0] + 2}) has fewer than {min_joints} joints"
-        )
+        raise LabelError(f"{path}: pose {ids[too_few[0]]!r} (line {too_few[0] + 2}) has fewer than {min_joints} joints")
     scale, head = np.asarray(scales), np.asarray(heads)
     if normalization != "none":
         bad = np.flatnonzero((scale <= 0) if normalization == "center_scale" else (head <= 0))
