@@ -9,6 +9,7 @@ labeldist verify stores/mpii-pose --sample 500
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -75,7 +76,8 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
     p.add_argument("--workers", type=int, help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--block-rows", type=int, help="rows per task (default: chosen from N)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace a store made with other labels or parameters at --out")  # fmt: skip
+                   help="replace a store made with other labels or parameters at --out (the new store is built "
+                        "beside it and swapped in once complete)")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -84,11 +86,21 @@ def _precompute(args: argparse.Namespace) -> int:
 
     labels, distance, dataset = args.loader(args)
     out = args.out or f"stores/{dataset}-{distance.kind}"
-    result = precompute(
-        labels, distance, out, dataset=dataset, k=args.k, dense=args.dense, block_rows=args.block_rows,
-        scheduler=args.scheduler, n_workers=args.workers, overwrite=args.overwrite,
-        progress=False if args.no_progress else None,
-    )  # fmt: skip
+    try:
+        result = precompute(
+            labels, distance, out, dataset=dataset, k=args.k, dense=args.dense, block_rows=args.block_rows,
+            scheduler=args.scheduler, n_workers=args.workers, overwrite=args.overwrite,
+            progress=False if args.no_progress else None,
+        )  # fmt: skip
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        # raised in a worker and re-raised here by Dask, with its errno
+        raise StoreError(
+            f"{out}: no space left on device ({e.filename or 'while writing'}). The store is left incomplete, "
+            "so it is never served as complete, and a store it was to replace is untouched. Free some space and "
+            "rerun the same command: it resumes with the blocks not yet written."
+        ) from e
     what = "reused (same labels and parameters)" if result.reused else (
         f"{result.blocks_computed} of {result.blocks_total} blocks computed")  # fmt: skip
     print(f"{result.url}: complete, {result.manifest['n_items']} items, k={result.manifest['k']}, "

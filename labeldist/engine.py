@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -228,7 +229,8 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None) -> I
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",  # a free port: concurrent clusters never fight over 8787
-            silence_logs=logging.ERROR,
+            # a failed task is re-raised in this process with its traceback; the workers need not print it too
+            silence_logs=logging.CRITICAL,
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -242,16 +244,59 @@ def _occupied(url: str) -> bool:
     return not os.path.isdir(url) or bool(os.listdir(url))
 
 
+def _local(url: str) -> bool:
+    return "://" not in url
+
+
+def staging_url(url: str) -> str:
+    """Where ``--overwrite`` builds the new store beside the old one: a hidden sibling (the service skips
+    folders whose name starts with a dot)."""
+    head, name = os.path.split(url.rstrip("/"))
+    return os.path.join(head, f".{name}.overwrite")
+
+
+def _replaced_url(url: str) -> str:
+    head, name = os.path.split(url.rstrip("/"))
+    return os.path.join(head, f".{name}.replaced")
+
+
+def finish_replacement(url: str) -> None:
+    """Complete a swap of a staged store into ``url`` that was interrupted between its two renames, and remove
+    the replaced store once the new one is in place. Idempotent; nothing to do in the usual case."""
+    if not _local(url):
+        return
+    staged, replaced = staging_url(url), _replaced_url(url)
+    if not os.path.exists(url) and os.path.exists(replaced) and (read_manifest(staged) or {}).get("complete"):
+        os.rename(staged, url)
+    if os.path.exists(url) and os.path.exists(replaced):
+        shutil.rmtree(replaced)
+
+
+def replace_with_staged(url: str) -> None:
+    """Swap the complete staged store into ``url``: the old store is renamed aside, the new one renamed into
+    place, then the old one removed. At every moment one complete store is at ``url`` or recoverable by
+    :func:`finish_replacement`."""
+    os.rename(url, _replaced_url(url))
+    os.rename(staging_url(url), url)
+    shutil.rmtree(_replaced_url(url))
+
+
 def prepare_store(
     url: str, manifest: dict[str, Any], labels: LabelSet, overwrite: bool
-) -> tuple[str, dict[str, Any] | None]:
-    """Decide what to do at ``url``: ``("reuse", manifest)`` for a finished store with the same fingerprint,
-    ``("resume", None)`` for an unfinished one, ``("new", None)`` after laying out a fresh store."""
+) -> tuple[str, dict[str, Any] | None, str]:
+    """Decide what to do at ``url``: ``("reuse", manifest, url)`` for a finished store with the same fingerprint,
+    ``("resume", None, where)`` for an unfinished one, ``("new", None, where)`` after laying out a fresh store.
+
+    ``where`` is the store the job writes: ``url`` itself, except when ``overwrite`` replaces a complete local
+    store made with other parameters. Then the new store is built at :func:`staging_url` and swapped in only
+    once complete, so that a job that fails half-way (a full disk, a kill) leaves the old store whole and
+    served; rerunning the same command resumes the staged store.
+    """
     existing = read_manifest(url)
     if existing is not None:
         diff = fingerprint_diff(existing, manifest)
         if not diff:
-            return ("reuse", existing) if existing.get("complete") is True else ("resume", None)
+            return ("reuse", existing, url) if existing.get("complete") is True else ("resume", None, url)
         if not overwrite:
             detail = "; ".join(f"{key}: store has {existing.get(key)!r}, asked {manifest.get(key)!r}"
                                for key in diff if key != "labels_sha256")  # fmt: skip
@@ -261,10 +306,17 @@ def prepare_store(
                 f"{url}: a store made with other parameters is already there ({detail}); "
                 "choose another output or pass --overwrite"
             )
+        if existing.get("complete") is True and _local(url):
+            staged = staging_url(url)
+            previous = read_manifest(staged)
+            if previous is not None and not fingerprint_diff(previous, manifest):
+                return "resume", None, staged
+            create_store(staged, manifest, labels)
+            return "new", None, staged
     elif _occupied(url):
         raise StoreError(f"{url}: exists and is not a labeldist store; refusing to write over it")
     create_store(url, manifest, labels)
-    return "new", None
+    return "new", None, url
 
 
 def precompute(
@@ -303,7 +355,9 @@ def precompute(
         block_rows=block_rows, symmetric=symmetric,
     )  # fmt: skip
     total = n_blocks(len(labels), block_rows)
-    action, existing = prepare_store(url, manifest, labels, overwrite)
+    finish_replacement(url)
+    target = url
+    action, existing, url = prepare_store(target, manifest, labels, overwrite)
     if action == "reuse":
         log.info("%s: complete store with the same labels and parameters; reusing it", url)
         return PrecomputeResult(url, existing or manifest, total, 0, reused=True, symmetric=symmetric)
@@ -333,7 +387,10 @@ def precompute(
     if symmetric:
         drop_work(url)  # before publish: a store seen complete has the plain layout
     final = publish(url)
-    return PrecomputeResult(url, final, total, len(todo), reused=False, symmetric=symmetric,
+    if url != target:
+        replace_with_staged(target)
+        log.info("%s: replaced by the new store", target)
+    return PrecomputeResult(target, final, total, len(todo), reused=False, symmetric=symmetric,
                             upper_computed=len(upper_todo))  # fmt: skip
 
 
