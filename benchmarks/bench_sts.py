@@ -1,4 +1,4 @@
-"""Sentence relevance: STS-B dev correlations of every scorer, and relevance stores of the Karpathy-test captions.
+r"""Sentence relevance: STS-B dev correlations of every scorer, and relevance stores of the Karpathy-test captions.
 
 Three parts (run each under ``nice -n 19``; the machine is shared):
 
@@ -7,18 +7,19 @@ fine-tuned models, coarse-to-fine at the calibrated CBoW threshold (both fills),
 pass-share sweep, and the cascade; with the transformer calls each needs. Every headline row is computed with
 ``SentenceRelevance.pairs`` — what a store computes — and equals ``labeldist sts eval`` with the same options.
 
-    nice -n 19 .venv/bin/python benchmarks/bench_sts.py dev --bi models/sts-bi-cosent --cross models/sts-cross-bce
+    nice -n 19 .venv/bin/python benchmarks/bench_sts.py dev --bi models/sts-bi-cosent models/sts-bi-cosine \
+        --cross models/sts-cross-bce-2000 --best models/sts-bi-cosine --cascade-bi models/sts-bi-cosine
 
 ``corpus``: one top-100 kNN-only store of the 25,009 captions through the engine on a 2-worker LocalCluster,
 as ``labeldist precompute sentences data/coco/coco_karpathy_test.json --knn-only --k 100 <scorer options>``
 runs it; prints wall time and the transformer calls the workers made.
 
-    nice -n 19 .venv/bin/python benchmarks/bench_sts.py corpus --scorer coarse_to_fine --model models/sts-bi-cosent
+    nice -n 19 .venv/bin/python benchmarks/bench_sts.py corpus --scorer coarse_to_fine --model models/sts-bi-cosine
 
 ``estimate``: for the modes too slow to run on the whole corpus (a cross-encoder behind the CBoW gate): the
 pairs that pass the gate and the measured cross-encoder throughput, hence the calls and the time they would take.
 
-    nice -n 19 .venv/bin/python benchmarks/bench_sts.py estimate --cross models/sts-cross-bce
+    nice -n 19 .venv/bin/python benchmarks/bench_sts.py estimate --cross models/sts-cross-bce-2000
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The ``labeldist sts ...`` commands and the ``precompute sentences`` loader (wired in :mod:`labeldist.cli`).
 
-labeldist sts fit --architecture bi --loss cosent --epochs 4 --out models/sts-bi-cosent
-labeldist sts eval --scorer coarse_to_fine --model models/sts-bi-cosent
-labeldist precompute sentences data/coco/coco_karpathy_test.json --model models/sts-bi-cosent --knn-only
+labeldist sts fit --architecture bi --loss cosine --epochs 1 --seed 0 --out models/sts-bi-cosine
+labeldist sts eval --scorer coarse_to_fine --model models/sts-bi-cosine
+labeldist precompute sentences data/coco/coco_karpathy_test.json --model models/sts-bi-cosine --knn-only
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def add_scorer_options(p: argparse.ArgumentParser) -> None:
         "--model",
         default="all-MiniLM-L6-v2",
         help="BERT model folder (bi- or cross-encoder; the bi-encoder of the cascade), e.g. "
-        "models/sts-bi-cosent from `labeldist sts fit` (default: the packaged zero-shot %(default)s)",
+        "models/sts-bi-cosine from `labeldist sts fit` (default: the packaged zero-shot %(default)s)",
     )
     p.add_argument("--cross-model", help="cascade: the cross-encoder folder")
     p.add_argument("--cbow-threshold", type=float, help="CBoW gate (default: calibrated, see --pass-share)")

@@ -87,3 +87,42 @@ def test_bad_caption_file_is_a_clear_error(tmp_path, capsys):
     bad.write_text('[{"image": "val2014/COCO_val2014_000000000007.jpg", "caption": ["A dog.", ""]}]')
     assert main(["precompute", "sentences", str(bad), "--scorer", "cbow", "--out", str(tmp_path / "s")]) == 2
     assert "caps.json: sentence '7#1' is empty" in capsys.readouterr().err
+
+
+def test_a_store_records_its_fine_tuned_model_and_refuses_a_retrained_one(dask_client, tmp_path, capsys):
+    """What the main job relies on: `--model <sts fit folder>` with the default scorer (coarse-to-fine) makes a
+    store that records the model's weights; a rerun after the model was retrained in place is refused."""
+    import shutil
+
+    from labeldist.sts.fit import FitConfig, fit
+    from labeldist.sts.models import fit_info, load_bi_encoder, weights_sha256
+    from labeldist.sts.scorers import bi_encoder_scorer
+    from labeldist.sts.stsb import read_sts
+    from tests.sts.conftest import STS_DEV, STS_TRAIN
+
+    def tiny_bi(seed, out):
+        config = FitConfig(architecture="bi", loss="cosine", epochs=1, batch_size=8, max_length=32, seed=seed)
+        fit(read_sts(STS_TRAIN).head(8), read_sts(STS_DEV).head(4), config, out, progress=False)
+
+    model, out = tmp_path / "sts-bi-cosine", tmp_path / "store"
+    tiny_bi(0, model)
+    command = ["precompute", "sentences", str(COCO), "--limit", "20", "--model", str(model), "--knn-only", "--k",
+               "3", "--scheduler", dask_client.scheduler.address, "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(command) == 0
+    check_store(out)
+    params = StoreReader(str(out)).manifest["params"]
+    assert params["scorer"] == "coarse_to_fine" and params["model"] == str(model.resolve())
+    assert params["model_sha256"] == weights_sha256(model.resolve())
+    assert main(command) == 0, "the same model: the finished store is reused"
+
+    tiny_bi(1, tmp_path / "retrained")  # another seed: other weights, written over the first model's folder
+    shutil.copytree(tmp_path / "retrained", model, dirs_exist_ok=True)
+    assert fit_info(model)["seed"] == 1
+    for cache in (weights_sha256, load_bi_encoder, bi_encoder_scorer):  # this process loaded the old weights
+        cache.cache_clear()
+    capsys.readouterr()
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "a store made with other parameters is already there" in err
+    assert params["model_sha256"] in err and weights_sha256(model.resolve()) in err
+    assert StoreReader(str(out)).manifest["params"] == params, "the store is left as it was"

@@ -46,16 +46,23 @@ def mounts(service: dict) -> dict[str, str]:
 
 
 def main_job_commands(env: dict[str, str]) -> list[list[str]]:
-    """The labeldist commands of tools/main_job.sh with the service's environment substituted."""
+    """The labeldist commands of tools/main_job.sh (conditional ones too) with the service's environment
+    substituted."""
     text = (REPO / "tools" / "main_job.sh").read_text().replace("\\\n", " ")
     cluster = f"--scheduler {env['SCHEDULER']}" if env.get("SCHEDULER") else ""
-    values = {"LABELDIST": "labeldist", "DATA": "data", "STORES": env.get("STORES", "stores"), "CLUSTER": cluster}
+    values = {"LABELDIST": "labeldist", "DATA": "data", "STORES": env.get("STORES", "stores"),
+              "MODELS": env.get("MODELS", "models"), "CLUSTER": cluster}  # fmt: skip
     commands = []
     for line in text.splitlines():
-        if line.startswith("$LABELDIST "):
+        if line.lstrip().startswith("$LABELDIST "):
             line = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], line)
             commands.append(shlex.split(line))
     return commands
+
+
+def main_job_stores(env: dict[str, str]) -> list[list[str]]:
+    """The ``labeldist precompute`` commands of the main job."""
+    return [cmd for cmd in main_job_commands(env) if cmd[1] == "precompute"]
 
 
 def test_the_five_services_share_one_image_built_from_the_dockerfile(compose: dict, services: dict) -> None:
@@ -66,7 +73,7 @@ def test_the_five_services_share_one_image_built_from_the_dockerfile(compose: di
     # what the commands use must be in the image
     for folder in ("labeldist", "api", "trainer", "data", "tools"):
         assert re.search(rf"^COPY {folder} {folder}$", dockerfile, re.M), folder
-    assert set(compose["volumes"]) == {"stores", "runs"}
+    assert set(compose["volumes"]) == {"stores", "models", "runs"}
 
 
 def test_the_scheduler_listens_on_8786_with_a_healthcheck(services: dict) -> None:
@@ -85,6 +92,7 @@ def test_workers_scale_and_write_into_the_shared_volume(services: dict) -> None:
     # `docker compose up --scale worker=N` needs neither a fixed container name nor a published port
     assert "container_name" not in w and "ports" not in w
     assert mounts(w)["/stores"] == "stores", "workers write chunks: the store volume, read-write"
+    assert mounts(w)["/app/models"] == "models:ro", "tasks load the fine-tuned sentence scorer"
     assert w["depends_on"]["scheduler"]["condition"] == "service_healthy"
 
 
@@ -94,14 +102,31 @@ def test_precompute_is_a_one_shot_main_job_on_the_cluster(services: dict) -> Non
     assert p["environment"]["SCHEDULER"] == SCHEDULER_URL and p["environment"]["STORES"] == "/stores"
     assert p["restart"] == "no"
     assert mounts(p)["/stores"] == "stores"
+    # the sentence embeddings the job makes once are read by the workers: a cache on the shared volume, in a
+    # dot-folder that neither the service nor the store check takes for a store
+    cache = p["environment"]["LABELDIST_CACHE"]
+    assert cache.startswith("/stores/.") and services["worker"]["environment"]["LABELDIST_CACHE"] == cache
     assert p["depends_on"]["scheduler"]["condition"] == "service_healthy" and "worker" in p["depends_on"]
-    jobs = main_job_commands(p["environment"])
-    kinds = [cmd[2] for cmd in jobs]
-    assert kinds == ["pose", "layout", "captions", "sentences"]
-    for cmd in jobs:
-        args = labeldist_parser().parse_args(cmd[1:])  # fails (SystemExit) on an unknown option
-        assert args.scheduler == SCHEDULER_URL
-        assert args.out.startswith("/stores/"), "stores must land in the volume the workers and the api mount"
+    env = p["environment"]
+    jobs = main_job_commands(env)
+    # every labeldist line parses (SystemExit on an unknown option or subcommand), the conditional fit too
+    parsed = [labeldist_parser().parse_args(cmd[1:]) for cmd in jobs]
+    steps = [" ".join(cmd[1:3]) for cmd in jobs]
+    assert steps == ["precompute pose", "precompute layout", "precompute captions", "sts fit", "precompute sentences"]
+    for args in parsed:
+        if args.command == "precompute":
+            assert args.scheduler == SCHEDULER_URL
+            assert args.out.startswith("/stores/"), "stores must land in the volume the workers and the api mount"
+    # the sentence store's scorer: fine-tuned into the models volume, which survives the container and which the
+    # workers mount as well (they load the model)
+    fit, sentences = parsed[3], parsed[4]
+    assert (fit.architecture, fit.loss, fit.epochs, fit.seed) == ("bi", "cosine", 1, 0)
+    models = env["MODELS"]
+    assert mounts(p)[models] == "models" and mounts(services["worker"])[models] == "models:ro"
+    assert fit.out == f"{models}/sts-bi-cosine" == sentences.model
+    assert sentences.scorer == "coarse_to_fine" and sentences.train == fit.train
+    script = (REPO / "tools" / "main_job.sh").read_text()
+    assert f'if [ ! -f "$MODELS/{Path(fit.out).name}/labeldist_sts.json" ]; then' in script, "trained once only"
 
 
 def test_make_run_and_compose_run_the_same_main_job(services: dict) -> None:
@@ -110,6 +135,8 @@ def test_make_run_and_compose_run_the_same_main_job(services: dict) -> None:
     assert command(services["precompute"])[-1] == "tools/main_job.sh"
     # without SCHEDULER the script runs each job on its own LocalCluster
     assert all("--scheduler" not in cmd for cmd in main_job_commands({"STORES": "stores"}))
+    # and, without MODELS, fine-tunes the sentence scorer into models/ (git-ignored)
+    assert [cmd[-2:] for cmd in main_job_commands({}) if cmd[1] == "sts"] == [["--out", "models/sts-bi-cosine"]]
 
 
 def test_the_api_starts_on_a_complete_store_with_a_healthcheck(services: dict) -> None:
@@ -135,7 +162,7 @@ def test_the_trainer_pulls_from_the_api_once_it_is_healthy(services: dict) -> No
     fit = parsed[1]
     api_port = labeldist_parser().parse_args(command(services["api"])[1:]).port
     assert fit.url == f"http://api:{api_port}" and fit.device == "auto"
-    built = {Path(c[c.index("--out") + 1]).name for c in main_job_commands({"STORES": "/stores"})}
+    built = {Path(c[c.index("--out") + 1]).name for c in main_job_stores({"STORES": "/stores"})}
     assert fit.store in built and parsed[0].store == f"/stores/{fit.store}"
     assert fit.features == parsed[0].out
     assert t["depends_on"]["api"]["condition"] == "service_healthy"
