@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 STORES ?= stores
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint bench serve clean-stores browser
+.PHONY: setup run test lint bench bench-tools serve clean-stores browser
 
 setup: $(STAMP)
 
@@ -36,7 +36,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: $(STAMP)
+# wrk, the C load generator of benchmarks/bench_api.py (Debian's package; without it the benchmark falls back to
+# Python httpx clients, which take half of a 2-core machine from the server they measure).
+bench-tools:
+	@command -v wrk >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; } || \
+		echo "wrk could not be installed: benchmarks/bench_api.py will use httpx clients"
+
+bench: $(STAMP) bench-tools
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_layout.py
 	$(BIN)/python benchmarks/bench_wmd_kernel.py

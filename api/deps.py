@@ -1,6 +1,7 @@
 """Dependencies of the routers, as ``Annotated`` aliases.
 
-All are ``async``: they only look things up, and a sync dependency would cost a thread hop per request.
+All are ``async``: they only look things up, and a sync dependency would cost a thread hop per request. The hot
+routes (neighbours, distances, batches) take few of them: they read the settings from ``request.app.state``.
 """
 
 from __future__ import annotations
@@ -43,13 +44,16 @@ async def get_store(request: Request, store: Annotated[str, Path(description="st
     return request.app.state.registry.get(store)
 
 
-async def get_compute_allowed(settings: SettingsDep, key: Annotated[str | None, Security(_api_key_header)]) -> bool:
-    """Whether this request may compute distances on demand: always without an API key set, else only with
-    the right key."""
+def compute_allowed(settings: Settings, key: str | None) -> bool:
+    """Whether a request sending API key ``key`` may compute distances on demand: always without an API key
+    set, else only with the right key."""
     if settings.api_key is None:
         return True
     return key is not None and secrets.compare_digest(key.encode(), settings.api_key.get_secret_value().encode())
 
 
 StoreDep = Annotated[ServedStore, Depends(get_store)]
-ComputeAllowedDep = Annotated[bool, Depends(get_compute_allowed)]
+#: the X-API-Key header of a route that may compute (documented as the API's security scheme); pass it to
+#: :func:`compute_allowed` with the settings. (A parameter rather than a dependency that looks the settings up
+#: itself: each dependency FastAPI solves costs some 5-20 us a request, on the routes that serve minibatches.)
+APIKey = Annotated[str | None, Security(_api_key_header)]

@@ -12,6 +12,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from api.errors import APIError, api_error_handler
+from api.fastpath import FastPath
 from api.middleware import BodySizeLimit
 from api.registry import StoreRegistry
 from api.routers import batches, distances, health, neighbors, stores, ui
@@ -36,6 +37,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="labeldist", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    if settings.fast_path:  # inside BodySizeLimit (the middleware added last is the outermost)
+        app.add_middleware(FastPath)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_exception_handler(APIError, api_error_handler)
     for module in (health, stores, neighbors, distances, batches, ui):

@@ -97,8 +97,10 @@ class ServedStore:
         except StoreCorruptError as e:
             # never a wrong number: the rows of a chunk that fails its checksum are refused, every time asked
             log.error("%s", e)
-            raise Unavailable(f"store {self.name!r}: dense rows {start}:{stop} failed their CRC32C checksum "
-                              "(corrupted on disk); refusing to serve them until the store is rebuilt") from e  # fmt: skip
+            raise Unavailable(
+                f"store {self.name!r}: dense rows {start}:{stop} failed their CRC32C checksum (corrupted on disk); "
+                "refusing to serve them until the store is rebuilt"
+            ) from e
 
     # ------------------------------------------------------------ checks
     def check_index(self, index: int | np.ndarray, what: str = "item") -> None:

@@ -25,6 +25,11 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="port")
     workers: int = Field(1, ge=1, description="uvicorn worker processes (each loads every store)")
     access_log: bool = Field(True, description="log one line per request")
+    fast_path: bool = Field(
+        True,
+        description="answer well-formed neighbour and batch requests past FastAPI's routing (api/fastpath.py): "
+        "the same answers for a third (neighbours) to a half (batches) of the server CPU",
+    )
     api_key: SecretStr | None = Field(
         None, description="if set, requests that compute distances on demand must send it as X-API-Key"
     )

@@ -10,10 +10,12 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.batching import draw_batches, fill_distances
-from api.deps import OPTIONAL_API_KEY, ComputeAllowedDep, SettingsDep, StoreDep
+from api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
 from api.errors import TooLarge, error_responses
+from api.registry import ServedStore
 from api.schemas import Batches, BatchesByAnchors, BatchesByCount
+from api.settings import Settings
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["batches"])
 #: answers with more values than this are encoded in a worker thread, so the event loop keeps serving others
@@ -36,8 +38,7 @@ EXAMPLES = {
 )
 async def batches(
     store: StoreDep,
-    settings: SettingsDep,
-    allow_compute: ComputeAllowedDep,
+    api_key: APIKey,
     request: Request,
     body: Annotated[BatchesByAnchors | BatchesByCount, Body(openapi_examples=EXAMPLES)],
     format: Annotated[Format | None, Query(description="json (default) or npz")] = None,
@@ -50,6 +51,19 @@ async def batches(
     ``items`` (B, size - 1), ``distances`` (B, size - 1) float32, ``pairwise`` (B, size, size) float32 when
     asked, ``seed`` and ``computed``.
     """
+    settings = request.app.state.settings  # not a dependency: see api.deps.APIKey
+    return await batches_response(store, settings, compute_allowed(settings, api_key), body, wants_npz(request, format))
+
+
+async def batches_response(
+    store: ServedStore,
+    settings: Settings,
+    allow_compute: bool,
+    body: BatchesByAnchors | BatchesByCount,
+    npz: bool,
+) -> Response:
+    """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by :mod:`api.fastpath`.
+    Raises :class:`~api.errors.APIError` (413 over a limit, 422, 404 unknown anchor, 401 needs the key)."""
     n_batches = len(body.anchors) if isinstance(body, BatchesByAnchors) else body.count
     if n_batches > settings.max_batches:
         raise TooLarge(f"{n_batches} batches is over the limit of {settings.max_batches} (LABELDIST_MAX_BATCHES)")
@@ -68,7 +82,7 @@ async def batches(
     else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
         await run_in_threadpool(fill_distances, store, result, pairwise=body.pairwise, allow_compute=allow_compute)
     big = result.items.size + (0 if result.pairwise is None else result.pairwise.size) > BIG_ANSWER
-    if wants_npz(request, format):
+    if npz:
         arrays = {"anchors": result.anchors, "items": result.items, "distances": result.distances,
                   "seed": np.uint64(seed), "computed": np.int64(result.computed)}  # fmt: skip
         if result.pairwise is not None:

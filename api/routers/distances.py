@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import OPTIONAL_API_KEY, ComputeAllowedDep, SettingsDep, StoreDep
+from api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
 from api.errors import TooLarge, error_responses
 from api.schemas import AnchorItems, Distances, Pairs
@@ -24,8 +24,7 @@ router = APIRouter(prefix="/v1/stores/{store}", tags=["distances"])
 )
 async def distances(
     store: StoreDep,
-    settings: SettingsDep,
-    allow_compute: ComputeAllowedDep,
+    api_key: APIKey,
     request: Request,
     body: Annotated[
         AnchorItems | Pairs,
@@ -41,6 +40,8 @@ async def distances(
     """Distances in the order asked: from the dense matrix or the kNN lists where they hold the pair, else
     computed on demand from the stored labels (and cached). Needs the API key when one is set and a pair
     must be computed."""
+    settings = request.app.state.settings  # not a dependency: see api.deps.APIKey
+    allow_compute = compute_allowed(settings, api_key)
     if isinstance(body, AnchorItems):
         if len(body.items) > settings.max_items:
             raise TooLarge(f"{len(body.items)} items is over the limit of {settings.max_items} (LABELDIST_MAX_ITEMS)")

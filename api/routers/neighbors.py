@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
-from api.deps import SettingsDep, StoreDep
+from api.deps import StoreDep
 from api.encoding import json_response
 from api.errors import BadParameter, TooLarge, error_responses
 from api.labelview import render_label
+from api.registry import ServedStore
 from api.schemas import LabelView, Neighbors
 
 router = APIRouter(prefix="/v1/stores/{store}/items", tags=["items"])
@@ -19,19 +20,26 @@ IndexPath = Annotated[int, Path(ge=0, le=2**31 - 1, description="item index (row
 
 @router.get("/{index}/neighbors", response_model=Neighbors, responses=error_responses(404, 413, 503))
 async def neighbors(
+    request: Request,
     store: StoreDep,
-    settings: SettingsDep,
     index: IndexPath,
     k: Annotated[int | None, Query(ge=1, description="how many, nearest first (default: all the store has)")] = None,
 ) -> Response:
     """The item's ``k`` nearest neighbours, nearest first, from the store's exact kNN lists."""
-    if k is not None and k > settings.max_k:
-        raise TooLarge(f"k={k} is over the limit of {settings.max_k} (LABELDIST_MAX_K)")
+    max_k = request.app.state.settings.max_k  # not a dependency: see api.deps.APIKey
+    if k is not None and k > max_k:
+        raise TooLarge(f"k={k} is over the limit of {max_k} (LABELDIST_MAX_K)")
     store.check_index(index)
     if k is not None and k > store.k:
         raise BadParameter(
             f"k={k} is more than the store's k={store.k} (the length of its neighbour lists)", ("query", "k"), k
         )
+    return neighbors_response(store, index, k)
+
+
+def neighbors_response(store: ServedStore, index: int, k: int | None) -> Response:
+    """The answer for a valid item ``index`` and ``k`` (at most the store's; None: all it has); also sent by
+    :mod:`api.fastpath`."""
     indices, distances = store.neighbors(index, store.k if k is None else k)
     return json_response({
         "index": index,

@@ -1,0 +1,182 @@
+"""api/fastpath.py: the same answers, byte for byte, as the FastAPI routes, for well-formed requests (which it
+answers) and for every other request (which it hands on, body included)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import api.fastpath
+from api.fastpath import FastPath
+from api.main import create_app
+from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, N_ITEMS, TINY_STORE, K, make_settings
+
+NB = "/v1/stores/{}/items/{}/neighbors"
+#: well-formed GET paths: answered by the fast path
+FAST_GETS = [
+    *(NB.format(s, i) + q for s in (DENSE, KNN, TINY_STORE) for i in (0, 7, 11) for q in ("", "?k=1", f"?k={K}")),
+    NB.format(DENSE, N_ITEMS - 1) + "?k=3",
+]
+#: every other GET: handed on to FastAPI
+SLOW_GETS = [
+    NB.format(DENSE, N_ITEMS),  # 404
+    NB.format(TINY_STORE, 12),
+    NB.format(DENSE, "-1"),  # 422
+    NB.format(DENSE, "007"),  # not canonical: FastAPI answers (item 7)
+    NB.format(DENSE, "+7"),
+    NB.format(DENSE, 2**31),
+    NB.format(DENSE, 5) + "?k=0",
+    NB.format(DENSE, 5) + f"?k={K + 1}",  # more than the store's k: 422
+    NB.format(DENSE, 5) + "?k=1001",  # over LABELDIST_MAX_K: 413
+    NB.format(DENSE, 5) + "?k=abc",
+    NB.format(DENSE, 5) + "?k=05",
+    NB.format(DENSE, 5) + "?k=3&k=4",
+    NB.format(DENSE, 5) + "?k=3&other=1",
+    NB.format(DENSE, 5) + "/",  # a redirect
+    NB.format(INCOMPLETE, 5),  # 503
+    NB.format("nope", 5),  # 404
+    NB.format("notes", 5),  # a folder that is no store
+    "/healthz",
+]
+
+
+def _batch(**body: Any) -> dict[str, Any]:
+    return {"size": 20, "neighbors": 4, "seed": 11, **body}
+
+
+JSON = {"content-type": "application/json"}
+#: POST requests to .../batches: (store, query, headers, body bytes)
+POSTS: list[tuple[str, str, dict[str, str], bytes]] = [
+    *((s, "", JSON, json.dumps(_batch(anchors=[0, 7, N_ITEMS - 1])).encode()) for s in (DENSE, KNN)),
+    *((s, "", JSON, json.dumps(_batch(count=3, pairwise=True)).encode()) for s in (DENSE, KNN)),
+    (TINY_STORE, "", JSON, json.dumps({"anchors": [2], "size": 12, "neighbors": 11, "seed": 1}).encode()),
+    (DENSE, "", JSON, json.dumps(_batch(anchors=[N_ITEMS])).encode()),  # 404 from the shared code
+    (DENSE, "", JSON, json.dumps(_batch(anchors=[1], size=2000)).encode()),  # 413 from the shared code
+    (DENSE, "", JSON, json.dumps(_batch(anchors=[1], neighbors=25)).encode()),  # 422 from the shared code
+    (DENSE, "", JSON, json.dumps(_batch(anchors=[1], extra=1)).encode()),  # not valid: FastAPI's 422
+    (DENSE, "", JSON, json.dumps(_batch(anchors=[1], count=2)).encode()),
+    (DENSE, "", JSON, json.dumps(_batch(anchors=["1"])).encode()),
+    (DENSE, "", JSON, json.dumps(_batch(anchors=[1], seed=True)).encode()),
+    (DENSE, "", JSON, b"[1, 2"),  # not JSON
+    (DENSE, "", JSON, b"\xff\xfe"),
+    (DENSE, "", JSON, b""),
+    (DENSE, "", JSON, b"[" * 100_000 + b"]" * 100_000),  # too deep for json.loads
+    (DENSE, "", {"content-type": "text/plain"}, json.dumps(_batch(anchors=[1])).encode()),
+    (DENSE, "", {"content-type": "application/json; charset=utf-8"}, json.dumps(_batch(anchors=[1])).encode()),
+    (DENSE, "?format=json", JSON, json.dumps(_batch(anchors=[1])).encode()),
+    (DENSE, "", {**JSON, "accept": "application/x-npz"}, json.dumps(_batch(anchors=[1])).encode()),
+    (INCOMPLETE, "", JSON, json.dumps(_batch(anchors=[1])).encode()),
+    ("nope", "", JSON, json.dumps(_batch(anchors=[1])).encode()),
+]
+
+
+def _answer(r: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    return r.status_code, sorted(r.headers.items()), r.content
+
+
+@pytest.fixture(scope="module")
+def pair(stores_dir: Path) -> Iterator[tuple[TestClient, TestClient]]:
+    """Two apps over the same stores: with the fast path (the default) and without."""
+    with TestClient(create_app(make_settings(stores=stores_dir))) as fast:
+        with TestClient(create_app(make_settings(stores=stores_dir, fast_path=False))) as slow:
+            yield fast, slow
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the answers the fast path built (the routes call their own module's functions)."""
+    calls: list[str] = []
+    for name in ("neighbors_response", "batches_response"):
+        original = getattr(api.fastpath, name)
+
+        def wrapped(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(api.fastpath, name, wrapped)
+    return calls
+
+
+def test_neighbors_answers_are_the_routes(pair: tuple[TestClient, TestClient], spy: list[str]) -> None:
+    fast, slow = pair
+    for path in FAST_GETS + SLOW_GETS:
+        spy.clear()
+        got = _answer(fast.get(path, follow_redirects=False))
+        want = _answer(slow.get(path, follow_redirects=False))
+        assert got == want, path
+        assert spy == (["neighbors_response"] if path in FAST_GETS else []), path
+        assert want[0] == 200 or path not in FAST_GETS, path
+
+
+def test_batches_answers_are_the_routes(pair: tuple[TestClient, TestClient], spy: list[str]) -> None:
+    fast, slow = pair
+    answered = 0
+    for store, query, headers, body in POSTS:
+        spy.clear()
+        url = f"/v1/stores/{store}/batches{query}"
+        got = _answer(fast.post(url, content=body, headers=headers))
+        want = _answer(slow.post(url, content=body, headers=headers))
+        assert got == want, (store, query, headers, body[:80])
+        answered += spy == ["batches_response"]
+    assert answered == 8, "the well-formed JSON bodies, those the shared code refuses included"
+
+
+def test_api_key_is_read_like_the_route(stores_dir: Path, spy: list[str]) -> None:
+    """A kNN-only store computes pairs for a pairwise matrix: 401 without the key, 200 with it."""
+    body = json.dumps(_batch(anchors=[3], pairwise=True)).encode()
+    answers = []
+    for fast_path in (True, False):
+        settings = make_settings(stores=stores_dir, api_key="s3cret", pair_cache_entries=0, fast_path=fast_path)
+        with TestClient(create_app(settings)) as c:
+            url = f"/v1/stores/{KNN}/batches"
+            keys = ({}, {"x-api-key": "wrong"}, {"x-api-key": ""}, {"x-api-key": "s3cret"})
+            answers.append([_answer(c.post(url, content=body, headers={**JSON, **key})) for key in keys])
+    assert answers[0] == answers[1]
+    assert [status for status, _, _ in answers[0]] == [401, 401, 401, 200]
+    assert spy == ["batches_response"] * 4
+
+
+def test_a_body_read_is_handed_on_whole() -> None:
+    """A request the fast path reads but does not answer reaches the app with every message, in order."""
+    seen: list[dict[str, Any]] = []
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            seen.append(message)
+            if message["type"] != "http.request" or not message.get("more_body"):
+                return
+
+    class State:
+        registry = type("R", (), {"stores": {"s": api.fastpath.ServedStore.__new__(api.fastpath.ServedStore)}})()
+        settings = make_settings()
+
+    def scope() -> dict[str, Any]:
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"7")]
+        return {"type": "http", "method": "POST", "path": "/v1/stores/s/batches", "query_string": b"",
+                "headers": headers, "root_path": "", "app": type("A", (), {"state": State})()}  # fmt: skip
+
+    def run(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        seen.clear()
+        queue = list(messages)
+
+        async def receive() -> dict[str, Any]:
+            return queue.pop(0)
+
+        async def send(message: dict[str, Any]) -> None:
+            raise AssertionError("nothing is sent")
+
+        asyncio.run(FastPath(app)(scope(), receive, send))
+        return seen
+
+    chunks = [{"type": "http.request", "body": b"[1,", "more_body": True},
+              {"type": "http.request", "body": b" 2, 3]", "more_body": False}]  # fmt: skip
+    assert run(chunks) == [{"type": "http.request", "body": b"[1, 2, 3]", "more_body": False}]
+    gone = [chunks[0], {"type": "http.disconnect"}]
+    assert run(gone) == [{"type": "http.request", "body": b"[1,", "more_body": True}, {"type": "http.disconnect"}]
