@@ -10,11 +10,12 @@ W ``dask worker`` processes (one thread each) on 127.0.0.1; the job connects to 
   - exact image pairs computed (the rest pruned by the bounds);
   - peak RSS of a worker process (``ru_maxrss``) and of this (client) process.
 
-From the growth with N it fits ``single-worker time ~ N^b`` and ``worker RSS ~ c + d N`` and projects
-COCO-2014 (123,287 images, k = 100) on clusters of several sizes by Amdahl's law, with the serial fraction
-taken from the measured 1-to-2-worker speed-up (pessimistic here: on 2 cores the client and the scheduler share
-the workers' cores; the tasks are independent row blocks). The projection extrapolates from N <= 5,000 over a
-factor of 25 in N, and the pruned share changes with N: quote it as an order of magnitude.
+Model: wall(W) = serial + work / W, both read off the 1- and 2-worker runs at each N. The work has a part that
+grows as N^2 — the lower bounds of every image pair, timed directly on one row block — and the rest (exact
+WMDs of the pairs the bounds cannot rule out, about 250 per image, and the top-k), fitted as a power of N; the
+serial part (graph, scatter of the labels, publish; on this 2-core machine also the cores the client and the
+scheduler take) is taken as linear in N, and worker RSS as c + d N. The projection to COCO-2014 (123,287 images,
+k = 100) extrapolates over a factor of 25 in N: quote it as an order of magnitude.
 
     .venv/bin/python benchmarks/bench_scaling.py [--sizes 1000 2000 5000] [--workers 1 2]
 """
@@ -66,18 +67,15 @@ def fit_power(n: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     return float(np.exp(log_a)), float(b)
 
 
-def serial_fraction(speedup: float, workers: int) -> float:
-    """Amdahl's serial fraction s from a measured speed-up S on W workers: S = 1 / (s + (1 - s) / W).
-
-    >>> round(serial_fraction(2.0, 2), 6), round(serial_fraction(1.0, 2), 6)
-    (0.0, 1.0)
-    """
-    return float(np.clip((workers / speedup - 1) / (workers - 1), 0.0, 1.0))
-
-
-def amdahl(serial: float, workers: int) -> float:
-    """Amdahl's law: the speed-up on ``workers`` workers with serial fraction ``serial``."""
-    return 1.0 / (serial + (1.0 - serial) / workers)
+def bound_seconds(labels, rows: int = 256) -> float:
+    """Single-thread seconds of the lower bounds of all N x N image pairs, timed on one ``rows``-row block and
+    scaled to all rows: the part of the job that grows as N^2 (every row against every column)."""
+    distance = CaptionSetWMD()
+    distance.lower_bound_block(labels.subset(slice(0, 2)), labels.subset(slice(0, 2)))  # compiled kernels loaded
+    block = labels.subset(slice(0, rows))
+    t0 = time.perf_counter()
+    distance.lower_bound_block(block, labels)
+    return (time.perf_counter() - t0) * len(labels) / rows
 
 
 def main() -> None:
@@ -91,6 +89,7 @@ def main() -> None:
     print(f"cpus: {os.cpu_count()}, load average at start: {os.getloadavg()[0]:.2f}")
     coco = read_captions(str(DATA))
     results: dict[tuple[int, int], tuple[float, int, int]] = {}
+    bounds: dict[int, float] = {}
     tmp = tempfile.mkdtemp(prefix="bench-scaling-")
     try:
         for w in args.workers:
@@ -100,6 +99,8 @@ def main() -> None:
                     # warm up: every worker loads the compiled kernels once, as a long-running cluster has
                     run_job(client, coco.subset(slice(0, 40)), os.path.join(tmp, f"warm-{w}"))
                     for n in args.sizes:
+                        if n not in bounds:
+                            bounds[n] = bound_seconds(coco.subset(slice(0, n)))
                         seconds, exact = run_job(client, coco.subset(slice(0, n)), os.path.join(tmp, f"{w}-{n}"))
                         results[w, n] = (seconds, exact, worker_peak_rss(client))
                         share = 1 - exact / (n * (n - 1))
@@ -122,27 +123,41 @@ def main() -> None:
         speedup = results[w_lo, n][0] / results[w_hi, n][0]
         print(f"| {n:,} | {cells} | {speedup:.2f}x ({w_hi} vs {w_lo}) |")
 
-    a, b = fit_power(sizes, np.array([results[w_lo, n][0] * w_lo for n in args.sizes]))  # in worker-seconds
-    _, b_exact = fit_power(sizes, np.array([results[w_hi, n][1] for n in args.sizes], dtype=float))
-    speedup_hi = results[w_lo, args.sizes[-1]][0] / results[w_hi, args.sizes[-1]][0] * w_lo  # over 1 worker
-    efficiency = speedup_hi / w_hi
-    rss = np.array([results[w_hi, n][2] for n in args.sizes], dtype=float)
+    # wall(W) = serial + work / W, from the 1- and 2-worker runs at each N (serial: the client's graph, the
+    # scatter of the labels, the publish, and on this machine the cores the client and scheduler take)
+    t1 = np.array([results[w_lo, n][0] * w_lo for n in args.sizes])  # as if on one worker
+    t2 = np.array([results[w_hi, n][0] for n in args.sizes])
+    serial = np.clip((w_hi * t2 - t1) / (w_hi - 1), 0.0, None)
+    work = t1 - serial
+    bound = np.array([bounds[n] for n in args.sizes])
+    rest = np.clip(work - bound, 1e-9, None)
+    beta = bound[-1] / sizes[-1] ** 2  # bounds: every pair, N^2
+    c_rest, p_rest = fit_power(sizes, rest)  # exact WMDs and top-k: ~250 exact pairs per item, ~N
+    _, p_exact = fit_power(sizes, np.array([results[w_hi, n][1] for n in args.sizes], dtype=float))
+    serial_per_item = serial[-1] / sizes[-1]
+    rss = np.array([max(results[w, n][2] for w in args.workers) for n in args.sizes], dtype=float)
     d, c = np.polyfit(sizes, rss, 1)
-    print(f"\ngrowth: wall ~ N^{b:.2f}, exact pairs ~ N^{b_exact:.2f}; parallel efficiency at N={args.sizes[-1]}: "
-          f"{efficiency:.2f}; worker RSS ~ {c / 2**20:.0f} MiB + {d * 1000 / 2**20:.1f} MiB per 1,000 images; "
-          f"client peak RSS {client_rss / 2**20:.0f} MiB")  # fmt: skip
-    worker_seconds = a * COCO_2014**b  # the whole job's work, in single-worker seconds
-    rss_target = c + d * COCO_2014
-    print(f"\nCOCO-2014 projection ({COCO_2014:,} images, k = {K}, kNN only): {worker_seconds / 3600:,.0f} "
-          f"worker-hours; per worker ~{rss_target / 2**30:.1f} GiB RSS; store ~{COCO_2014 * K * 8 / 2**20:.0f} MiB "
-          "of kNN lists before compression (a dense matrix would be "
-          f"{COCO_2014**2 * 4 / 2**30:.0f} GiB)")  # fmt: skip
-    print("| workers | projected wall time |")
-    print("|---|---|")
-    serial = serial_fraction(min(speedup_hi, w_hi), w_hi)
+    print("\n| N | serial | work (1 worker) | of which bounds (N^2) | rest | exact pairs |")
+    print("|---|---|---|---|---|---|")
+    for i, n in enumerate(args.sizes):
+        print(f"| {n:,} | {serial[i]:.1f} s | {work[i]:.1f} s | {bound[i]:.1f} s | {rest[i]:.1f} s | "
+              f"{results[w_hi, n][1]:,} |")  # fmt: skip
+    print(f"\nfits: bounds = {beta * 1e9:.3f} ns x N^2; rest ~ N^{p_rest:.2f}; exact pairs ~ N^{p_exact:.2f}; "
+          f"serial ~ {serial_per_item * 1e3:.2f} ms x N; worker RSS ~ {c / 2**20:.0f} MiB + "
+          f"{d * 1000 / 2**20:.1f} MiB per 1,000 images; client peak RSS {client_rss / 2**20:.0f} MiB")  # fmt: skip
+
+    n = COCO_2014
+    work_n = beta * n**2 + c_rest * n**p_rest
+    serial_n = serial_per_item * n
+    print(f"\nCOCO-2014 projection ({n:,} images, k = {K}, kNN only): work {work_n / 3600:,.1f} worker-hours "
+          f"({beta * n**2 / 3600:,.1f} h bounds + {c_rest * n**p_rest / 3600:,.1f} h exact WMDs and top-k), serial "
+          f"{serial_n / 60:,.1f} min; per worker ~{(c + d * n) / 2**30:.1f} GiB RSS; kNN lists "
+          f"{n * K * 8 / 2**20:.0f} MiB before compression (dense: {n**2 * 4 / 2**30:.0f} GiB)")  # fmt: skip
+    print("| workers | projected wall time | memory (all workers) |")
+    print("|---|---|---|")
     for w in args.project:
-        speedup = amdahl(serial, w)
-        print(f"| {w} | {worker_seconds / speedup / 3600:,.1f} h (speed-up {speedup:.1f}) |")
+        hours = (serial_n + work_n / w) / 3600
+        print(f"| {w} | {hours:,.2f} h | {w * (c + d * n) / 2**30:,.0f} GiB |")
 
 
 if __name__ == "__main__":
