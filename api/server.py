@@ -37,6 +37,7 @@ def serve(stores_dir: str | None = None, host: str | None = None, port: int | No
         host=settings.host,
         port=settings.port,
         workers=settings.workers,
+        timeout_worker_healthcheck=settings.worker_healthcheck_s,
         access_log=settings.access_log,
         log_level="info",
     )

@@ -25,6 +25,13 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="port")
     workers: int = Field(1, ge=1, description="uvicorn worker processes (each loads every store)")
     access_log: bool = Field(True, description="log one line per request")
+    worker_healthcheck_s: int = Field(
+        120,
+        ge=1,
+        description="with several workers: seconds a worker may not answer uvicorn's ping before it is "
+        "killed and restarted (the first on-demand request of a store may hold the GIL for seconds while torch is "
+        "imported or a numba kernel compiled; with uvicorn's 5 s default such a worker is killed mid-request)",
+    )
     fast_path: bool = Field(
         True,
         description="answer well-formed neighbour and batch requests past FastAPI's routing (api/fastpath.py): "

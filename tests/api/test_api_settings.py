@@ -54,3 +54,20 @@ def test_zero_dense_cache_still_answers(stores_dir: Path, store_arrays: dict) ->
         for _ in range(2):
             body = client.post(f"/v1/stores/{DENSE}/distances", json={"anchor": 250, "items": [1, 2, 3]}).json()
             assert np.array_equal(np.float32(body["distances"]), store_arrays[DENSE]["dense"][250, [1, 2, 3]])
+
+
+def test_the_worker_healthcheck_reaches_uvicorn(clean_settings: pytest.MonkeyPatch, stores_dir: Path) -> None:
+    """``labeldist serve`` hands the setting to uvicorn (whose 5 s default kills a worker busy in GIL-holding code)."""
+    import uvicorn
+
+    from api.server import serve
+
+    seen: dict = {}
+    clean_settings.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))  # capture: no server started
+    clean_settings.setenv("LABELDIST_WORKER_HEALTHCHECK_S", "77")
+    clean_settings.setenv("LABELDIST_STORES", str(stores_dir))  # serve() writes settings into os.environ
+    assert serve() == 0
+    assert seen["timeout_worker_healthcheck"] == 77
+    assert Settings().worker_healthcheck_s == 77
+    clean_settings.delenv("LABELDIST_WORKER_HEALTHCHECK_S")
+    assert Settings().worker_healthcheck_s > 5
