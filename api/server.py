@@ -11,13 +11,15 @@ from api.settings import get_settings
 log = logging.getLogger("labeldist.api")
 
 
-def serve(stores_dir: str | None = None, host: str | None = None, port: int | None = None) -> int:
+def serve(
+    stores_dir: str | None = None, host: str | None = None, port: int | None = None, workers: int | None = None
+) -> int:
     """Serve the stores of ``stores_dir`` on ``host:port`` until interrupted; arguments left None come from
     the ``LABELDIST_*`` settings. Returns the exit status."""
     import uvicorn
 
     # Through the environment, so that every worker process (LABELDIST_WORKERS > 1) gets the same settings.
-    for name, value in (("STORES", stores_dir), ("HOST", host), ("PORT", port)):
+    for name, value in (("STORES", stores_dir), ("HOST", host), ("PORT", port), ("WORKERS", workers)):
         if value is not None:
             os.environ[f"LABELDIST_{name}"] = str(value)
     get_settings.cache_clear()

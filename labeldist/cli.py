@@ -164,7 +164,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from api.server import serve
 
-    return serve(stores_dir=args.stores, host=args.host, port=args.port)
+    return serve(stores_dir=args.stores, host=args.host, port=args.port, workers=args.workers)
 
 
 # ---------------------------------------------------------------- parser
@@ -232,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stores", help="folder of stores (default: LABELDIST_STORES or ./stores)")
     serve.add_argument("--host", help="bind address (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: 8000)")
+    serve.add_argument("--workers", type=int, help="uvicorn worker processes, each loading every store (default: 1)")
     serve.set_defaults(func=_serve)
 
     from labeldist.sts.commands import add_sts_parser

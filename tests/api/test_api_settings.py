@@ -56,7 +56,9 @@ def test_zero_dense_cache_still_answers(stores_dir: Path, store_arrays: dict) ->
             assert np.array_equal(np.float32(body["distances"]), store_arrays[DENSE]["dense"][250, [1, 2, 3]])
 
 
-def test_the_worker_healthcheck_reaches_uvicorn(clean_settings: pytest.MonkeyPatch, stores_dir: Path) -> None:
+def test_serve_hands_workers_and_the_worker_healthcheck_to_uvicorn(
+    clean_settings: pytest.MonkeyPatch, stores_dir: Path
+) -> None:
     """``labeldist serve`` hands the setting to uvicorn (whose 5 s default kills a worker busy in GIL-holding code)."""
     import uvicorn
 
@@ -66,8 +68,9 @@ def test_the_worker_healthcheck_reaches_uvicorn(clean_settings: pytest.MonkeyPat
     clean_settings.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))  # capture: no server started
     clean_settings.setenv("LABELDIST_WORKER_HEALTHCHECK_S", "77")
     clean_settings.setenv("LABELDIST_STORES", str(stores_dir))  # serve() writes settings into os.environ
-    assert serve() == 0
-    assert seen["timeout_worker_healthcheck"] == 77
+    clean_settings.setenv("LABELDIST_WORKERS", "1")
+    assert serve(workers=3) == 0
+    assert seen["timeout_worker_healthcheck"] == 77 and seen["workers"] == 3
     assert Settings().worker_healthcheck_s == 77
     clean_settings.delenv("LABELDIST_WORKER_HEALTHCHECK_S")
     assert Settings().worker_healthcheck_s > 5
