@@ -55,6 +55,21 @@ def labeldist(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           timeout=timeout)  # fmt: skip
 
 
+def wait_healthy(proc: subprocess.Popen, url: str, timeout: float = STARTUP_TIMEOUT) -> None:
+    """Until ``GET url/healthz`` answers 200; RuntimeError if the server process exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            output = proc.stdout.read() if proc.stdout else ""
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{output}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{url}/healthz", timeout=2.0).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"server at {url} not healthy after {timeout} s")
+        time.sleep(0.2)
+
+
 class Cluster:
     """A real ``dask scheduler`` and ``dask worker`` processes (one thread each, with a nanny) on 127.0.0.1."""
 
@@ -110,16 +125,8 @@ class Service:
     def start(self) -> Service:
         self.proc = spawn(["labeldist.cli", "serve", "--stores", str(self.stores), "--host", "127.0.0.1", "--port",
                            str(self.port)], **self.env)  # fmt: skip
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"labeldist serve exited with {self.proc.returncode}:\n{self.proc.stdout.read()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/healthz", timeout=2.0).status_code == 200:
-                    return self
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"labeldist serve at {self.url} not healthy after {STARTUP_TIMEOUT} s")
-            time.sleep(0.2)
+        wait_healthy(self.proc, self.url)
+        return self
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None:

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 from api.settings import Settings
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
+from tests.processes import free_port, wait_healthy  # noqa: F401 - the API tests import them from here
 
 REPO = Path(__file__).resolve().parents[2]
 MPII_CSV = REPO / "data" / "mpii" / "mpii_valid_2958.csv"
@@ -39,15 +37,6 @@ def reference(labels: Poses, i: int, j: int) -> np.float32:
     return np.float32(PoseDistance().reference(labels, i, labels, j))
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-STARTUP_TIMEOUT = 60.0
-
-
 def start_server(stores: Path, port: int, **env: str) -> subprocess.Popen:
     # only the settings given here: none inherited from the environment the tests run in
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
@@ -56,20 +45,6 @@ def start_server(stores: Path, port: int, **env: str) -> subprocess.Popen:
         [sys.executable, "-m", "labeldist.cli", "serve", "--stores", str(stores), "--port", str(port)],
         cwd=REPO, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-
-
-def wait_healthy(proc: subprocess.Popen, base: str, timeout: float = STARTUP_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}:\n{proc.stdout.read()}")
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"server at {base} not healthy after {timeout} s")
 
 
 def stop_server(proc: subprocess.Popen) -> str:

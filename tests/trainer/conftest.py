@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.processes import Service
 
 REPO = Path(__file__).resolve().parents[2]
 STORE = "mpii300-pose"
 N_ITEMS = 300
-STARTUP_TIMEOUT = 90.0  # a busy 2-core machine can take a while to import the app
 
 
 @pytest.fixture(scope="session")
@@ -41,41 +36,8 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def service(pose_store: Path) -> Iterator[str]:
     """``labeldist serve`` in a subprocess on a free port; the base URL once /healthz answers."""
-    port = _free_port()
-    env = {**os.environ, "LABELDIST_ACCESS_LOG": "false"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "labeldist.cli", "serve", "--stores", str(pose_store), "--host", "127.0.0.1",
-         "--port", str(port)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"labeldist serve exited with {proc.returncode}:\n{proc.stdout.read()}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"labeldist serve at {url} not healthy after {STARTUP_TIMEOUT} s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate(timeout=15)
+    with Service(pose_store) as running:
+        yield running.url
