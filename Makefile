@@ -43,11 +43,17 @@ bench-tools:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; } || \
 		echo "wrk could not be installed: benchmarks/bench_api.py will use httpx clients"
 
+# Every benchmark of BENCHMARKS.md, one after the other (the machine should be otherwise idle). The service and
+# sentence benchmarks read the main job's stores and model: run `make run` first. bench_trainer.py needs a running
+# service and features (RESULTS.md has its command).
 bench: $(STAMP) bench-tools
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_layout.py
 	$(BIN)/python benchmarks/bench_wmd_kernel.py
-	$(BIN)/python benchmarks/bench_caption_knn.py
+	$(BIN)/python benchmarks/bench_caption_knn.py --sizes 1000 2000 5000 --dense 5000
+	$(BIN)/python benchmarks/bench_scaling.py --sizes 1000 2000 5000 --workers 1 2
+	$(BIN)/python benchmarks/bench_api.py --stores $(STORES) --store mpii-pose --workers 2 --duration 3
+	$(BIN)/python benchmarks/bench_sts.py dev --bi models/sts-bi-cosine --best models/sts-bi-cosine
 
 # The service over the main job's stores, on 127.0.0.1:8000 (page at /ui).
 serve: $(STAMP)
