@@ -22,6 +22,7 @@ vector tables: the ground distance is always computed from the vectors themselve
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -483,33 +484,46 @@ def _emd_pot(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     return float(ot.emd2(a, b, cost))
 
 
-def _prepare(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray):
+class _Bags(NamedTuple):
+    """One side of a batched call as the kernels take it: the nBOW of each text (:func:`nbow`) and the vector
+    table its ``ids`` index. A tuple, so that ``*bags`` passes the plain arrays numba needs."""
+
+    ids: np.ndarray  # (B,) int64 row of ``vectors`` of each bag entry
+    weights: np.ndarray  # (B,) float64 nBOW weight
+    offsets: np.ndarray  # (n+1,) int64: text t owns entries offsets[t]:offsets[t+1]
+    vectors: np.ndarray  # (V, k) word vectors
+
+
+def _prepare(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> _Bags:
+    """Every text as a bag, ``ids`` remapped onto the rows of ``vectors`` they use (float64)."""
     ids, w, off = nbow(tokens, offsets)
     ids, v = _used_rows(ids, vectors)
-    return ids, w, off, v
+    return _Bags(ids, w, off, v)
 
 
-def _texts_used(
-    tokens: np.ndarray, offsets: np.ndarray, which: np.ndarray
-) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """The texts ``which`` refers to, as flat tokens and offsets, and ``which`` renumbered into them."""
+def _prepare_listed(
+    tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray, which: np.ndarray
+) -> tuple[_Bags, np.ndarray]:
+    """Only the texts ``which`` refers to as bags (the caller may pass a whole corpus), and ``which``
+    renumbered into them. No remapping of the vector table here: each pair reads its few rows directly."""
     used, renumbered = np.unique(which, return_inverse=True)
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = offsets[used + 1] - offsets[used]
     new_offsets = np.zeros(len(used) + 1, dtype=np.int64)
     np.cumsum(lengths, out=new_offsets[1:])
     flat = np.arange(new_offsets[-1]) + np.repeat(offsets[used] - new_offsets[:-1], lengths)
-    return (np.asarray(tokens)[flat], new_offsets), renumbered.reshape(-1).astype(np.int64)
+    bags = _Bags(*nbow(np.asarray(tokens)[flat], new_offsets), _float_table(vectors))
+    return bags, renumbered.reshape(-1).astype(np.int64)
 
 
-def _fix_nan(out: np.ndarray, side_a, side_b, i: np.ndarray | None = None, j: np.ndarray | None = None) -> None:
+def _fix_nan(out: np.ndarray, a: _Bags, b: _Bags, i: np.ndarray | None = None, j: np.ndarray | None = None) -> None:
     """Recompute with POT the pairs the numba solver did not finish (a safety net; not seen on captions)."""
     flat = out.reshape(-1)  # a view: out is C-contiguous
     bad = np.flatnonzero(np.isnan(flat))
     if len(bad) == 0:
         return
     _warn_fallback(len(bad))
-    (ia, wa, oa, va), (ib, wb, ob, vb) = side_a, side_b
+    (ia, wa, oa, va), (ib, wb, ob, vb) = a, b
     for f in bad:
         p, q = (i[f], j[f]) if i is not None else divmod(int(f), out.shape[1])
         ra, rb = slice(oa[p], oa[p + 1]), slice(ob[q], ob[q + 1])
@@ -517,13 +531,9 @@ def _fix_nan(out: np.ndarray, side_a, side_b, i: np.ndarray | None = None, j: np
 
 
 def wmd_many(
-    tokens_a: np.ndarray,
-    offsets_a: np.ndarray,
-    vectors_a: np.ndarray,
-    tokens_b: np.ndarray,
-    offsets_b: np.ndarray,
-    vectors_b: np.ndarray,
-) -> np.ndarray:
+    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
+    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
+) -> np.ndarray:  # fmt: skip
     """WMD between every text of A and every text of B, in one compiled call.
 
     .. math::  D_{pq} = WMD\\big((X_p, d_p), (Y_q, d'_q)\\big)
@@ -543,22 +553,17 @@ def wmd_many(
     >>> wmd_many(np.array([0, 1]), np.array([0, 1, 2]), vec, np.array([1]), np.array([0, 1]), vec).tolist()
     [[5.0], [0.0]]
     """
-    side_a, side_b = _prepare(tokens_a, offsets_a, vectors_a), _prepare(tokens_b, offsets_b, vectors_b)
-    out = _all_pairs(*side_a, *side_b, False)
-    _fix_nan(out, side_a, side_b)
+    a, b = _prepare(tokens_a, offsets_a, vectors_a), _prepare(tokens_b, offsets_b, vectors_b)
+    out = _all_pairs(*a, *b, False)
+    _fix_nan(out, a, b)
     return out
 
 
 def wmd_pairs(
-    tokens_a: np.ndarray,
-    offsets_a: np.ndarray,
-    vectors_a: np.ndarray,
-    tokens_b: np.ndarray,
-    offsets_b: np.ndarray,
-    vectors_b: np.ndarray,
-    i: np.ndarray,
-    j: np.ndarray,
-) -> np.ndarray:
+    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
+    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
+    i: np.ndarray, j: np.ndarray,
+) -> np.ndarray:  # fmt: skip
     """WMD between text ``i[t]`` of A and text ``j[t]`` of B for each ``t``; arguments as in :func:`wmd_many`.
 
     .. math::  D_t = WMD\\big((X_{i_t}, d_{i_t}), (Y_{j_t}, d'_{j_t})\\big)
@@ -575,25 +580,17 @@ def wmd_pairs(
     for name, idx, off in (("i", i, offsets_a), ("j", j, offsets_b)):
         if len(idx) and (idx.min() < 0 or idx.max() >= len(off) - 1):
             raise ValueError(f"{name} holds a text index outside [0, {len(off) - 1})")
-    # only the texts named in i and j are prepared: the caller may pass a whole corpus
-    (tok_a, off_a), i = _texts_used(tokens_a, offsets_a, i)
-    (tok_b, off_b), j = _texts_used(tokens_b, offsets_b, j)
-    # no remapping of the vector table here: each pair reads its few rows directly
-    side_a = (*nbow(tok_a, off_a), _float_table(vectors_a))
-    side_b = (*nbow(tok_b, off_b), _float_table(vectors_b))
-    out = _listed_pairs(*side_a, *side_b, i, j)
-    _fix_nan(out, side_a, side_b, i, j)
+    a, i = _prepare_listed(tokens_a, offsets_a, vectors_a, i)
+    b, j = _prepare_listed(tokens_b, offsets_b, vectors_b, j)
+    out = _listed_pairs(*a, *b, i, j)
+    _fix_nan(out, a, b, i, j)
     return out
 
 
 def rwmd_many(
-    tokens_a: np.ndarray,
-    offsets_a: np.ndarray,
-    vectors_a: np.ndarray,
-    tokens_b: np.ndarray,
-    offsets_b: np.ndarray,
-    vectors_b: np.ndarray,
-) -> np.ndarray:
+    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
+    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
+) -> np.ndarray:  # fmt: skip
     """Relaxed WMD (see :func:`rwmd`) between every text of A and every text of B; a lower bound of
     :func:`wmd_many` entry by entry (Kusner et al., ICML 2015, §4). Arguments as in :func:`wmd_many`.
 
@@ -603,8 +600,8 @@ def rwmd_many(
     >>> rwmd_many(np.array([0, 1]), np.array([0, 2]), vec, np.array([2]), np.array([0, 1]), vec).tolist()
     [[1.0]]
     """
-    side_a, side_b = _prepare(tokens_a, offsets_a, vectors_a), _prepare(tokens_b, offsets_b, vectors_b)
-    return _all_pairs(*side_a, *side_b, True)
+    a, b = _prepare(tokens_a, offsets_a, vectors_a), _prepare(tokens_b, offsets_b, vectors_b)
+    return _all_pairs(*a, *b, True)
 
 
 def centroids(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> np.ndarray:
@@ -619,13 +616,9 @@ def centroids(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> n
 
 
 def wcd_many(
-    tokens_a: np.ndarray,
-    offsets_a: np.ndarray,
-    vectors_a: np.ndarray,
-    tokens_b: np.ndarray,
-    offsets_b: np.ndarray,
-    vectors_b: np.ndarray,
-) -> np.ndarray:
+    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
+    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
+) -> np.ndarray:  # fmt: skip
     """Word centroid distance (see :func:`wcd`) between every text of A and every text of B; a lower bound
     of :func:`wmd_many` entry by entry (Kusner et al., ICML 2015, §4). Arguments as in :func:`wmd_many`.
 
@@ -759,13 +752,9 @@ def _rwmd_linear(dist_t, ids_a, w_a, off_a, ids_b, w_b, off_b):  # pragma: no co
 
 
 def rwmd_linear_many(
-    tokens_a: np.ndarray,
-    offsets_a: np.ndarray,
-    vectors_a: np.ndarray,
-    tokens_b: np.ndarray,
-    offsets_b: np.ndarray,
-    vectors_b: np.ndarray,
-) -> np.ndarray:
+    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
+    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
+) -> np.ndarray:  # fmt: skip
     """Relaxed WMD between every text of A and every text of B with linear complexity, a lower bound of
     :func:`wmd_many` (Atasu, Parnell, Dünner, Sifalakis, Pozidis, Vasileiadis, Vlachos, Berrospi, Labbi,
     "Linear-Complexity Relaxed Word Mover's Distance with GPU Acceleration", IEEE Big Data 2017).

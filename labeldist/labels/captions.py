@@ -171,9 +171,54 @@ class CaptionSets(LabelSet):
         return cls(ids, **{name: np.asarray(arrays[name]) for name in cls._ARRAYS})
 
 
-def _check_policy(empty: str) -> None:
+def check_empty_policy(empty: str, what: str = "caption") -> None:
+    """ValueError unless ``empty`` is one of :data:`EMPTY_POLICIES`; ``what`` names the texts in the message."""
     if empty not in EMPTY_POLICIES:
-        raise ValueError(f"unknown empty-caption policy {empty!r}; known: {', '.join(EMPTY_POLICIES)}")
+        raise ValueError(f"unknown empty-{what} policy {empty!r}; known: {', '.join(EMPTY_POLICIES)}")
+
+
+class TokenizedTexts:
+    """Texts kept one at a time with their words that have a vector, flattened by :meth:`fields` into the text
+    and token arrays of a :class:`CaptionSets` (a local sorted vocabulary and its vectors) and its provenance.
+
+    ``tokenizer`` defaults to ``Tokenizer()``, ``vectors`` to :func:`default_word_vectors`; ``empty`` is only
+    recorded: :meth:`add` keeps nothing of a text without such a word, and the caller applies the policy.
+    """
+
+    def __init__(self, tokenizer: Tokenizer | None, vectors: WordVectors | None, empty: str) -> None:
+        self.tokenizer = tokenizer or Tokenizer()
+        self.vectors = vectors or default_word_vectors()
+        self.empty = empty
+        self._text: list[bytes] = []
+        self._words: list[list[str]] = []
+
+    def add(self, text: str) -> bool:
+        """Keep ``text`` and its words that have a vector; False, keeping nothing, if it has no such word."""
+        words = self.tokenizer.tokens(text, self.vectors)
+        if not words:
+            return False
+        self._text.append(text.encode("utf-8"))
+        self._words.append(words)
+        return True
+
+    def fields(self) -> dict[str, Any]:
+        """``text``, ``text_offsets``, ``tokens``, ``token_offsets``, ``vocab``, ``vectors`` and ``provenance``
+        of the texts kept, in the order they were added: keyword arguments of :class:`CaptionSets`."""
+        flat_words = [w for words in self._words for w in words]
+        vocab, tokens = np.unique(np.array(flat_words, dtype=str), return_inverse=True)
+        return {
+            "text": np.frombuffer(b"".join(self._text), dtype=np.uint8),
+            "text_offsets": np.concatenate([[0], np.cumsum([len(t) for t in self._text], dtype=np.int64)]),
+            "tokens": tokens.reshape(-1),
+            "token_offsets": np.concatenate([[0], np.cumsum([len(w) for w in self._words], dtype=np.int64)]),
+            "vocab": vocab,
+            "vectors": self.vectors.lookup(vocab.tolist()),
+            "provenance": {
+                "tokenizer": self.tokenizer.params(),
+                "word_vectors": self.vectors.params(),
+                "empty": self.empty,
+            },
+        }
 
 
 def caption_sets_from_texts(
@@ -196,14 +241,11 @@ def caption_sets_from_texts(
         the caption; ``"drop"`` — such captions are dropped (an image left without captions is an error).
     source : the file name used in error messages.
     """
-    _check_policy(empty)
-    tokenizer = tokenizer or Tokenizer()
-    vectors = vectors or default_word_vectors()
+    check_empty_policy(empty)
+    kept = TokenizedTexts(tokenizer, vectors, empty)
     if len(ids) != len(captions):
         raise LabelError(f"{source}: {len(ids)} ids but {len(captions)} caption lists")
     seen: dict[str, int] = {}
-    kept_text: list[bytes] = []
-    kept_words: list[list[str]] = []
     per_image: list[int] = []
     for pos, (item, caps) in enumerate(zip(ids, captions)):
         item = str(item)
@@ -216,38 +258,26 @@ def caption_sets_from_texts(
         for k, cap in enumerate(caps):
             if not isinstance(cap, str):
                 raise LabelError(f"{source}: image {item!r}: caption {k} is {type(cap).__name__}, not a string")
-            words = tokenizer.tokens(cap, vectors)
-            if not words:
-                if empty == "error":
-                    raise LabelError(
-                        f"{source}: image {item!r}: caption {k} {cap!r} has no word with a vector "
-                        f"(tokenizer {tokenizer.params()}); pass empty='drop' to drop such captions"
-                    )
-                continue
-            kept_text.append(cap.encode("utf-8"))
-            kept_words.append(words)
-            n_kept += 1
+            if kept.add(cap):
+                n_kept += 1
+            elif empty == "error":
+                raise LabelError(
+                    f"{source}: image {item!r}: caption {k} {cap!r} has no word with a vector "
+                    f"(tokenizer {kept.tokenizer.params()}); pass empty='drop' to drop such captions"
+                )
         if n_kept == 0:
             raise LabelError(f"{source}: image {item!r}: every caption was dropped (none has a word with a vector)")
         per_image.append(n_kept)
 
-    flat_words = [w for words in kept_words for w in words]
-    vocab, tokens = np.unique(np.array(flat_words, dtype=str), return_inverse=True)
-    provenance = {"tokenizer": tokenizer.params(), "word_vectors": vectors.params(), "empty": empty}
     return CaptionSets(
         np.array([str(i) for i in ids], dtype=str),
         caption_offsets=np.concatenate([[0], np.cumsum(per_image, dtype=np.int64)]),
-        text=np.frombuffer(b"".join(kept_text), dtype=np.uint8),
-        text_offsets=np.concatenate([[0], np.cumsum([len(t) for t in kept_text], dtype=np.int64)]),
-        tokens=tokens.reshape(-1),
-        token_offsets=np.concatenate([[0], np.cumsum([len(w) for w in kept_words], dtype=np.int64)]),
-        vocab=vocab,
-        vectors=vectors.lookup(vocab.tolist()),
-        provenance=provenance,
+        **kept.fields(),
     )
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: Path) -> Any:
+    """The parsed JSON file ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it if unreadable."""
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -336,9 +366,9 @@ def read_captions(
     """
     if format not in CAPTION_FORMATS:
         raise ValueError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
-    _check_policy(empty)
+    check_empty_policy(empty)
     path = Path(path)
-    data = _load_json(path)
+    data = load_json(path)
     if format == "auto":
         format = "karpathy" if isinstance(data, list) else "coco"
     parse = parse_coco if format == "coco" else parse_karpathy

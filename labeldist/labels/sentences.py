@@ -24,13 +24,14 @@ import numpy as np
 from labeldist.labels.base import LabelError
 from labeldist.labels.captions import (
     CAPTION_FORMATS,
-    EMPTY_POLICIES,
     CaptionSets,
-    _load_json,
+    TokenizedTexts,
+    check_empty_policy,
+    load_json,
     parse_coco,
     parse_karpathy,
 )
-from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
+from labeldist.labels.text import Tokenizer, WordVectors
 
 
 class Sentences(CaptionSets):
@@ -105,44 +106,26 @@ def sentences_from_texts(
         (``"drop"``); a blank sentence is always an error.
     source : the file named in errors.
     """
-    if empty not in EMPTY_POLICIES:
-        raise ValueError(f"unknown empty-sentence policy {empty!r}; known: {', '.join(EMPTY_POLICIES)}")
+    check_empty_policy(empty, "sentence")
     if len(ids) != len(texts):
         raise LabelError(f"{source}: {len(ids)} ids but {len(texts)} sentences")
-    tokenizer = tokenizer or Tokenizer()
-    vectors = vectors or default_word_vectors()
+    kept = TokenizedTexts(tokenizer, vectors, empty)
     kept_ids: list[str] = []
-    kept_text: list[bytes] = []
-    kept_words: list[list[str]] = []
     for item, text in zip(ids, texts):
         if not isinstance(text, str):
             raise LabelError(f"{source}: sentence {item!r} is {type(text).__name__}, not a string")
         if not text.strip():
             raise LabelError(f"{source}: sentence {item!r} is empty")
-        words = tokenizer.tokens(text, vectors)
-        if not words:
-            if empty == "drop":
-                continue
+        if kept.add(text):
+            kept_ids.append(str(item))
+        elif empty == "error":
             raise LabelError(
                 f"{source}: sentence {item!r} {text[:80]!r} has no word with a vector (tokenizer "
-                f"{tokenizer.params()}), so its CBoW score is undefined; pass empty='drop' to leave it out"
+                f"{kept.tokenizer.params()}), so its CBoW score is undefined; pass empty='drop' to leave it out"
             )
-        kept_ids.append(str(item))
-        kept_text.append(text.encode("utf-8"))
-        kept_words.append(words)
     if not kept_ids:
         raise LabelError(f"{source}: no sentences")
-    vocab, tokens = np.unique(np.array([w for ws in kept_words for w in ws], dtype=str), return_inverse=True)
-    return Sentences(
-        np.array(kept_ids, dtype=str),
-        text=np.frombuffer(b"".join(kept_text), dtype=np.uint8),
-        text_offsets=np.concatenate([[0], np.cumsum([len(t) for t in kept_text], dtype=np.int64)]),
-        tokens=tokens.reshape(-1),
-        token_offsets=np.concatenate([[0], np.cumsum([len(w) for w in kept_words], dtype=np.int64)]),
-        vocab=vocab,
-        vectors=vectors.lookup(vocab.tolist()),
-        provenance={"tokenizer": tokenizer.params(), "word_vectors": vectors.params(), "empty": empty},
-    )
+    return Sentences(np.array(kept_ids, dtype=str), **kept.fields())
 
 
 def read_caption_sentences(
@@ -162,7 +145,7 @@ def read_caption_sentences(
     if format not in CAPTION_FORMATS:
         raise ValueError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
     path = Path(path)
-    data = _load_json(path)
+    data = load_json(path)
     if format == "auto":
         format = "karpathy" if isinstance(data, list) else "coco"
     image_ids, captions = (parse_coco if format == "coco" else parse_karpathy)(data, str(path))
