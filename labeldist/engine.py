@@ -369,6 +369,7 @@ def precompute(
         upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
         log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
     if todo:
+        distance.prepare(labels)
         with contextlib.ExitStack() as stack:
             if client is None:
                 client = stack.enter_context(dask_client(scheduler, n_workers))

@@ -124,3 +124,21 @@ def test_block_kernel_excludes_self_and_pads(poses):
     rows, idx, dist = block_kernel(poses.subset(slice(0, 4)), PoseDistance(), 1, 3, k=5)
     assert rows.shape == (2, 4) and rows.dtype == np.float32
     assert idx.tolist()[0][3:] == [-1, -1] and 1 not in idx[0] and 2 not in idx[1]
+
+
+class CountedPrepare(PoseDistance):
+    """The pose distance with a ``prepare`` hook that counts its calls (kind and numbers unchanged)."""
+
+    calls = 0
+
+    def prepare(self, labels):
+        type(self).calls += 1
+
+
+def test_prepare_runs_once_per_job_that_computes_and_never_for_a_reused_store(poses, dask_client, tmp_path):
+    CountedPrepare.calls = 0
+    out = tmp_path / "poses"
+    first = precompute(poses, CountedPrepare(), out, dataset="mpii301", k=25, block_rows=70, client=dask_client)
+    assert first.blocks_computed == 5 and CountedPrepare.calls == 1  # once in the driver, not once per block
+    again = precompute(poses, CountedPrepare(), out, dataset="mpii301", k=25, block_rows=70, client=dask_client)
+    assert again.reused and CountedPrepare.calls == 1

@@ -38,6 +38,12 @@ class LabelDistance(ABC):
     def params(self) -> dict[str, Any]:
         """Every parameter that changes a number, JSON-serialisable; ``type(self)(**params())`` rebuilds it."""
 
+    def prepare(self, labels: LabelSet) -> None:
+        """Work done once per job in the process that submits it, before the engine's tasks run (the sentence
+        distance embeds every sentence once here). Called only when some block is left to compute, never for a
+        store that is reused; it must not change any number. A no-op by default."""
+        return None
+
     @abstractmethod
     def block(self, rows: LabelSet, cols: LabelSet) -> np.ndarray:
         """Distances between every row label and every column label, float64 of shape (len(rows), len(cols))."""

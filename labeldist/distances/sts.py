@@ -217,6 +217,10 @@ class SentenceRelevance(LabelDistance):
         else:
             scorer.embed(texts)
 
+    def prepare(self, labels: Sentences) -> None:
+        """The engine's once-per-job hook: :meth:`embed_once`."""
+        self.embed_once(labels)
+
     def embed_once(self, labels: Sentences) -> Path | None:
         """Embed every sentence of ``labels`` here, once, and leave the embeddings in
         :func:`~labeldist.sts.scorers.embedding_cache_dir` for the engine's workers.

@@ -163,8 +163,7 @@ def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
     if args.dense and 4 * len(labels) ** 2 > DENSE_LIMIT:
         raise ValueError(f"a dense matrix of {len(labels)} sentences takes {4 * len(labels) ** 2 / 1e9:.1f} GB; "
                          "pass --knn-only")  # fmt: skip
-    distance = build_distance(args, labels)
-    distance.embed_once(labels)  # each sentence embedded once, on all cores, not once per worker
+    distance = build_distance(args, labels)  # its prepare() embeds each sentence once, if the store needs it
     dataset = args.dataset or Path(args.input).stem + (f"-first{args.limit}" if args.limit else "")
     return labels, distance, dataset
 
