@@ -15,14 +15,10 @@ import zarr
 from labeldist.store import is_checksum_error, open_group
 
 
-def _arrays(group: zarr.Group, prefix: str = "") -> list[tuple[str, zarr.Array]]:
-    out: list[tuple[str, zarr.Array]] = []
-    for name, member in sorted(group.members(), key=lambda m: m[0]):
-        if isinstance(member, zarr.Group):
-            out.extend(_arrays(member, f"{prefix}{name}/"))
-        else:
-            out.append((f"{prefix}{name}", member))
-    return out
+def store_arrays(url: str) -> list[tuple[str, zarr.Array]]:
+    """Every array of the store at ``url``, by path (``"knn/indices"``, ...), sorted."""
+    members = open_group(url, mode="r").members(max_depth=None)  # recursive: paths include the groups
+    return sorted(((path, m) for path, m in members if isinstance(m, zarr.Array)), key=lambda pm: pm[0])
 
 
 def damaged_regions(url: str) -> list[dict[str, Any]]:
@@ -31,7 +27,7 @@ def damaged_regions(url: str) -> list[dict[str, Any]]:
     Returns ``[{"array": "dense/distances", "rows": [256, 512], "error": "..."}, ...]``; empty when all is whole.
     """
     damaged = []
-    for path, array in _arrays(open_group(url, mode="r")):
+    for path, array in store_arrays(url):
         if array.ndim == 0:
             slabs = [(0, 0)]
         else:

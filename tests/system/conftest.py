@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zarr
 
+from labeldist import integrity
 from labeldist.store import read_manifest
 from tests.conftest import DATA
 from tests.processes import Cluster
@@ -20,19 +20,8 @@ JOB = ["precompute", "pose", CSV, "--k", str(K), "--block-rows", str(BLOCK_ROWS)
 
 
 def store_arrays(url: str | Path) -> dict[str, np.ndarray]:
-    """Every array of a store, by path."""
-    group = zarr.open_group(str(url), mode="r")
-    out: dict[str, np.ndarray] = {}
-
-    def visit(g: zarr.Group, prefix: str) -> None:
-        for name, member in g.members():
-            if isinstance(member, zarr.Group):
-                visit(member, f"{prefix}{name}/")
-            else:
-                out[f"{prefix}{name}"] = member[...]
-
-    visit(group, "")
-    return out
+    """Every array of a store, by path, read whole."""
+    return {path: array[...] for path, array in integrity.store_arrays(str(url))}
 
 
 def assert_same_store(url: str | Path, expected: str | Path) -> None:
