@@ -8,8 +8,10 @@ once every few seconds, when a client asks for it, so a finished precompute job 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 import time
 from pathlib import Path
 from typing import Any
@@ -70,17 +72,13 @@ class ServedStore:
         indices, distances = self.reader.knn()
         self.knn_indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.knn_distances = np.ascontiguousarray(distances, dtype=np.float32)
-        if self.ids.shape != (self.n_items,) or self.knn_indices.shape != (self.n_items, self.k):
-            raise StoreError(f"{path}: array shapes {self.ids.shape}, {self.knn_indices.shape} do not match "
-                             f"the manifest (n_items={self.n_items}, k={self.k})")  # fmt: skip
         #: valid (non-padding) neighbours of each item; padding (-1) sits at the end of a row
         self.knn_counts = (self.knn_indices >= 0).sum(axis=1)
         for arr in (self.ids, self.knn_indices, self.knn_distances, self.knn_counts):
             arr.flags.writeable = False
         self.dense: RowBlockCache | None = None
         if self.reader.has_dense:
-            arr = self.reader.group["dense/distances"]
-            rows = (arr.shards or arr.chunks)[0]
+            rows = self.reader.dense_block_rows
             self.dense = RowBlockCache(self._read_dense_rows, self.n_items, rows, settings.dense_cache_mb << 20)
         self.pair_cache = PairCache(settings.pair_cache_entries)
         self._labels_lock, self._arrays_lock = threading.Lock(), threading.Lock()
@@ -92,15 +90,19 @@ class ServedStore:
         return {**self.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None}
 
     def _read_dense_rows(self, start: int, stop: int) -> np.ndarray:
-        try:
+        with self.refusing_damage():
             return self.reader.dense_rows(start, stop)
+
+    @contextlib.contextmanager
+    def refusing_damage(self) -> Iterator[None]:
+        """Answer a read that finds a missing or damaged chunk with 503 naming the damage, every time it is asked:
+        never a wrong number, an empty list or a fill value in its place."""
+        try:
+            yield
         except StoreCorruptError as e:
-            # never a wrong number: the rows of a chunk that fails its checksum are refused, every time asked
             log.error("%s", e)
-            raise Unavailable(
-                f"store {self.name!r}: dense rows {start}:{stop} failed their CRC32C checksum (corrupted on disk); "
-                "refusing to serve them until the store is rebuilt"
-            ) from e
+            raise Unavailable(f"store {self.name!r} is damaged on disk and is refused until it is rebuilt: "
+                              f"{_without_url(str(e), self.reader.url)}") from e  # fmt: skip
 
     # ------------------------------------------------------------ checks
     def check_index(self, index: int | np.ndarray, what: str = "item") -> None:
@@ -120,7 +122,8 @@ class ServedStore:
             if self._labels is None:
                 t = time.perf_counter()
                 distance = self.reader.distance()
-                labels = self.reader.labels()
+                with self.refusing_damage():
+                    labels = self.reader.labels()
                 distance.block(labels.subset(np.array([0])), labels.subset(np.array([0])))  # compile / warm up
                 self._labels, self._distance = labels, distance
                 log.info("%s: labels loaded in %.2f s", self.name, time.perf_counter() - t)
@@ -130,9 +133,8 @@ class ServedStore:
         """The raw label arrays of the store (``labels/<name>``), read once."""
         with self._arrays_lock:
             if self._label_arrays is None:
-                group = self.reader.group
-                arrays = dict(group["labels"].arrays()) if "labels" in group else {}
-                self._label_arrays = {name: arr[...] for name, arr in arrays.items()}
+                with self.refusing_damage():
+                    self._label_arrays = self.reader.label_arrays()
             return self._label_arrays
 
     # ------------------------------------------------------------ look-ups
@@ -226,11 +228,19 @@ def open_store(name: str, path: Path, settings: Settings) -> ServedStore | Unava
         return UnavailableStore(name, path, manifest, f"store {name!r} is not complete: {e}")
     except StoreCorruptError as e:
         log.error("%s", e)
-        return UnavailableStore(name, path, manifest, f"store {name!r} failed its CRC32C checksums (corrupted on "
-                                "disk); refusing to serve it until it is rebuilt")  # fmt: skip
+        return UnavailableStore(name, path, manifest, f"store {name!r} is damaged on disk and is refused until it "
+                                f"is rebuilt: {_without_url(str(e), str(path.absolute()))}")  # fmt: skip
+    except StoreError as e:
+        return UnavailableStore(name, path, manifest, f"store {name!r} cannot be served: "
+                                f"{_without_url(str(e), str(path.absolute()))}")  # fmt: skip
     except Exception as e:  # a broken store must not stop the others from being served
         log.exception("%s: cannot be opened", path)
         return UnavailableStore(name, path, manifest, f"store {name!r} cannot be opened: {type(e).__name__}: {e}")
+
+
+def _without_url(message: str, url: str) -> str:
+    """A store error's message without the server's path of the store (clients know it by name)."""
+    return message.replace(f"{url}: ", "").replace(url, "<store>")
 
 
 class StoreRegistry:

@@ -57,6 +57,8 @@ from labeldist.store import (
     publish,
     read_manifest,
     read_upper,
+    skeleton_whole,
+    store_has_checksums,
     store_url,
     upper_done,
     write_block,
@@ -293,10 +295,28 @@ def prepare_store(
     served; rerunning the same command resumes the staged store.
     """
     existing = read_manifest(url)
+    if existing is not None and existing.get("complete") is not True and not (
+        skeleton_whole(url) and store_has_checksums(url)
+    ):
+        # laid out by a labeldist before 0.2: killed before its progress marks were made (creation was not yet
+        # atomic), or without checksums on ids and labels; nothing of it is worth resuming
+        log.warning("%s: an unfinished store of an older layout; laying it out again", url)
+        create_store(url, manifest, labels)
+        return "new", None, url
     if existing is not None:
         diff = fingerprint_diff(existing, manifest)
         if not diff:
-            return ("reuse", existing, url) if existing.get("complete") is True else ("resume", None, url)
+            if existing.get("complete") is not True:
+                return "resume", None, url
+            if not store_has_checksums(url):
+                if not overwrite:
+                    raise StoreMismatchError(
+                        f"{url}: made by labeldist before 0.2, whose ids and labels carry no checksum; "
+                        "pass --overwrite to rebuild it"
+                    )
+                diff = ["format"]
+            else:
+                return "reuse", existing, url
         if not overwrite:
             detail = "; ".join(f"{key}: store has {existing.get(key)!r}, asked {manifest.get(key)!r}"
                                for key in diff if key != "labels_sha256")  # fmt: skip
@@ -340,10 +360,18 @@ def precompute(
     (StoreMismatchError) to touch a store made with other ones unless ``overwrite``. ``client`` runs on an
     existing distributed Client; otherwise ``scheduler`` or a new LocalCluster is used.
     """
+    # every argument checked before anything is written: a bad one must not leave a half-made store behind
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if len(labels) < 2:
         raise ValueError(f"need at least 2 items to compute distances, got {len(labels)}")
+    if k >= len(labels):  # the lists would be padded with -1 / inf: nothing a caller asking for k can use
+        raise ValueError(f"k={k} neighbours asked of {len(labels)} items, each of which has only {len(labels) - 1} "
+                         f"others; ask for k <= {len(labels) - 1}")  # fmt: skip
+    if block_rows is not None and block_rows < 1:  # 0 must not quietly mean "default"
+        raise ValueError(f"block_rows must be at least 1 (or None for the default), got {block_rows}")
+    if n_workers is not None and n_workers < 1:
+        raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
     if not isinstance(labels, distance.labels_class):
         raise TypeError(f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, "
                         f"got {type(labels).__name__}")  # fmt: skip

@@ -20,9 +20,21 @@ above::
                             rows start:stop, columns start:N
     progress/upper          (n_blocks,) uint8, one chunk per block: 1 once that block's upper strip is written
 
-Every chunk carries a CRC32C checksum, so a chunk corrupted on disk fails loudly on read instead of
-returning wrong numbers. Zarr's LocalStore already writes each chunk file aside and renames it into place,
-so a chunk is either old or new, never half-written; the manifest flag is the store-level publish.
+Every chunk of every array (ids, labels, kNN, dense, progress) carries a CRC32C checksum, and every chunk is
+written even where it holds only the fill value (``write_empty_chunks``), so that a complete store has every
+chunk file of every array. Reads of a complete store go through :class:`StoreReader`, which checks both: a
+chunk that is missing (Zarr would silently answer the fill value: -1, NaN, "") or fails to decode (its
+checksum, its compression, its UTF-8) raises :class:`StoreCorruptError` naming the array and the rows, so
+damage is refused, never served as data. Zarr's LocalStore writes each chunk file aside and renames it into
+place, so a chunk is either old or new, never half-written; the manifest flag is the store-level publish.
+
+This module is the only one that knows the Zarr layout: the engine, ``verify``, ``info`` and the service read
+and write through its functions and :class:`StoreReader`.
+
+Creation is atomic: :func:`create_store` lays out the whole skeleton (every array, progress marks included,
+the manifest last) in a hidden sibling folder and renames it into place, so a kill at any instant leaves either
+no store or a whole skeleton that a rerun resumes (on an fsspec URL, where there is no rename, the manifest is
+written last, so a half-made skeleton has none and is laid out again).
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import datetime as _dt
 import json
 import math
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -40,6 +53,7 @@ from typing import Any
 import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.core.sync import sync
 
 from labeldist import __version__
 from labeldist.labels.base import LabelSet, as_str_array
@@ -67,7 +81,8 @@ class StoreMismatchError(StoreError):
 
 
 class StoreCorruptError(StoreError):
-    """A chunk of the store failed its CRC32C checksum: the bytes on disk are not the ones written."""
+    """A chunk of the store is missing, or failed its CRC32C checksum or its decoding: the bytes on disk are not
+    the ones written."""
 
 
 def is_checksum_error(error: BaseException) -> bool:
@@ -75,21 +90,47 @@ def is_checksum_error(error: BaseException) -> bool:
     return isinstance(error, ValueError) and "checksum" in str(error).lower()
 
 
+def damage_reason(error: BaseException) -> str | None:
+    """What a read error says about the bytes on disk, or None when it is not about them (memory, permissions).
+
+    A chunk whose bytes changed fails its CRC32C (a ValueError); one that was replaced whole by other bytes can
+    also fail in the codecs before or after it (Zstd's frame check, UTF-8 decoding of a string chunk, a shard
+    index that does not parse), with whatever exception the codec raises.
+    """
+    if isinstance(error, (OSError, MemoryError)):
+        return None
+    if is_checksum_error(error):
+        return "failed its CRC32C checksum"
+    return f"cannot be decoded ({type(error).__name__}: {error})"
+
+
 @contextlib.contextmanager
 def checked_read(url: str, what: str) -> Iterator[None]:
-    """Turn a checksum failure while reading ``what`` into a StoreCorruptError naming the store and the region."""
+    """Turn damage found while reading ``what`` into a StoreCorruptError naming the store and the region."""
     try:
         yield
-    except ValueError as e:
-        if not is_checksum_error(e):
-            raise
-        raise StoreCorruptError(f"{url}: {what} failed its CRC32C checksum (corrupted on disk): refusing to "
-                                f"read it; `labeldist verify {url}` lists every damaged chunk") from e  # fmt: skip
+    except StoreError:
+        raise
+    except Exception as e:
+        reason = damage_reason(e)
+        if reason is None:
+            raise StoreError(f"{url}: {what} cannot be read: {e}") from e
+        raise StoreCorruptError(f"{url}: {what} {reason} (damaged on disk): refusing to read it; "
+                                f"`labeldist verify {url}` lists every damaged chunk") from e  # fmt: skip
 
 
 def _codecs() -> list[Any]:
     # zstd level 1: distances compress poorly, so spend little CPU; crc32c detects on-disk corruption.
     return [ZstdCodec(level=1), Crc32cCodec()]
+
+
+def _mark_codecs() -> list[Any]:
+    # progress marks are one byte a chunk: nothing to compress, but a flipped mark must not pass for "done"
+    return [Crc32cCodec()]
+
+
+#: every chunk is written, even one equal to the fill value, so that a missing chunk file is always damage
+_WRITE_CONFIG = {"write_empty_chunks": True}
 
 
 def store_url(path_or_url: str | os.PathLike[str]) -> str:
@@ -110,7 +151,64 @@ def open_group(url: str, mode: str) -> zarr.Group:
 
 def open_array(url: str, path: str, mode: str) -> zarr.Array:
     url = store_url(url)
-    return zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url))
+    config = None if mode == "r" else _WRITE_CONFIG
+    return zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url), config=config)
+
+
+# ---------------------------------------------------------------- chunk files
+def _stored_chunk_shape(array: zarr.Array) -> tuple[int, ...]:
+    """The shape of one stored object of ``array``: a shard when sharded, else a chunk."""
+    return tuple(array.metadata.chunk_grid.chunk_shape)
+
+
+def chunk_keys(array: zarr.Array, start: int = 0, stop: int | None = None) -> list[tuple[tuple[int, ...], str]]:
+    """The stored objects (shards or chunks) holding rows ``start:stop`` of ``array``: (grid coordinates, key)."""
+    if array.ndim == 0:
+        return [((), array.metadata.encode_chunk_key(()))]
+    shape = _stored_chunk_shape(array)
+    stop = array.shape[0] if stop is None else stop
+    grid = [range(start // shape[0], math.ceil(stop / shape[0]))]
+    grid += [range(math.ceil(extent / size)) for extent, size in zip(array.shape[1:], shape[1:])]
+    coords: list[tuple[int, ...]] = [()]
+    for axis in grid:
+        coords = [c + (i,) for c in coords for i in axis]
+    return [(c, array.metadata.encode_chunk_key(c)) for c in coords]
+
+
+def missing_chunks(array: zarr.Array, start: int = 0, stop: int | None = None) -> list[tuple[int, ...]]:
+    """Grid coordinates of the stored objects of rows ``start:stop`` that are absent from the store.
+
+    Zarr reads an absent chunk as the fill value, which would pass for data (-1 neighbours, NaN or 0 distances,
+    empty ids); a complete store has every chunk written (``write_empty_chunks``), so absent means lost.
+    """
+    store, prefix = array.store_path.store, array.store_path.path
+    return [c for c, key in chunk_keys(array, start, stop) if not sync(store.exists(f"{prefix}/{key}"))]
+
+
+def _rows_of(array: zarr.Array, coords: tuple[int, ...]) -> tuple[int, int]:
+    if array.ndim == 0:
+        return 0, 0
+    rows = _stored_chunk_shape(array)[0]
+    return coords[0] * rows, min((coords[0] + 1) * rows, array.shape[0])
+
+
+def read_rows(url: str, path: str, array: zarr.Array, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Rows ``start:stop`` of ``array`` (the whole of a 0-d array), refused with StoreCorruptError naming
+    the array and the rows when a chunk holding them is absent or fails to decode."""
+    stop = array.shape[0] if stop is None and array.ndim else stop
+    missing = missing_chunks(array, start, stop)
+    if missing:
+        a, b = _rows_of(array, missing[0])
+        raise StoreCorruptError(f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, missing[0]))} is missing "
+                                f"({len(missing)} missing in rows {start}:{stop}): refusing to read fill values as "
+                                f"data; `labeldist verify {url}` lists every damaged chunk")  # fmt: skip
+    with checked_read(url, f"{path} rows {start}:{stop}"):
+        return array[...] if array.ndim == 0 else array[start:stop]
+
+
+def has_checksums(array: zarr.Array) -> bool:
+    """Whether every chunk of ``array`` carries a CRC32C checksum (all arrays of stores made since 0.2 do)."""
+    return any(isinstance(c, Crc32cCodec) for c in array.compressors)
 
 
 def n_blocks(n_items: int, block_rows: int) -> int:
@@ -180,13 +278,47 @@ def read_manifest(url: str) -> dict[str, Any] | None:
     return dict(man) if isinstance(man, Mapping) else None
 
 
-def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> zarr.Group:
-    """Lay out an empty store (``complete`` false) with ids and labels written; overwrites what is there."""
+def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
+    """Lay out an empty store (``complete`` false) with ids and labels written; replaces what is at ``url``.
+
+    Atomic on a local path: the skeleton is built whole in a hidden sibling and renamed into place, so that a kill
+    at any instant leaves at ``url`` either what was there or a whole skeleton. A half-built sibling from an
+    earlier kill is removed first. On an fsspec URL the manifest is written last, after every array.
+    """
+    url = store_url(url)
+    if not _is_local(url):
+        _lay_out(url, manifest, labels)
+        return
+    building = _sibling(url, "creating")
+    shutil.rmtree(building, ignore_errors=True)
+    _lay_out(building, manifest, labels)
+    if os.path.isdir(url) and os.listdir(url):  # an unfinished or mismatched store being replaced
+        discarded = _sibling(url, "discarded")
+        shutil.rmtree(discarded, ignore_errors=True)
+        os.rename(url, discarded)
+        os.rename(building, url)
+        shutil.rmtree(discarded)
+    else:
+        if os.path.isdir(url):
+            os.rmdir(url)  # an empty folder given as --out
+        os.rename(building, url)
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in url
+
+
+def _sibling(url: str, what: str) -> str:
+    """A hidden folder beside ``url`` (the service skips folders whose name starts with a dot)."""
+    head, name = os.path.split(url.rstrip("/"))
+    return os.path.join(head, f".{name}.{what}")
+
+
+def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
     n, k, rows = manifest["n_items"], manifest["k"], manifest["block_rows"]
     group = open_group(url, mode="w")
-    # The incomplete manifest goes first: from here on any reader sees a store that says it is unfinished.
-    group.attrs[MANIFEST_KEY] = dict(manifest, complete=False)
-    ids = group.create_array("ids", shape=(n,), dtype=str, chunks=(max(n, 1),))
+    ids = group.create_array("ids", shape=(n,), dtype=str, chunks=(max(n, 1),), compressors=_codecs(),
+                             config=_WRITE_CONFIG)  # fmt: skip
     ids[:] = labels.ids
     for name, arr in labels.to_arrays().items():
         arr = np.asarray(arr)
@@ -196,29 +328,44 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> zar
             shape=arr.shape,
             dtype=dtype,
             chunks=arr.shape if arr.size else tuple(1 for _ in arr.shape),
-            compressors=_codecs() if dtype is not str else None,
+            compressors=_codecs(),
+            config=_WRITE_CONFIG,
         )
         if arr.size:
             out[...] = arr
     group.create_array(
         "knn/indices", shape=(n, k), dtype="int32", chunks=(rows, max(k, 1)), compressors=_codecs(),
-        fill_value=-1,
+        fill_value=-1, config=_WRITE_CONFIG,
     )  # fmt: skip
     group.create_array(
         "knn/distances", shape=(n, k), dtype="float32", chunks=(rows, max(k, 1)), compressors=_codecs(),
-        fill_value=np.inf,
+        fill_value=np.inf, config=_WRITE_CONFIG,
     )  # fmt: skip
     if manifest["dense"]:
         _create_square(group, "dense/distances", n, rows)
     _create_marks(group, "progress/blocks", n_blocks(n, rows))
     group.create_array(
         "progress/exact_pairs", shape=(n_blocks(n, rows),), dtype="int64", chunks=(1,), fill_value=0,
-        compressors=None,
+        compressors=_mark_codecs(), config=_WRITE_CONFIG,
     )  # fmt: skip
     if manifest.get("symmetric"):
         _create_square(group, "work/upper", n, rows)
         _create_marks(group, "progress/upper", n_blocks(n, rows))
-    return group
+    # The incomplete manifest goes last: a folder with a manifest always has every array (and its marks).
+    group.attrs[MANIFEST_KEY] = dict(manifest, complete=False)
+
+
+def store_has_checksums(url: str) -> bool:
+    """Whether the store at ``url`` was laid out with a checksum on every array (its ids tell: since 0.2)."""
+    group = open_group(url, mode="r")
+    return "ids" in group and has_checksums(group["ids"])
+
+
+def skeleton_whole(url: str) -> bool:
+    """Whether the store at ``url`` has the progress arrays a resume needs (stores laid out before creation was
+    atomic could be killed between their manifest and their marks)."""
+    group = open_group(url, mode="r")
+    return "progress" in group and "blocks" in group["progress"] and "exact_pairs" in group["progress"]
 
 
 def _create_square(group: zarr.Group, path: str, n: int, rows: int) -> None:
@@ -232,12 +379,14 @@ def _create_square(group: zarr.Group, path: str, n: int, rows: int) -> None:
         shards=(rows, math.ceil(n / tile) * tile),
         compressors=_codecs(),
         fill_value=np.nan,
+        config=_WRITE_CONFIG,
     )
 
 
 def _create_marks(group: zarr.Group, path: str, blocks: int) -> None:
     # one chunk per block: tasks marking different blocks never rewrite each other's chunk
-    group.create_array(path, shape=(blocks,), dtype="uint8", chunks=(1,), fill_value=0, compressors=None)
+    group.create_array(path, shape=(blocks,), dtype="uint8", chunks=(1,), fill_value=0, compressors=_mark_codecs(),
+                       config=_WRITE_CONFIG)  # fmt: skip
 
 
 def blocks_done(url: str) -> np.ndarray:
@@ -301,6 +450,12 @@ def publish(url: str) -> dict[str, Any]:
     missing = np.flatnonzero(~blocks_done(url))
     if missing.size:
         raise StoreIncompleteError(f"{url}: row blocks {missing[:10].tolist()} are not written yet")
+    # every chunk of every array must be on disk before the store says it is whole (one stat a chunk)
+    for path, array in store_arrays(url):
+        lost = missing_chunks(array)
+        if lost:
+            raise StoreCorruptError(f"{url}: {path} lacks {len(lost)} chunk(s), e.g. {'/'.join(map(str, lost[0]))}, "
+                                    "although every block is marked written: not publishing it")  # fmt: skip
     manifest = dict(group.attrs[MANIFEST_KEY], complete=True)
     group.attrs[MANIFEST_KEY] = manifest
     return manifest
@@ -311,24 +466,73 @@ def _as_numpy(arr: np.ndarray) -> np.ndarray:
     return as_str_array(arr) if arr.dtype.kind == "T" else np.asarray(arr)
 
 
+def store_arrays(url: str) -> list[tuple[str, zarr.Array]]:
+    """Every array of the store at ``url``, by path (``"knn/indices"``, ...), sorted."""
+    members = open_group(url, mode="r").members(max_depth=None)  # recursive: paths include the groups
+    return sorted(((path, m) for path, m in members if isinstance(m, zarr.Array)), key=lambda pm: pm[0])
+
+
+def damaged_regions(url: str) -> list[dict[str, Any]]:
+    """Every stored object (shard or chunk) of every array of the store at ``url`` that is missing, fails its
+    checksum or cannot be decoded, each read once, so that Zarr's CRC32C codec checks every byte.
+
+    Returns ``[{"array": "dense/distances", "rows": [256, 512], "error": "..."}, ...]``; empty when all is whole.
+    Arrays written without checksums (stores made before 0.2) are named too: their damage cannot be detected.
+    """
+    damaged = []
+    for path, array in store_arrays(url):
+        if not has_checksums(array):
+            damaged.append({"array": path, "rows": [0, int(array.shape[0]) if array.ndim else 0],
+                            "error": "carries no CRC32C checksum (made before labeldist 0.2): damage to it "
+                                     "cannot be detected; rebuild the store"})  # fmt: skip
+        seen: set[tuple[int, int]] = set()
+        for coords, _key in chunk_keys(array):
+            start, stop = _rows_of(array, coords)
+            if (start, stop) in seen:
+                continue
+            seen.add((start, stop))
+            try:
+                read_rows(url, path, array, start, stop)
+            except StoreCorruptError as e:
+                damaged.append({"array": path, "rows": [start, stop], "error": str(e)})
+    return damaged
+
+
 @dataclass
 class StoreReader:
-    """Read-only access to a complete store. Opening an incomplete store raises StoreIncompleteError."""
+    """Read-only access to a complete store: every read checked (a chunk missing or damaged raises
+    StoreCorruptError naming the array and rows). Opening an incomplete store raises StoreIncompleteError."""
 
     url: str
 
     def __post_init__(self) -> None:
         self.url = store_url(self.url)
         try:
-            self.group = open_group(self.url, mode="r")
-        except (FileNotFoundError, zarr.errors.GroupNotFoundError) as e:
+            self._group = open_group(self.url, mode="r")
+        except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError,
+                zarr.errors.NodeTypeValidationError) as e:  # fmt: skip
             raise StoreError(f"{self.url}: no store there") from e
-        man = self.group.attrs.get(MANIFEST_KEY)
+        man = self._group.attrs.get(MANIFEST_KEY)
         if not isinstance(man, Mapping):
             raise StoreError(f"{self.url}: not a labeldist store (no '{MANIFEST_KEY}' manifest)")
         if man.get("complete") is not True:
             raise StoreIncompleteError(f"{self.url}: store is not complete (still being written or abandoned)")
         self.manifest: dict[str, Any] = dict(man)
+        for path in ("ids", "knn/indices", "knn/distances"):
+            if path not in self._group:
+                raise StoreCorruptError(f"{self.url}: array {path} is missing: the store is damaged; rebuild it")
+        if not has_checksums(self._array("ids")):
+            raise StoreError(f"{self.url}: made by labeldist before 0.2, whose ids and labels carry no checksum, so "
+                             "damage to them could be served undetected; rebuild it (precompute ... --overwrite)")  # fmt: skip
+
+    def _array(self, path: str) -> zarr.Array:
+        try:
+            return self._group[path]
+        except KeyError:
+            raise StoreCorruptError(f"{self.url}: array {path} is missing: the store is damaged; rebuild it") from None
+
+    def _read(self, path: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return read_rows(self.url, path, self._array(path), start, stop)
 
     @property
     def n_items(self) -> int:
@@ -340,38 +544,66 @@ class StoreReader:
 
     @property
     def has_dense(self) -> bool:
-        return "dense" in self.group and "distances" in self.group["dense"]
+        return "dense" in self._group and "distances" in self._group["dense"]
+
+    @property
+    def dense_block_rows(self) -> int:
+        """Rows of the dense matrix stored together (one shard): the unit a reader should fetch."""
+        if not self.has_dense:
+            raise StoreError(f"{self.url}: store has no dense matrix")
+        return _stored_chunk_shape(self._array("dense/distances"))[0]
 
     @cached_property
     def ids(self) -> np.ndarray:
-        with checked_read(self.url, "ids"):
-            return as_str_array(self.group["ids"][:])
+        ids = as_str_array(self._read("ids"))
+        if ids.shape != (self.n_items,):
+            raise StoreCorruptError(f"{self.url}: ids has shape {ids.shape}, the manifest says {self.n_items} items")
+        return ids
 
     def knn(self) -> tuple[np.ndarray, np.ndarray]:
         """All neighbour lists: indices (N, k) int32 and distances (N, k) float32."""
-        with checked_read(self.url, "knn/indices"):
-            indices = self.group["knn/indices"][:]
-        with checked_read(self.url, "knn/distances"):
-            distances = self.group["knn/distances"][:]
+        indices, distances = self._read("knn/indices"), self._read("knn/distances")
+        for path, arr in (("knn/indices", indices), ("knn/distances", distances)):
+            if arr.shape != (self.n_items, self.k):
+                raise StoreCorruptError(f"{self.url}: {path} has shape {arr.shape}, the manifest says "
+                                        f"({self.n_items}, {self.k})")  # fmt: skip
         return indices, distances
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of the dense matrix. A NaN (the fill value: never written) is refused as damage."""
         if not self.has_dense:
             raise StoreError(f"{self.url}: store has no dense matrix")
-        with checked_read(self.url, f"dense/distances rows {start}:{stop}"):
-            return self.group["dense/distances"][start:stop]
+        rows = self._read("dense/distances", start, stop)
+        if np.isnan(rows).any():
+            bad = start + int(np.flatnonzero(np.isnan(rows).any(axis=1))[0])
+            raise StoreCorruptError(f"{self.url}: dense/distances row {bad} holds NaN, a value never written: "
+                                    "refusing to serve it; rebuild the store")  # fmt: skip
+        return rows
+
+    def dense_value(self, i: int, j: int) -> float:
+        """One entry of the dense matrix (reads its row's shard)."""
+        return float(self.dense_rows(i, i + 1)[0, j])
+
+    def label_arrays(self) -> dict[str, np.ndarray]:
+        """The raw label arrays (``labels/<name>``), each read whole and checked."""
+        if "labels" not in self._group:
+            return {}
+        names = sorted(name for name, _ in self._group["labels"].arrays())
+        return {name: _as_numpy(self._read(f"labels/{name}")) for name in names}
 
     def labels(self) -> LabelSet:
         """The stored labels, rebuilt as the LabelSet class of the store's kind."""
         from labeldist.kinds import distance_class
 
         cls = distance_class(self.manifest["kind"]).labels_class
-        with checked_read(self.url, "labels"):
-            arrays = {name: _as_numpy(arr[...]) for name, arr in self.group["labels"].arrays()}
-        return cls.from_arrays(self.ids, arrays)
+        return cls.from_arrays(self.ids, self.label_arrays())
 
     def distance(self):  # -> LabelDistance (imported lazily: the kinds pull in heavy modules)
         from labeldist.kinds import distance_class
 
         params = {key: value for key, value in self.manifest["params"].items() if key != "labels"}
         return distance_class(self.manifest["kind"])(**params)
+
+    def damaged(self) -> list[dict[str, Any]]:
+        """:func:`damaged_regions` of this store."""
+        return damaged_regions(self.url)

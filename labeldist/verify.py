@@ -1,5 +1,5 @@
-"""``labeldist verify``: check every chunk's checksum, then recompute a random sample of entries with the slow
-reference."""
+"""``labeldist verify``: check that every chunk of every array is there and passes its checksum, then recompute a
+random sample of entries with the slow reference."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.integrity import damaged_regions
-from labeldist.store import StoreReader
+from labeldist.store import StoreCorruptError, StoreReader
 
 #: stored values are float32: allow its rounding (2^-24 ~ 6e-8) with room for summation order
 RTOL = 1e-5
@@ -16,17 +15,28 @@ ATOL = 1e-6
 
 
 def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
-    """Check the CRC32C checksum of every chunk; if all are whole, recompute ``sample`` kNN entries (and
-    ``sample`` dense entries, if stored) with ``reference``.
+    """Check that every chunk of every array exists and passes its CRC32C checksum; if all are whole, recompute
+    ``sample`` kNN entries (and ``sample`` dense entries, if stored) with ``reference``.
 
     Also checks that each sampled kNN row is sorted and agrees with its dense row. Returns a report with the
-    damaged regions, the largest absolute and relative errors, and ``ok``.
+    damaged regions (array, rows, what is wrong), the largest absolute and relative errors, and ``ok``.
     """
     reader = StoreReader(url)
-    damaged = damaged_regions(reader.url)
+    damaged = reader.damaged()
     if damaged:
-        problems = [f"{d['array']} rows {d['rows'][0]}:{d['rows'][1]} failed its CRC32C checksum" for d in damaged]
-        return {"store": reader.url, "damaged": damaged, "entries_checked": 0, "problems": problems, "ok": False}
+        return _damage_report(reader.url, damaged)
+    try:
+        return _recompute_sample(reader, sample, seed)
+    except StoreCorruptError as e:  # damaged between the scan and the sample (a store being tampered with)
+        return _damage_report(reader.url, [{"array": "?", "rows": [0, 0], "error": str(e)}])
+
+
+def _damage_report(url: str, damaged: list[dict[str, Any]]) -> dict[str, Any]:
+    problems = [f"{d['array']} rows {d['rows'][0]}:{d['rows'][1]}: {d['error']}" for d in damaged]
+    return {"store": url, "damaged": damaged, "entries_checked": 0, "problems": problems, "ok": False}
+
+
+def _recompute_sample(reader: StoreReader, sample: int, seed: int) -> dict[str, Any]:
     labels, distance = reader.labels(), reader.distance()
     n, k = reader.n_items, reader.k
     rng = np.random.default_rng(seed)
@@ -46,12 +56,11 @@ def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
             problems.append(f"knn row {i} is not sorted")
     if reader.has_dense:
         pairs = rng.integers(0, n, size=(sample, 2))
-        dense = reader.group["dense/distances"]
         for i, j in pairs.tolist():
-            stored.append(float(dense[i, j]))
+            stored.append(reader.dense_value(i, j))
             recomputed.append(distance.reference(labels, i, labels, j))
         for i in np.unique(rows[: min(sample, 20)]).tolist():
-            drow = dense[i, :]
+            drow = reader.dense_rows(i, i + 1)[0]
             valid = indices[i] >= 0
             if not np.array_equal(drow[indices[i][valid]], dists[i][valid]):
                 problems.append(f"knn row {i} does not match dense row {i}")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldist import integrity
+from labeldist.store import store_arrays as all_arrays
 from labeldist.store import read_manifest
 from tests.conftest import DATA
 from tests.processes import Cluster
@@ -21,7 +21,7 @@ JOB = ["precompute", "pose", CSV, "--k", str(K), "--block-rows", str(BLOCK_ROWS)
 
 def store_arrays(url: str | Path) -> dict[str, np.ndarray]:
     """Every array of a store, by path, read whole."""
-    return {path: array[...] for path, array in integrity.store_arrays(str(url))}
+    return {path: array[...] for path, array in all_arrays(str(url))}
 
 
 def assert_same_store(url: str | Path, expected: str | Path) -> None:

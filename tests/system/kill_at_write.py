@@ -1,0 +1,91 @@
+"""A small pose precompute run in one process, killed with SIGKILL just before its Nth write to the disk.
+
+    python -m tests.system.kill_at_write N OUT      # N = 0: no kill; prints the number of writes made
+
+Its Dask cluster is real (a scheduler and two workers) but in this process (``processes=False``), so that every
+write of the job, from laying out the store to the last block and the publish, happens here and can be counted:
+each chunk or metadata file Zarr stores, each file or folder deleted, each rename. Killing just before write N
+leaves the disk exactly as a kill at any instant between write N - 1 and write N would (a write itself is atomic:
+Zarr's LocalStore writes a file aside and renames it in). The test in test_kill_anywhere.py drives it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+
+N_ITEMS, K, BLOCK_ROWS = 120, 10, 16
+CSV = os.path.join(os.path.dirname(__file__), "..", "..", "data", "mpii", "mpii_valid_2958.csv")
+
+
+def job(out: str, client) -> object:
+    """The job: the first N_ITEMS poses of the shipped MPII CSV, dense, k = K."""
+    from labeldist.distances.pose import PoseDistance
+    from labeldist.engine import precompute
+    from labeldist.labels.poses import read_mpii_csv
+
+    labels = read_mpii_csv(CSV).subset(slice(0, N_ITEMS))
+    return precompute(labels, PoseDistance(), out, dataset="mpii120", k=K, dense=True, block_rows=BLOCK_ROWS,
+                      client=client, progress=False)  # fmt: skip
+
+
+def count_writes(kill_at: int, folder: str) -> list[int]:
+    """Wrap every kind of write with a counter that SIGKILLs this process at write ``kill_at`` (0: never); renames
+    and deletions count only inside ``folder`` (Dask removes scratch folders of its own)."""
+    import zarr.storage
+
+    count, lock = [0], threading.Lock()
+
+    def tick() -> None:
+        with lock:
+            count[0] += 1
+            if count[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def wrap_async(cls, name):
+        original = getattr(cls, name)
+
+        async def wrapped(self, *args, **kwargs):
+            tick()
+            return await original(self, *args, **kwargs)
+
+        setattr(cls, name, wrapped)
+
+    for name in ("set", "set_if_not_exists", "delete", "delete_dir"):
+        wrap_async(zarr.storage.LocalStore, name)
+
+    def wrap_sync(module, name):
+        original = getattr(module, name)
+
+        def wrapped(*args, **kwargs):
+            if os.path.abspath(os.fspath(args[0])).startswith(folder):
+                tick()
+            return original(*args, **kwargs)
+
+        setattr(module, name, wrapped)
+
+    wrap_sync(os, "rename")
+    wrap_sync(shutil, "rmtree")
+    return count
+
+
+def main() -> int:
+    kill_at, out = int(sys.argv[1]), sys.argv[2]
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    count = count_writes(kill_at, os.path.dirname(os.path.abspath(out)))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            job(out, client)
+    print(f"writes={count[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""A precompute killed at any instant resumes to the same store, bit for bit (issue 13, Found 4).
+
+Found: a kill just after ``<out>/ids`` appeared left a manifest and ``ids`` but no ``progress/blocks``, and every
+rerun, even with ``--overwrite``, failed with ``No array found ... at path progress/blocks``. Now the skeleton is
+laid out aside and renamed into place. Here the job of :mod:`tests.system.kill_at_write` is killed just before its
+Nth write (every chunk, metadata file, deletion and rename of the job counts, from laying out the store to the
+publish), for many N, each time in a fresh folder; then the same job is rerun and must finish with a store equal
+to an uninterrupted run's. ``LABELDIST_KILL_POINTS=all`` kills at every write (RELIABILITY.md quotes that run).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from labeldist.store import StoreIncompleteError, StoreReader, read_manifest
+from tests.processes import REPO
+from tests.system.conftest import assert_same_store
+from tests.system.kill_at_write import job
+
+#: kill points of a default run: the layout's writes (17 for this job), then a spread, then the publish's
+LAYOUT, SPREAD = 18, 30
+
+
+def run_killed(n: int, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tests.system.kill_at_write", str(n), str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def kill_points(writes: int) -> list[int]:
+    """Every write of the layout and of the publish (the last three), and a spread of the blocks' between."""
+    if os.environ.get("LABELDIST_KILL_POINTS") == "all":
+        return list(range(1, writes + 1))
+    middle = np.linspace(LAYOUT + 1, writes - 3, SPREAD - LAYOUT - 3).round().astype(int).tolist()
+    return sorted({*range(1, LAYOUT + 1), *middle, *range(writes - 2, writes + 1)})
+
+
+def state(out: Path) -> str:
+    """What a kill left at ``out``, as a reader sees it."""
+    manifest = read_manifest(str(out))
+    if manifest is None:
+        return "nothing" if not out.exists() else "not a store"
+    if manifest.get("complete") is True:
+        return "complete"
+    with pytest.raises(StoreIncompleteError):
+        StoreReader(str(out))
+    return "incomplete"
+
+
+@pytest.mark.slow
+def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_client) -> None:
+    reference = tmp_path / "reference" / "store"
+    job(str(reference), dask_client)
+    dry = run_killed(0, tmp_path / "dry" / "store")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    writes = int(dry.stdout.strip().split("writes=")[-1])
+    assert writes > 40, dry.stdout  # layout, 8 blocks of 5 arrays each, publish
+
+    seen: dict[str, int] = {}
+    points = kill_points(writes)
+    for n in points:
+        out = tmp_path / f"kill{n}" / "store"
+        killed = run_killed(n, out)
+        assert killed.returncode == -9, f"write {n}: the job was not killed ({killed.returncode}): {killed.stdout}"
+        what = state(out)
+        assert what != "not a store", f"write {n}: the kill left a folder that is no store: {os.listdir(out)}"
+        seen[what] = seen.get(what, 0) + 1
+        result = job(str(out), dask_client)  # the rerun: resumes, or starts over where nothing was left
+        assert_same_store(out, reference)
+        assert sorted(os.listdir(out.parent)) == ["store"], f"write {n}: leftovers {os.listdir(out.parent)}"
+        if what == "incomplete":
+            assert not result.reused
+    print(f"kill points: {len(points)} of {writes} writes; states left by the kills: {seen}; all resumed equal")
+    # the kills hit both phases: before the store existed (its layout) and while it was incomplete (its blocks)
+    assert seen.get("nothing", 0) >= 10 and seen.get("incomplete", 0) >= 10, seen
