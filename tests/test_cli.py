@@ -111,3 +111,275 @@ def test_output_path_holding_something_else_is_refused(small_csv, tmp_path):
 def test_unknown_store_for_info(tmp_path):
     proc = labeldist("info", tmp_path / "nowhere")
     assert proc.returncode == 2 and "no store there" in proc.stderr
+
+
+# ---------------------------------------------------------------- bad input refused before anything is written
+# Issue 13, "Found" item 6. These run the real parser and commands in this process; the `untouched` fixture makes a
+# test fail if a command gets as far as starting a Dask cluster, a server or a training run, so that every refusal
+# is checked to come first (and the tests stay fast).
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of ``labeldist ARGS`` run in this process, argparse's exits included."""
+    from labeldist.cli import main
+
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:
+        rc = e.code
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+@pytest.fixture
+def untouched(monkeypatch):
+    """Make starting a Dask cluster, the HTTP server, a fine-tuning run or a scorer an error."""
+    import api.server
+    import labeldist.engine
+    import labeldist.sts.commands
+    import labeldist.sts.fit
+
+    def reached(what):
+        def fail(*args, **kwargs):
+            raise AssertionError(f"the command got as far as {what}")
+
+        return fail
+
+    monkeypatch.setattr(labeldist.engine, "dask_client", reached("starting a Dask cluster"))
+    monkeypatch.setattr(api.server, "serve", reached("starting the server"))
+    monkeypatch.setattr(labeldist.sts.fit, "fit", reached("fine-tuning"))
+    monkeypatch.setattr(labeldist.sts.commands, "build_distance", reached("building a sentence scorer"))
+
+
+@pytest.fixture
+def tiny_csv(tmp_path):
+    """The first 20 poses of the shipped MPII CSV."""
+    path = tmp_path / "mpii_tiny.csv"
+    path.write_text("\n".join(CSV.read_text().splitlines()[:21]) + "\n")
+    return path
+
+
+def _one_line_error(rc: int, err: str, path) -> str:
+    """The reason of a ``labeldist: error: PATH: reason`` line, after checking it is all that was printed."""
+    assert rc == 2, err
+    assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
+    prefix = f"labeldist: error: {path}: "
+    assert err.startswith(prefix), err
+    return err[len(prefix) :].strip()
+
+
+@pytest.mark.parametrize("kind", ["pose", "captions", "sentences"])
+def test_a_folder_given_as_input_file_is_one_line_naming_it(kind, tmp_path, capsys, untouched):
+    folder = tmp_path / "some_dir"
+    folder.mkdir()
+    out = tmp_path / "out"
+    rc, _, err = run_cli(capsys, "precompute", kind, folder, "--out", out)
+    assert "folder" in _one_line_error(rc, err, folder)
+    assert not out.exists()
+
+
+def test_a_folder_given_as_input_prints_no_traceback(tmp_path):
+    out = tmp_path / "out"
+    proc = labeldist("precompute", "pose", DATA, "--out", out)
+    assert "Traceback" not in proc.stderr
+    _one_line_error(proc.returncode, proc.stderr, DATA)
+    assert not out.exists()
+
+
+def test_a_missing_input_file_is_one_line_naming_it(tmp_path, capsys, untouched):
+    missing = tmp_path / "nowhere.csv"
+    rc, _, err = run_cli(capsys, "precompute", "pose", missing, "--out", tmp_path / "out")
+    assert "no such file" in _one_line_error(rc, err, missing).lower()
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreadable_input_file_is_one_line_naming_it(tiny_csv, tmp_path, capsys, untouched, monkeypatch):
+    import builtins
+
+    # chmod does not stop root (the tests may run as root): refuse the read itself, as the OS would
+    real_open = builtins.open
+
+    def guarded(file, *args, **kwargs):
+        if str(file) == str(tiny_csv):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded)
+    monkeypatch.setattr("os.access", lambda path, mode, **kw: str(path) != str(tiny_csv))
+    rc, _, err = run_cli(capsys, "precompute", "pose", tiny_csv, "--out", tmp_path / "out")
+    assert "permission denied" in _one_line_error(rc, err, tiny_csv).lower()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_file_given_as_a_folder_of_layout_maps_is_one_line(tiny_csv, tmp_path, capsys, untouched):
+    rc, _, err = run_cli(capsys, "precompute", "layout", tiny_csv, "--out", tmp_path / "out")
+    assert "not a folder" in _one_line_error(rc, err, tiny_csv)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_word_vector_file_is_one_line_naming_it(tmp_path, capsys, untouched):
+    captions = tmp_path / "captions.json"
+    captions.write_text("[]")
+    vectors = tmp_path / "glove.txt"
+    rc, _, err = run_cli(capsys, "precompute", "captions", captions, "--vectors", vectors, "--out", tmp_path / "out")
+    assert "no such" in _one_line_error(rc, err, vectors)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_sentence_model_folder_is_one_line_naming_it(tmp_path, capsys):
+    model = tmp_path / "models" / "sts-bi"
+    rc, _, err = run_cli(capsys, "sts", "eval", "--scorer", "bert", "--model", model, "--dev-limit", "2")
+    assert "no such folder" in _one_line_error(rc, err, model)
+
+
+def test_the_stores_folder_of_serve_must_be_a_folder(tiny_csv, tmp_path, capsys, untouched):
+    rc, _, err = run_cli(capsys, "serve", "--stores", tmp_path / "nowhere")
+    assert "no such folder" in _one_line_error(rc, err, tmp_path / "nowhere")
+    rc, _, err = run_cli(capsys, "serve", "--stores", tiny_csv)
+    assert "not a folder" in _one_line_error(rc, err, tiny_csv)
+
+
+@pytest.mark.parametrize("command", ["info", "verify"])
+def test_info_and_verify_on_what_is_no_store_are_one_line(command, tiny_csv, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for path, reason in ((tmp_path / "nowhere", "no store there"), (tiny_csv, "not a folder"),
+                         (empty, "store there"), (DATA, "store there")):  # fmt: skip
+        rc, out, err = run_cli(capsys, command, path)
+        assert out == ""
+        assert reason in _one_line_error(rc, err, path), (path, err)
+
+
+def test_layout_needs_either_input_or_generate(tmp_path, capsys, untouched):
+    rc, _, err = run_cli(capsys, "precompute", "layout", "--out", tmp_path / "out")
+    assert rc == 2 and err.startswith("labeldist: error: ") and "--generate" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--block-rows", "-3"), ("--block-rows", "0"), ("--workers", "0"), ("--workers", "-2"), ("--k", "0"),
+     ("--k", "1.5")],
+)  # fmt: skip
+def test_precompute_numeric_options_are_refused_before_anything_is_written(
+    option, value, tiny_csv, tmp_path, capsys, untouched
+):
+    out = tmp_path / "out"
+    rc, _, err = run_cli(capsys, "precompute", "pose", tiny_csv, option, value, "--out", out)
+    assert rc == 2 and f"argument {option}: " in err and value in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("k", ["20", "50"])
+def test_k_of_at_least_the_number_of_items_is_refused(k, tiny_csv, tmp_path, capsys, untouched):
+    out = tmp_path / "out"
+    rc, _, err = run_cli(capsys, "precompute", "pose", tiny_csv, "--k", k, "--out", out)
+    assert rc == 2 and err.count("\n") == 1 and "--k" in err and "20 items" in err and "19" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [({"k": 20}, "k=20"), ({"k": 0}, "k must be"), ({"block_rows": 0}, "block_rows"),
+     ({"block_rows": -3}, "block_rows"), ({"n_workers": 0}, "n_workers")],
+)  # fmt: skip
+def test_precompute_refuses_bad_arguments_before_writing(args, error, mpii_poses, tmp_path, untouched):
+    from labeldist.distances.pose import PoseDistance
+    from labeldist.engine import precompute
+
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=error):
+        precompute(mpii_poses.subset(slice(0, 20)), PoseDistance(), out, dataset="tiny", **{"k": 5, **args})
+    assert not out.exists()
+
+
+def test_pose_csv_missing_a_joints_columns_is_refused(tiny_csv, tmp_path, capsys, untouched):
+    rows = [line.split(",") for line in tiny_csv.read_text().splitlines()]
+    keep = [n for n, name in enumerate(rows[0]) if not name.startswith("r_ankle_")]
+    path = tmp_path / "no_ankle.csv"
+    path.write_text("\n".join(",".join(row[n] for n in keep) for row in rows) + "\n")
+    out = tmp_path / "out"
+    rc, _, err = run_cli(capsys, "precompute", "pose", path, "--out", out)
+    assert rc == 2 and err.count("\n") == 1 and "no_ankle.csv" in err
+    assert all(f"r_ankle_{a}" in err for a in ("x", "y", "vis"))
+    assert not out.exists()
+
+
+BAD_OPTIONS = [
+    ("precompute", "pose", "{csv}", "--min-joints", "-1"),
+    ("precompute", "pose", "{csv}", "--min-joints", "17"),
+    ("precompute", "layout", "--generate", "0"),
+    ("precompute", "layout", "--generate", "1"),
+    ("precompute", "layout", "--generate", "10", "--size", "4"),
+    ("precompute", "layout", "--generate", "10", "--layout-type", "11"),
+    ("precompute", "layout", "--generate", "10", "--seed", "-1"),
+    ("precompute", "captions", "{missing}", "--k", "-5"),
+    ("precompute", "sentences", "{missing}", "--limit", "0"),
+    ("precompute", "sentences", "{missing}", "--candidates", "0"),
+    ("precompute", "sentences", "{missing}", "--pass-share", "1.5"),
+    ("precompute", "sentences", "{missing}", "--pass-share", "nan"),
+    ("precompute", "sentences", "{missing}", "--bert-pass-share", "0"),
+    ("precompute", "sentences", "{missing}", "--max-length", "0"),
+    ("precompute", "sentences", "{missing}", "--cbow-threshold", "inf"),
+    ("precompute", "sentences", "{missing}", "--bert-threshold", "nan"),
+    ("sts", "fit", "--epochs", "0"),
+    ("sts", "fit", "--batch-size", "0"),
+    ("sts", "fit", "--lr", "0"),
+    ("sts", "fit", "--lr", "-0.001"),
+    ("sts", "fit", "--warmup", "1"),
+    ("sts", "fit", "--weight-decay", "-0.1"),
+    ("sts", "fit", "--max-length", "0"),
+    ("sts", "fit", "--seed", "-1"),
+    ("sts", "fit", "--limit", "0"),
+    ("sts", "fit", "--dev-limit", "0"),
+    ("sts", "eval", "--dev-limit", "0"),
+    ("sts", "eval", "--pass-share", "0"),
+    ("verify", "{missing}", "--sample", "-1"),
+    ("verify", "{missing}", "--seed", "-1"),
+    ("serve", "--port", "0"),
+    ("serve", "--port", "65536"),
+    ("serve", "--workers", "0"),
+]
+
+
+@pytest.mark.parametrize("argv", BAD_OPTIONS, ids=" ".join)
+def test_every_numeric_option_is_checked_when_parsed(argv, tiny_csv, tmp_path, capsys, untouched):
+    argv = [a.format(csv=tiny_csv, missing=tmp_path / "missing") for a in argv]
+    option, value = argv[-2:]
+    rc, out, err = run_cli(capsys, *argv, *(("--out", tmp_path / "out") if argv[0] == "precompute" else ()))
+    assert rc == 2 and out == ""
+    assert f"argument {option}: " in err and value in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def _options(parser, path=("labeldist",)):
+    """(command, action) for every option of ``parser`` and of its subcommands, recursively."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*path, name))
+        elif action.option_strings and not isinstance(action, argparse._HelpAction):
+            yield " ".join(path), action
+
+
+def test_no_numeric_option_is_a_bare_int_or_float():
+    from labeldist.cli import build_parser
+
+    bare = [f"{cmd} {a.option_strings[-1]}" for cmd, a in _options(build_parser()) if a.type in (int, float)]
+    assert not bare, f"numeric options without a range check: {bare}"
+
+
+def test_help_shows_every_default():
+    import argparse
+
+    from labeldist.cli import build_parser
+
+    flags = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction)
+    missing = [
+        f"{cmd} {a.option_strings[-1]}"
+        for cmd, a in _options(build_parser())
+        if a.default is not None and not isinstance(a, flags) and "%(default)s" not in (a.help or "")
+    ]
+    assert not missing, f"options whose --help hides their default: {missing}"

@@ -234,7 +234,11 @@ def read_layout_maps(folder: str | os.PathLike[str], n_classes: int = 5) -> Layo
     folder = Path(folder)
     if not folder.is_dir():
         raise LabelError(f"{folder}: not a folder of layout maps")
-    paths = sorted((p for p in folder.iterdir() if p.suffix.lower() in MAP_SUFFIXES), key=lambda p: p.stem)
+    try:
+        listed = list(folder.iterdir())
+    except OSError as e:  # no permission to list it: one line naming the folder, not a traceback
+        raise LabelError(f"{folder}: cannot list: {e.strerror or e}") from None
+    paths = sorted((p for p in listed if p.suffix.lower() in MAP_SUFFIXES), key=lambda p: p.stem)
     if not paths:
         raise LabelError(f"{folder}: no layout maps ({' or '.join(MAP_SUFFIXES)} files)")
     for a, b in zip(paths, paths[1:]):

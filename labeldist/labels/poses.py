@@ -4,6 +4,11 @@ The shipped ``data/mpii/mpii_valid_2958.csv`` (MPII Human Pose, validation split
 work) has one row per person: ``row, imgname, index, person, center_x, center_y, scale, normalize,
 torsoangle`` and then ``<joint>_x, <joint>_y, <joint>_vis`` for 16 joints. A joint with no annotation is stored
 as x = y = 0 with vis = 0; a joint with coordinates and vis = 0 is annotated but occluded, and counts as present.
+
+The reader knows the 16 MPII joints (:data:`MPII_JOINTS`) and no other joint set: their columns are found by name,
+in any order, and a file lacking some of them is refused, naming the columns. Reading it as poses of fewer joints
+would change every distance without a word (the J / |S| rescaling of missing joints) and make stores of one
+kind incomparable; a joint without annotation in some rows is stored as ``0, 0, 0`` in those rows instead.
 """
 
 from __future__ import annotations
@@ -87,6 +92,29 @@ def _parse_float(text: str, path: str, line: int, column: str) -> float:
     return value
 
 
+def mpii_joint_columns(header: list[str], path: str) -> list[str]:
+    """The x, y, vis columns of each of the 16 MPII joints, in :data:`MPII_JOINTS` order; LabelError naming the
+    columns when some are missing, appear twice, or name a joint MPII does not have."""
+    expected = [f"{j}_{a}" for j in MPII_JOINTS for a in ("x", "y", "vis")]
+    missing = [c for c in expected if c not in header]
+    if missing:
+        joints = list(dict.fromkeys(c.rsplit("_", 1)[0] for c in missing))
+        raise LabelError(
+            f"{path}: header lacks the columns {', '.join(missing)} (joint{'s' * (len(joints) > 1)} "
+            f"{', '.join(joints)}); an MPII CSV has <joint>_x, <joint>_y, <joint>_vis for each of the "
+            f"{len(MPII_JOINTS)} MPII joints (a joint not annotated in a row is 0,0,0 there)"
+        )
+    twice = [c for c in expected if header.count(c) > 1]
+    if twice:
+        raise LabelError(f"{path}: header has the columns {', '.join(twice)} more than once")
+    # a coordinate-like column of another joint would be silently ignored; "center_x, center_y" are the person's
+    other = [c for c in header if c.endswith(("_x", "_y", "_vis")) and c not in expected and not c.startswith("center")]
+    if other:
+        raise LabelError(f"{path}: header has columns of joints that are not MPII's: {', '.join(other)}; "
+                         f"known joints: {', '.join(MPII_JOINTS)}")  # fmt: skip
+    return expected
+
+
 def normalize_poses(
     xy: np.ndarray, center: np.ndarray, scale: np.ndarray, head: np.ndarray, how: Normalization
 ) -> np.ndarray:
@@ -110,9 +138,10 @@ def read_mpii_csv(path: str | os.PathLike[str], normalization: Normalization = "
     """Read poses from an MPII CSV like ``data/mpii/mpii_valid_2958.csv``.
 
     Item ids are ``<imgname>#<person>`` (an image can hold several people). A joint is *missing* when it is
-    stored as x = y = 0 with vis = 0. Raises LabelError naming the file and line for a malformed row, a
-    non-numeric or NaN value, a wrong number of joint columns, a vis flag other than 0/1, or a pose with
-    fewer than ``min_joints`` joints present.
+    stored as x = y = 0 with vis = 0. Raises LabelError naming the file for a path that cannot be read (missing,
+    a folder, no permission), naming the columns for a header without the x, y, vis columns of every MPII joint
+    (:func:`mpii_joint_columns`), and naming the file and line for a malformed row, a non-numeric or NaN value,
+    a vis flag other than 0/1, or a pose with fewer than ``min_joints`` joints present.
     """
     path = os.fspath(path)
     if normalization not in NORMALIZATIONS:
@@ -122,19 +151,17 @@ def read_mpii_csv(path: str | os.PathLike[str], normalization: Normalization = "
             rows = list(csv.reader(f))
     except UnicodeDecodeError as e:
         raise LabelError(f"{path}: not UTF-8 text ({e})") from None
+    except OSError as e:  # missing, a folder, no permission: one line naming the path, not a traceback
+        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
     if not rows:
         raise LabelError(f"{path}: empty file")
     header = rows[0]
-    joint_cols = [c for c in header if c.endswith(("_x", "_y", "_vis")) and not c.startswith("center")]
-    names = [c[:-2] for c in joint_cols if c.endswith("_x")]
-    expected = [f"{j}_{a}" for j in names for a in ("x", "y", "vis")]
-    if joint_cols != expected or not names:
-        raise LabelError(f"{path}: header does not list joints as <joint>_x, <joint>_y, <joint>_vis triples")
+    joint_cols = mpii_joint_columns(header, path)
     for col in ("imgname", "person", "center_x", "center_y", "scale", "normalize"):
         if col not in header:
             raise LabelError(f"{path}: header lacks column {col!r}")
     pos = {c: i for i, c in enumerate(header)}
-    n_joints = len(names)
+    n_joints = len(MPII_JOINTS)
     ids, coords, vis_flags, centers, scales, heads = [], [], [], [], [], []
     for line, row in enumerate(rows[1:], start=2):
         if not row:

@@ -8,15 +8,41 @@ labeldist precompute sentences data/coco/coco_karpathy_test.json --model models/
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 from typing import Any
 
+from labeldist.cli import (
+    check_file,
+    check_folder,
+    finite_float,
+    nonnegative_float,
+    number_option,
+    positive_float,
+    positive_int,
+    seed_int,
+    share_float,
+)
 from labeldist.sts.cascade import DEFAULT_PASS_SHARE
 
 DEFAULT_TRAIN = "data/stsb/sts-train.csv"
 DEFAULT_DEV = "data/stsb/sts-dev.csv"
 #: above this many bytes a dense float32 N x N matrix is refused (2.5 GB for the 25,009 Karpathy-test captions)
 DENSE_LIMIT = 2**30
+
+
+def check_model(name: str | None) -> None:
+    """An OSError naming ``name`` unless it is None, the packaged model or a model folder (one with config.json):
+    checked before any sentence is read or scored, so that a typo is one line, not a failure minutes later."""
+    from labeldist.sts.models import PACKAGED
+
+    if name is None or str(name) == PACKAGED:
+        return
+    check_folder(name)
+    if not os.path.isfile(os.path.join(name, "config.json")):
+        raise FileNotFoundError(errno.ENOENT, "no config.json: not a sentence model folder (make one with "
+                                "`labeldist sts fit --out FOLDER`)", os.fspath(name))  # fmt: skip
 
 
 def _sentence_labels(first: list[str], second: list[str], source: str) -> tuple[Any, Any, Any]:
@@ -92,6 +118,8 @@ def _eval(args: argparse.Namespace) -> int:
     from labeldist.sts.scorers import transformer_calls
     from labeldist.sts.stsb import read_sts
 
+    check_model(args.model)
+    check_model(args.cross_model)
     distance = build_distance(args)
     dev = read_sts(args.dev).head(args.dev_limit)
     labels, i, j = _sentence_labels(list(dev.first), list(dev.second), dev.source)
@@ -128,17 +156,17 @@ def add_scorer_options(p: argparse.ArgumentParser) -> None:
         "models/sts-bi-cosine from `labeldist sts fit` (default: the packaged zero-shot %(default)s)",
     )
     p.add_argument("--cross-model", help="cascade: the cross-encoder folder")
-    p.add_argument("--cbow-threshold", type=float, help="CBoW gate (default: calibrated, see --pass-share)")
+    p.add_argument("--cbow-threshold", type=finite_float, help="CBoW gate (default: calibrated, see --pass-share)")
     p.add_argument(
         "--pass-share",
-        type=float,
+        type=share_float,
         default=DEFAULT_PASS_SHARE,
         help="calibrate the CBoW gate to pass this share of STS-B train pairs (default: %(default)s)",
     )
-    p.add_argument("--bert-threshold", type=float, help="cascade: bi-encoder gate of the cross-encoder")
+    p.add_argument("--bert-threshold", type=finite_float, help="cascade: bi-encoder gate of the cross-encoder")
     p.add_argument(
         "--bert-pass-share",
-        type=float,
+        type=share_float,
         default=0.2,
         help="cascade, no --candidates: the bi gate passes this share of the STS-B train pairs that "
         "pass the CBoW gate (default: %(default)s)",
@@ -149,8 +177,10 @@ def add_scorer_options(p: argparse.ArgumentParser) -> None:
         help="a pair under a gate gets 0 (paper's code) or keeps the coarser score (paper's text) "
         "(default: zero for coarse_to_fine, coarse for cascade)",
     )
-    p.add_argument("--max-length", type=int, default=256, help="word pieces per model input; longer is truncated")
-    p.add_argument("--train", default=DEFAULT_TRAIN, help="STS-B file the thresholds are calibrated on")
+    p.add_argument("--max-length", type=positive_int, default=256,
+                   help="word pieces per model input; longer is truncated (default: %(default)s)")  # fmt: skip
+    p.add_argument("--train", default=DEFAULT_TRAIN,
+                   help="STS-B file the thresholds are calibrated on (default: %(default)s)")  # fmt: skip
 
 
 def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
@@ -159,6 +189,9 @@ def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
     from labeldist.labels.sentences import read_caption_sentences
 
+    check_file(args.input)
+    check_model(args.model)
+    check_model(args.cross_model)
     labels = read_caption_sentences(args.input, format=args.format, empty=args.empty, limit=args.limit)
     if args.dense and 4 * len(labels) ** 2 > DENSE_LIMIT:
         raise ValueError(f"a dense matrix of {len(labels)} sentences takes {4 * len(labels) ** 2 / 1e9:.1f} GB; "
@@ -172,13 +205,19 @@ def add_sentences_parser(kinds: Any, add_common: Any) -> None:
     """Add ``precompute sentences`` to the precompute subparsers ``kinds``."""
     p = kinds.add_parser("sentences", help="caption sentences (1 - relevance: CBoW, BERT, coarse-to-fine, cascade)")
     p.add_argument("input", help="COCO captions JSON or Karpathy-style list, e.g. data/coco/coco_karpathy_test.json")
-    p.add_argument("--format", choices=("auto", "coco", "karpathy"), default="auto")
+    p.add_argument(
+        "--format",
+        choices=("auto", "coco", "karpathy"),
+        default="auto",
+        help="input layout; auto: an object is COCO, a list Karpathy (default: %(default)s)",
+    )
     p.add_argument("--empty", choices=("error", "drop"), default="error",
-                   help="a sentence with no word that has a vector: error, or leave it out")  # fmt: skip
-    p.add_argument("--limit", type=int, help="the first N sentences only")
+                   help="a sentence with no word that has a vector: error, or leave it out "
+                        "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--limit", type=positive_int, help="the first N sentences only")
     p.add_argument(
         "--candidates",
-        type=float,
+        type=positive_float,
         help="cascade: set the bi-encoder gate so that a sentence has this many candidates on average",
     )
     add_scorer_options(p)
@@ -190,6 +229,7 @@ def _fit(args: argparse.Namespace) -> int:
     from labeldist.sts.fit import FitConfig, fit
     from labeldist.sts.stsb import read_sts
 
+    check_model(args.base_model)
     config = FitConfig(
         architecture=args.architecture, loss=args.loss, base_model=args.base_model, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay,
@@ -213,19 +253,25 @@ def add_sts_parser(sub: Any) -> None:
     fit.add_argument("--architecture", choices=("bi", "cross"), default="bi",
                      help="bi-encoder (cosine of embeddings) or cross-encoder (default: %(default)s)")  # fmt: skip
     fit.add_argument("--loss", help="bi: cosent (default) or cosine; cross: bce (default) or mse")
-    fit.add_argument("--base-model", default="all-MiniLM-L6-v2", help="start from this model folder")
-    fit.add_argument("--epochs", type=int, default=4)
-    fit.add_argument("--batch-size", type=int, default=16)
-    fit.add_argument("--lr", type=float, default=2e-5)
-    fit.add_argument("--warmup", type=float, default=0.1, help="share of the steps with linear warm-up")
-    fit.add_argument("--weight-decay", type=float, default=0.01)
-    fit.add_argument("--max-length", type=int, default=128, help="word pieces per input while training")
+    fit.add_argument("--base-model", default="all-MiniLM-L6-v2",
+                     help="start from this model folder (default: the packaged %(default)s)")  # fmt: skip
+    fit.add_argument("--epochs", type=positive_int, default=4, help="passes over the data (default: %(default)s)")
+    fit.add_argument("--batch-size", type=positive_int, default=16, help="pairs per step (default: %(default)s)")
+    fit.add_argument("--lr", type=positive_float, default=2e-5, help="peak learning rate (default: %(default)s)")
+    fit.add_argument("--warmup", type=number_option(float, 0, 1, below=True), default=0.1,
+                     help="share of the steps with linear warm-up, 0 <= share < 1 (default: %(default)s)")  # fmt: skip
+    fit.add_argument("--weight-decay", type=nonnegative_float, default=0.01,
+                     help="AdamW weight decay (default: %(default)s)")  # fmt: skip
+    fit.add_argument("--max-length", type=positive_int, default=128,
+                     help="word pieces per input while training (default: %(default)s)")  # fmt: skip
     fit.add_argument("--swap", action="store_true", help="cross-encoder: train on both orders of each pair")
-    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument(
+        "--seed", type=seed_int, default=0, help="seed of shuffles and initial weights (default: %(default)s)"
+    )
     fit.add_argument("--train", default=DEFAULT_TRAIN, help="STS-B training file (default: %(default)s)")
     fit.add_argument("--dev", default=DEFAULT_DEV, help="STS-B dev file (default: %(default)s)")
-    fit.add_argument("--limit", type=int, help="train on the first N pairs only (quick checks)")
-    fit.add_argument("--dev-limit", type=int, help="score on the first N dev pairs only")
+    fit.add_argument("--limit", type=positive_int, help="train on the first N pairs only (quick checks)")
+    fit.add_argument("--dev-limit", type=positive_int, help="score on the first N dev pairs only")
     fit.add_argument("--out", help="model folder (default: models/sts-<architecture>-<loss>)")
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
     fit.set_defaults(func=_fit)
@@ -233,5 +279,5 @@ def add_sts_parser(sub: Any) -> None:
     ev = cmds.add_parser("eval", help="Pearson and Spearman of a relevance scorer on STS-B dev")
     add_scorer_options(ev)
     ev.add_argument("--dev", default=DEFAULT_DEV, help="STS-B file to score (default: %(default)s)")
-    ev.add_argument("--dev-limit", type=int, help="the first N pairs only")
+    ev.add_argument("--dev-limit", type=positive_int, help="the first N pairs only")
     ev.set_defaults(func=_eval)

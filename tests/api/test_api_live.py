@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import numpy as np
 
-from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, free_port, start_server, stop_server, wait_healthy
+from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, REPO, free_port, start_server, stop_server, wait_healthy
 
 
 def test_live_server_serves_the_stores(live_server: str, store_arrays: dict) -> None:
@@ -70,9 +73,23 @@ def test_parallel_clients_get_the_sequential_answers(live_server: str) -> None:
         assert answers == sequential
 
 
-def test_serve_warns_about_a_missing_stores_folder(tmp_path: Path) -> None:
+def test_serve_refuses_a_stores_folder_named_that_does_not_exist(tmp_path: Path) -> None:
+    """A folder named on the command line that is not there is a typo: one line, exit 2, nothing served."""
+    proc = start_server(tmp_path / "absent", free_port())
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out
+    assert out.strip().splitlines() == [f"labeldist: error: {tmp_path / 'absent'}: no such folder"], out
+
+
+def test_serve_warns_about_a_missing_default_stores_folder(tmp_path: Path) -> None:
+    """The default folder (LABELDIST_STORES, or ./stores) may not exist yet: served empty, with a warning."""
     port = free_port()
-    proc = start_server(tmp_path / "absent", port)
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "labeldist.cli", "serve", "--port", str(port)], cwd=REPO,
+        env={**inherited, "LABELDIST_STORES": str(tmp_path / "absent"), "LABELDIST_ACCESS_LOG": "false"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, base)

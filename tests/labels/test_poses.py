@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -74,7 +76,7 @@ def test_wrong_number_of_joints_in_header(tmp_path):
     lines = _rows()[:3]
     header = lines[0].split(",")
     lines[0] = ",".join(header[:-1] + ["l_wrist_visible"])
-    with pytest.raises(LabelError, match="header does not list joints"):
+    with pytest.raises(LabelError, match=r"header lacks the columns l_wrist_vis \(joint l_wrist\)"):
         read_mpii_csv(_write(tmp_path, lines))
 
 
@@ -106,3 +108,49 @@ def test_empty_and_non_utf8_files(tmp_path):
 def test_unknown_normalisation():
     with pytest.raises(ValueError, match="unknown normalization 'pixels'"):
         read_mpii_csv(CSV, normalization="pixels")
+
+
+def _drop_columns(lines, prefix):
+    """``lines`` of a CSV without the columns whose name starts with ``prefix``."""
+    rows = [line.split(",") for line in lines]
+    keep = [n for n, name in enumerate(rows[0]) if not name.startswith(prefix)]
+    return [",".join(row[n] for n in keep) for row in rows]
+
+
+def test_missing_joint_columns_are_named(tmp_path):
+    # Issue 13: a CSV without r_ankle_* was read as 15-joint poses, without a word.
+    with pytest.raises(LabelError, match=r"poses\.csv: .*r_ankle_x, r_ankle_y, r_ankle_vis"):
+        read_mpii_csv(_write(tmp_path, _drop_columns(_rows()[:4], "r_ankle_")))
+    with pytest.raises(LabelError, match=r"l_wrist_vis"):
+        read_mpii_csv(_write(tmp_path, _drop_columns(_rows()[:4], "l_wrist_vis")))
+
+
+def test_unknown_joint_columns_are_named(tmp_path):
+    lines = _rows()[:4]
+    lines = [lines[0] + ",nose_x,nose_y,nose_vis"] + [line + ",10,20,1" for line in lines[1:]]
+    with pytest.raises(LabelError, match=r"nose_x, nose_y, nose_vis"):
+        read_mpii_csv(_write(tmp_path, lines))
+
+
+def test_joint_columns_are_read_by_name_not_position(tmp_path):
+    # the same poses with the r_ankle and l_wrist triples swapped in place: joints keep their MPII order
+    lines = _rows()[:6]
+    header = lines[0].split(",")
+    a, b = header.index("r_ankle_x"), header.index("l_wrist_x")
+    swapped = []
+    for line in lines:
+        f = line.split(",")
+        f[a : a + 3], f[b : b + 3] = f[b : b + 3], f[a : a + 3]
+        swapped.append(",".join(f))
+    want, got = read_mpii_csv(_write(tmp_path, lines)), read_mpii_csv(_write(tmp_path, swapped))
+    assert got.n_joints == len(MPII_JOINTS)
+    np.testing.assert_array_equal(got.xy, want.xy)
+    np.testing.assert_array_equal(got.present, want.present)
+    np.testing.assert_array_equal(got.visible, want.visible)
+
+
+def test_a_folder_or_a_missing_file_is_a_label_error_naming_it(tmp_path):
+    with pytest.raises(LabelError, match=rf"^{re.escape(str(tmp_path))}: cannot read: "):
+        read_mpii_csv(tmp_path)
+    with pytest.raises(LabelError, match=r"nowhere\.csv: cannot read: No such file"):
+        read_mpii_csv(tmp_path / "nowhere.csv")
