@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from api.compute import ComputeGuard
 from api.errors import BadParameter
 from api.registry import ServedStore
 
@@ -73,13 +74,16 @@ def draw_batches(
     return BatchSet(anchor_arr, items)
 
 
-def fill_distances(store: ServedStore, batches: BatchSet, *, pairwise: bool, allow_compute: bool) -> BatchSet:
-    """The anchor-to-item distances of drawn batches, and with ``pairwise`` each batch's matrix."""
+def fill_distances(
+    store: ServedStore, batches: BatchSet, *, pairwise: bool, allow_compute: bool, guard: ComputeGuard | None = None
+) -> BatchSet:
+    """The anchor-to-item distances of drawn batches, and with ``pairwise`` each batch's matrix; what must be
+    computed on demand is computed within ``guard``'s bounds (one budget for both)."""
     b, m = batches.items.shape
-    dist, computed = store.distances(np.repeat(batches.anchors, m), batches.items.ravel(), allow_compute)
+    dist, computed = store.distances(np.repeat(batches.anchors, m), batches.items.ravel(), allow_compute, guard)
     batches.distances = dist.reshape(b, m)
     if pairwise:
-        batches.pairwise, more = store.pairwise(batches.members, allow_compute)
+        batches.pairwise, more = store.pairwise(batches.members, allow_compute, guard)
         computed += more
     batches.computed = computed
     return batches

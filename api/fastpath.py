@@ -27,17 +27,31 @@ from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.compute import guard_for
 from api.deps import compute_allowed
 from api.errors import APIError, api_error_handler
 from api.registry import ServedStore
 from api.routers.batches import batches_response
-from api.routers.neighbors import neighbors_response
+from api.routers.neighbors import check_neighbors, neighbors_response
 from api.schemas import BatchesByAnchors, BatchesByCount
 
 # canonical numbers only (no sign, no leading zero, no other digits than 0-9); others go to FastAPI
 _NEIGHBORS = re.compile(r"/v1/stores/([^/]+)/items/(0|[1-9][0-9]{0,9})/neighbors")
 _K = re.compile(rb"k=([1-9][0-9]{0,9})")
 _BATCHES = re.compile(r"/v1/stores/([^/]+)/batches")
+#: the largest index or k the routes' schemas accept (api.schemas.Index); larger ones are FastAPI's 422
+MAX_INDEX = 2**31 - 1
+#: what FastAPI runs for each route this middleware answers: path, query and header parameters, the body, and
+#: the dependencies by name. The fast path runs the same: tests/api/test_api_fastpath.py fails when a route
+#: gains one that is not listed here, so that the shortcut never skips a check the route makes.
+ROUTE_INPUTS = {
+    ("GET", "/v1/stores/{store}/items/{index}/neighbors"): {
+        "path:store", "path:index", "query:k", "depends:get_store",
+    },
+    ("POST", "/v1/stores/{store}/batches"): {
+        "path:store", "query:format", "body:body", "depends:get_store", "depends:APIKeyHeader",
+    },
+}  # fmt: skip
 #: the route's body, validated the way FastAPI validates it (python mode, on the parsed JSON)
 _BATCHES_BODY: TypeAdapter[BatchesByAnchors | BatchesByCount] = TypeAdapter(BatchesByAnchors | BatchesByCount)
 
@@ -81,9 +95,13 @@ class FastPath:
             return False
         index = int(match.group(2))
         k = int(k_match.group(1)) if k_match is not None else None
-        if index >= store.n_items or (k is not None and k > min(store.k, state.settings.max_k)):
+        if index > MAX_INDEX or (k is not None and k > MAX_INDEX):  # the route's schema answers those (422)
             return False
-        response = neighbors_response(store, index, k)
+        try:
+            check_neighbors(store, state.settings, index, k)  # the route's own checks, not a copy of them
+            response = neighbors_response(store, index, k)
+        except APIError as exc:
+            response = await api_error_handler(Request(scope), exc)
         await response(scope, _no_receive, send)
         return True
 
@@ -124,7 +142,8 @@ class FastPath:
         except Exception:  # not JSON, or not a valid body: FastAPI answers it (its 422 or 400)
             return _replay(body, receive)
         try:
-            response = await batches_response(store, settings, compute_allowed(settings, key or None), parsed, False)
+            allow = compute_allowed(settings, key or None)
+            response = await batches_response(store, settings, allow, parsed, False, guard_for(state), receive)
         except APIError as exc:
             response = await api_error_handler(Request(scope), exc)
         await response(scope, _no_receive, send)

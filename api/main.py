@@ -10,8 +10,10 @@ from contextlib import asynccontextmanager
 
 import anyio.to_thread
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
-from api.errors import APIError, api_error_handler
+from api.compute import ComputePool
+from api.errors import APIError, api_error_handler, internal_error_handler, validation_error_handler
 from api.fastpath import FastPath
 from api.middleware import BodySizeLimit
 from api.registry import StoreRegistry
@@ -20,8 +22,10 @@ from api.settings import Settings, get_settings
 from labeldist import __version__
 
 DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups and ready-made
-minibatches for deep metric learning. Errors answer `{"detail": ...}`: 404 unknown store or item, 422 bad
-parameters, 413 over a limit, 503 store not complete. The neighbour browser is at [/ui](/ui)."""
+minibatches for deep metric learning. Every error answers JSON `{"detail": ...}`: 400 unreadable body,
+401 API key needed, 403 computing on demand disabled (off loopback with no API key), 404 unknown store or item,
+408 body too slow, 413 over a limit, 422 bad parameters (non-finite numbers echoed as strings),
+503 store not complete, 500 an internal error. The neighbour browser is at [/ui](/ui)."""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -37,10 +41,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="labeldist", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    app.state.compute_pool = ComputePool(settings.compute_workers, settings.compute_queue_s)
     if settings.fast_path:  # inside BodySizeLimit (the middleware added last is the outermost)
         app.add_middleware(FastPath)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     app.add_exception_handler(APIError, api_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(Exception, internal_error_handler)  # Starlette's ServerErrorMiddleware: the last resort
     for module in (health, stores, neighbors, distances, batches, ui):
         app.include_router(module.router)
     return app

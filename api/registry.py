@@ -11,16 +11,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from api.caches import PairCache, RowBlockCache
+from api.compute import CHUNK_SECONDS, ClientGone, ComputeGuard, unguarded
 from api.errors import NeedsAPIKey, NotFound, Unavailable
 from api.settings import Settings
+from labeldist.kinds import distance_class
 from labeldist.store import StoreCorruptError, StoreError, StoreIncompleteError, StoreReader, read_manifest
 
 log = logging.getLogger("labeldist.api")
@@ -29,32 +32,79 @@ log = logging.getLogger("labeldist.api")
 RECHECK_SECONDS = 2.0
 
 
-def compute_pairs(labels: Any, distance: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distances of the pairs ``(a[t], b[t])`` from the labels, rounded to float32 like stored values.
+@dataclass(frozen=True)
+class PairPlan:
+    """How the distances of pairs ``(a[t], b[t])`` are computed from the labels.
 
-    The distance is symmetric, so each pair is turned to have as its row the item that occurs in more pairs
-    (an anchor against many items becomes one row). Then one ``distance.block`` call over the rectangle of
-    distinct rows and columns when it holds at most 2.5 times the pairs asked (a minibatch's pairwise
-    matrix: its upper triangle is about half the rectangle), else one call per distinct row against its
-    columns (scattered pairs), so that an expensive distance (caption-set WMD) never computes many pairs
-    nobody asked for.
+    The distance is symmetric, so each pair is turned to have as its row the item that occurs in more pairs (an
+    anchor against many items becomes one row). Then one ``distance.block`` call over the rectangle of distinct
+    rows and columns when it holds at most 2.5 times the pairs asked (a minibatch's pairwise matrix: its upper
+    triangle is about half the rectangle), else one call per distinct row against its columns (scattered
+    pairs), so that an expensive distance (caption-set WMD) never computes many pairs nobody asked for.
     """
+
+    rows: np.ndarray  # (P,) the row item of each pair
+    cols: np.ndarray  # (P,) its column item
+    ur: np.ndarray  # distinct rows, and each pair's position among them
+    ir: np.ndarray
+    uc: np.ndarray  # distinct columns, and each pair's position among them
+    ic: np.ndarray
+    rectangle: bool
+
+    @property
+    def calls(self) -> int:
+        """``distance.block`` calls, unchunked."""
+        return 1 if self.rectangle else int(self.ur.size)
+
+    @property
+    def kernel_pairs(self) -> int:
+        """Distances the kernel computes (the whole rectangle, or each row's own columns)."""
+        return int(self.ur.size * self.uc.size) if self.rectangle else int(self.rows.size)
+
+    def cost_s(self, distance_cls: Any) -> float:
+        """Estimated seconds of one core: calls x the kind's cost a call + kernel pairs x its cost a pair."""
+        return self.calls * distance_cls.cost_per_call_s + self.kernel_pairs * distance_cls.cost_per_pair_s
+
+
+def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:
+    """The :class:`PairPlan` of the pairs ``(a[t], b[t])``."""
     items, counts = np.unique(np.concatenate([a, b]), return_counts=True)
     ca, cb = counts[np.searchsorted(items, a)], counts[np.searchsorted(items, b)]
     swap = (cb > ca) | ((cb == ca) & (b < a))
     rows, cols = np.where(swap, b, a), np.where(swap, a, b)
     ur, ir = np.unique(rows, return_inverse=True)
     uc, ic = np.unique(cols, return_inverse=True)
-    if ur.size * uc.size <= 2.5 * rows.size:
-        return distance.block(labels.subset(ur), labels.subset(uc)).astype(np.float32)[ir, ic]
-    out = np.empty(rows.size, dtype=np.float32)
-    order = np.argsort(ir, kind="stable")
-    bounds = np.searchsorted(ir[order], np.arange(ur.size + 1))
-    for t, row in enumerate(ur.tolist()):
+    return PairPlan(rows, cols, ur, ir, uc, ic, rectangle=ur.size * uc.size <= 2.5 * rows.size)
+
+
+def compute_planned(labels: Any, distance: Any, plan: PairPlan, check: Callable[[], None] = lambda: None) -> np.ndarray:
+    """The distances of a plan's pairs, rounded to float32 like stored values. ``check`` is called between
+    chunks of about :data:`api.compute.CHUNK_SECONDS` of estimated work (it raises to stop: the client has gone);
+    a rectangle estimated under one chunk is one ``block`` call."""
+    per_chunk = max(1, int(CHUNK_SECONDS / max(plan.uc.size * type(distance).cost_per_pair_s, 1e-12)))
+    if plan.rectangle:
+        cols = labels.subset(plan.uc)
+        parts = []
+        for start in range(0, plan.ur.size, per_chunk):
+            check()
+            rows = labels.subset(plan.ur[start : start + per_chunk])
+            parts.append(distance.block(rows, cols).astype(np.float32))
+        return np.concatenate(parts)[plan.ir, plan.ic]
+    out = np.empty(plan.rows.size, dtype=np.float32)
+    order = np.argsort(plan.ir, kind="stable")
+    bounds = np.searchsorted(plan.ir[order], np.arange(plan.ur.size + 1))
+    for t, row in enumerate(plan.ur.tolist()):
+        check()
         sel = order[bounds[t] : bounds[t + 1]]
-        partners, back = np.unique(cols[sel], return_inverse=True)  # a label set holds each item once
+        partners, back = np.unique(plan.cols[sel], return_inverse=True)  # a label set holds each item once
         out[sel] = distance.block(labels.subset(np.array([row])), labels.subset(partners))[0, back]
     return out
+
+
+def compute_pairs(labels: Any, distance: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distances of the pairs ``(a[t], b[t])`` from the labels, rounded to float32 like stored values
+    (:func:`plan_pairs`, then :func:`compute_planned`)."""
+    return compute_planned(labels, distance, plan_pairs(a, b))
 
 
 class ServedStore:
@@ -159,9 +209,12 @@ class ServedStore:
 
         return knn_lookup(self.knn_indices, self.knn_distances, i, j)
 
-    def distances(self, i: np.ndarray, j: np.ndarray, allow_compute: bool) -> tuple[np.ndarray, int]:
+    def distances(
+        self, i: np.ndarray, j: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None
+    ) -> tuple[np.ndarray, int]:
         """Distances of the pairs ``(i[t], j[t])``, float32: stored, cached, or computed on demand (and then
-        cached). Returns the values and how many distinct pairs were computed."""
+        cached) within the bounds of ``guard`` (its budget, its pool, its client still there; none: unbounded).
+        Returns the values and how many distinct pairs were computed."""
         i = np.asarray(i, dtype=np.int64)
         j = np.asarray(j, dtype=np.int64)
         values, found = self.stored(i, j)
@@ -180,20 +233,32 @@ class ServedStore:
                 "demand: send the API key in the X-API-Key header"
             )
         ukeys, inverse = np.unique(keys[~hit], return_inverse=True)
-        labels, distance = self.labels_and_distance()
-        computed = compute_pairs(labels, distance, ukeys // self.n_items, ukeys % self.n_items)
+        guard = guard or unguarded()
+        plan = plan_pairs(ukeys // self.n_items, ukeys % self.n_items)
+        # estimated from the kind's class, before the labels are loaded: a refused request costs nothing
+        guard.admit(plan.cost_s(distance_class(self.manifest["kind"])),
+                    f"{ukeys.size} distance(s) not stored in {self.name!r}")  # fmt: skip
+        with guard.slot():
+            labels, distance = self.labels_and_distance()
+            try:
+                computed = compute_planned(labels, distance, plan, guard.check)
+            except ClientGone:
+                log.warning("%s: computing %d distance(s) stopped: the client has gone", self.name, ukeys.size)
+                raise
         self.pair_cache.put(ukeys, computed)
         values[todo] = computed[inverse]
         return values, int(ukeys.size)
 
-    def pairwise(self, members: np.ndarray, allow_compute: bool) -> tuple[np.ndarray, int]:
+    def pairwise(
+        self, members: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None
+    ) -> tuple[np.ndarray, int]:
         """The (B, S, S) matrices of distances among each row of ``members`` (B, S): symmetric, zero diagonal."""
         b, s = members.shape
         if self.dense is not None:
             out = np.stack([self.dense.submatrix(row, row) for row in members])
             return out, 0
         iu, ju = np.triu_indices(s, 1)
-        values, computed = self.distances(members[:, iu].ravel(), members[:, ju].ravel(), allow_compute)
+        values, computed = self.distances(members[:, iu].ravel(), members[:, ju].ravel(), allow_compute, guard)
         out = np.zeros((b, s, s), dtype=np.float32)
         values = values.reshape(b, -1)
         out[:, iu, ju] = values

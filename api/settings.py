@@ -7,6 +7,7 @@ Tests build a ``Settings(...)`` and pass it to ``create_app``; the server proces
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,7 +39,9 @@ class Settings(BaseSettings):
         "the same answers for a third (neighbours) to a half (batches) of the server CPU",
     )
     api_key: SecretStr | None = Field(
-        None, description="if set, requests that compute distances on demand must send it as X-API-Key"
+        None,
+        description="if set, requests that compute distances on demand must send it as X-API-Key; if not set, "
+        "computing on demand is allowed on a loopback host only (disabled when serving on any other address)",
     )
 
     # caches
@@ -58,6 +61,44 @@ class Settings(BaseSettings):
         4_000_000, ge=1, description="most pairwise-matrix entries in one batches response (batches x size^2)"
     )
     max_k: int = Field(1000, ge=1, description="most neighbours in one neighbours request")
+
+    # on-demand computation (api/compute.py): distances a store does not hold, computed from its labels
+    compute_budget_s: float = Field(
+        10.0, gt=0, description="most estimated seconds of on-demand computation in one request (over it: 413)"
+    )
+    compute_workers: int = Field(
+        2, ge=1, description="on-demand computations running at once, over every store (more wait, then 503)"
+    )
+    compute_queue_s: float = Field(
+        2.0, ge=0, description="seconds a request waits for a computation slot before it is answered 503"
+    )
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="seconds a request body may take to arrive, from the request's headers to its last byte; a "
+        "later one is answered 408 and its connection closed (a body that never ends would hold it forever)",
+    )
+
+    @property
+    def on_loopback(self) -> bool:
+        """Whether ``host`` is a loopback address (127.0.0.0/8, ::1, ``localhost``): only this machine can reach
+        the service. Any other host, a name other than ``localhost`` included, may be reachable from elsewhere."""
+        host = self.host.strip().strip("[]")
+        if host.lower() == "localhost":
+            return True
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 (Python < 3.13 calls it not loopback)
+        return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+    @property
+    def compute_disabled(self) -> bool:
+        """Whether computing distances on demand is off: served off loopback with no API key, anyone who
+        reaches the port could otherwise make the service spend its CPU. Stored distances are served all the
+        same; setting ``LABELDIST_API_KEY`` enables computing for the clients that send it."""
+        return self.api_key is None and not self.on_loopback
 
 
 @lru_cache

@@ -295,8 +295,10 @@ def prepare_store(
     served; rerunning the same command resumes the staged store.
     """
     existing = read_manifest(url)
-    if existing is not None and existing.get("complete") is not True and not (
-        skeleton_whole(url) and store_has_checksums(url)
+    if (
+        existing is not None
+        and existing.get("complete") is not True
+        and not (skeleton_whole(url) and store_has_checksums(url))
     ):
         # laid out by a labeldist before 0.2: killed before its progress marks were made (creation was not yet
         # atomic), or without checksums on ids and labels; nothing of it is worth resuming

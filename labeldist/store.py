@@ -522,8 +522,10 @@ class StoreReader:
             if path not in self._group:
                 raise StoreCorruptError(f"{self.url}: array {path} is missing: the store is damaged; rebuild it")
         if not has_checksums(self._array("ids")):
-            raise StoreError(f"{self.url}: made by labeldist before 0.2, whose ids and labels carry no checksum, so "
-                             "damage to them could be served undetected; rebuild it (precompute ... --overwrite)")  # fmt: skip
+            raise StoreError(
+                f"{self.url}: made by labeldist before 0.2, whose ids and labels carry no checksum, so damage to "
+                "them could be served undetected; rebuild it (precompute ... --overwrite)"
+            )
 
     def _array(self, path: str) -> zarr.Array:
         try:

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -34,7 +33,8 @@ from labeldist.store import (
     store_arrays,
 )
 from tests.api.api_helpers import make_settings
-from tests.conftest import DATA, ROOT as REPO
+from tests.conftest import DATA
+from tests.conftest import ROOT as REPO
 
 ROWS = 16
 

@@ -8,8 +8,10 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive
 
 from api.batching import draw_batches, fill_distances
+from api.compute import ComputeGuard, guard_for, run_cancellable
 from api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
 from api.errors import TooLarge, error_responses
@@ -52,7 +54,9 @@ async def batches(
     asked, ``seed`` and ``computed``.
     """
     settings = request.app.state.settings  # not a dependency: see api.deps.APIKey
-    return await batches_response(store, settings, compute_allowed(settings, api_key), body, wants_npz(request, format))
+    allow = compute_allowed(settings, api_key)
+    guard = guard_for(request.app.state)
+    return await batches_response(store, settings, allow, body, wants_npz(request, format), guard, request.receive)
 
 
 async def batches_response(
@@ -61,9 +65,12 @@ async def batches_response(
     allow_compute: bool,
     body: BatchesByAnchors | BatchesByCount,
     npz: bool,
+    guard: ComputeGuard,
+    receive: Receive,
 ) -> Response:
     """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by :mod:`api.fastpath`.
-    Raises :class:`~api.errors.APIError` (413 over a limit, 422, 404 unknown anchor, 401 needs the key)."""
+    Raises :class:`~api.errors.APIError` (413 over a limit or the compute budget, 422, 404 unknown anchor, 401
+    needs the key, 503 compute pool busy). ``receive`` (the body already read) tells when the client has gone."""
     n_batches = len(body.anchors) if isinstance(body, BatchesByAnchors) else body.count
     if n_batches > settings.max_batches:
         raise TooLarge(f"{n_batches} batches is over the limit of {settings.max_batches} (LABELDIST_MAX_BATCHES)")
@@ -80,7 +87,8 @@ async def batches_response(
     if store.in_memory(needed):  # cached dense rows: a few NumPy gathers, answered right here
         fill_distances(store, result, pairwise=body.pairwise, allow_compute=allow_compute)
     else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
-        await run_in_threadpool(fill_distances, store, result, pairwise=body.pairwise, allow_compute=allow_compute)
+        await run_cancellable(receive, guard, fill_distances, store, result, pairwise=body.pairwise,
+                              allow_compute=allow_compute, guard=guard)  # fmt: skip
     big = result.items.size + (0 if result.pairwise is None else result.pairwise.size) > BIG_ANSWER
     if npz:
         arrays = {"anchors": result.anchors, "items": result.items, "distances": result.distances,

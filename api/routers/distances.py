@@ -6,8 +6,8 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
-from starlette.concurrency import run_in_threadpool
 
+from api.compute import guard_for, run_cancellable
 from api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
 from api.errors import TooLarge, error_responses
@@ -56,8 +56,9 @@ async def distances(
     store.check_index(j)
     if store.in_memory(i):  # cached dense rows: answered right here
         values, computed = store.distances(i, j, allow_compute)
-    else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
-        values, computed = await run_in_threadpool(store.distances, i, j, allow_compute)
+    else:  # disk reads or distances computed on demand: in a worker thread, off the event loop, bounded
+        guard = guard_for(request.app.state)
+        values, computed = await run_cancellable(request.receive, guard, store.distances, i, j, allow_compute, guard)
     if wants_npz(request, format):
         return npz_response({"distances": values, "computed": np.int64(computed)})
     return json_response({"distances": values, "computed": computed})

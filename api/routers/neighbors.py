@@ -12,6 +12,7 @@ from api.errors import BadParameter, TooLarge, error_responses
 from api.labelview import render_label
 from api.registry import ServedStore
 from api.schemas import LabelView, Neighbors
+from api.settings import Settings
 
 router = APIRouter(prefix="/v1/stores/{store}/items", tags=["items"])
 
@@ -26,15 +27,20 @@ async def neighbors(
     k: Annotated[int | None, Query(ge=1, description="how many, nearest first (default: all the store has)")] = None,
 ) -> Response:
     """The item's ``k`` nearest neighbours, nearest first, from the store's exact kNN lists."""
-    max_k = request.app.state.settings.max_k  # not a dependency: see api.deps.APIKey
-    if k is not None and k > max_k:
-        raise TooLarge(f"k={k} is over the limit of {max_k} (LABELDIST_MAX_K)")
+    check_neighbors(store, request.app.state.settings, index, k)  # settings not a dependency: see api.deps.APIKey
+    return neighbors_response(store, index, k)
+
+
+def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int | None) -> None:
+    """What a neighbours request must pass beyond its schema (run by the route and by :mod:`api.fastpath`):
+    413 for ``k`` over the service's limit, 404 for an index out of the store, 422 for ``k`` over the store's."""
+    if k is not None and k > settings.max_k:
+        raise TooLarge(f"k={k} is over the limit of {settings.max_k} (LABELDIST_MAX_K)")
     store.check_index(index)
     if k is not None and k > store.k:
         raise BadParameter(
             f"k={k} is more than the store's k={store.k} (the length of its neighbour lists)", ("query", "k"), k
         )
-    return neighbors_response(store, index, k)
 
 
 def neighbors_response(store: ServedStore, index: int, k: int | None) -> Response:

@@ -299,3 +299,124 @@ def test_api_key_allows_computing(keyed: TestClient, store_arrays: dict, pose_la
     np.testing.assert_allclose(
         np.float32(r.json()["distances"][0]), PoseDistance().reference(pose_labels, 0, pose_labels, j), rtol=1e-6
     )
+
+
+# ---------------------------------------------------------------- 403: no computing off loopback without a key
+@pytest.fixture(scope="module", params=[True, False], ids=["fast_path", "no_fast_path"])
+def off_loopback(request: pytest.FixtureRequest, stores_dir: Path) -> Iterator[TestClient]:
+    """The app as served on 0.0.0.0 with no API key (in-process: nothing is bound)."""
+    settings = make_settings(stores=stores_dir, host="0.0.0.0", pair_cache_entries=0, fast_path=request.param)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def test_403_computing_off_loopback_without_an_api_key(off_loopback: TestClient, store_arrays: dict) -> None:
+    j = _unstored_pair(store_arrays)
+    for headers in ({}, {"X-API-Key": "anything"}):  # no key the client sends can enable it
+        r = off_loopback.post(f"/v1/stores/{KNN}/distances", json={"anchor": 0, "items": [j]}, headers=headers)
+        assert r.status_code == 403
+        detail = r.json()["detail"]
+        assert detail.startswith(f"1 distance(s) asked are not stored in '{KNN}' and must be computed on demand")
+        assert "disabled" in detail and "0.0.0.0" in detail and "set LABELDIST_API_KEY" in detail
+    r = off_loopback.post(f"/v1/stores/{KNN}/batches", json={"count": 2, "size": 16, "pairwise": True, "seed": 1})
+    assert r.status_code == 403 and "LABELDIST_API_KEY" in r.json()["detail"]
+
+
+def test_stored_distances_are_served_off_loopback_without_an_api_key(
+    off_loopback: TestClient, store_arrays: dict
+) -> None:
+    j = int(store_arrays[KNN]["indices"][0, 3])
+    r = off_loopback.post(f"/v1/stores/{KNN}/distances", json={"anchor": 0, "items": [j]})
+    assert r.status_code == 200
+    assert np.float32(r.json()["distances"][0]) == store_arrays[KNN]["distances"][0, 3]
+    r = off_loopback.post(f"/v1/stores/{DENSE}/batches", json={"count": 2, "size": 16, "pairwise": True})
+    assert r.status_code == 200 and r.json()["computed"] == 0
+
+
+def test_an_api_key_enables_computing_off_loopback(stores_dir: Path, store_arrays: dict) -> None:
+    j = _unstored_pair(store_arrays)
+    settings = make_settings(stores=stores_dir, host="0.0.0.0", api_key="s3cret", pair_cache_entries=0)
+    with TestClient(create_app(settings)) as c:
+        body = {"anchor": 0, "items": [j]}
+        assert c.post(f"/v1/stores/{KNN}/distances", json=body).status_code == 401
+        r = c.post(f"/v1/stores/{KNN}/distances", json=body, headers={"X-API-Key": "s3cret"})
+        assert r.status_code == 200 and r.json()["computed"] == 1
+
+
+# ---------------------------------------------------------------- every error is JSON with a detail
+def test_405_unknown_method_is_json(client: TestClient) -> None:
+    for method, path in (("DELETE", "/v1/stores"), ("PUT", f"/v1/stores/{DENSE}/distances")):
+        r = client.request(method, path)
+        assert r.status_code == 405
+        assert r.headers["content-type"] == "application/json" and r.json()["detail"] == "Method Not Allowed"
+
+
+def _failing_app(stores_dir: Path):
+    app = create_app(make_settings(stores=stores_dir))
+
+    async def boom() -> None:
+        raise RuntimeError("a bug, with a secret path /srv/x")
+
+    app.add_api_route("/boom", boom)
+    return app
+
+
+def test_500_unexpected_error_is_json_and_says_nothing_of_it(stores_dir: Path) -> None:
+    with TestClient(_failing_app(stores_dir), raise_server_exceptions=False) as c:
+        r = c.get("/boom")
+    assert r.status_code == 500
+    assert r.headers["content-type"] == "application/json"
+    assert r.json()["detail"].startswith("internal error") and "/srv/x" not in r.text
+
+
+def test_an_unexpected_error_still_reaches_the_server(stores_dir: Path) -> None:
+    """After answering, the exception goes on to the server, which logs it (once, with its traceback)."""
+    with TestClient(_failing_app(stores_dir)) as c, pytest.raises(RuntimeError, match="a bug"):
+        c.get("/boom")
+
+
+@pytest.mark.parametrize("route", ["distances", "batches"])
+def test_bad_bodies_are_json_4xx(client: TestClient, route: str) -> None:
+    """Malformed JSON, invalid UTF-8 (sent as JSON or as text), a wrong or missing content type, a Content-Length
+    that is no number: each a 4xx with a JSON ``detail``, never a 500 (invalid UTF-8 sent as text was one)."""
+    path = f"/v1/stores/{DENSE}/{route}"
+    valid = b'{"anchor": 0, "items": [1]}' if route == "distances" else b'{"count": 1, "size": 4}'
+    cases = [
+        (b"{not json", {"content-type": "application/json"}, 422),
+        (b'{"anchor": "\xff\xfe"}', {"content-type": "application/json"}, 400),
+        (b"\xff\xfe{", {"content-type": "text/plain"}, 422),
+        (valid, {"content-type": "text/plain"}, 422),
+        (valid, {}, 422),
+        (valid, {"content-type": "application/json", "content-length": "abc"}, 400),
+    ]
+    for body, headers, status in cases:
+        r = client.post(path, content=body, headers=headers)
+        assert r.status_code == status, (body, headers, r.text)
+        assert r.headers["content-type"] == "application/json" and r.json()["detail"], (body, headers)
+    r = client.post(path, content=b"\xff\xfe{", headers={"content-type": "text/plain"})
+    assert "\ufffd\ufffd{" in {e["input"] for e in r.json()["detail"]}, "undecodable bytes echoed as U+FFFD"
+
+
+def test_a_bad_parameter_with_a_non_finite_value_is_json() -> None:
+    """BadParameter echoes the value it refuses: a non-finite one as its string, in standard JSON."""
+    import asyncio
+    import json
+
+    from starlette.requests import Request
+
+    from api.errors import BadParameter, api_error_handler
+
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
+    for value, echoed in ((float("nan"), "NaN"), (float("inf"), "Infinity"), (-float("inf"), "-Infinity")):
+        response = asyncio.run(api_error_handler(request, BadParameter("bad size", ("body", "size"), value)))
+        assert response.status_code == 422
+        error = json.loads(response.body, parse_constant=lambda token: pytest.fail(f"not JSON: {token}"))["detail"][0]
+        assert error == {"type": "value_error", "loc": ["body", "size"], "msg": "bad size", "input": echoed}
+
+
+def test_json_safe_replaces_only_what_json_cannot_hold() -> None:
+    from api.errors import json_safe
+
+    value = {"a": [1, 2.5, float("nan"), (float("inf"), -float("inf"))], "b": b"ok\xff", "c": None, "d": "NaN"}
+    assert json_safe(value) == {"a": [1, 2.5, "NaN", ["Infinity", "-Infinity"]], "b": "ok\ufffd", "c": None,
+                                "d": "NaN"}  # fmt: skip

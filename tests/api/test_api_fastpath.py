@@ -180,3 +180,24 @@ def test_a_body_read_is_handed_on_whole() -> None:
     assert run(chunks) == [{"type": "http.request", "body": b"[1, 2, 3]", "more_body": False}]
     gone = [chunks[0], {"type": "http.disconnect"}]
     assert run(gone) == [{"type": "http.request", "body": b"[1,", "more_body": True}, {"type": "http.disconnect"}]
+
+
+def _route_inputs(dependant: Any, out: set[str]) -> set[str]:
+    """Everything FastAPI solves for a route: its parameters by kind and its dependencies by name, recursively."""
+    for kind in ("path", "query", "header", "cookie", "body"):
+        out.update(f"{kind}:{p.alias}" for p in getattr(dependant, f"{kind}_params"))
+    for sub in dependant.dependencies:
+        out.add(f"depends:{getattr(sub.call, '__name__', None) or type(sub.call).__name__}")
+        _route_inputs(sub, out)
+    return out
+
+
+def test_the_fast_path_knows_every_input_of_the_routes_it_answers() -> None:
+    """A dependency added to a route (a rate limit, an auth check) must be run by the fast path too: this fails
+    until :data:`api.fastpath.ROUTE_INPUTS` lists it, i.e. until someone has looked at the fast path."""
+    from api.routers import batches, neighbors
+
+    routes = {(method, r.path): r for router in (neighbors.router, batches.router) for r in router.routes
+              for method in r.methods}  # fmt: skip
+    for key, expected in api.fastpath.ROUTE_INPUTS.items():
+        assert _route_inputs(routes[key].dependant, set()) == expected, key

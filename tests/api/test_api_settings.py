@@ -74,3 +74,85 @@ def test_serve_hands_workers_and_the_worker_healthcheck_to_uvicorn(
     assert Settings().worker_healthcheck_s == 77
     clean_settings.delenv("LABELDIST_WORKER_HEALTHCHECK_S")
     assert Settings().worker_healthcheck_s > 5
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.0.0.53", True), ("::1", True), ("[::1]", True), ("localhost", True),
+     ("LocalHost", True), ("::ffff:127.0.0.1", True), ("0.0.0.0", False), ("::", False), ("192.168.1.20", False),
+     ("10.0.0.7", False), ("fe80::1", False), ("myhost.example.org", False)],
+)  # fmt: skip
+def test_on_loopback(host: str, loopback: bool) -> None:
+    """Only a loopback address (or the name localhost) counts: any other name may resolve off this machine."""
+    settings = make_settings(host=host)
+    assert settings.on_loopback is loopback
+    assert settings.compute_disabled is not loopback, "no API key: on-demand computing only on loopback"
+    assert make_settings(host=host, api_key="k").compute_disabled is False, "a key enables it anywhere"
+
+
+def test_compute_allowed_off_loopback_needs_a_key() -> None:
+    from api.deps import compute_allowed
+
+    assert compute_allowed(make_settings(host="127.0.0.1"), None)
+    assert not compute_allowed(make_settings(host="0.0.0.0"), None)
+    assert not compute_allowed(make_settings(host="192.168.1.20"), "anything")
+    keyed = make_settings(host="0.0.0.0", api_key="s3cret")
+    assert compute_allowed(keyed, "s3cret") and not compute_allowed(keyed, "wrong") and not compute_allowed(keyed, None)
+
+
+def test_body_timeout(clean_settings: pytest.MonkeyPatch) -> None:
+    assert 1 <= Settings().body_timeout_s <= 60
+    clean_settings.setenv("LABELDIST_BODY_TIMEOUT_S", "2.5")
+    assert Settings().body_timeout_s == 2.5
+    clean_settings.setenv("LABELDIST_BODY_TIMEOUT_S", "0")
+    with pytest.raises(ValueError, match="body_timeout_s"):
+        Settings()
+
+
+def _serve_log(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, stores: Path, **env: str) -> str:
+    """What ``labeldist serve`` logs before starting uvicorn (uvicorn.run replaced: nothing is bound)."""
+    import logging
+
+    import uvicorn
+
+    from api.server import serve
+
+    seen: dict = {}
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setenv("LABELDIST_STORES", str(stores))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="labeldist.api"):
+        assert serve() == 0
+    assert seen["host"] == env.get("LABELDIST_HOST", "127.0.0.1")
+    return caplog.text
+
+
+def test_serve_states_that_computing_is_disabled_off_loopback_without_a_key(
+    clean_settings: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, stores_dir: Path
+) -> None:
+    text = _serve_log(clean_settings, caplog, stores_dir, LABELDIST_HOST="0.0.0.0")
+    assert "computing distances on demand is DISABLED" in text and "Set LABELDIST_API_KEY" in text
+    assert "0.0.0.0" in text
+    for env in ({"LABELDIST_HOST": "0.0.0.0", "LABELDIST_API_KEY": "k"}, {"LABELDIST_HOST": "127.0.0.1"}):
+        clean_settings.delenv("LABELDIST_API_KEY", raising=False)
+        assert "DISABLED" not in _serve_log(clean_settings, caplog, stores_dir, **env), env
+
+
+def test_serve_shapes_uvicorns_own_400s(clean_settings: pytest.MonkeyPatch, stores_dir: Path) -> None:
+    """uvicorn gets a protocol class of api/server.py, which answers its 400s as JSON (tests/api/test_api_bodies.py
+    checks the answers against a real uvicorn)."""
+    import uvicorn
+    from uvicorn.importer import import_from_string
+
+    from api.server import serve
+
+    seen: dict = {}
+    clean_settings.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
+    clean_settings.setenv("LABELDIST_STORES", str(stores_dir))
+    assert serve() == 0
+    assert seen["ws"] == "none", "no WebSocket route: uvicorn must not answer a handshake itself"
+    protocol = import_from_string(seen["http"])
+    assert "send_400_response" in vars(protocol), "overrides uvicorn's plain-text 400"
+    assert any("send_400_response" in vars(base) for base in protocol.__mro__[1:]), "uvicorn still has the method"

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldist.store import store_arrays as all_arrays
 from labeldist.store import read_manifest
+from labeldist.store import store_arrays as all_arrays
 from tests.conftest import DATA
 from tests.processes import Cluster
 

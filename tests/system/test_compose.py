@@ -149,7 +149,38 @@ def test_the_api_starts_on_a_complete_store_with_a_healthcheck(services: dict) -
     probe = " ".join(a["healthcheck"]["test"])
     assert f"127.0.0.1:{args.port}/healthz" in probe
     assert a["ports"] == [f"127.0.0.1:{args.port}:{args.port}"]
-    assert a["environment"]["LABELDIST_API_KEY"], "computing distances on demand needs a key off loopback"
+    assert "--host" in cmd and args.host == "0.0.0.0", "off loopback inside the container: compute needs the key"
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's variable interpolation of ``value`` (``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``,
+    ``${VAR:?error}``, ``${VAR?error}``) with ``env``; ValueError with the message where compose would refuse."""
+
+    def one(match: re.Match[str]) -> str:
+        name, op, arg = match.group(1), match.group(2) or "", match.group(3) or ""
+        unset = name not in env or (op.startswith(":") and env[name] == "")
+        if not unset:
+            return env[name]
+        if op.endswith("?"):
+            raise ValueError(f"required variable {name} is missing a value: {arg}")
+        return arg if op.endswith("-") else ""
+
+    return re.sub(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}", one, value)
+
+
+def test_the_api_key_must_be_set_by_the_user(services: dict) -> None:
+    """No default key (it was the literal ``change-me``): compose refuses to start the api without one, and
+    passes the user's key on unchanged."""
+    value = services["api"]["environment"]["LABELDIST_API_KEY"]
+    with pytest.raises(ValueError, match="set LABELDIST_API_KEY"):
+        interpolate(value, {})
+    with pytest.raises(ValueError, match="set LABELDIST_API_KEY"):
+        interpolate(value, {"LABELDIST_API_KEY": ""})
+    assert interpolate(value, {"LABELDIST_API_KEY": "a-key-of-mine"}) == "a-key-of-mine"
+    for name in ("docker-compose.yml", "docker-compose.gpu.yml"):
+        text = (REPO / name).read_text()
+        assert "change-me" not in text, name
+        assert not re.search(r"LABELDIST_API_KEY:?-", text), f"{name}: a default for the key"
 
 
 def test_the_trainer_pulls_from_the_api_once_it_is_healthy(services: dict) -> None:

@@ -1,0 +1,145 @@
+"""Bounds on the distances a request makes the service compute on demand: a cost budget, a bounded pool, and
+cancellation when the client has gone.
+
+A kNN-only store computes every pair it does not hold from the labels. Unbounded, one 56-byte request
+(``{"count": 3, "size": 1024, "pairwise": true}`` on the caption store) made the service compute 1.45 million
+caption-set WMDs: 92 s of one core, which went on after the client had gone. So:
+
+- **Budget.** Before computing, a request's cost is estimated from the work :func:`api.registry.plan_pairs` will
+  do and the kind's unit costs (:attr:`LabelDistance.cost_per_call_s`, :attr:`~LabelDistance.cost_per_pair_s`,
+  measured by ``benchmarks/bench_pair_cost.py``); over ``LABELDIST_COMPUTE_BUDGET_S`` it is refused with 413,
+  before any work, naming the estimate and the budget.
+- **Pool.** At most ``LABELDIST_COMPUTE_WORKERS`` computations run at once; a request that cannot get a slot
+  within ``LABELDIST_COMPUTE_QUEUE_S`` is answered 503 with ``Retry-After``, so a flood of expensive requests
+  queues in no thread and starves no cheap one (look-ups of stored values never take a slot).
+- **Cancellation.** While a computation runs in its thread, the request's task listens for the client's
+  ``http.disconnect``; the computation checks the flag between chunks (:data:`CHUNK_SECONDS` of estimated work
+  each) and stops, so a client that has gone costs at most one chunk more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive
+
+from api.errors import APIError, TooLarge, Unavailable
+
+T = TypeVar("T")
+
+#: estimated seconds of work between two looks at the cancellation flag
+CHUNK_SECONDS = 0.2
+#: what a 503 for a saturated pool tells the client to wait (seconds)
+RETRY_AFTER_S = 1
+
+
+class Busy(Unavailable):
+    """Every computation slot is taken: 503 with ``Retry-After``."""
+
+    headers = {"Retry-After": str(RETRY_AFTER_S)}
+
+
+class ClientGone(APIError):
+    """The client disconnected while its distances were being computed: the work was stopped. The answer goes to
+    nobody; 499 is the status proxies log for "client closed request"."""
+
+    status_code = 499
+
+    def __init__(self) -> None:
+        super().__init__("the client disconnected; its computation was stopped")
+
+
+class ComputePool:
+    """The slots on-demand computations run in: one per allowed concurrent computation, shared by every store."""
+
+    def __init__(self, workers: int, queue_s: float) -> None:
+        self.workers, self.queue_s = workers, queue_s
+        self._slots = threading.BoundedSemaphore(workers)
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold a slot while computing; :class:`~api.errors.Busy` (503, Retry-After) when none frees up in time."""
+        if not self._slots.acquire(timeout=self.queue_s):
+            raise Busy(f"every one of the {self.workers} on-demand computation slots is busy "
+                       f"(LABELDIST_COMPUTE_WORKERS); retry in a moment")  # fmt: skip
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+class ComputeGuard:
+    """One request's bounds on computing: its budget, the shared pool, and whether its client has gone.
+
+    Passed down to :meth:`api.registry.ServedStore.distances`, which calls :meth:`admit` with its estimate
+    before computing, computes inside :meth:`slot` and calls :meth:`check` between chunks.
+    """
+
+    def __init__(self, budget_s: float, pool: ComputePool) -> None:
+        self.budget_s, self.pool = budget_s, pool
+        self.spent_s = 0.0
+        self.cancelled = threading.Event()
+
+    def admit(self, cost_s: float, what: str) -> None:
+        """Count ``cost_s`` of estimated work against the budget; TooLarge (413) when the request goes over it."""
+        if self.spent_s + cost_s > self.budget_s:
+            raise TooLarge(
+                f"{what}: estimated {format_seconds(self.spent_s + cost_s)} of on-demand computation, over the "
+                f"budget of {format_seconds(self.budget_s)} a request (LABELDIST_COMPUTE_BUDGET_S); ask for fewer "
+                "pairs not stored (a smaller batch, no pairwise matrix, or a store with the dense matrix)"
+            )
+        self.spent_s += cost_s
+
+    def slot(self) -> contextlib.AbstractContextManager[None]:
+        return self.pool.slot()
+
+    def check(self) -> None:
+        """ClientGone once the client has disconnected."""
+        if self.cancelled.is_set():
+            raise ClientGone()
+
+
+def unguarded() -> ComputeGuard:
+    """No budget, no pool, never cancelled: for code that calls the store outside a request (tests, tools)."""
+    return ComputeGuard(math.inf, ComputePool(1 << 20, 0.0))
+
+
+def format_seconds(seconds: float) -> str:
+    return f"{seconds:.3g} s" if seconds >= 0.01 else f"{seconds * 1e3:.3g} ms"
+
+
+def guard_for(state: Any) -> ComputeGuard:
+    """A fresh guard over the app's pool and the budget of its settings."""
+    return ComputeGuard(state.settings.compute_budget_s, state.compute_pool)
+
+
+async def run_cancellable(receive: Receive, guard: ComputeGuard, func: Callable[..., T], /, *args: Any,
+                          **kwargs: Any) -> T:  # fmt: skip
+    """``func(*args, **kwargs)`` in a worker thread, setting ``guard.cancelled`` if the client disconnects
+    meanwhile (its body must already be read: the next message of ``receive`` is then the disconnect)."""
+
+    async def watch() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                guard.cancelled.set()
+                return
+
+    failure: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            result = await run_in_threadpool(func, *args, **kwargs)
+        except Exception as e:  # raised below, outside the task group, which would wrap it in an ExceptionGroup
+            failure = e
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
