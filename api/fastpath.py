@@ -5,16 +5,18 @@ FastAPI spends more CPU on each such request than the answer itself costs: match
 solving dependencies, converting and validating each parameter took ~100 us a neighbour request and ~200 us a
 batch request in-process, against ~20 us and ~125 us for building the answers; through uvicorn on a 2-core machine
 this middleware cut the server's CPU per request from ~250 to ~80 us (neighbours, k = 30) and from ~550 to ~300 us
-(a batch of 150). This pure-ASGI middleware answers a request itself only when it is plainly well-formed and
-answerable: a served store, a canonical index within the store, ``k`` absent or a plain number within the
-limits, for batches a JSON body (with a Content-Length) that the route's own pydantic models accept, no query
-string and no ``.npz`` wanted. The answer is built by the same functions as the routes'
-(:func:`api.routers.neighbors.neighbors_response`, :func:`api.routers.batches.batches_response`), and an
-:class:`~api.errors.APIError` they raise is answered by the same handler, so the bytes are the same.
-Everything else (an unknown or incomplete store, an index out of range, an odd or extra query parameter, a body
-that does not validate, HEAD, a root path) goes on to the FastAPI app unchanged (a body already read is handed
-on as it came), which answers it exactly as without this middleware. ``LABELDIST_FAST_PATH=false`` turns it
-off.
+(a batch of 150). This pure-ASGI middleware answers a request itself only when it passes the route's schema: a
+served store, a canonical index (at most 2**31 - 1), ``k`` absent or a plain number, for batches a JSON body
+(with a Content-Length) that the route's own pydantic models accept, no query string and no ``.npz`` wanted.
+Past the schema it runs the routes' own code, not copies of their checks: :func:`api.routers.neighbors.
+check_neighbors` (``k`` over the limits, an index past the store), then the answer functions
+(:func:`api.routers.neighbors.neighbors_response`, :func:`api.routers.batches.batches_response`, which also
+bounds on-demand computation); an :class:`~api.errors.APIError` they raise is answered by the same handler, so
+the bytes are the same. :data:`ROUTE_INPUTS` lists what FastAPI solves for each route, and a test fails when a
+route gains an input (a dependency) not listed there. Everything else (an unknown or incomplete store, an odd or
+extra query parameter, a body that does not validate, HEAD, a root path) goes on to the FastAPI app unchanged (a
+body already read is handed on as it came), which answers it exactly as without this middleware.
+``LABELDIST_FAST_PATH=false`` turns it off.
 """
 
 from __future__ import annotations
