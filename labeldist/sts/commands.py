@@ -24,12 +24,20 @@ from labeldist.cli import (
     seed_int,
     share_float,
 )
+from labeldist.labels.sentences import EMPTY_SENTENCE_POLICIES
 from labeldist.sts.cascade import DEFAULT_PASS_SHARE
 
 DEFAULT_TRAIN = "data/stsb/sts-train.csv"
 DEFAULT_DEV = "data/stsb/sts-dev.csv"
 #: above this many bytes a dense float32 N x N matrix is refused (2.5 GB for the 25,009 Karpathy-test captions)
 DENSE_LIMIT = 2**30
+#: what --empty means, shared by ``sts eval`` and ``precompute sentences`` (each fills in its drop and default)
+EMPTY_HELP = (
+    "a sentence none of whose words has a word vector (all stop words, e.g. 'You should do it.') has no CBoW "
+    "score. error: stop, naming it (not with --scorer bert, which never reads CBoW and keeps it); "
+    "{drop}; zero: keep it with a zero CBoW vector: CBoW relevance 0 to every other sentence under --scorer "
+    "cbow, while coarse_to_fine and cascade send its pairs to BERT"
+)
 
 
 def check_model(name: str | None) -> None:
@@ -46,15 +54,42 @@ def check_model(name: str | None) -> None:
 
 
 def _sentence_labels(first: list[str], second: list[str], source: str) -> tuple[Any, Any, Any]:
-    """Sentences of the distinct texts of STS pairs, and the index of each pair's two sentences."""
+    """Sentences of the distinct texts of STS pairs, and the index of each pair's two sentences (a sentence
+    without a word vector is an error: benchmarks/bench_sts.py and the cascade's calibration read it so)."""
+    labels, i, j, _ = _kept_sentence_pairs(first, second, source)
+    return labels, i, j
+
+
+def _kept_sentence_pairs(
+    first: list[str],
+    second: list[str],
+    source: str,
+    *,
+    empty: str = "error",
+    needs_cbow: bool = True,
+    lines: tuple[int, ...] | None = None,
+) -> tuple[Any, Any, Any, Any]:
+    """Sentences of the distinct texts of STS pairs, the index of each kept pair's two sentences, and which
+    pairs are kept (all but those with a sentence left out under ``empty="drop"``).
+
+    With ``lines`` (the pairs' line numbers) a sentence is named in errors by where it occurs, e.g.
+    ``line 3, sentence1``, rather than by a number that appears nowhere in the file.
+    """
     import numpy as np
 
     from labeldist.labels.sentences import sentences_from_texts
 
-    texts = list(dict.fromkeys(first + second))
-    where = {t: n for n, t in enumerate(texts)}
-    labels = sentences_from_texts([str(n) for n in range(len(texts))], texts, source=source)
-    return labels, np.array([where[t] for t in first]), np.array([where[t] for t in second])
+    names: dict[str, str] = {}
+    for column, texts in ((1, first), (2, second)):
+        for t, text in enumerate(texts):
+            names.setdefault(text, f"line {lines[t]}, sentence{column}" if lines else str(len(names)))
+    labels = sentences_from_texts(list(names.values()), list(names), source=source, empty=empty,
+                                  needs_cbow=needs_cbow)  # fmt: skip
+    where = {t: n for n, t in enumerate(labels.texts)}
+    kept = np.array([a in where and b in where for a, b in zip(first, second)], dtype=bool)
+    i = np.array([where[a] for a, k in zip(first, kept) if k], dtype=np.int64)
+    j = np.array([where[b] for b, k in zip(second, kept) if k], dtype=np.int64)
+    return labels, i, j, kept
 
 
 def build_distance(args: argparse.Namespace, labels: Any = None) -> Any:
@@ -79,18 +114,20 @@ def build_distance(args: argparse.Namespace, labels: Any = None) -> Any:
     if args.scorer == "cascade" and bert_threshold is None:
         first = SentenceRelevance("bert", **common)
         if getattr(args, "candidates", None) is not None and labels is not None:
-            from labeldist.distances.sts import cbow_units
+            from labeldist.distances.sts import cbow_gate, cbow_units
             from labeldist.sts.models import resolve_model
             from labeldist.sts.scorers import bi_encoder_scorer
 
             sample = np.sort(np.random.default_rng(0).choice(len(labels), min(len(labels), 2000), replace=False))
             sub = labels.subset(sample)
             emb = bi_encoder_scorer(resolve_model(first.model), args.max_length).embed(sub.texts)
-            units = cbow_units(sub)
+            units, defined = cbow_units(sub), sub.cbow_defined
             share = args.candidates / (len(labels) - 1)
-            bert_threshold = threshold_for_candidates(
-                emb, share * (len(sub) - 1), gate=lambda r: units[r] @ units.T >= cbow_threshold
-            )
+
+            def gate(r: np.ndarray) -> np.ndarray:  # the distance's own gate: a pair without CBoW passes
+                return cbow_gate(units[r] @ units.T, ~(defined[r, None] & defined[None, :]), cbow_threshold)
+
+            bert_threshold = threshold_for_candidates(emb, share * (len(sub) - 1), gate=gate)
             calibration["bert"] = {"method": "corpus_candidates", "candidates": args.candidates,
                                    "sample": len(sub), "seed": 0}  # fmt: skip
         else:
@@ -122,20 +159,24 @@ def _eval(args: argparse.Namespace) -> int:
     check_model(args.cross_model)
     distance = build_distance(args)
     dev = read_sts(args.dev).head(args.dev_limit)
-    labels, i, j = _sentence_labels(list(dev.first), list(dev.second), dev.source)
+    labels, i, j, kept = _kept_sentence_pairs(list(dev.first), list(dev.second), dev.source, empty=args.empty,
+                                              needs_cbow=args.scorer != "bert", lines=dev.lines)  # fmt: skip
     before = transformer_calls()
     started = time.perf_counter()
     relevance = 1.0 - distance.pairs(labels, i, j)
     seconds = time.perf_counter() - started
     calls = {k: v - before[k] for k, v in transformer_calls().items()}
     report = {
-        "scorer": args.scorer, "pairs": len(dev), **{k: round(v, 4) for k, v in
-        correlations(relevance, dev.relevance).items()}, "transformer_calls": calls,
-        "seconds": round(seconds, 1), "params": distance.params(),
+        "scorer": args.scorer, "pairs": int(kept.sum()), "pairs_left_out": int((~kept).sum()),
+        "empty": args.empty, **{k: round(v, 4) for k, v in correlations(relevance, dev.relevance[kept]).items()},
+        "transformer_calls": calls, "seconds": round(seconds, 1), "params": distance.params(),
     }  # fmt: skip
     if distance.cbow_threshold is not None:
+        from labeldist.distances.sts import cbow_gate
+
         cbow = 1.0 - type(distance)("cbow").pairs(labels, i, j)
-        report["cbow_pass_share"] = round(float((cbow >= distance.cbow_threshold).mean()), 4)
+        undefined = ~(labels.cbow_defined[i] & labels.cbow_defined[j])
+        report["cbow_pass_share"] = round(float(cbow_gate(cbow, undefined, distance.cbow_threshold).mean()), 4)
     print(json.dumps(report, indent=2))
     return 0
 
@@ -192,7 +233,8 @@ def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
     check_file(args.input)
     check_model(args.model)
     check_model(args.cross_model)
-    labels = read_caption_sentences(args.input, format=args.format, empty=args.empty, limit=args.limit)
+    labels = read_caption_sentences(args.input, format=args.format, empty=args.empty, limit=args.limit,
+                                    needs_cbow=args.scorer != "bert")  # fmt: skip
     if args.dense and 4 * len(labels) ** 2 > DENSE_LIMIT:
         raise ValueError(f"a dense matrix of {len(labels)} sentences takes {4 * len(labels) ** 2 / 1e9:.1f} GB; "
                          "pass --knn-only")  # fmt: skip
@@ -211,9 +253,15 @@ def add_sentences_parser(kinds: Any, add_common: Any) -> None:
         default="auto",
         help="input layout; auto: an object is COCO, a list Karpathy (default: %(default)s)",
     )
-    p.add_argument("--empty", choices=("error", "drop"), default="error",
-                   help="a sentence with no word that has a vector: error, or leave it out "
-                        "(default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--empty",
+        choices=EMPTY_SENTENCE_POLICIES,
+        default="error",
+        # error by default: a store's manifest records the policy, and a store made before zero existed must
+        # still be found equal (and reused) when the same command is run again
+        help=EMPTY_HELP.format(drop="drop: leave it out of the store (the other ids do not change)")
+        + " (default: %(default)s)",
+    )
     p.add_argument("--limit", type=positive_int, help="the first N sentences only")
     p.add_argument(
         "--candidates",
@@ -278,6 +326,14 @@ def add_sts_parser(sub: Any) -> None:
 
     ev = cmds.add_parser("eval", help="Pearson and Spearman of a relevance scorer on STS-B dev")
     add_scorer_options(ev)
+    ev.add_argument(
+        "--empty",
+        choices=EMPTY_SENTENCE_POLICIES,
+        default="zero",
+        # zero by default: a benchmark is every pair of its file; drop would score another, smaller one
+        help=EMPTY_HELP.format(drop="drop: leave out the pairs that hold it (the report counts them)")
+        + " (default: %(default)s: every pair is scored)",
+    )
     ev.add_argument("--dev", default=DEFAULT_DEV, help="STS-B file to score (default: %(default)s)")
     ev.add_argument("--dev-limit", type=positive_int, help="the first N pairs only")
     ev.set_defaults(func=_eval)

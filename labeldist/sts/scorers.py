@@ -14,20 +14,24 @@ relevance degree between sentences. Three scorers, cheapest first:
 Every scorer gives :math:`R(s, s) = 1` for identical texts (STS gold is 5 for a sentence and itself), so the
 distance :math:`1 - R` is exactly 0 on the diagonal. Models truncate their inputs to ``max_length`` word pieces
 (a bi-encoder each sentence, a cross-encoder the pair, longest sentence first); a warning says when.
+
+The scorers are shared by every thread of a process (the API's request threads): their caches and counters
+change under a lock of their own, and every model call holds the model's
+:func:`~labeldist.sts.models.model_lock`.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from labeldist.sts.models import load_bi_encoder, load_cross_encoder
+from labeldist.sts.models import cached_once, load_bi_encoder, load_cross_encoder, model_lock
 
 #: word pieces per model input unless told otherwise (all-MiniLM-L6-v2's own limit)
 MAX_LENGTH = 256
@@ -37,16 +41,19 @@ def mean_vectors(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -
     r"""Average word vector of each sentence, :math:`\bar v_s = \frac{1}{|s|}\sum_{w \in s} v_w`, float64.
 
     ``tokens`` (T,) index rows of ``vectors`` (V, d); sentence ``s`` owns ``tokens[offsets[s]:offsets[s+1]]``
-    (at least one token each).
+    (none, for a sentence without a word that has a vector: its row is zero, so its cosine with anything is 0).
 
-    >>> mean_vectors(np.array([0, 1, 1]), np.array([0, 2, 3]), np.array([[1.0, 0.0], [0.0, 1.0]])).tolist()
-    [[0.5, 0.5], [0.0, 1.0]]
+    >>> mean_vectors(np.array([0, 1, 1]), np.array([0, 2, 2, 3]), np.array([[1.0, 0.0], [0.0, 1.0]])).tolist()
+    [[0.5, 0.5], [0.0, 0.0], [0.0, 1.0]]
     """
     lengths = np.diff(offsets)
-    if len(lengths) == 0:
-        return np.zeros((0, vectors.shape[1]))
-    sums = np.add.reduceat(np.asarray(vectors, dtype=np.float64)[tokens], offsets[:-1], axis=0)
-    return sums / lengths[:, None]
+    out = np.zeros((len(lengths), vectors.shape[1]))
+    has = np.flatnonzero(lengths > 0)
+    if len(has):
+        # reduceat over the non-empty segments only: for an empty one it would return the next token's vector
+        sums = np.add.reduceat(np.asarray(vectors, dtype=np.float64)[tokens], offsets[has], axis=0)
+        out[has] = sums / lengths[has, None]
+    return out
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
@@ -81,26 +88,44 @@ class BiEncoderScorer:
 
     ``calls`` counts the sentences embedded (transformer calls). Embeddings are computed in batches of
     ``batch_size`` and do not depend on which block asked first to better than 1e-6 (padding is masked).
+
+    Safe to share between threads: a text is embedded by the first thread that needs it while the others wait
+    for it, so each costs one call and every thread reads the same value (two threads embedding it in
+    different batches would differ in the last bits, and a later request could get the other one).
     """
 
     def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64) -> None:
         self.path, self.max_length, self.batch_size = path, max_length, batch_size
         self.calls = 0
         self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float64 embeddings (len(texts), d)."""
-        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if todo:
-            model = load_bi_encoder(self.path, self.max_length)
-            warn_truncated(model.tokenizer, todo, self.max_length, "bi-encoder")
-            emb = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-            for t, e in zip(todo, unit_rows(emb)):
-                self._cache[t] = e
-            self.calls += len(todo)
+        # Double-checked: the lock only when something is missing. Entries are only ever added (a load()
+        # rewrites them with values of the same texts), so a reader without the lock sees a whole value.
+        if any(t not in self._cache for t in texts):
+            with self._lock:
+                self._embed_missing(texts)
         if not texts:
             return np.zeros((0, 0))
         return np.stack([self._cache[t] for t in texts])
+
+    def has(self, texts: Sequence[str]) -> bool:
+        """Whether every text of ``texts`` is embedded already."""
+        return all(t in self._cache for t in texts)
+
+    def _embed_missing(self, texts: Sequence[str]) -> None:
+        """Embed the texts not in the cache yet (the caller holds ``self._lock``)."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if not todo:
+            return
+        model = load_bi_encoder(self.path, self.max_length)
+        with model_lock(model):
+            warn_truncated(model.tokenizer, todo, self.max_length, "bi-encoder")
+            emb = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        self._cache.update(zip(todo, unit_rows(emb)))
+        self.calls += len(todo)
 
     def save(self, texts: Sequence[str], path: Path) -> None:
         """Embed ``texts`` (in this order) and write the float64 array to ``path`` atomically (aside, then rename)."""
@@ -115,7 +140,8 @@ class BiEncoderScorer:
         values = np.load(path)
         if values.shape[0] != len(texts):
             raise ValueError(f"{path}: {values.shape[0]} embeddings for {len(texts)} texts")
-        self._cache.update(zip(texts, values))
+        with self._lock:
+            self._cache.update(zip(texts, values))
 
     def relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """(len(a), len(b)) relevance, 1 for identical texts."""
@@ -127,12 +153,14 @@ class BiEncoderScorer:
 class CrossEncoderScorer:
     """Relevance from a cross-encoder, averaged over both orders of each pair.
 
-    ``calls`` counts transformer calls: two per distinct unordered pair of distinct texts scored.
+    ``calls`` counts transformer calls: two per distinct unordered pair of distinct texts scored. Safe to share
+    between threads (no cache; the model call holds the model's lock).
     """
 
     def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64) -> None:
         self.path, self.max_length, self.batch_size = path, max_length, batch_size
         self.calls = 0
+        self._lock = threading.Lock()  # ``calls += n`` is a read and a write: two threads could lose one
 
     def one_order(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         r""":math:`\sigma(g(a_t, b_t))` for each t (one order only, no identical-text rule)."""
@@ -140,9 +168,11 @@ class CrossEncoderScorer:
             return np.zeros(0)
         model = load_cross_encoder(self.path, self.max_length)
         pairs = list(zip(a, b))
-        warn_truncated(model.tokenizer, pairs, self.max_length, "cross-encoder")
-        self.calls += len(pairs)
-        scores = model.predict(pairs, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        with model_lock(model):
+            warn_truncated(model.tokenizer, pairs, self.max_length, "cross-encoder")
+            scores = model.predict(pairs, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        with self._lock:
+            self.calls += len(pairs)
         return np.asarray(scores, dtype=np.float64).reshape(-1)
 
     def pair_relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
@@ -166,7 +196,10 @@ class CrossEncoderScorer:
 
 
 def warn_truncated(tokenizer: object, inputs: Sequence[str | tuple[str, str]], max_length: int, what: str) -> None:
-    """Warn (naming the first one) when inputs exceed ``max_length`` word pieces and will be truncated."""
+    """Warn (naming the first one) when inputs exceed ``max_length`` word pieces and will be truncated.
+
+    The caller holds the model's lock: a tokenizer call resets the padding the model's own call relies on.
+    """
     lengths = [
         len(tokenizer(*x if isinstance(x, tuple) else (x,), verbose=False)["input_ids"])  # type: ignore[operator]
         for x in inputs
@@ -194,7 +227,7 @@ def embedding_key(model_sha256: str, max_length: int, texts: Sequence[str]) -> s
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=8)
+@cached_once(maxsize=8)
 def bi_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> BiEncoderScorer:
     """The process-wide scorer of a bi-encoder (so its embedding cache lives as long as the worker)."""
     scorer = BiEncoderScorer(path, max_length)
@@ -202,7 +235,7 @@ def bi_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> BiEncoderScor
     return scorer
 
 
-@functools.lru_cache(maxsize=8)
+@cached_once(maxsize=8)
 def cross_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> CrossEncoderScorer:
     """The process-wide scorer of a cross-encoder."""
     scorer = CrossEncoderScorer(path, max_length)
