@@ -281,7 +281,12 @@ class UnavailableStore:
 
 def open_store(name: str, path: Path, settings: Settings) -> ServedStore | UnavailableStore | None:
     """The store at ``path`` opened for serving, or unavailable with the reason, or None if it is no store."""
-    manifest = read_manifest(str(path))
+    try:
+        manifest = read_manifest(str(path))
+    except StoreError as e:  # its metadata is damaged: listed, refused, and the other stores still served
+        log.error("%s", e)
+        return UnavailableStore(name, path, {}, f"store {name!r} is damaged on disk and is refused until it is "
+                                f"rebuilt: {_without_url(str(e), str(path.absolute()))}")  # fmt: skip
     if manifest is None:
         return None
     if manifest.get("complete") is not True:
@@ -346,7 +351,11 @@ class StoreRegistry:
             if current is not store:
                 return current
             store.checked = time.monotonic()
-            if (read_manifest(str(store.path)) or {}).get("complete") is not True:
+            try:
+                complete = (read_manifest(str(store.path)) or {}).get("complete") is True
+            except StoreError:
+                complete = False
+            if not complete:
                 return store
             fresh = open_store(store.name, store.path, self.settings) or store
             self.stores[store.name] = fresh

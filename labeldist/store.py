@@ -56,7 +56,7 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from zarr.core.sync import sync
 
 from labeldist import __version__
-from labeldist.labels.base import LabelSet, as_str_array
+from labeldist.labels.base import LabelError, LabelSet, as_str_array
 
 FORMAT = 1
 MANIFEST_KEY = "labeldist"
@@ -82,7 +82,11 @@ class StoreMismatchError(StoreError):
 
 class StoreCorruptError(StoreError):
     """A chunk of the store is missing, or failed its CRC32C checksum or its decoding: the bytes on disk are not
-    the ones written."""
+    the ones written. ``array`` names the damaged array, where one is known."""
+
+    def __init__(self, message: str, array: str | None = None) -> None:
+        super().__init__(message)
+        self.array = array
 
 
 def is_checksum_error(error: BaseException) -> bool:
@@ -201,9 +205,13 @@ def read_rows(url: str, path: str, array: zarr.Array, start: int = 0, stop: int 
         a, b = _rows_of(array, missing[0])
         raise StoreCorruptError(f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, missing[0]))} is missing "
                                 f"({len(missing)} missing in rows {start}:{stop}): refusing to read fill values as "
-                                f"data; `labeldist verify {url}` lists every damaged chunk")  # fmt: skip
-    with checked_read(url, f"{path} rows {start}:{stop}"):
-        return array[...] if array.ndim == 0 else array[start:stop]
+                                f"data; `labeldist verify {url}` lists every damaged chunk", array=path)  # fmt: skip
+    try:
+        with checked_read(url, f"{path} rows {start}:{stop}"):
+            return array[...] if array.ndim == 0 else array[start:stop]
+    except StoreCorruptError as e:
+        e.array = path
+        raise
 
 
 def has_checksums(array: zarr.Array) -> bool:
@@ -269,11 +277,16 @@ def fingerprint_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
 
 def read_manifest(url: str) -> dict[str, Any] | None:
-    """The manifest at ``url``, or None when there is no labeldist store there."""
+    """The manifest at ``url``, or None when there is no labeldist store there; StoreCorruptError when the
+    group's metadata cannot be parsed (a store damaged on disk is not "no store": it must not be written over)."""
     try:
         group = open_group(url, mode="r")
-    except (FileNotFoundError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError):
+    except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError,
+            zarr.errors.NodeTypeValidationError):  # fmt: skip
         return None
+    except ValueError as e:  # zarr.json that is not JSON, or not Zarr metadata
+        raise StoreCorruptError(f"{store_url(url)}: its metadata (zarr.json) cannot be read ({e}): the store is "
+                                "damaged; rebuild it") from e  # fmt: skip
     man = group.attrs.get(MANIFEST_KEY)
     return dict(man) if isinstance(man, Mapping) else None
 
@@ -512,6 +525,9 @@ class StoreReader:
         except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError,
                 zarr.errors.NodeTypeValidationError) as e:  # fmt: skip
             raise StoreError(f"{self.url}: no store there") from e
+        except ValueError as e:  # zarr.json that is not JSON, or not Zarr metadata
+            raise StoreCorruptError(f"{self.url}: its metadata (zarr.json) cannot be read ({e}): the store is "
+                                    "damaged; rebuild it", array="zarr.json") from e  # fmt: skip
         man = self._group.attrs.get(MANIFEST_KEY)
         if not isinstance(man, Mapping):
             raise StoreError(f"{self.url}: not a labeldist store (no '{MANIFEST_KEY}' manifest)")
@@ -520,7 +536,8 @@ class StoreReader:
         self.manifest: dict[str, Any] = dict(man)
         for path in ("ids", "knn/indices", "knn/distances"):
             if path not in self._group:
-                raise StoreCorruptError(f"{self.url}: array {path} is missing: the store is damaged; rebuild it")
+                raise StoreCorruptError(f"{self.url}: array {path} is missing: the store is damaged; rebuild it",
+                                        array=path)  # fmt: skip
         if not has_checksums(self._array("ids")):
             raise StoreError(
                 f"{self.url}: made by labeldist before 0.2, whose ids and labels carry no checksum, so damage to "
@@ -531,7 +548,9 @@ class StoreReader:
         try:
             return self._group[path]
         except KeyError:
-            raise StoreCorruptError(f"{self.url}: array {path} is missing: the store is damaged; rebuild it") from None
+            raise StoreCorruptError(
+                f"{self.url}: array {path} is missing: the store is damaged; rebuild it", array=path
+            ) from None
 
     def _read(self, path: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         return read_rows(self.url, path, self._array(path), start, stop)
@@ -598,7 +617,13 @@ class StoreReader:
         from labeldist.kinds import distance_class
 
         cls = distance_class(self.manifest["kind"]).labels_class
-        return cls.from_arrays(self.ids, self.label_arrays())
+        arrays = self.label_arrays()
+        try:
+            return cls.from_arrays(self.ids, arrays)
+        except LabelError as e:  # an array of the labels lost (its metadata deleted), or arrays that disagree
+            found = ", ".join(sorted(arrays)) or "no arrays"
+            message = f"{self.url}: the labels cannot be rebuilt from labels/ ({found}): {e}"
+            raise StoreCorruptError(message, array="labels") from e
 
     def distance(self):  # -> LabelDistance (imported lazily: the kinds pull in heavy modules)
         from labeldist.kinds import distance_class

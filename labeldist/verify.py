@@ -27,8 +27,8 @@ def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
         return _damage_report(reader.url, damaged)
     try:
         return _recompute_sample(reader, sample, seed)
-    except StoreCorruptError as e:  # damaged between the scan and the sample (a store being tampered with)
-        return _damage_report(reader.url, [{"array": "?", "rows": [0, 0], "error": str(e)}])
+    except StoreCorruptError as e:  # what the chunk scan cannot see (an array's metadata lost), or damage since
+        return _damage_report(reader.url, [{"array": e.array or "?", "rows": [0, 0], "error": str(e)}])
 
 
 def _damage_report(url: str, damaged: list[dict[str, Any]]) -> dict[str, Any]:

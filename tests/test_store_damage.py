@@ -192,3 +192,39 @@ def test_invalid_utf8_in_the_vocab_is_named_by_verify_and_refused(clean, tmp_pat
     assert "decode" in report["damaged"][0]["error"]
     with _client(hit) as client:
         _refused(client.post("/v1/stores/hit/distances", json={"anchor": 0, "items": [30]}), "labels/vocab")
+
+
+# ---------------------------------------------------------------- metadata: an array's zarr.json, the manifest
+def test_a_deleted_array_metadata_is_named_by_verify_and_refused(clean, tmp_path) -> None:
+    """Zarr no longer sees an array whose zarr.json is gone: the chunk scan cannot find it, the labels can."""
+    hit = _copy(clean["caption"], tmp_path)
+    (hit / "labels" / "vocab" / "zarr.json").unlink()
+    code, report, _ = _verify(hit)
+    assert code == 1 and [d["array"] for d in report["damaged"]] == ["labels"]
+    assert "vocab" in report["damaged"][0]["error"]
+    with _client(hit) as client:
+        _refused(client.post("/v1/stores/hit/distances", json={"anchor": 0, "items": [30]}), "labels")
+        # the texts of a label view do not need the vocabulary: served, and the same as the whole store's
+        view = client.get("/v1/stores/hit/items/3/label")
+    with _client(clean["caption"]) as whole:
+        assert view.json() == whole.get(f"/v1/stores/{clean['caption'].name}/items/3/label").json()
+
+
+def test_a_garbled_manifest_is_refused_and_the_other_stores_still_served(clean, tmp_path) -> None:
+    hit = _copy(clean["caption"], tmp_path)
+    _copy(clean["pose"], tmp_path, "whole")
+    meta = hit / "zarr.json"
+    meta.write_bytes(meta.read_bytes()[:100])  # cut short: not JSON
+    code, _report, stderr = _verify(hit)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and str(hit) in stderr and "zarr.json" in stderr
+    with _client(hit) as client:
+        _refused(client.get("/v1/stores/hit/items/1/neighbors"), "zarr.json")
+        listed = {s["name"]: s["available"] for s in client.get("/v1/stores").json()["stores"]}
+        assert listed == {"hit": False, "whole": True}
+        assert client.get("/v1/stores/whole/items/1/neighbors").status_code == 200
+    # and precompute refuses to write over it rather than taking it for an empty folder
+    from labeldist.store import StoreCorruptError as Corrupt
+    from labeldist.store import read_manifest
+
+    with pytest.raises(Corrupt, match="zarr.json"):
+        read_manifest(str(hit))

@@ -76,7 +76,11 @@ FAULTS = {
     "ids-bit-flipped": (CAPTION, lambda s: _flip_bit(s / "ids/c/0"), 585, "ids"),
     "vectors-bit-flipped": (CAPTION, lambda s: _flip_bit(s / "labels/vectors/c/0/0"), 7, "labels/vectors"),
     "vocab-invalid-utf8": (CAPTION, _invalid_utf8_vocab, 7, "labels/vocab"),
+    "array-metadata-deleted": (CAPTION, lambda s: (s / "labels/vocab/zarr.json").unlink(), 7, "labels"),
+    "manifest-garbled": (POSE, lambda s: (s / "zarr.json").write_text('{"zarr_format": 3, "node_t'), 1, "zarr.json"),
 }
+#: damage that keeps a store from being served at all (the rest is refused where it is read)
+UNSERVED = ("ids", "knn/indices", "zarr.json")
 
 
 @pytest.fixture(scope="module")
@@ -362,7 +366,7 @@ def test_every_store_fault_is_refused_never_served(service: Service) -> None:
                     if r.json() != whole.json():
                         served.append((name, path))
             (refused if damaged else served).append(name)
-            assert listed[name]["available"] is (array not in ("ids", "knn/indices")), (name, listed[name])
+            assert listed[name]["available"] is (array not in UNSERVED), (name, listed[name])
     FIGURES["store faults"] = {"injected": len(FAULTS), "refused": len(set(refused)), "served wrong": len(served)}
     assert not served and len(set(refused)) == len(FAULTS), (refused, served)
 

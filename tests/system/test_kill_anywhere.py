@@ -10,7 +10,9 @@ to an uninterrupted run's. ``LABELDIST_KILL_POINTS=all`` kills at every write (R
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +80,33 @@ def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, da
     print(f"kill points: {len(points)} of {writes} writes; states left by the kills: {seen}; all resumed equal")
     # the kills hit both phases: before the store existed (its layout) and while it was incomplete (its blocks)
     assert seen.get("nothing", 0) >= 10 and seen.get("incomplete", 0) >= 10, seen
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_half_laid_out_store_of_an_older_labeldist_is_laid_out_again(tmp_path, dask_client, overwrite) -> None:
+    """What the adversarial run found: a kill just after ``<out>/ids`` appeared (before creation was atomic) left
+    a manifest and ``ids`` but no ``progress/blocks``, and every rerun, even with --overwrite, failed with
+    ``No array found ... at path progress/blocks``. Such a store is now laid out again."""
+    reference = tmp_path / "reference" / "store"
+    job(str(reference), dask_client)
+    out = tmp_path / "half" / "store"
+    shutil.copytree(reference, out)
+    for name in ("progress", "knn", "dense", "labels"):
+        shutil.rmtree(out / name)
+    manifest = json.loads((out / "zarr.json").read_text())
+    manifest["attributes"]["labeldist"]["complete"] = False
+    (out / "zarr.json").write_text(json.dumps(manifest))
+    result = job(str(out), dask_client) if not overwrite else job_overwrite(str(out), dask_client)
+    assert not result.reused and result.blocks_computed == result.blocks_total
+    assert_same_store(out, reference)
+
+
+def job_overwrite(out: str, client) -> object:
+    from labeldist.distances.pose import PoseDistance
+    from labeldist.engine import precompute
+    from labeldist.labels.poses import read_mpii_csv
+    from tests.system.kill_at_write import BLOCK_ROWS, CSV, N_ITEMS, K
+
+    labels = read_mpii_csv(CSV).subset(slice(0, N_ITEMS))
+    return precompute(labels, PoseDistance(), out, dataset="mpii120", k=K, dense=True, block_rows=BLOCK_ROWS,
+                      client=client, progress=False, overwrite=True)  # fmt: skip
