@@ -61,9 +61,16 @@ class PairPlan:
         """Distances the kernel computes (the whole rectangle, or each row's own columns)."""
         return int(self.ur.size * self.uc.size) if self.rectangle else int(self.rows.size)
 
+    @property
+    def items(self) -> int:
+        """Distinct items the pairs name (what a kind that embeds its labels, the sentence kind, prepares)."""
+        return int(np.union1d(self.ur, self.uc).size)
+
     def cost_s(self, distance_cls: Any) -> float:
-        """Estimated seconds of one core: calls x the kind's cost a call + kernel pairs x its cost a pair."""
-        return self.calls * distance_cls.cost_per_call_s + self.kernel_pairs * distance_cls.cost_per_pair_s
+        """Estimated seconds of one core: calls x the kind's cost a call + kernel pairs x its cost a pair + distinct
+        items x its cost an item."""
+        return (self.calls * distance_cls.cost_per_call_s + self.kernel_pairs * distance_cls.cost_per_pair_s
+                + self.items * distance_cls.cost_per_item_s)  # fmt: skip
 
 
 def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:

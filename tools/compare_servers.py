@@ -1,0 +1,54 @@
+"""Send the same well-formed requests to two labeldist servers over the same stores, and compare the answers byte
+for byte: a change that must not alter any answer (a refactor, a new guard) is checked against the version
+before it.
+
+    python tools/compare_servers.py OLD_PORT NEW_PORT      # both on 127.0.0.1, serving the same stores folder
+
+For every store the new server lists: 30 random items, each asked for its neighbours (all, and k = 5), its label,
+distances to 20 items and of 10 pairs (computed on demand where not stored), a pairwise batch and an .npz batch;
+then the store's entry. Prints how many answers are identical, and the first that differ.
+"""
+
+import sys
+
+import httpx
+import numpy as np
+
+old, new = int(sys.argv[1]), int(sys.argv[2])
+names = [s["name"] for s in httpx.get(f"http://127.0.0.1:{new}/v1/stores").json()["stores"]]
+reqs = []
+rng = np.random.default_rng(0)
+for name in names:
+    info = httpx.get(f"http://127.0.0.1:{new}/v1/stores/{name}").json()
+    n, k = info["n_items"], info["k"]
+    for i in rng.choice(n, 30, replace=False).tolist():
+        reqs.append(("GET", f"/v1/stores/{name}/items/{i}/neighbors", None, {}))
+        reqs.append(("GET", f"/v1/stores/{name}/items/{i}/neighbors?k={min(5, k)}", None, {}))
+        reqs.append(("GET", f"/v1/stores/{name}/items/{i}/label", None, {}))
+        reqs.append(("POST", f"/v1/stores/{name}/distances", {"anchor": i, "items": rng.choice(n, 20).tolist()}, {}))
+        reqs.append(("POST", f"/v1/stores/{name}/distances", {"pairs": rng.choice(n, (10, 2)).tolist()}, {}))
+        reqs.append(
+            (
+                "POST",
+                f"/v1/stores/{name}/batches",
+                {"anchors": [i], "size": 12, "neighbors": 4, "pairwise": True, "seed": i},
+                {},
+            )
+        )
+        reqs.append(
+            ("POST", f"/v1/stores/{name}/batches?format=npz", {"count": 2, "size": 10, "neighbors": 3, "seed": i}, {})
+        )
+    reqs.append(("GET", f"/v1/stores/{name}", None, {}))
+same = differ = 0
+diffs = []
+for method, path, body, _headers in reqs:
+    a = httpx.request(method, f"http://127.0.0.1:{old}{path}", json=body, timeout=120)
+    b = httpx.request(method, f"http://127.0.0.1:{new}{path}", json=body, timeout=120)
+    if a.status_code == b.status_code and a.content == b.content:
+        same += 1
+    else:
+        differ += 1
+        diffs.append((path, a.status_code, b.status_code, a.content[:150], b.content[:150]))
+print(f"{len(reqs)} well-formed requests over {len(names)} stores: {same} byte-identical, {differ} differ")
+for d in diffs[:10]:
+    print(d)
