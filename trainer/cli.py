@@ -1,8 +1,12 @@
-"""The ``trainer`` command: ``fit``, ``eval``, ``plot``, ``demo-inputs`` and ``split``.
+"""The ``trainer`` command: ``fit``, ``eval``, ``plot``, ``demo-inputs``, ``split`` and ``render``.
 
     trainer fit --url http://127.0.0.1:8000 --store mpii-train-pose --features train.npy --out runs/lr
     trainer eval --url http://127.0.0.1:8000 --store mpii-test-pose --features test.npy --split split.json \\
         --checkpoint runs/lr/checkpoint.pt --out runs/lr/eval.json --plot runs/lr/eval.png
+    trainer plot runs/lr runs/triplet --out fig3.png            # eval.json of each run, named after the run
+    trainer plot --loss-curves runs/lr runs/triplet --out loss.png
+
+``fit`` and ``eval`` end with a table; ``--json`` prints their JSON lines instead.
 """
 
 from __future__ import annotations
@@ -18,14 +22,18 @@ from typing import Any
 from trainer.client import LabelDistClient, ServiceError
 from trainer.losses import LOSSES
 
+#: losses that split a minibatch into positives and negatives by the binary rule (--positives)
+BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
+
 
 def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
-    if args.margin is not None and args.loss in ("log_ratio", "ladder"):
-        raise SystemExit(f"--margin does not apply to {args.loss} (log_ratio has none; ladder keeps the paper's)")
+    if args.margin is not None and args.loss in ("log_ratio", "ladder", "multi_similarity"):
+        raise SystemExit(f"--margin does not apply to {args.loss} (log_ratio has none; ladder and multi_similarity "
+                         "keep the papers')")  # fmt: skip
     options: dict[str, Any] = {}
     if args.margin is not None:
         options["margin"] = args.margin
-    if args.loss == "binary_triplet" and args.positives is not None:
+    if args.loss in BINARY_LOSSES and args.positives is not None:
         options["positives"] = args.positives
     if args.loss == "log_ratio" and args.unsquared:
         options["squared"] = False
@@ -34,6 +42,10 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
             options["thresholds"] = args.thresholds
         if args.relevance:
             options["relevance"] = args.relevance
+        if args.ladder_calibrate:
+            options["calibrate"] = args.ladder_calibrate
+        if args.ladder_shares:
+            options["shares"] = args.ladder_shares
     return options
 
 
@@ -47,7 +59,12 @@ def _fit(args: argparse.Namespace) -> int:
     values["loss_options"] = _loss_options(args)
     values["progress"] = not args.no_progress
     summary = fit(FitConfig(**values))
-    print(json.dumps(summary))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        from trainer.report import fit_table, run_device
+
+        print(fit_table(summary, run=args.out, loss=args.loss, device=run_device(args.out)))
     if args.eval_store:
         if not (args.eval_features and args.split):
             raise SystemExit("--eval-store needs --eval-features and --split")
@@ -58,7 +75,9 @@ def _fit(args: argparse.Namespace) -> int:
         out = Path(args.out)
         (out / "eval.json").write_text(json.dumps(result), encoding="utf-8")
         plot_curves({args.loss: result}, out / "eval.png", title=f"{args.eval_store}: {args.loss}")
-        print(json.dumps(result["summary"]))
+        if not args.json:
+            print()  # the metrics' table apart from the run's
+        _print_eval(result, args.json)
     return 0
 
 
@@ -74,18 +93,26 @@ def _eval(args: argparse.Namespace) -> int:
     Path(args.out).write_text(json.dumps(result), encoding="utf-8")
     if args.plot:
         plot_curves({result["label"]: result}, args.plot, title=args.store)
-    print(json.dumps(result["summary"]))
+    _print_eval(result, args.json)
     return 0
 
 
-def _plot(args: argparse.Namespace) -> int:
-    from trainer.evaluate import plot_curves
+def _print_eval(result: dict[str, Any], as_json: bool) -> None:
+    """The metrics of an evaluation: a table, or (``--json``) the summary's JSON line as before."""
+    from trainer.report import eval_table
 
-    results = {}
-    for path in args.results:
-        result = json.loads(Path(path).read_text(encoding="utf-8"))
-        results[result.get("label") or Path(path).stem] = result
-    print(plot_curves(results, args.out, title=args.title or ""))
+    print(json.dumps(result["summary"]) if as_json else eval_table(result))
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from trainer.plots import legend_labels, plot_evals, plot_losses
+
+    if args.loss_curves:
+        fig = plot_losses(args.results, args.out, labels=args.label, title=args.title or "", y_scale=args.y_scale)
+    else:
+        fig = plot_evals(args.results, args.out, labels=args.label, title=args.title or "")
+    labels = legend_labels(fig)
+    print(f"{args.out}: {len(labels)} curves: " + "; ".join(labels))
     return 0
 
 
@@ -109,6 +136,20 @@ def _split(args: argparse.Namespace) -> int:
     return 0
 
 
+def _render(args: argparse.Namespace) -> int:
+    from labeldist.store import StoreError
+    from trainer.render import RenderError, render_store
+
+    try:
+        meta = render_store(args.store, args.out, size=args.size, seed=args.seed, fmt=args.format, items=args.items,
+                            workers=args.workers, overwrite=args.overwrite, progress=not args.no_progress)  # fmt: skip
+    except (RenderError, StoreError) as e:  # one line, no traceback
+        print(f"trainer render: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.out}: {meta['count']} {meta['kind']} images, {meta['size']} px, seed {meta['seed']}")
+    return 0
+
+
 def _service_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="http://127.0.0.1:8000", help="labeldist service (default: %(default)s)")
     p.add_argument("--api-key", help="sent as X-API-Key (when the service computes distances only with one)")
@@ -124,11 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--features", required=True, help="input features indexed like the store (.npy or zarr)")
     fit.add_argument("--out", required=True, help="run folder: checkpoint.pt, log.jsonl, eval.json, eval.png")
     fit.add_argument("--loss", default="log_ratio", choices=sorted(LOSSES))
-    fit.add_argument("--margin", type=float, help="triplet margin (default: 0.03 dense, 0.2 binary)")
-    fit.add_argument("--positives", type=int, help="binary_triplet: label-nearest items taken as positives (30)")
+    fit.add_argument("--margin", type=float, help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
+                     "negative margin (1); proxy_anchor: delta (0.1)")  # fmt: skip
+    fit.add_argument("--positives", type=int, help="binary_triplet, lifted, proxy_anchor, multi_similarity: the N "
+                     "items of each minibatch nearest the anchor in label distance are its positives, the rest its "
+                     "negatives (default 30); proxy_anchor: those N and the anchor form the class of the anchor's "
+                     "store index, every other item the class of its own (one proxy per store item)")  # fmt: skip
     fit.add_argument("--unsquared", action="store_true", help="log_ratio: Euclidean D(f), as the authors' code")
     fit.add_argument("--thresholds", type=float, nargs="+", help="ladder: relevance thresholds, decreasing")
     fit.add_argument("--relevance", choices=("one_minus", "inverse"), help="ladder: relevance from distance")
+    fit.add_argument("--ladder-calibrate", choices=("auto", "quantile", "off"), help="ladder: auto (default) keeps "
+                     "the thresholds where the first batch's relevances lie in [0, 1] and form a rung, else sets them "
+                     "at quantiles of its label distances (quantile: always; off: never, an error)")  # fmt: skip
+    fit.add_argument("--ladder-shares", type=float, nargs="+", help="ladder: shares of the first batch's pairs at "
+                     "or below each calibrated threshold, one per rung, increasing (default 0.05 0.2)")  # fmt: skip
     fit.add_argument(
         "--size", type=int, default=150, help="minibatch size with the anchor (paper: 150 poses, 50 captions)"
     )
@@ -153,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--eval-features", help="... with these features ...")
     fit.add_argument("--split", help="... and the queries/gallery of this split.json")
     fit.add_argument("--k-max", type=int, default=100)
+    fit.add_argument("--json", action="store_true", help="end with JSON lines (summary, metrics), not tables")
     fit.set_defaults(func=_fit)
 
     ev = sub.add_parser("eval", help="retrieval metrics of a checkpoint (or of the input features) on a test store")
@@ -166,12 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--label", help="name of this result in plots")
     ev.add_argument("--k-max", type=int, default=100)
     ev.add_argument("--device", default="auto")
+    ev.add_argument("--json", action="store_true", help="print the metrics' summary as JSON, not a table")
     ev.set_defaults(func=_eval)
 
-    pl = sub.add_parser("plot", help="one figure of several eval results (Fig. 3 of Kim et al.)")
-    pl.add_argument("results", nargs="+")
-    pl.add_argument("--out", required=True)
+    pl = sub.add_parser("plot", help="one figure of several runs' eval results (Fig. 3 of Kim et al.) or losses")
+    pl.add_argument("results", nargs="+", help="eval.json files or run folders (--loss-curves: log.jsonl or folders)")
+    pl.add_argument("--out", required=True, help="PNG")
     pl.add_argument("--title")
+    pl.add_argument("--loss-curves", action="store_true", help="loss against step from each run's log.jsonl")
+    pl.add_argument("--label", action="append", help="a curve's name, once per run in order (default: the run's)")
+    pl.add_argument("--y-scale", choices=("auto", "linear", "log"), default="auto",
+                    help="loss curves: auto is log where the losses span more than two decades")  # fmt: skip
     pl.set_defaults(func=_plot)
 
     demo = sub.add_parser("demo-inputs", help="write demo input features for a caption or pose store")
@@ -189,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--query-fraction", type=float, default=0.2)
     sp.add_argument("--seed", type=int, default=0)
     sp.set_defaults(func=_split)
+
+    rd = sub.add_parser("render", help="draw one image per item of a pose or layout store, from its label")
+    rd.add_argument("store", help="store path")
+    rd.add_argument("--out", required=True, help="folder: the images, index.csv (id,path) and render.json")
+    rd.add_argument("--size", type=int, default=128, help="image side in pixels (default: %(default)s)")
+    rd.add_argument("--seed", type=int, default=0, help="item i is drawn from (seed, i) alone")
+    rd.add_argument("--format", choices=("png", "jpg"), default="png")
+    rd.add_argument("--items", type=int, help="render only the first N items")
+    rd.add_argument("--workers", type=int, help="processes (default: the CPU count; the images do not depend on it)")
+    rd.add_argument("--overwrite", action="store_true", help="replace a different render in --out")
+    rd.add_argument("--no-progress", action="store_true")
+    rd.set_defaults(func=_render)
     return parser
 
 

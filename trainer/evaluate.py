@@ -106,27 +106,8 @@ def plot_curves(
     styles: dict[str, dict[str, Any]] | None = None,
 ) -> Path:
     """A PNG like Fig. 3 of Kim et al.: nDCG@K (left) and mean label distance@K (right) against K, one line
-    per labelled result (``styles``: matplotlib line options per label)."""
-    import matplotlib
+    per labelled result (``styles``: matplotlib line options per label). The labels are the dict's keys, so
+    they are unique here; :func:`trainer.plots.plot_evals` names results read from files after their runs."""
+    from trainer.plots import draw_curves, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for label, result in results.items():
-        style = (styles or {}).get(label, {})
-        left.plot(result["k"], result["ndcg"], label=label, **style)
-        right.plot(result["k"], result["mean_label_distance"], label=label, **style)
-    left.set(xlabel="K", ylabel="nDCG@K", title="nDCG@K (higher is better)")
-    right.set(xlabel="K", ylabel="mean label distance@K", title="mean label distance (lower is better)")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-    left.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save(draw_curves(results, title=title, styles=styles), out)

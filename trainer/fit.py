@@ -109,14 +109,19 @@ def fit(config: FitConfig) -> dict[str, Any]:
         # a step 50x slower than 1 (spinning workers). One by default on CPU.
         torch.set_num_threads(config.threads or 1)
     inputs = FeatureInputs(config.features)
-    loss_fn = make_loss(config.loss, **config.loss_options)
     client = LabelDistClient(config.url, api_key=config.api_key)
     info = client.store(config.store)
     if info.get("n_items") != inputs.n_items:
         raise ValueError(f"features {config.features} have {inputs.n_items} rows but store {config.store!r} has "
                          f"{info.get('n_items')} items: inputs must be indexed like the store")  # fmt: skip
+    # after the store: a proxy loss has one proxy per store item (and draws them before the model's weights)
+    loss_fn = make_loss(config.loss, n_items=inputs.n_items, embedding_dim=config.embedding_dim,
+                        **config.loss_options).to(device)  # fmt: skip
     model = EmbeddingMLP(int(np.prod(inputs.item_shape)), config.embedding_dim, config.hidden).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    groups = [{"params": list(model.parameters())}]
+    if list(loss_fn.parameters()):  # a loss's own parameters (proxies) train with the model, at its lr scale
+        groups.append({"params": list(loss_fn.parameters()), "lr": config.lr * loss_fn.lr_scale})
+    optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay)
     amp, scaler = autocast(device)
     step = 0
     ckpt_path = out / CHECKPOINT
@@ -124,6 +129,8 @@ def fit(config: FitConfig) -> dict[str, Any]:
         state = torch.load(ckpt_path, map_location=device, weights_only=False)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if state.get("loss_state") is not None:  # proxies, calibrated ladder thresholds
+            loss_fn.load_state_dict(state["loss_state"])
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
         torch.set_rng_state(state["torch_rng"])
@@ -141,14 +148,14 @@ def fit(config: FitConfig) -> dict[str, Any]:
 
     def checkpoint() -> None:
         _save(ckpt_path, {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "loss_state": loss_fn.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
             "step": step, "config": asdict(config), "model_config": model.config, "loss": config.loss,
             "normalized": loss_fn.normalized, "store": info,
         })  # fmt: skip
 
     log = open(out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
-    start, recent = time.perf_counter(), []
+    start, recent, described = time.perf_counter(), [], False
     try:
         log.write(json.dumps({"event": "start", "step": step, "device": str(device), "config": asdict(config)}) + "\n")
         model.train()
@@ -163,7 +170,7 @@ def fit(config: FitConfig) -> dict[str, Any]:
             t1 = time.perf_counter()
             with amp:
                 embeddings = model(batch.inputs)
-            loss = loss_fn(embeddings, batch.distances, batch.pairwise)
+            loss = loss_fn(embeddings, batch.distances, batch.pairwise, indices=batch.indices)
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
@@ -178,6 +185,9 @@ def fit(config: FitConfig) -> dict[str, Any]:
             log.write(json.dumps({"event": "step", "step": step, "epoch": (step - 1) // stream.steps_per_epoch,
                                   "loss": value, "data_wait_s": round(t1 - t0, 6),
                                   "step_s": round(time.perf_counter() - t1, 6)}) + "\n")  # fmt: skip
+            if not described and loss_fn.describe():  # what the first batch decided (ladder thresholds)
+                log.write(json.dumps({"event": "loss", "step": step, **loss_fn.describe()}) + "\n")
+                described = True
             bar.update(1)
             bar.set_postfix(loss=f"{np.mean(recent):.4f}")
             if step % config.checkpoint_every == 0:
@@ -187,6 +197,8 @@ def fit(config: FitConfig) -> dict[str, Any]:
         summary = {"event": "end", "steps": step, "loss": float(np.mean(recent)) if recent else None,
                    "seconds": time.perf_counter() - start, "data_wait_s": stream.waited,
                    "checkpoint": str(ckpt_path)}  # fmt: skip
+        if loss_fn.describe():
+            summary["loss_info"] = loss_fn.describe()
         log.write(json.dumps(summary) + "\n")
     finally:
         if "batches" in locals():

@@ -1,10 +1,13 @@
 """Losses over dense-triplet minibatches, one per file; each docstring gives its formula and paper."""
 
 from trainer.losses.base import BatchLoss
-from trainer.losses.binary_triplet import BinaryTripletLoss, binary_triplets
+from trainer.losses.binary_triplet import BinaryTripletLoss, binary_pairs, binary_split, binary_triplets
 from trainer.losses.dense_triplet import DenseTripletLoss
 from trainer.losses.ladder import LadderLoss
+from trainer.losses.lifted import LiftedStructureLoss
 from trainer.losses.log_ratio import LogRatioLoss, log_ratio_gradient
+from trainer.losses.multi_similarity import MultiSimilarityLoss
+from trainer.losses.proxy_anchor import ProxyAnchorLoss, neighbourhood_classes
 
 #: loss names of the ``trainer`` command
 LOSSES: dict[str, type[BatchLoss]] = {
@@ -12,15 +15,24 @@ LOSSES: dict[str, type[BatchLoss]] = {
     "dense_triplet": DenseTripletLoss,
     "binary_triplet": BinaryTripletLoss,
     "ladder": LadderLoss,
+    "lifted": LiftedStructureLoss,
+    "proxy_anchor": ProxyAnchorLoss,
+    "multi_similarity": MultiSimilarityLoss,
 }
 
 
-def make_loss(name: str, **kwargs: object) -> BatchLoss:
-    """The loss registered as ``name``; ValueError naming the known losses otherwise."""
+def make_loss(
+    name: str, *, n_items: int | None = None, embedding_dim: int | None = None, **kwargs: object
+) -> BatchLoss:
+    """The loss registered as ``name``; ValueError naming the known losses otherwise. With ``n_items`` (the
+    training store's size) and ``embedding_dim``, the loss of a run (:meth:`BatchLoss.for_run`: proxy losses
+    size their proxies by them)."""
     try:
         cls = LOSSES[name]
     except KeyError:
         raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}") from None
+    if n_items is not None and embedding_dim is not None:
+        return cls.for_run(n_items=n_items, embedding_dim=embedding_dim, **kwargs)
     return cls(**kwargs)  # type: ignore[arg-type]
 
 
@@ -30,8 +42,14 @@ __all__ = [
     "BinaryTripletLoss",
     "DenseTripletLoss",
     "LadderLoss",
+    "LiftedStructureLoss",
     "LogRatioLoss",
+    "MultiSimilarityLoss",
+    "ProxyAnchorLoss",
+    "binary_pairs",
+    "binary_split",
     "binary_triplets",
     "log_ratio_gradient",
     "make_loss",
+    "neighbourhood_classes",
 ]

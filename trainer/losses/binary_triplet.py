@@ -10,15 +10,37 @@ from pytorch_metric_learning.reducers import MeanReducer
 from trainer.losses.base import BatchLoss
 
 
-def binary_triplets(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The binary miner: in one minibatch (anchor at row 0, items at rows ``1..m`` with label distances
-    ``distances`` ``(m,)``), the ``positives`` items nearest the anchor in label space are positives (ties
-    broken by position), the rest negatives; every (anchor, positive, negative) is a triplet. Returns PML's
-    ``indices_tuple`` (anchor rows, positive rows, negative rows)."""
+def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The binary rule of every binary baseline: in one minibatch (anchor at row 0, items at rows ``1..m`` with
+    label distances ``distances`` ``(m,)``), the ``positives`` items nearest the anchor in label space are its
+    positives (ties broken by position), the other items its negatives. Returns (positive rows, negative rows)."""
     order = torch.argsort(distances, stable=True) + 1
-    pos, neg = order[:positives], order[positives:]
+    return order[:positives], order[positives:]
+
+
+def check_positives(positives: int, m: int) -> None:
+    """ValueError unless ``positives`` leaves at least one negative among a minibatch's ``m`` items."""
+    if not 0 < positives < m:
+        raise ValueError(f"positives={positives} must lie in 1..{m - 1} (batch items - 1)")
+
+
+def binary_triplets(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The binary miner: every (anchor, positive, negative) of :func:`binary_split` is a triplet. Returns PML's
+    ``indices_tuple`` (anchor rows, positive rows, negative rows)."""
+    pos, neg = binary_split(distances, positives)
     p, n = torch.meshgrid(pos, neg, indexing="ij")
     return torch.zeros(p.numel(), dtype=torch.long, device=distances.device), p.reshape(-1), n.reshape(-1)
+
+
+def binary_pairs(
+    distances: torch.Tensor, positives: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The pairs of :func:`binary_split`: (anchor, positive) for each positive and (anchor, negative) for each
+    negative, as PML's pair ``indices_tuple`` (a1, p, a2, n). Only pairs with the anchor: the service sends the
+    label distances from the anchor, so these are the only pairs whose label relation is known."""
+    pos, neg = binary_split(distances, positives)
+    zeros = torch.zeros(len(distances), dtype=torch.long, device=distances.device)
+    return zeros[: len(pos)], pos, zeros[: len(neg)], neg
 
 
 class BinaryTripletLoss(BatchLoss):
@@ -44,8 +66,7 @@ class BinaryTripletLoss(BatchLoss):
         )
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
-        if not 0 < self.positives < distances.shape[1]:
-            raise ValueError(f"positives={self.positives} must lie in 1..{distances.shape[1] - 1} (batch items - 1)")
+        check_positives(self.positives, distances.shape[1])
         losses = [
             self.triplet(embeddings[b], indices_tuple=binary_triplets(distances[b], self.positives))
             for b in range(embeddings.shape[0])

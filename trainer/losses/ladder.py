@@ -1,8 +1,10 @@
-"""The ladder loss with hard contrastive sampling of Zhou et al. (AAAI 2020)."""
+"""The ladder loss with hard contrastive sampling of Zhou et al. (AAAI 2020), with thresholds calibrated on the
+label distances when the paper's relevance thresholds cannot split them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -10,6 +12,45 @@ import torch.nn.functional as F
 from trainer.losses.base import BatchLoss
 
 RELEVANCE = ("one_minus", "inverse")
+CALIBRATE = ("auto", "quantile", "off")
+#: slack on "relevance in [0, 1]" for float rounding of 1 - D
+RANGE_TOLERANCE = 1e-6
+
+
+def relevance(pairwise: torch.Tensor, kind: str) -> torch.Tensor:
+    """Relevance from label distance: ``one_minus`` :math:`1 - D` (relevance stores hold :math:`1 - R`),
+    ``inverse`` :math:`1 / (1 + D)`; both decrease with :math:`D`."""
+    return 1.0 - pairwise if kind == "one_minus" else 1.0 / (1.0 + pairwise)
+
+
+def ladder_levels(r: torch.Tensor, thresholds: Sequence[float]) -> torch.Tensor:
+    """Level of each pair, 0 the most relevant: the number of thresholds its relevance falls below."""
+    return sum((r < t).long() for t in thresholds)  # type: ignore[return-value]
+
+
+def rungs_formed(level: torch.Tensor, n_rungs: int) -> torch.Tensor:
+    """``(B,)`` whether some query of each minibatch has items on both sides of some rung (so a non-zero loss is
+    possible); ``level`` ``(B, n, n)``."""
+    other = ~torch.eye(level.shape[-1], dtype=torch.bool, device=level.device)
+    formed = torch.zeros(level.shape[0], dtype=torch.bool, device=level.device)
+    for rung in range(1, n_rungs + 1):
+        near, far = other & (level < rung), other & (level >= rung)
+        formed |= (near.any(-1) & far.any(-1)).any(-1)
+    return formed
+
+
+def off_diagonal(pairwise: torch.Tensor) -> torch.Tensor:
+    """The distances between distinct items of each minibatch, flattened."""
+    other = ~torch.eye(pairwise.shape[-1], dtype=torch.bool, device=pairwise.device)
+    return pairwise[other.expand_as(pairwise)]
+
+
+def quantile_thresholds(pairwise: torch.Tensor, shares: Sequence[float]) -> list[float]:
+    """Distance thresholds :math:`d_l`: the ``shares[l]`` quantile of the batch's off-diagonal label distances
+    (the ``lower`` value: a distance of the batch, with about that share of pairs at or below it); increasing with
+    the share."""
+    d = off_diagonal(pairwise).double()
+    return torch.quantile(d, torch.tensor(list(shares), dtype=d.dtype, device=d.device), interpolation="lower").tolist()
 
 
 class LadderLoss(BatchLoss):
@@ -30,6 +71,30 @@ class LadderLoss(BatchLoss):
     for its first level, the ground-truth caption (relevance 1), which a single-modality store does not have.
     Relevance comes from the batch's pairwise label distances: ``one_minus`` :math:`r = 1 - D` for relevance
     stores (which hold :math:`1 - R`), ``inverse`` :math:`r = 1 / (1 + D)` for other distances.
+
+    **Calibration.** The paper's thresholds are relevance scores in [0, 1]. On a store of other distances (pose
+    distances in pixels run into the thousands) :math:`1 - D` is negative for every pair, no rung ever has items
+    on both sides, and the loss is exactly 0 at every step. So the first minibatch (the first step's
+    minibatches) decides, and the decision holds for the run (it is saved in the checkpoint):
+
+    - ``calibrate="off"``: the thresholds as given (the paper's behaviour). A batch whose relevances fall
+      outside [0, 1], or a first batch where they form no rung, is a ValueError saying why.
+    - ``calibrate="quantile"``: distance thresholds :math:`d_1 \le \dots \le d_{L-1}` are the ``shares``
+      quantiles of the first batch's label distances between distinct items, and relevance thresholds
+      :math:`\theta_l = r(d_l)`: level 1 holds the pairs at most :math:`d_1` apart (the closest 5 % of pairs by
+      default), level 2 those up to :math:`d_2` (the next 15 %), level 3 the rest. The batch's pairs rather
+      than the store's, because they are what the loss sees (the anchor's neighbours and random others) and
+      the trainer has them at no cost; quantiles because they need no unit or range. Small near levels keep
+      "near" meaning near, as the paper's (the ground truth and the few captions with :math:`r \ge 0.63`),
+      while a batch of 150 still gives a query ~7 items in level 1, so most rungs have both sides. The
+      thresholds are frozen after the first batch, like the paper's fixed ones. ``shares`` needs one value per
+      rung. If even then no rung can be formed (the distances take too few distinct values), a ValueError says
+      so.
+    - ``calibrate="auto"`` (default): ``off`` when every relevance of the first batch lies in [0, 1] and the
+      given thresholds form a rung there; ``quantile`` otherwise.
+
+    :meth:`describe` gives the mode, the thresholds (relevance and distance), why, and how many minibatches had
+    no rung at all; the fit loop writes it into the run log and the summary.
     """
 
     needs_pairwise = True
@@ -41,6 +106,8 @@ class LadderLoss(BatchLoss):
         margins: Sequence[float] = (0.2, 0.01),
         betas: Sequence[float] = (1.0, 0.25),
         relevance: str = "one_minus",
+        calibrate: str = "auto",
+        shares: Sequence[float] = (0.05, 0.2),
         reduction: str = "mean",
     ) -> None:
         super().__init__(reduction)
@@ -51,15 +118,79 @@ class LadderLoss(BatchLoss):
             raise ValueError(f"thresholds must be decreasing (most relevant level first), got {thresholds}")
         if relevance not in RELEVANCE:
             raise ValueError(f"unknown relevance {relevance!r}; known: {', '.join(RELEVANCE)}")
+        if calibrate not in CALIBRATE:
+            raise ValueError(f"unknown calibrate {calibrate!r}; known: {', '.join(CALIBRATE)}")
+        if list(shares) != sorted(shares) or not all(0 < s < 1 for s in shares):
+            raise ValueError(f"shares must be increasing, in (0, 1); got {shares}")
         self.thresholds, self.margins, self.betas = list(thresholds), list(margins), list(betas)
-        self.relevance = relevance
+        self.relevance, self.calibrate, self.shares = relevance, calibrate, list(shares)
+        #: "given" or "quantile" once the first batch has decided; None before
+        self.mode: str | None = None
+        self.distance_thresholds: list[float] | None = None
+        self.reason = ""
+        self.minibatches = self.without_rung = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "ladder_mode": self.mode, "thresholds": self.thresholds, "distance_thresholds": self.distance_thresholds,
+            "shares": self.shares if self.mode == "quantile" else None, "relevance": self.relevance,
+            "reason": self.reason, "minibatches": self.minibatches, "minibatches_without_rung": self.without_rung,
+        }  # fmt: skip
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"mode": self.mode, "thresholds": self.thresholds, "distance_thresholds": self.distance_thresholds,
+                "reason": self.reason, "minibatches": self.minibatches, "without_rung": self.without_rung}  # fmt: skip
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restores the run's decision (a resumed run does not calibrate again on another batch)."""
+        self.mode, self.thresholds = state["mode"], list(state["thresholds"])
+        self.distance_thresholds, self.reason = state["distance_thresholds"], state["reason"]
+        self.minibatches, self.without_rung = state["minibatches"], state["without_rung"]
+
+    def _decide(self, pairwise: torch.Tensor, r: torch.Tensor) -> None:
+        """Fix the run's thresholds on its first batch (see the class docstring)."""
+        lo, hi = float(r.min()), float(r.max())
+        in_range = lo >= -RANGE_TOLERANCE and hi <= 1 + RANGE_TOLERANCE
+        forms = bool(rungs_formed(ladder_levels(r, self.thresholds), len(self.margins)).any())
+        d = off_diagonal(pairwise)
+        seen = (f"relevance {self.relevance} of the first batch's label distances (D in [{float(d.min()):.4g}, "
+                f"{float(d.max()):.4g}]) lies in [{lo:.4g}, {hi:.4g}]")  # fmt: skip
+        why = (", outside the [0, 1] of the paper's relevance scores" if not in_range else "") + (
+            f", so thresholds {self.thresholds} put every pair on one side of every rung" if not forms else ""
+        )
+        if self.calibrate == "off" or (self.calibrate == "auto" and in_range and forms):
+            if why:
+                raise ValueError(
+                    f"ladder: no rung can be formed: {seen}{why}; calibrate the thresholds on the "
+                    "distances (--ladder-calibrate quantile) or give thresholds in that range"
+                )
+            self.mode, self.reason = "given", "relevances in [0, 1] and the given thresholds form rungs"
+            return
+        if len(self.shares) != len(self.margins):  # checked only here: a run on given thresholds needs no shares
+            raise ValueError(f"ladder: calibrating needs one share per rung ({len(self.margins)}), got {self.shares}")
+        dist = quantile_thresholds(pairwise, self.shares)
+        thresholds = relevance(torch.tensor(dist, dtype=r.dtype, device=r.device), self.relevance).tolist()
+        if not bool(rungs_formed(ladder_levels(r, thresholds), len(self.margins)).any()):
+            raise ValueError(f"ladder: no rung can be formed: the first batch's {d.numel()} label distances between "
+                             f"distinct items take {d.unique().numel()} distinct value(s), so the {self.shares} "
+                             f"quantiles ({dist}) split no query's items")  # fmt: skip
+        self.mode, self.thresholds, self.distance_thresholds = "quantile", thresholds, dist
+        self.reason = f"calibrate=auto: {seen}{why}" if self.calibrate == "auto" else "calibrate=quantile"
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         assert pairwise is not None
+        r = relevance(pairwise, self.relevance)
+        if self.mode is None:
+            self._decide(pairwise, r)
+        elif self.mode == "given" and not bool(((r >= -RANGE_TOLERANCE) & (r <= 1 + RANGE_TOLERANCE)).all()):
+            raise ValueError(f"ladder: relevance {self.relevance} of this batch lies in [{float(r.min()):.4g}, "
+                             f"{float(r.max()):.4g}], outside the [0, 1] of thresholds {self.thresholds}")  # fmt: skip
         f = F.normalize(embeddings, dim=-1)
         s = f @ f.transpose(1, 2)  # (B, n, n) cosine similarities
-        r = 1.0 - pairwise if self.relevance == "one_minus" else 1.0 / (1.0 + pairwise)
-        level = sum((r < t).long() for t in self.thresholds)  # 0 = most relevant
+        level = ladder_levels(r, self.thresholds)  # 0 = most relevant
+        formed = rungs_formed(level, len(self.margins))
+        self.minibatches += len(formed)
+        self.without_rung += int((~formed).sum())  # counted, so that a run that trains nothing says so
         other = ~torch.eye(s.shape[1], dtype=torch.bool, device=s.device)
         loss = torch.zeros(s.shape[:2], dtype=s.dtype, device=s.device)
         for rung, (alpha, beta) in enumerate(zip(self.margins, self.betas), start=1):

@@ -1,0 +1,46 @@
+"""The lifted structured loss of Oh Song et al. (CVPR 2016), a binary baseline through pytorch-metric-learning."""
+
+from __future__ import annotations
+
+import torch
+from pytorch_metric_learning import losses as pml
+from pytorch_metric_learning.distances import LpDistance
+from pytorch_metric_learning.reducers import MeanReducer
+
+from trainer.losses.base import BatchLoss
+from trainer.losses.binary_triplet import binary_pairs, check_positives
+
+
+class LiftedStructureLoss(BatchLoss):
+    r"""Lifted structured embedding loss (Oh Song, Xiang, Jegelka, Savarese, "Deep Metric Learning via Lifted
+    Structured Feature Embedding", CVPR 2016, Eq. 4), a binary baseline for continuous labels.
+
+    .. math::
+        J_{ap} = \log \sum_{n \in N} \exp\big(\alpha - D(f_a, f_n)\big) + D(f_a, f_p), \qquad
+        L = \frac{1}{2|P|} \sum_{p \in P} \big[ J_{ap} \big]_+^2
+
+    Positives and negatives by the binary rule (:func:`~trainer.losses.binary_triplet.binary_split`): in each
+    minibatch the ``positives`` (30) items nearest the anchor in label space are its positives :math:`P`, every
+    other item a negative :math:`N`; only pairs with the anchor are used, since only the anchor's label distances
+    are known (the paper's :math:`J_{ij}` also sums the negatives of :math:`j`, whose labels we do not have).
+    :math:`f` L2-normalised, :math:`D` the Euclidean distance, margin :math:`\alpha = 1` (the paper's). Computed
+    by pytorch-metric-learning's ``LiftedStructureLoss`` on the pairs of
+    :func:`~trainer.losses.binary_triplet.binary_pairs`, averaged over positive pairs.
+    """
+
+    normalized = True
+
+    def __init__(self, positives: int = 30, margin: float = 1.0, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.positives = positives
+        self.lifted = pml.LiftedStructureLoss(
+            neg_margin=margin, pos_margin=0.0, distance=LpDistance(normalize_embeddings=True, p=2, power=1),
+            reducer=MeanReducer(),
+        )  # fmt: skip
+
+    def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
+        check_positives(self.positives, distances.shape[1])
+        return torch.stack([
+            self.lifted(embeddings[b], indices_tuple=binary_pairs(distances[b], self.positives))
+            for b in range(embeddings.shape[0])
+        ])  # fmt: skip

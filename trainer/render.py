@@ -1,0 +1,317 @@
+"""``trainer render``: one image per item of a labeldist store, drawn from its label, deterministic by seed.
+
+No photos can be fetched here, so the image trainer trains on pictures rendered from the labels themselves:
+a CNN has to recover the label geometry (a pose, a room layout) from pixels through nuisance variation (clutter,
+colour, scale, texture, noise). Each kind with a renderer has a module:
+
+- ``pose`` (MPII poses): :mod:`trainer.render_pose`, a figure over a cluttered background;
+- ``layout_miou`` (LSUN room layouts): :mod:`trainer.render_layout`, a room of shaded, textured surfaces.
+
+Item ``i`` is drawn with a generator seeded from ``(seed, i)`` alone, so a render does not depend on the
+number of worker processes, on the order in which they finish, or on ``--items``. The output folder holds
+the images, ``index.csv`` (``id,path``, path relative to the folder: what the image trainer reads) and
+``render.json`` (store, kind, seed, size, count, ...), written first with ``complete: false`` and rewritten with
+``complete: true`` at the end.
+
+This module also holds the drawing helpers both renderers use (colours, smooth noise, finishing an image).
+"""
+
+from __future__ import annotations
+
+import colorsys
+import csv
+import hashlib
+import importlib
+import io
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+#: bump when a change to the drawing changes the pixels: a render of another version is a different render
+RENDER_VERSION = 1
+FORMATS = ("png", "jpg")
+#: kind -> module with ``item(labels, index)`` (the item's label, small and picklable, from the store's LabelSet)
+#: and ``render(item, size, rng) -> (size, size, 3) uint8``. Imported on first use, like labeldist.kinds.
+RENDERERS: dict[str, str] = {
+    "pose": "trainer.render_pose",
+    "layout_miou": "trainer.render_layout",
+}
+INDEX = "index.csv"
+META = "render.json"
+#: render.json keys that must agree for an existing folder to count as the same render
+IDENTITY = ("version", "kind", "labels_sha256", "n_items", "seed", "size", "format", "count")
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
+#: items per task sent to a worker process: large enough to amortise the pickling, small enough to balance
+CHUNK = 32
+
+
+class RenderError(ValueError):
+    """A render that cannot be made as asked (a kind with no renderer, an output that is a file, ...)."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Drawing helpers shared by the renderers
+
+
+def item_rng(seed: int, index: int) -> np.random.Generator:
+    """The generator of item ``index``: a function of (seed, index) only, so workers and --items don't matter."""
+    return np.random.default_rng(np.random.SeedSequence([int(seed), int(index)]))
+
+
+def hsv(h: float, s: float, v: float) -> np.ndarray:
+    """(3,) float RGB in [0, 1] of a hue (turns), saturation and value, each clipped to [0, 1]."""
+    return np.array(colorsys.hsv_to_rgb(h % 1.0, float(np.clip(s, 0, 1)), float(np.clip(v, 0, 1))))
+
+
+def luminance(rgb: np.ndarray) -> np.ndarray:
+    """Rec. 601 luma of float RGB in [0, 1] (last axis)."""
+    return np.asarray(rgb) @ np.array([0.299, 0.587, 0.114])
+
+
+def smooth_noise(rng: np.random.Generator, height: int, width: int, cells: int) -> np.ndarray:
+    """(height, width) float32 value noise in [-1, 1]: a random ``cells`` x ``cells`` grid upsampled bicubically,
+    the cheap low-frequency texture (mottled paint, carpet, blotchy backgrounds) that white noise is not."""
+    grid = rng.uniform(-1.0, 1.0, size=(cells, cells)).astype(np.float32)
+    up = Image.fromarray(grid, mode="F").resize((width, height), Image.BICUBIC)
+    return np.clip(np.asarray(up, dtype=np.float32), -1.0, 1.0)
+
+
+def finish(rgb: np.ndarray, rng: np.random.Generator, sigma: float) -> np.ndarray:
+    """float RGB in [0, 1] to uint8 with Gaussian sensor noise of ``sigma`` (in 0-255 units)."""
+    noisy = rgb * np.float32(255.0) + rng.standard_normal(size=rgb.shape, dtype=np.float32) * np.float32(sigma)
+    return np.clip(np.rint(noisy), 0, 255).astype(np.uint8)
+
+
+def encode(image: np.ndarray, fmt: str) -> bytes:
+    """A (H, W, 3) uint8 image as PNG or JPEG bytes (no timestamps or other metadata: identical for equal pixels)."""
+    buf = io.BytesIO()
+    if fmt == "png":
+        Image.fromarray(image).save(buf, format="PNG", optimize=False, compress_level=6)
+    elif fmt == "jpg":
+        Image.fromarray(image).save(buf, format="JPEG", quality=95, subsampling=0)
+    else:
+        raise RenderError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Names, the index and render.json
+
+
+def safe_names(ids: Sequence[str], fmt: str) -> list[str]:
+    """A file name per id: ``{id}.{fmt}`` where the id is a plain name, else a slug of it and a hash of the id.
+
+    Ids may hold '/', '#', spaces or be '..'; the hash keeps two ids that slug alike apart. Names are also kept
+    apart when they differ only in case (a case-insensitive file system would merge them).
+    """
+    names, seen = [], set()
+    for item in ids:
+        item = str(item)
+        stem = item if _SAFE_ID.fullmatch(item) else None
+        if stem is None or stem.lower() in seen:
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", item).strip("._")[:80] or "item"
+            stem = f"{slug}-{hashlib.sha1(item.encode('utf-8')).hexdigest()[:10]}"
+        seen.add(stem.lower())
+        names.append(f"{stem}.{fmt}")
+    return names
+
+
+def read_index(out: Path) -> dict[str, str]:
+    """id -> relative path of a render folder's index.csv (empty when there is none)."""
+    path = out / INDEX
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return {row["id"]: row["path"] for row in csv.DictReader(f)}
+
+
+def _write_index(out: Path, ids: Sequence[str], names: Sequence[str]) -> None:
+    tmp = out / (INDEX + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "path"])
+        writer.writerows(zip(ids, names))
+    os.replace(tmp, out / INDEX)
+
+
+def _write_meta(out: Path, meta: dict[str, Any]) -> None:
+    tmp = out / (META + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out / META)
+
+
+def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool) -> None:
+    """Make ``out`` ready for this render, or refuse: a file, a different render, or a folder of other files.
+
+    The same render (equal IDENTITY keys) may be rerun, finished or not: it writes the same bytes. With
+    ``overwrite`` the images of the old render (those its index lists, inside ``out``) are removed first, so that
+    none outlives it; other files are left alone.
+    """
+    if out.exists() and not out.is_dir():
+        raise RenderError(f"{out}: is a file, not a folder for the images")
+    if not out.exists():
+        out.mkdir(parents=True)
+        return
+    old_meta = None
+    if (out / META).is_file():
+        try:
+            old_meta = json.loads((out / META).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            old_meta = {}
+    same = isinstance(old_meta, dict) and all(old_meta.get(k) == meta[k] for k in IDENTITY)
+    if same:
+        return
+    if not overwrite:
+        if old_meta is not None:
+            diff = [k for k in IDENTITY if not isinstance(old_meta, dict) or old_meta.get(k) != meta[k]]
+            raise RenderError(f"{out}: holds a different render ({', '.join(diff)} differ); pass --overwrite "
+                              "to replace it")  # fmt: skip
+        if any(out.iterdir()):
+            raise RenderError(f"{out}: is a folder of other files, not a render; pass --overwrite to render into it")
+        return
+    root = out.resolve()
+    for rel in read_index(out).values():
+        path = (out / rel).resolve()
+        if path.parent == root and path.is_file():  # never follow an index outside the folder
+            path.unlink()
+    for name in (INDEX, META):
+        (out / name).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Rendering a store
+
+
+@dataclass(frozen=True)
+class _Task:
+    kind: str
+    seed: int
+    size: int
+    fmt: str
+    out: str
+    #: (item index, file name, the item's label as the renderer takes it)
+    items: tuple[tuple[int, str, Any], ...]
+
+
+def _renderer(kind: str):
+    return importlib.import_module(RENDERERS[kind])
+
+
+def _run_task(task: _Task) -> int:
+    """Render and write the items of one task (in a worker process or in this one); the number written."""
+    module = _renderer(task.kind)
+    for index, name, item in task.items:
+        image = module.render(item, task.size, item_rng(task.seed, index))
+        data = encode(image, task.fmt)
+        path = os.path.join(task.out, name)
+        # rewrite only what changed: a rerun of the same render leaves the files (and their times) as they are
+        if os.path.isfile(path) and os.path.getsize(path) == len(data) and Path(path).read_bytes() == data:
+            continue
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    return len(task.items)
+
+
+def _tasks(kind: str, seed: int, size: int, fmt: str, out: Path, names: Sequence[str], labels, count: int):
+    module = _renderer(kind)
+    for start in range(0, count, CHUNK):
+        stop = min(start + CHUNK, count)
+        items = tuple((i, names[i], module.item(labels, i)) for i in range(start, stop))
+        yield _Task(kind, seed, size, fmt, str(out), items)
+
+
+def _run(tasks: Iterator[_Task], workers: int, progress: Callable[[int], None]) -> None:
+    if workers <= 1:
+        for task in tasks:
+            progress(_run_task(task))
+        return
+    import multiprocessing
+
+    # fork where there is one (Linux): a spawned worker would import the trainer package again, torch and all,
+    # seconds each. The workers run numpy and Pillow only, never torch or a lock of the parent's threads.
+    method = "fork" if sys.platform == "linux" else "spawn"
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        for done in pool.map(_run_task, tasks):
+            progress(done)
+
+
+def render_store(
+    store: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    size: int = 128,
+    seed: int = 0,
+    fmt: str = "png",
+    items: int | None = None,
+    workers: int | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Render the first ``items`` (default: all) items of ``store`` into ``out``; the render.json written.
+
+    Raises RenderError for a kind with no renderer (naming those that have one), an ``out`` that is a file, an
+    ``out`` holding a different render (without ``overwrite``), and bad sizes, seeds or formats; StoreError
+    (labeldist.store) for a store that cannot be read.
+    """
+    from labeldist.store import StoreReader
+
+    if fmt not in FORMATS:
+        raise RenderError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if not 8 <= size <= 4096:
+        raise RenderError(f"--size must be in 8..4096 pixels, got {size}")
+    if seed < 0:
+        raise RenderError(f"--seed must be >= 0, got {seed}")
+    if items is not None and items < 0:
+        raise RenderError(f"--items must be >= 0, got {items}")
+    reader = StoreReader(os.fspath(store))
+    kind = reader.manifest.get("kind")
+    if kind not in RENDERERS:
+        raise RenderError(f"{reader.url}: kind {kind!r} has no renderer; kinds that have one: {', '.join(RENDERERS)}")
+    count = reader.n_items if items is None else min(items, reader.n_items)
+    ids = [str(i) for i in reader.ids[:count]]
+    names = safe_names(ids, fmt)
+    meta = {
+        "version": RENDER_VERSION,
+        "store": reader.url,
+        "dataset": reader.manifest.get("dataset"),
+        "kind": kind,
+        "labels_sha256": reader.manifest.get("labels_sha256"),
+        "n_items": reader.n_items,
+        "seed": int(seed),
+        "size": int(size),
+        "format": fmt,
+        "count": count,
+        "index": INDEX,
+        "complete": False,
+    }
+    out = Path(out)
+    _prepare_out(out, meta, overwrite)
+    _write_meta(out, meta)
+    labels = reader.labels()
+    workers = max(1, min(workers or os.cpu_count() or 1, -(-count // CHUNK) or 1))
+    tasks = _tasks(kind, seed, size, fmt, out, names, labels, count)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=count, unit="img", desc=f"render {kind}")
+    try:
+        _run(tasks, workers, bar.update if bar is not None else lambda n: None)
+    finally:
+        if bar is not None:
+            bar.close()
+    _write_index(out, ids, names)
+    meta["complete"] = True
+    _write_meta(out, meta)
+    return meta
