@@ -398,6 +398,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")  # fmt: skip
     try:
         return args.func(args)
+    except BrokenPipeError:  # output piped into `head`: the reader has all it wanted; not an error to report
+        sys.stderr.close()
+        return 141
     except OSError as e:  # a missing, unreadable or wrong path, checked up front or met while working
         print(f"labeldist: error: {os_error_message(e)}", file=sys.stderr)
         return 2
