@@ -33,6 +33,10 @@ METHODS: dict[str, tuple[str, dict[str, Any], str]] = {  # run name: loss, its o
     "log_ratio_unsquared": ("log_ratio", {"squared": False}, "L(Log-ratio)+M(Dense), Euclidean D(f)"),
     "dense_triplet": ("dense_triplet", {}, "L(Triplet)+M(Dense)"),
     "binary_triplet": ("binary_triplet", {}, "L(Triplet)+M(Binary)"),
+    # the binary baselines of pytorch-metric-learning: positives are each anchor's label-nearest items
+    "lifted": ("lifted", {}, "Lifted structure (Oh Song et al. 2016), binary"),
+    "proxy_anchor": ("proxy_anchor", {}, "Proxy anchor (Kim et al. 2020), binary"),
+    "multi_similarity": ("multi_similarity", {}, "Multi-similarity (Wang et al. 2019), binary"),
 }
 TABLE_K = (1, 5, 10, 20, 50)
 
