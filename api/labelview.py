@@ -16,15 +16,8 @@ from typing import Any
 import numpy as np
 
 from api.schemas import LabelView, PoseView
-from labeldist.labels.poses import MPII_JOINTS
+from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
 
-#: bones of the MPII 16-joint skeleton, as pairs of joint positions in MPII_JOINTS
-MPII_EDGES = (
-    (0, 1), (1, 2), (2, 6), (6, 3), (3, 4), (4, 5),  # right leg, pelvis, left leg
-    (6, 7), (7, 8), (8, 9),  # spine, neck, head
-    (7, 12), (12, 11), (11, 10),  # right arm
-    (7, 13), (13, 14), (14, 15),  # left arm
-)  # fmt: skip
 #: colours of map labels 0, 1, 2, ... (wrapping around)
 PALETTE = np.array(
     [[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],

@@ -53,10 +53,12 @@ from labeldist.store import (
     create_store,
     drop_work,
     fingerprint_diff,
+    is_local,
     n_blocks,
     publish,
     read_manifest,
     read_upper,
+    sibling,
     skeleton_whole,
     store_has_checksums,
     store_url,
@@ -241,31 +243,25 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None) -> I
 
 def _occupied(url: str) -> bool:
     """True when a local ``url`` holds something (a file, or a non-empty folder) that is not a store."""
-    if "://" in url or not os.path.exists(url):
+    if not is_local(url) or not os.path.exists(url):
         return False
     return not os.path.isdir(url) or bool(os.listdir(url))
-
-
-def _local(url: str) -> bool:
-    return "://" not in url
 
 
 def staging_url(url: str) -> str:
     """Where ``--overwrite`` builds the new store beside the old one: a hidden sibling (the service skips
     folders whose name starts with a dot)."""
-    head, name = os.path.split(url.rstrip("/"))
-    return os.path.join(head, f".{name}.overwrite")
+    return sibling(url, "overwrite")
 
 
 def _replaced_url(url: str) -> str:
-    head, name = os.path.split(url.rstrip("/"))
-    return os.path.join(head, f".{name}.replaced")
+    return sibling(url, "replaced")
 
 
 def finish_replacement(url: str) -> None:
     """Complete a swap of a staged store into ``url`` that was interrupted between its two renames, and remove
     the replaced store once the new one is in place. Idempotent; nothing to do in the usual case."""
-    if not _local(url):
+    if not is_local(url):
         return
     staged, replaced = staging_url(url), _replaced_url(url)
     if not os.path.exists(url) and os.path.exists(replaced) and (read_manifest(staged) or {}).get("complete"):
@@ -328,7 +324,7 @@ def prepare_store(
                 f"{url}: a store made with other parameters is already there ({detail}); "
                 "choose another output or pass --overwrite"
             )
-        if existing.get("complete") is True and _local(url):
+        if existing.get("complete") is True and is_local(url):
             staged = staging_url(url)
             previous = read_manifest(staged)
             if previous is not None and not fingerprint_diff(previous, manifest):

@@ -109,8 +109,9 @@ def damage_reason(error: BaseException) -> str | None:
 
 
 @contextlib.contextmanager
-def checked_read(url: str, what: str) -> Iterator[None]:
-    """Turn damage found while reading ``what`` into a StoreCorruptError naming the store and the region."""
+def checked_read(url: str, path: str, region: str) -> Iterator[None]:
+    """Turn damage found while reading ``region`` of array ``path`` into a StoreCorruptError naming the store,
+    the array and the region."""
     try:
         yield
     except StoreError:
@@ -118,9 +119,9 @@ def checked_read(url: str, what: str) -> Iterator[None]:
     except Exception as e:
         reason = damage_reason(e)
         if reason is None:
-            raise StoreError(f"{url}: {what} cannot be read: {e}") from e
-        raise StoreCorruptError(f"{url}: {what} {reason} (damaged on disk): refusing to read it; "
-                                f"`labeldist verify {url}` lists every damaged chunk") from e  # fmt: skip
+            raise StoreError(f"{url}: {path} {region} cannot be read: {e}") from e
+        raise StoreCorruptError(f"{url}: {path} {region} {reason} (damaged on disk): refusing to read it; "
+                                f"`labeldist verify {url}` lists every damaged chunk", array=path) from e  # fmt: skip
 
 
 def _codecs() -> list[Any]:
@@ -206,12 +207,8 @@ def read_rows(url: str, path: str, array: zarr.Array, start: int = 0, stop: int 
         raise StoreCorruptError(f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, missing[0]))} is missing "
                                 f"({len(missing)} missing in rows {start}:{stop}): refusing to read fill values as "
                                 f"data; `labeldist verify {url}` lists every damaged chunk", array=path)  # fmt: skip
-    try:
-        with checked_read(url, f"{path} rows {start}:{stop}"):
-            return array[...] if array.ndim == 0 else array[start:stop]
-    except StoreCorruptError as e:
-        e.array = path
-        raise
+    with checked_read(url, path, f"rows {start}:{stop}"):
+        return array[...] if array.ndim == 0 else array[start:stop]
 
 
 def has_checksums(array: zarr.Array) -> bool:
@@ -299,14 +296,14 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> Non
     earlier kill is removed first. On an fsspec URL the manifest is written last, after every array.
     """
     url = store_url(url)
-    if not _is_local(url):
+    if not is_local(url):
         _lay_out(url, manifest, labels)
         return
-    building = _sibling(url, "creating")
+    building = sibling(url, "creating")
     shutil.rmtree(building, ignore_errors=True)
     _lay_out(building, manifest, labels)
     if os.path.isdir(url) and os.listdir(url):  # an unfinished or mismatched store being replaced
-        discarded = _sibling(url, "discarded")
+        discarded = sibling(url, "discarded")
         shutil.rmtree(discarded, ignore_errors=True)
         os.rename(url, discarded)
         os.rename(building, url)
@@ -317,11 +314,11 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> Non
         os.rename(building, url)
 
 
-def _is_local(url: str) -> bool:
+def is_local(url: str) -> bool:
     return "://" not in url
 
 
-def _sibling(url: str, what: str) -> str:
+def sibling(url: str, what: str) -> str:
     """A hidden folder beside ``url`` (the service skips folders whose name starts with a dot)."""
     head, name = os.path.split(url.rstrip("/"))
     return os.path.join(head, f".{name}.{what}")

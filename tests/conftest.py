@@ -22,6 +22,41 @@ def check_store(path: str | Path) -> str:
     return proc.stdout
 
 
+def write_store(url: str | Path, labels, distance, *, dataset: str, k: int, dense: bool, block_rows: int) -> Path:
+    """A complete store written in this process, block by block, by the engine's own task function (no Dask, and
+    no check of k against N: a store with padded lists can be made on purpose)."""
+    from labeldist.engine import compute_block
+    from labeldist.store import build_manifest, create_store, n_blocks, publish
+
+    manifest = build_manifest(dataset=dataset, kind=distance.kind, params=distance.params(), labels=labels, k=k,
+                              dense=dense, block_rows=block_rows)  # fmt: skip
+    create_store(str(url), manifest, labels)
+    for block in range(n_blocks(len(labels), block_rows)):
+        compute_block(block, labels=labels, distance=distance, url=str(url), k=k, block_rows=block_rows, dense=dense)
+    publish(str(url))
+    return Path(url)
+
+
+def flip_bit(chunk: Path, at: float = 0.5) -> None:
+    """Damage a chunk file of a store as a disk would: one bit flipped, at fraction ``at`` of its bytes."""
+    data = bytearray(chunk.read_bytes())
+    data[int(len(data) * at)] ^= 0x10
+    chunk.write_bytes(bytes(data))
+
+
+def vlen_utf8_chunk(items: list[bytes]) -> bytes:
+    """A string chunk as a store writes one (numcodecs' vlen-utf8 layout: a count, then each item's length and
+    bytes; Zstd; a CRC32C of it appended), with whatever bytes are given, valid UTF-8 or not."""
+    import struct
+
+    import google_crc32c
+    import numcodecs
+
+    plain = struct.pack("<I", len(items)) + b"".join(struct.pack("<I", len(b)) + b for b in items)
+    body = numcodecs.Zstd(level=1).encode(plain)
+    return body + google_crc32c.value(body).to_bytes(4, "little")
+
+
 @pytest.fixture(scope="session")
 def mpii_poses():
     from labeldist.labels.poses import read_mpii_csv

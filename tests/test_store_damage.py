@@ -21,33 +21,21 @@ from fastapi.testclient import TestClient
 from api.main import create_app
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
-from labeldist.engine import compute_block
 from labeldist.labels.captions import read_captions
 from labeldist.store import (
     StoreCorruptError,
     StoreReader,
-    build_manifest,
-    create_store,
-    n_blocks,
-    publish,
     store_arrays,
 )
 from tests.api.api_helpers import make_settings
-from tests.conftest import DATA
+from tests.conftest import DATA, flip_bit, vlen_utf8_chunk, write_store
 from tests.conftest import ROOT as REPO
 
 ROWS = 16
 
 
 def _build(url: Path, labels, distance, *, k: int, dense: bool) -> Path:
-    """A complete store written block by block by the engine's own task (no Dask: the tests stay small)."""
-    manifest = build_manifest(dataset="t", kind=distance.kind, params=distance.params(), labels=labels, k=k,
-                              dense=dense, block_rows=ROWS)  # fmt: skip
-    create_store(str(url), manifest, labels)
-    for block in range(n_blocks(len(labels), ROWS)):
-        compute_block(block, labels=labels, distance=distance, url=str(url), k=k, block_rows=ROWS, dense=dense)
-    publish(str(url))
-    return url
+    return write_store(url, labels, distance, dataset="t", k=k, dense=dense, block_rows=ROWS)
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +52,6 @@ def _copy(src: Path, tmp_path: Path, name: str = "hit") -> Path:
     dst = tmp_path / "stores" / name
     shutil.copytree(src, dst)
     return dst
-
-
-def _flip_bit(chunk: Path, at: float = 0.5) -> None:
-    data = bytearray(chunk.read_bytes())
-    data[int(len(data) * at)] ^= 0x10
-    chunk.write_bytes(bytes(data))
 
 
 def _verify(store: Path) -> tuple[int, dict, str]:
@@ -141,7 +123,7 @@ def test_a_deleted_knn_chunk_is_named_by_verify_and_the_store_is_not_served(clea
 # ---------------------------------------------------------------- ids and vocab: a flipped bit
 def test_a_flipped_bit_in_ids_is_found_not_served_as_another_id(clean, tmp_path) -> None:
     hit = _copy(clean["caption"], tmp_path)
-    _flip_bit(hit / "ids" / "c" / "0")
+    flip_bit(hit / "ids" / "c" / "0")
     code, report, _ = _verify(hit)
     assert code == 1 and [d["array"] for d in report["damaged"]] == ["ids"]
     with pytest.raises(StoreCorruptError, match="ids"):
@@ -155,7 +137,7 @@ def test_a_flipped_bit_in_ids_is_found_not_served_as_another_id(clean, tmp_path)
 def test_a_flipped_bit_in_the_labels_is_found_and_refused_with_503(clean, tmp_path, array, at) -> None:
     hit = _copy(clean["caption"], tmp_path)
     (chunk,) = [p for p in (hit / array / "c").rglob("*") if p.is_file()]
-    _flip_bit(chunk, at)
+    flip_bit(chunk, at)
     code, report, _ = _verify(hit)
     assert code == 1 and [d["array"] for d in report["damaged"]] == [array]
     with _client(hit) as client:
@@ -166,27 +148,14 @@ def test_a_flipped_bit_in_the_labels_is_found_and_refused_with_503(clean, tmp_pa
         _refused(client.get("/v1/stores/hit/items/3/label"), array)
 
 
-def _vlen_utf8_chunk(items: list[bytes]) -> bytes:
-    """A string chunk as the store writes one (numcodecs' vlen-utf8 layout: a count, then each item's length
-    and bytes; Zstd; a CRC32C of it appended), with whatever bytes are given, valid UTF-8 or not."""
-    import struct
-
-    import google_crc32c
-    import numcodecs
-
-    plain = struct.pack("<I", len(items)) + b"".join(struct.pack("<I", len(b)) + b for b in items)
-    body = numcodecs.Zstd(level=1).encode(plain)
-    return body + google_crc32c.value(body).to_bytes(4, "little")
-
-
 def test_invalid_utf8_in_the_vocab_is_named_by_verify_and_refused(clean, tmp_path) -> None:
     """Bytes that pass the checksum but are not UTF-8 (a chunk rewritten by something other than labeldist)."""
     hit = _copy(clean["caption"], tmp_path)
     words = [w.encode() for w in StoreReader(str(hit)).label_arrays()["vocab"].tolist()]
     chunk = hit / "labels" / "vocab" / "c" / "0"
-    assert chunk.read_bytes() == _vlen_utf8_chunk(words), "the chunk layout assumed here is the store's"
+    assert chunk.read_bytes() == vlen_utf8_chunk(words), "the chunk layout assumed here is the store's"
     words[3] = b"\x9a" + words[3][1:]  # a continuation byte with no lead byte
-    chunk.write_bytes(_vlen_utf8_chunk(words))
+    chunk.write_bytes(vlen_utf8_chunk(words))
     code, report, _ = _verify(hit)
     assert code == 1 and [d["array"] for d in report["damaged"]] == ["labels/vocab"]
     assert "decode" in report["damaged"][0]["error"]

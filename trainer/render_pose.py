@@ -24,16 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from labeldist.labels.poses import MPII_JOINTS
+from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
 from trainer.render import finish, hsv, luminance, smooth_noise
 
-#: bones of the MPII skeleton (the same as api.labelview.MPII_EDGES; the trainer does not import the service)
-MPII_EDGES = (
-    (0, 1), (1, 2), (2, 6), (6, 3), (3, 4), (4, 5),  # right leg, pelvis, left leg
-    (6, 7), (7, 8), (8, 9),  # spine, neck, head
-    (7, 12), (12, 11), (11, 10),  # right arm
-    (7, 13), (13, 14), (14, 15),  # left arm
-)  # fmt: skip
 RIGHT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("r_"))
 LEFT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("l_"))
 NECK, HEAD_TOP = MPII_JOINTS.index("upper_neck"), MPII_JOINTS.index("head_top")

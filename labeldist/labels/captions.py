@@ -113,13 +113,16 @@ class CaptionSets(LabelSet):
         self.provenance = dict(provenance or {})
         self._validate()
 
+    #: whether every caption must own at least one token (a sentence may own none: ``empty="zero"``)
+    _tokens_required: ClassVar[bool] = True
+
     def _validate(self) -> None:
         k = len(self.token_offsets) - 1
         if k < 0:
             raise LabelError("token_offsets must not be empty")
         _check_offsets("caption_offsets", self.caption_offsets, len(self.ids), k, strict=True)
         _check_offsets("text_offsets", self.text_offsets, k, len(self.text), strict=False)
-        _check_offsets("token_offsets", self.token_offsets, k, len(self.tokens), strict=True)
+        _check_offsets("token_offsets", self.token_offsets, k, len(self.tokens), strict=self._tokens_required)
         if self.vectors.ndim != 2 or self.vectors.shape[0] != len(self.vocab):
             raise LabelError(f"vectors must have shape ({len(self.vocab)}, d), got {self.vectors.shape}")
         if len(self.tokens) and (self.tokens.min() < 0 or self.tokens.max() >= len(self.vocab)):

@@ -31,6 +31,14 @@ MPII_JOINTS = (
 MPII_SCALE_PIXELS = 200.0
 Normalization = Literal["none", "head", "center_scale"]
 NORMALIZATIONS = ("none", "head", "center_scale")
+#: bones of the MPII 16-joint skeleton, as pairs of joint positions in MPII_JOINTS (drawn by the service's
+#: label view and by ``trainer render``)
+MPII_EDGES = (
+    (0, 1), (1, 2), (2, 6), (6, 3), (3, 4), (4, 5),  # right leg, pelvis, left leg
+    (6, 7), (7, 8), (8, 9),  # spine, neck, head
+    (7, 12), (12, 11), (11, 10),  # right arm
+    (7, 13), (13, 14), (14, 15),  # left arm
+)  # fmt: skip
 
 
 class Poses(LabelSet):

@@ -37,7 +37,6 @@ from labeldist.labels.captions import (
     CAPTION_FORMATS,
     CaptionSets,
     TokenizedTexts,
-    _check_offsets,
     load_json,
     parse_coco,
     parse_karpathy,
@@ -91,20 +90,7 @@ class Sentences(CaptionSets):
         if blank:
             raise LabelError(f"sentence {self.ids[blank[0]]!r} is empty")
 
-    def _validate(self) -> None:
-        # CaptionSets' checks, but a sentence may own no token (empty="zero"), where a caption must own one
-        k = len(self.token_offsets) - 1
-        if k < 0:
-            raise LabelError("token_offsets must not be empty")
-        _check_offsets("caption_offsets", self.caption_offsets, len(self.ids), k, strict=True)
-        _check_offsets("text_offsets", self.text_offsets, k, len(self.text), strict=False)
-        _check_offsets("token_offsets", self.token_offsets, k, len(self.tokens), strict=False)
-        if self.vectors.ndim != 2 or self.vectors.shape[0] != len(self.vocab):
-            raise LabelError(f"vectors must have shape ({len(self.vocab)}, d), got {self.vectors.shape}")
-        if len(self.tokens) and (self.tokens.min() < 0 or self.tokens.max() >= len(self.vocab)):
-            raise LabelError(f"token ids must lie in [0, {len(self.vocab)})")
-        if not np.isfinite(self.vectors).all():
-            raise LabelError("word vectors hold NaN or inf")
+    _tokens_required = False  # a sentence may own no token (empty="zero"), where a caption must own one
 
     @property
     def cbow_defined(self) -> np.ndarray:

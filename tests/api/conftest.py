@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from api.main import create_app
 from api.settings import Settings
 from labeldist.distances.pose import PoseDistance
-from labeldist.engine import compute_block, precompute
+from labeldist.engine import precompute
 from labeldist.labels.poses import Poses
-from labeldist.store import build_manifest, create_store, publish
+from labeldist.store import build_manifest, create_store
 from tests.api.api_helpers import (
     DENSE,
     INCOMPLETE,
@@ -29,6 +29,7 @@ from tests.api.api_helpers import (
     stop_server,
     wait_healthy,
 )
+from tests.conftest import write_store
 
 
 @pytest.fixture(scope="session")
@@ -48,12 +49,8 @@ def stores_dir(tmp_path_factory: pytest.TempPathFactory, pose_labels: Poses, das
     precompute(pose_labels, distance, root / KNN, dense=False, **common)
     # k over N - 1 is refused by precompute since 0.2; a store with padded lists (from an older labeldist, or
     # another tool) is still served, so it is laid out here with the engine's own parts
-    tiny = pose_labels.subset(slice(0, TINY))
-    manifest = build_manifest(dataset="mpii300", kind="pose", params=distance.params(), labels=tiny, k=K,
-                              dense=False, block_rows=64)  # fmt: skip
-    create_store(str(root / TINY_STORE), manifest, tiny)
-    compute_block(0, labels=tiny, distance=distance, url=str(root / TINY_STORE), k=K, block_rows=64, dense=False)
-    publish(str(root / TINY_STORE))
+    write_store(root / TINY_STORE, pose_labels.subset(slice(0, TINY)), distance, dataset="mpii300", k=K,
+                dense=False, block_rows=64)  # fmt: skip
     manifest = build_manifest(dataset="mpii300", kind="pose", params=distance.params(), labels=pose_labels,
                               k=K, dense=False, block_rows=64)  # fmt: skip
     create_store(str(root / INCOMPLETE), manifest, pose_labels)

@@ -10,7 +10,7 @@ import pytest
 
 from labeldist.store import read_manifest
 from labeldist.store import store_arrays as all_arrays
-from tests.conftest import DATA
+from tests.conftest import DATA, write_store
 from tests.processes import Cluster
 
 CSV = str(DATA / "mpii" / "mpii_valid_2958.csv")
@@ -40,19 +40,11 @@ def reference_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The job's store written in this process, block by block, by the engine's own task function (no Dask):
     what every cluster run, faulted or not, must end up equal to."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.engine import compute_block
     from labeldist.labels.poses import read_mpii_csv
-    from labeldist.store import build_manifest, create_store, n_blocks, publish
 
     url = tmp_path_factory.mktemp("reference") / "mpii-pose"
-    labels, distance = read_mpii_csv(CSV), PoseDistance()
-    manifest = build_manifest(dataset="mpii_valid_2958", kind="pose", params=distance.params(), labels=labels, k=K,
-                              dense=True, block_rows=BLOCK_ROWS)  # fmt: skip
-    create_store(str(url), manifest, labels)
-    for block in range(n_blocks(len(labels), BLOCK_ROWS)):
-        compute_block(block, labels=labels, distance=distance, url=str(url), k=K, block_rows=BLOCK_ROWS, dense=True)
-    publish(str(url))
-    return url
+    return write_store(url, read_mpii_csv(CSV), PoseDistance(), dataset="mpii_valid_2958", k=K, dense=True,
+                       block_rows=BLOCK_ROWS)  # fmt: skip
 
 
 @pytest.fixture

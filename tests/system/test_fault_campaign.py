@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from labeldist.store import StoreReader
-from tests.conftest import DATA
+from tests.conftest import DATA, flip_bit, vlen_utf8_chunk
 from tests.processes import REPO, Service
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -43,29 +43,10 @@ pytestmark = pytest.mark.slow
 
 
 # ---------------------------------------------------------------- the stores, their damaged copies, the server
-def _flip_bit(chunk: Path, at: float = 0.5) -> None:
-    data = bytearray(chunk.read_bytes())
-    data[int(len(data) * at)] ^= 0x10
-    chunk.write_bytes(bytes(data))
-
-
-def _vlen_utf8_chunk(items: list[bytes]) -> bytes:
-    """A string chunk as the store writes one (vlen-utf8, Zstd, CRC32C appended), bytes given as they are."""
-    import struct
-
-    import google_crc32c
-    import numcodecs
-
-    body = numcodecs.Zstd(level=1).encode(
-        struct.pack("<I", len(items)) + b"".join(struct.pack("<I", len(b)) + b for b in items)
-    )
-    return body + google_crc32c.value(body).to_bytes(4, "little")
-
-
 def _invalid_utf8_vocab(store: Path) -> None:
     words = [w.encode() for w in StoreReader(str(store)).label_arrays()["vocab"].tolist()]
     words[5] = b"\x9a" + words[5][1:]
-    (store / "labels" / "vocab" / "c" / "0").write_bytes(_vlen_utf8_chunk(words))
+    (store / "labels" / "vocab" / "c" / "0").write_bytes(vlen_utf8_chunk(words))
 
 
 #: name -> (the store it damages, how, the item whose answer it damages, what the 503's detail must name)
@@ -73,8 +54,8 @@ FAULTS = {
     "dense-shard-deleted": (POSE, lambda s: (s / "dense/distances/c/3/0").unlink(), 3 * 16 + 2, "dense/distances"),
     "pose-knn-chunk-deleted": (POSE, lambda s: (s / "knn/indices/c/2/0").unlink(), 2 * 16 + 1, "knn/indices"),
     "caption-knn-chunk-deleted": (CAPTION, lambda s: (s / "knn/indices/c/1/0").unlink(), 300, "knn/indices"),
-    "ids-bit-flipped": (CAPTION, lambda s: _flip_bit(s / "ids/c/0"), 585, "ids"),
-    "vectors-bit-flipped": (CAPTION, lambda s: _flip_bit(s / "labels/vectors/c/0/0"), 7, "labels/vectors"),
+    "ids-bit-flipped": (CAPTION, lambda s: flip_bit(s / "ids/c/0"), 585, "ids"),
+    "vectors-bit-flipped": (CAPTION, lambda s: flip_bit(s / "labels/vectors/c/0/0"), 7, "labels/vectors"),
     "vocab-invalid-utf8": (CAPTION, _invalid_utf8_vocab, 7, "labels/vocab"),
     "array-metadata-deleted": (CAPTION, lambda s: (s / "labels/vocab/zarr.json").unlink(), 7, "labels"),
     "manifest-garbled": (POSE, lambda s: (s / "zarr.json").write_text('{"zarr_format": 3, "node_t'), 1, "zarr.json"),

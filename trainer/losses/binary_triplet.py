@@ -43,6 +43,25 @@ def binary_pairs(
     return zeros[: len(pos)], pos, zeros[: len(neg)], neg
 
 
+class AnchorPairLoss(BatchLoss):
+    """A pytorch-metric-learning pair loss applied to each minibatch's anchor pairs (:func:`binary_pairs`): the
+    shared body of the binary baselines that take pairs (lifted structure, multi-similarity)."""
+
+    normalized = True
+
+    def __init__(self, positives: int, pml_loss: torch.nn.Module, reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.positives = positives
+        self.pml_loss = pml_loss
+
+    def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
+        check_positives(self.positives, distances.shape[1])
+        return torch.stack([
+            self.pml_loss(embeddings[b], indices_tuple=binary_pairs(distances[b], self.positives))
+            for b in range(embeddings.shape[0])
+        ])  # fmt: skip
+
+
 class BinaryTripletLoss(BatchLoss):
     r"""Triplet loss with binary mining, the baseline L(Triplet)+M(Binary) of Kim et al. (CVPR 2019, §5).
 

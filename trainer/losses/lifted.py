@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import torch
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import MeanReducer
 
-from trainer.losses.base import BatchLoss
-from trainer.losses.binary_triplet import binary_pairs, check_positives
+from trainer.losses.binary_triplet import AnchorPairLoss
 
 
-class LiftedStructureLoss(BatchLoss):
+class LiftedStructureLoss(AnchorPairLoss):
     r"""Lifted structured embedding loss (Oh Song, Xiang, Jegelka, Savarese, "Deep Metric Learning via Lifted
     Structured Feature Embedding", CVPR 2016, Eq. 4), a binary baseline for continuous labels.
 
@@ -28,19 +26,9 @@ class LiftedStructureLoss(BatchLoss):
     :func:`~trainer.losses.binary_triplet.binary_pairs`, averaged over positive pairs.
     """
 
-    normalized = True
-
     def __init__(self, positives: int = 30, margin: float = 1.0, reduction: str = "mean") -> None:
-        super().__init__(reduction)
-        self.positives = positives
-        self.lifted = pml.LiftedStructureLoss(
+        lifted = pml.LiftedStructureLoss(
             neg_margin=margin, pos_margin=0.0, distance=LpDistance(normalize_embeddings=True, p=2, power=1),
             reducer=MeanReducer(),
         )  # fmt: skip
-
-    def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
-        check_positives(self.positives, distances.shape[1])
-        return torch.stack([
-            self.lifted(embeddings[b], indices_tuple=binary_pairs(distances[b], self.positives))
-            for b in range(embeddings.shape[0])
-        ])  # fmt: skip
+        super().__init__(positives, lifted, reduction)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import torch
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.distances import CosineSimilarity
 from pytorch_metric_learning.reducers import SumReducer
 
-from trainer.losses.base import BatchLoss
-from trainer.losses.binary_triplet import binary_pairs, check_positives
+from trainer.losses.binary_triplet import AnchorPairLoss
 
 
-class MultiSimilarityLoss(BatchLoss):
+class MultiSimilarityLoss(AnchorPairLoss):
     r"""Multi-similarity loss (Wang, Han, Huang, Dong, Scott, "Multi-Similarity Loss with General Pair Weighting
     for Deep Metric Learning", CVPR 2019, Eq. 12), a binary baseline for continuous labels.
 
@@ -30,20 +28,10 @@ class MultiSimilarityLoss(BatchLoss):
     returns the anchor's term itself (its default mean would divide it by the batch size).
     """
 
-    normalized = True
-
     def __init__(
         self, positives: int = 30, alpha: float = 2.0, beta: float = 50.0, base: float = 0.5, reduction: str = "mean"
     ) -> None:
-        super().__init__(reduction)
-        self.positives = positives
-        self.ms = pml.MultiSimilarityLoss(
+        ms = pml.MultiSimilarityLoss(
             alpha=alpha, beta=beta, base=base, distance=CosineSimilarity(), reducer=SumReducer()
         )
-
-    def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
-        check_positives(self.positives, distances.shape[1])
-        return torch.stack([
-            self.ms(embeddings[b], indices_tuple=binary_pairs(distances[b], self.positives))
-            for b in range(embeddings.shape[0])
-        ])  # fmt: skip
+        super().__init__(positives, ms, reduction)
