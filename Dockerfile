@@ -7,9 +7,10 @@ ENV PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 \
 WORKDIR /app
 
 # torch first, pinned by build argument: the CPU wheel by default, e.g. --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu124 for CUDA
-ARG TORCH=torch==2.13.0
+ARG TORCH=torch==2.14.1
+ARG TORCHVISION=torchvision==0.29.1
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-RUN pip install --index-url "$TORCH_INDEX" --extra-index-url https://pypi.org/simple "$TORCH"
+RUN pip install --index-url "$TORCH_INDEX" --extra-index-url https://pypi.org/simple "$TORCH" "$TORCHVISION"
 
 COPY pyproject.toml README.md ./
 COPY labeldist labeldist

@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# The CPU build of torch 2.13.0 lies on this machine's disk; on a GPU machine set TORCH="torch" (or a CUDA pin).
-TORCH  ?= torch==2.13.0
+# torch and torchvision are pinned as a pair that imports together: torchvision 0.28.0 (the only build of it for
+# torch 2.13) is a CUDA build whose ops fail to load beside the CPU-only torch 2.13.0 file of this machine's disk
+# ("operator torchvision::nms does not exist"), while torch 2.14.1 + torchvision 0.29.1 both lie on this disk and
+# run on the CPU (and on a GPU). Elsewhere set both, e.g. TORCH="torch==2.9.1" TORCHVISION="torchvision==0.24.1".
+TORCH       ?= torch==2.14.1
+TORCHVISION ?= torchvision==0.29.1
 STORES ?= stores
 STAMP  := $(VENV)/.installed
 
@@ -14,7 +18,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q "$(TORCH)" "$(TORCHVISION)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 

@@ -31,6 +31,13 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class StoreIds(BaseModel):
+    """Every item's id, in index order."""
+
+    n_items: int
+    ids: list[str]
+
+
 class StoreInfo(BaseModel):
     """A store's manifest (DESIGN.md "Store format") plus ``name``, and whether it is served."""
 

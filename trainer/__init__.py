@@ -2,7 +2,8 @@
 metrics, models, and the ``trainer`` command (fit / eval)."""
 
 from trainer.client import Batches, LabelDistClient, RequestRejected, ServiceError, ServiceUnavailable, StoreNotFound
-from trainer.data import FeatureInputs, ImageFolderInputs, Minibatch, MinibatchStream
+from trainer.data import FeatureInputs, Minibatch, MinibatchStream
+from trainer.images import ImageInputError, ImageInputs, open_images
 from trainer.losses import BinaryTripletLoss, DenseTripletLoss, LadderLoss, LogRatioLoss, make_loss
 from trainer.metrics import coherent_score, mean_label_distance, ndcg, recall_at_k, retrieval_metrics, retrieve
 from trainer.models import EmbeddingMLP, ResNetEmbedding
@@ -14,7 +15,8 @@ __all__ = [
     "DenseTripletLoss",
     "EmbeddingMLP",
     "FeatureInputs",
-    "ImageFolderInputs",
+    "ImageInputError",
+    "ImageInputs",
     "LabelDistClient",
     "LadderLoss",
     "LogRatioLoss",
@@ -28,6 +30,7 @@ __all__ = [
     "StoreNotFound",
     "coherent_score",
     "make_loss",
+    "open_images",
     "mean_label_distance",
     "ndcg",
     "recall_at_k",

@@ -1,6 +1,8 @@
 """The ``trainer`` command: ``fit``, ``eval``, ``plot``, ``demo-inputs``, ``split`` and ``render``.
 
     trainer fit --url http://127.0.0.1:8000 --store mpii-train-pose --features train.npy --out runs/lr
+    trainer render stores/mpii-train-pose --out images/mpii-train           # images drawn from the labels
+    trainer fit --store mpii-train-pose --images images/mpii-train --backbone resnet18 --out runs/cnn
     trainer eval --url http://127.0.0.1:8000 --store mpii-test-pose --features test.npy --split split.json \\
         --checkpoint runs/lr/checkpoint.pt --out runs/lr/eval.json --plot runs/lr/eval.png
     trainer plot runs/lr runs/triplet --out fig3.png            # eval.json of each run, named after the run
@@ -20,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from trainer.client import LabelDistClient, ServiceError
+from trainer.data import InputError
 from trainer.losses import LOSSES
+from trainer.models import BACKBONES, WeightsError
 
 #: losses that split a minibatch into positives and negatives by the binary rule (--positives)
 BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
@@ -50,14 +54,18 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from trainer.evaluate import evaluate, load_split, plot_curves
+    from trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
     from trainer.fit import FitConfig, fit
 
+    if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
+        raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
     names = {f.name for f in fields(FitConfig)}
     values = {k: v for k, v in vars(args).items() if k in names and v is not None}
     values["hidden"] = tuple(args.hidden)
     values["loss_options"] = _loss_options(args)
     values["progress"] = not args.no_progress
+    values["flip"] = not args.no_flip
+    values["crop_scale"] = tuple(args.crop_scale)
     summary = fit(FitConfig(**values))
     if args.json:
         print(json.dumps(summary))
@@ -66,11 +74,13 @@ def _fit(args: argparse.Namespace) -> int:
 
         print(fit_table(summary, run=args.out, loss=args.loss, device=run_device(args.out)))
     if args.eval_store:
-        if not (args.eval_features and args.split):
-            raise SystemExit("--eval-store needs --eval-features and --split")
         queries, gallery = load_split(args.split)
+        images = None
+        if args.eval_images:
+            images = ImageSource(args.eval_images, pattern=args.image_pattern, index=args.eval_image_index,
+                                 input_size=args.input_size, workers=args.loader_workers)  # fmt: skip
         with LabelDistClient(args.url, api_key=args.api_key) as client:
-            result = evaluate(client, args.eval_store, args.eval_features, queries, gallery,
+            result = evaluate(client, args.eval_store, args.eval_features, queries, gallery, images=images,
                               checkpoint=summary["checkpoint"], k_max=args.k_max)  # fmt: skip
         out = Path(args.out)
         (out / "eval.json").write_text(json.dumps(result), encoding="utf-8")
@@ -82,13 +92,19 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from trainer.evaluate import evaluate, load_split, plot_curves
+    from trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
 
     queries, gallery = load_split(args.split)
+    images = None
+    if args.images:
+        images = ImageSource(args.images, pattern=args.image_pattern, index=args.image_index,
+                             input_size=args.input_size, workers=args.loader_workers)  # fmt: skip
     with LabelDistClient(args.url, api_key=args.api_key) as client:
         result = evaluate(client, args.store, args.features, queries, gallery, checkpoint=args.checkpoint,
-                          k_max=args.k_max, device=args.device)  # fmt: skip
-    result["label"] = args.label or (result.get("loss") or "input features")
+                          k_max=args.k_max, device=args.device, images=images, backbone=args.backbone,
+                          embedding_dim=args.embedding_dim, weights=args.weights)  # fmt: skip
+    untrained = "input features" if args.features else f"untrained {args.backbone}"
+    result["label"] = args.label or (result.get("loss") or untrained)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result), encoding="utf-8")
     if args.plot:
@@ -150,6 +166,26 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _input_args(p: argparse.ArgumentParser, train: bool = True) -> None:
+    """--features or --images, and how images are found, sized and embedded."""
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--features", help="input features indexed like the store (.npy or zarr): an MLP head")
+    which.add_argument("--images", metavar="ROOT", help="a folder of images, one per store item: a ResNet (trainer "
+                       "render draws them from pose and layout labels)")  # fmt: skip
+    p.add_argument("--image-pattern", help="images: the file of an item under ROOT, e.g. '{id}.jpg' (default: "
+                   "ROOT/index.csv when it exists, else '{id}.jpg')")  # fmt: skip
+    p.add_argument("--image-index", help="images: a CSV with columns id,path (paths relative to the CSV)")
+    when = "" if train else ", when untrained"
+    p.add_argument("--backbone", default="resnet34", choices=BACKBONES,
+                   help=f"images: torchvision ResNet (default: %(default)s){when}")  # fmt: skip
+    p.add_argument("--weights", help="images: a local state dict to start from (torchvision's ImageNet checkpoint "
+                   "of the backbone, or a trainer checkpoint); default: random initialisation")  # fmt: skip
+    own = "" if train else ", or the checkpoint's"
+    p.add_argument("--input-size", type=int, help="images: side of the square input in pixels (default: the "
+                   f"images' own size when they all have one{own})")  # fmt: skip
+    p.add_argument("--loader-workers", type=int, help="images: decoding processes (default: CPU cores - 1, max 16)")
+
+
 def _service_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="http://127.0.0.1:8000", help="labeldist service (default: %(default)s)")
     p.add_argument("--api-key", help="sent as X-API-Key (when the service computes distances only with one)")
@@ -162,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="train an embedding on minibatches from the service")
     _service_args(fit)
     fit.add_argument("--store", required=True, help="training store, as the service names it")
-    fit.add_argument("--features", required=True, help="input features indexed like the store (.npy or zarr)")
+    _input_args(fit)
     fit.add_argument("--out", required=True, help="run folder: checkpoint.pt, log.jsonl, eval.json, eval.png")
     fit.add_argument("--loss", default="log_ratio", choices=sorted(LOSSES))
     fit.add_argument("--margin", type=float, help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
@@ -189,7 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--lr", type=float, default=1e-3)
     fit.add_argument("--weight-decay", type=float, default=0.0)
     fit.add_argument("--embedding-dim", type=int, default=128)
-    fit.add_argument("--hidden", type=int, nargs="*", default=[512], help="hidden widths of the MLP")
+    fit.add_argument("--hidden", type=int, nargs="*", default=[512], help="hidden widths of the MLP (features)")
+    fit.add_argument("--no-flip", action="store_true", help="images: no random horizontal flip (mirroring changes a "
+                     "pose's left and right, which its label distance does not ignore)")  # fmt: skip
+    fit.add_argument("--crop-scale", type=float, nargs=2, default=[0.08, 1.0], metavar=("MIN", "MAX"),
+                     help="images: area range of the random resized crop (default: %(default)s)")  # fmt: skip
+    fit.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="forward pass "
+                     "(auto: bf16 on CUDA, fp32 on CPU; the loss is always fp32) (default: %(default)s)")  # fmt: skip
+    fit.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                     help="images: channels-last convolutions (default: on CUDA only)")  # fmt: skip
+    fit.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA; the first steps compile)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     fit.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, best for the MLP)")
@@ -197,10 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
     fit.add_argument("--prefetch", type=int, default=8, help="requests fetched ahead")
     fit.add_argument("--workers", type=int, default=2, help="prefetch threads")
-    fit.add_argument("--anchors-per-request", type=int, default=8)
+    fit.add_argument("--anchors-per-request", type=int, help="minibatches per service request (default: 8 over "
+                     "features, --batches-per-step over images)")  # fmt: skip
     fit.add_argument("--no-progress", action="store_true")
     fit.add_argument("--eval-store", help="after training, evaluate on this (test) store ...")
-    fit.add_argument("--eval-features", help="... with these features ...")
+    fit.add_argument("--eval-features", help="... with these features (or --eval-images) ...")
+    fit.add_argument("--eval-images", help="... or these images (the same --image-pattern) ...")
+    fit.add_argument("--eval-image-index", help="... mapped by this id,path CSV (default: EVAL_IMAGES/index.csv) ...")
     fit.add_argument("--split", help="... and the queries/gallery of this split.json")
     fit.add_argument("--k-max", type=int, default=100)
     fit.add_argument("--json", action="store_true", help="end with JSON lines (summary, metrics), not tables")
@@ -209,9 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="retrieval metrics of a checkpoint (or of the input features) on a test store")
     _service_args(ev)
     ev.add_argument("--store", required=True)
-    ev.add_argument("--features", required=True)
+    _input_args(ev, train=False)
     ev.add_argument("--split", required=True, help="split.json with queries and gallery (positions in the store)")
-    ev.add_argument("--checkpoint", help="model to evaluate (default: the untrained input features)")
+    ev.add_argument("--checkpoint", help="model to evaluate (default: untrained, the input features themselves, or "
+                    "with --images the --backbone as initialised)")  # fmt: skip
+    ev.add_argument("--embedding-dim", type=int, default=128, help="untrained backbone's head (default: %(default)s)")
     ev.add_argument("--out", required=True, help="results JSON")
     ev.add_argument("--plot", help="PNG of nDCG@K and mean label distance@K")
     ev.add_argument("--label", help="name of this result in plots")
@@ -264,8 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ServiceError as e:
-        print(f"trainer: {e}", file=sys.stderr)
+    except (ServiceError, InputError, WeightsError) as e:  # what the user can fix: one line, no traceback
+        print(f"trainer {args.command}: {e}", file=sys.stderr)
         return 2
 
 

@@ -105,8 +105,14 @@ class LabelDistClient:
             raise ValueError(f"retries and backoff must be >= 0, got {retries}, {backoff}")
         self.url = url.rstrip("/")
         self.retries, self.backoff = retries, backoff
+        self._settings = {"timeout": timeout, "retries": retries, "backoff": backoff, "api_key": api_key}
         headers = {"X-API-Key": api_key} if api_key else {}
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers, transport=transport)
+
+    def fresh(self) -> LabelDistClient:
+        """A new client with the same settings and its own connections: what a forked worker process uses (a
+        connection pool must not be shared between processes)."""
+        return LabelDistClient(self.url, **self._settings)
 
     def __enter__(self) -> LabelDistClient:
         return self
@@ -154,6 +160,10 @@ class LabelDistClient:
     def store(self, name: str) -> dict[str, Any]:
         """One store's manifest + ``name``."""
         return self._request("GET", f"/v1/stores/{name}").json()
+
+    def ids(self, name: str) -> list[str]:
+        """The id of every item of a store, in index order."""
+        return self._request("GET", f"/v1/stores/{name}/ids").json()["ids"]
 
     def neighbors(self, store: str, index: int, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The item's ``k`` nearest (all the store has when None): indices int64 and distances float32."""

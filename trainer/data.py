@@ -3,8 +3,9 @@
 Dense triplet mining (Kim et al., CVPR 2019, §3.2): a minibatch is an anchor, its ``neighbors`` nearest items
 in label space and random others, with the label distances from the anchor to every item (and, for the ladder
 loss, the batch's whole pairwise matrix). The service draws them (``POST /v1/stores/{store}/batches``); this
-module adds each item's *input* (a row of a feature array indexed like the store, or an image) and feeds them
-to the fit loop through a background prefetch queue, so the loop never waits on HTTP while results are ready.
+module adds each item's *input* (a row of a feature array indexed like the store, or an image:
+:mod:`trainer.images`) and feeds them to the fit loop ahead of time (background threads, or DataLoader worker
+processes for images: :mod:`trainer.loader`), so the loop never waits on HTTP while results are ready.
 
 Paper settings: batch size 150 for poses and 50 for captions, ``neighbors`` k = 5.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,8 +26,9 @@ from torch.utils.data import IterableDataset
 from trainer.client import LabelDistClient
 from trainer.prefetch import Prefetcher
 
-#: ImageNet mean and std (the statistics the torchvision ResNet weights expect)
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+class InputError(ValueError):
+    """Inputs that do not fit the store or cannot be read; the message is one line naming the file."""
 
 
 class Inputs(Protocol):
@@ -56,7 +58,7 @@ class FeatureInputs:
 
             array = zarr.open_array(str(source), mode="r")
         if array.ndim < 2:
-            raise ValueError(f"features must have shape (N, ...), got {array.shape} from {source!r:.80}")
+            raise InputError(f"features must have shape (N, ...), got {array.shape} from {source!r:.80}")
         self.array = np.array(array[...], dtype=np.float32) if in_memory else array
         self.n_items = int(array.shape[0])
         self.item_shape = tuple(int(s) for s in array.shape[1:])
@@ -69,46 +71,6 @@ class FeatureInputs:
         return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).reshape(
             *np.shape(indices), *self.item_shape
         )
-
-
-class ImageFolderInputs:
-    """Images of a folder, item ``i`` at ``root / pattern.format(id=ids[i])``, resized and normalised as the
-    torchvision ResNets expect (random resized crop and flip when ``train``).
-
-    Needs torchvision, which labeldist does not require: it is imported here, on first use, and a clear
-    ImportError says how to install it when it is missing.
-    """
-
-    def __init__(
-        self, root: str | Path, ids: Sequence[str], *, pattern: str = "{id}", size: int = 224, train: bool = True
-    ) -> None:
-        try:
-            from torchvision import transforms
-        except ImportError as e:
-            raise ImportError(
-                "image-folder inputs need torchvision, which is not installed: `pip install torchvision` "
-                "(or use --features with a feature array)"
-            ) from e
-        from PIL import Image
-
-        self._open = Image.open
-        self.root, self.ids, self.pattern, self.n_items = Path(root), list(ids), pattern, len(ids)
-        crop = transforms.RandomResizedCrop(size) if train else transforms.Compose(
-            [transforms.Resize(int(size * 256 / 224)), transforms.CenterCrop(size)]
-        )  # fmt: skip
-        flip = [transforms.RandomHorizontalFlip()] if train else []
-        self.transform = transforms.Compose(
-            [crop, *flip, transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
-        )
-
-    def __call__(self, indices: np.ndarray) -> torch.Tensor:
-        flat = np.asarray(indices, dtype=np.int64).reshape(-1)
-        images = []
-        for i in flat.tolist():
-            with self._open(self.root / self.pattern.format(id=self.ids[i])) as image:
-                images.append(self.transform(image.convert("RGB")))
-        stacked = torch.stack(images)
-        return stacked.reshape(*np.shape(indices), *stacked.shape[1:])
 
 
 @dataclass
@@ -124,9 +86,19 @@ class Minibatch:
     distances: torch.Tensor
     pairwise: torch.Tensor | None
 
+    def pin_memory(self) -> Minibatch:
+        """The same minibatch in page-locked memory (what a DataLoader with ``pin_memory=True`` calls)."""
+        return Minibatch(self.indices.pin_memory(), self.inputs.pin_memory(), self.distances.pin_memory(),
+                         None if self.pairwise is None else self.pairwise.pin_memory())  # fmt: skip
+
     def to(self, device: torch.device | str) -> Minibatch:
         nb = torch.device(device).type == "cuda"  # pinned memory + non_blocking copies overlap with compute
-        move = (lambda t: t.pin_memory().to(device, non_blocking=True)) if nb else (lambda t: t.to(device))
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            if not nb:
+                return t.to(device)
+            return (t if t.is_pinned() else t.pin_memory()).to(device, non_blocking=True)
+
         return Minibatch(
             self.indices.to(device),
             move(self.inputs),
@@ -142,8 +114,12 @@ class MinibatchStream(IterableDataset):
     ``batches_per_step`` anchors, each with its own minibatch of ``size`` items (anchor included): its
     ``neighbors`` nearest, then random others. Requests ask for ``anchors_per_request`` minibatches at once,
     with a seed derived from ``seed`` and the request's number, so a run (and a resumed run, ``start_step``)
-    sees the same minibatches. Use it directly or in a ``DataLoader(stream, batch_size=None)`` with no worker
-    processes (the prefetch threads already overlap the I/O).
+    sees the same minibatches.
+
+    ``processes=None`` makes requests in ``workers`` background threads (enough for feature arrays: the work is
+    HTTP). ``processes=N`` makes them in N DataLoader worker processes (:mod:`trainer.loader`), which also
+    decode and augment images there, out of the training process's GIL; ``pin_memory`` (for CUDA) pins each
+    step there too. Image inputs need ``processes`` (0: in the calling process).
     """
 
     def __init__(
@@ -163,8 +139,12 @@ class MinibatchStream(IterableDataset):
         start_step: int = 0,
         prefetch: int = 8,
         workers: int = 2,
+        processes: int | None = None,
+        pin_memory: bool = False,
     ) -> None:
         super().__init__()
+        if processes is None and getattr(inputs, "needs_processes", False):
+            raise ValueError("image inputs are decoded in DataLoader processes: give processes (0: in this one)")
         if anchors_per_request % batches_per_step:
             raise ValueError(f"anchors_per_request={anchors_per_request} must be a multiple of "
                              f"batches_per_step={batches_per_step}")  # fmt: skip
@@ -174,6 +154,7 @@ class MinibatchStream(IterableDataset):
         self.anchors = np.arange(inputs.n_items) if anchors is None else np.asarray(anchors, dtype=np.int64)
         self.epochs, self.seed, self.start_step = epochs, seed, start_step
         self.prefetch, self.workers = prefetch, workers
+        self.processes, self.pin_memory = processes, pin_memory
         self.steps_per_epoch = len(self.anchors) // batches_per_step
         if self.steps_per_epoch < 1:
             raise ValueError(f"{len(self.anchors)} anchors are fewer than batches_per_step={batches_per_step}")
@@ -211,6 +192,20 @@ class MinibatchStream(IterableDataset):
         first = first_epoch * self.requests_per_epoch + (r // steps_per_request)
         skip = r % steps_per_request
         stop = self.epochs * self.requests_per_epoch
+        if self.processes is not None:
+            from trainer.loader import steps_in_processes
+
+            results = steps_in_processes(self, first, stop, workers=self.processes, prefetch=self.prefetch,
+                                         pin_memory=self.pin_memory)  # fmt: skip
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    steps = next(results)
+                except StopIteration:
+                    return
+                self.waited += time.perf_counter() - t0
+                yield from steps[skip:]
+                skip = 0
         with Prefetcher(self._fetch, depth=self.prefetch, workers=self.workers, start=first, stop=stop) as queue:
             while True:
                 t0 = time.perf_counter()

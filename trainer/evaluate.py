@@ -3,12 +3,14 @@ label distance against K).
 
 Queries and gallery are items of one (test) store; the label distances from each query to every gallery item
 come from the service (``POST /v1/stores/{store}/distances``), the embeddings from a checkpoint's model over
-the store's feature array, or the features themselves for the untrained baseline.
+the store's feature array or images, or, untrained, the features themselves or a backbone as initialised
+(random, or ``--weights``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import torch
 
 from trainer.client import LabelDistClient
 from trainer.data import FeatureInputs
-from trainer.fit import load_checkpoint, pick_device
+from trainer.fit import autocast, default_loader_workers, load_checkpoint, pick_device
 from trainer.metrics import retrieval_metrics
 
 #: the K at which summaries (RESULTS.md tables) report each curve
@@ -33,6 +35,73 @@ def embed(model: torch.nn.Module, features: np.ndarray, device: torch.device, ba
         for i in range(0, len(features), batch)
     ]
     return torch.cat(out).numpy()
+
+
+@dataclass
+class ImageSource:
+    """The test store's images (see :func:`trainer.images.image_paths`), decoded by ``workers`` processes."""
+
+    root: str
+    pattern: str | None = None
+    index: str | None = None
+    input_size: int | None = None
+    workers: int | None = None
+
+
+class _Items(torch.utils.data.Dataset):
+    def __init__(self, inputs: Any, indices: np.ndarray) -> None:
+        self.inputs, self.indices = inputs, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, j: int) -> torch.Tensor:
+        return self.inputs(self.indices[j : j + 1])[0]
+
+
+@torch.no_grad()
+def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, device: torch.device, *, workers: int,
+                 batch: int = 256) -> np.ndarray:  # fmt: skip
+    """Embeddings (float32) of the images of ``indices`` (eval transform), decoded by ``workers`` processes."""
+    from trainer.loader import PASSED_ON, worker_message
+
+    model = model.to(device).eval()
+    amp, _ = autocast(device)
+    loader = torch.utils.data.DataLoader(_Items(inputs, indices), batch_size=batch, num_workers=workers,
+                                         pin_memory=device.type == "cuda")  # fmt: skip
+    out = []
+    try:
+        for images in loader:
+            with amp:
+                out.append(model(images.to(device, non_blocking=True)).float().cpu())
+    except PASSED_ON as e:  # a worker's error: its own line, not the worker's traceback
+        raise type(e)(worker_message(e)) from None
+    return torch.cat(out).numpy()
+
+
+def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, indices: np.ndarray,
+                     checkpoint: str | None, device: torch.device, backbone: str, embedding_dim: int,
+                     weights: str | None) -> tuple[np.ndarray, dict[str, Any], bool]:  # fmt: skip
+    """Embeddings of the store's images of ``indices``; the model's description; whether it L2-normalises."""
+    from trainer.images import open_images
+    from trainer.models import ResNetEmbedding
+
+    if checkpoint is None:
+        model, normalized = ResNetEmbedding(backbone, embedding_dim, weights=weights), False
+        info: dict[str, Any] = {"model": f"untrained {backbone}" + (f" ({weights})" if weights else "")}
+        size = source.input_size
+    else:
+        model, state = load_checkpoint(checkpoint)
+        if state.get("inputs", {}).get("kind") != "images":
+            raise ValueError(f"checkpoint {checkpoint} was trained on features, not images: evaluate with --features")
+        normalized = bool(state.get("normalized"))
+        info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
+                "seed": state["config"]["seed"]}  # fmt: skip
+        size = source.input_size or state["inputs"]["input_size"]
+    inputs = open_images(source.root, client.ids(store), pattern=source.pattern, index=source.index,
+                         input_size=size, train=False)  # fmt: skip
+    workers = default_loader_workers() if source.workers is None else source.workers
+    return embed_images(model, inputs, indices, device, workers=workers), info, normalized
 
 
 def label_distance_matrix(
@@ -55,18 +124,36 @@ def label_distance_matrix(
 def evaluate(
     client: LabelDistClient,
     store: str,
-    features: str | np.ndarray,
+    features: str | np.ndarray | None,
     queries: np.ndarray,
     gallery: np.ndarray,
     *,
     checkpoint: str | None = None,
     k_max: int = 100,
     device: str = "auto",
+    images: ImageSource | None = None,
+    backbone: str = "resnet34",
+    embedding_dim: int = 128,
+    weights: str | None = None,
 ) -> dict[str, Any]:
-    """Metrics of one model (``checkpoint``; None: the input features, untrained) for K = 1..k_max.
+    """Metrics of one model (``checkpoint``; None: untrained) for K = 1..k_max, over the store's ``features``
+    or its ``images``. Untrained over features is the features themselves; over images, a ``backbone`` with
+    an ``embedding_dim`` head as initialised (random, or from ``weights``).
 
     Retrieval ranks by cosine for models trained with a loss that L2-normalises embeddings, else (and for
     raw features) by squared Euclidean distance."""
+    if (features is None) == (images is None):
+        raise ValueError("give exactly one of --features or --images")
+    queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
+    if images is not None:
+        needed = np.union1d(queries, gallery)
+        emb_needed, model_info, normalized = image_embeddings(
+            client, store, images, needed, checkpoint, pick_device(device), backbone, embedding_dim, weights
+        )
+        emb = np.zeros((int(needed.max()) + 1, emb_needed.shape[1]), dtype=np.float32)
+        emb[needed] = emb_needed
+        metric = "cosine" if normalized else "euclidean"
+        return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max)
     x = FeatureInputs(features).array
     x = x.reshape(len(x), -1)
     if checkpoint is None:
@@ -77,7 +164,11 @@ def evaluate(
         metric = "cosine" if state.get("normalized") else "euclidean"
         model_info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
                       "seed": state["config"]["seed"]}  # fmt: skip
-    queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
+    return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max)
+
+
+def _metrics(client: LabelDistClient, store: str, emb: np.ndarray, metric: str, model_info: dict[str, Any],
+             queries: np.ndarray, gallery: np.ndarray, k_max: int) -> dict[str, Any]:  # fmt: skip
     dist = label_distance_matrix(client, store, queries, gallery)
     metrics = retrieval_metrics(emb[queries], emb[gallery], dist, k_max=k_max, metric=metric)
     result: dict[str, Any] = {"store": store, "n_queries": len(queries), "n_gallery": len(gallery),

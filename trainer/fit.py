@@ -1,9 +1,14 @@
 """The fit loop: minibatches from the service, an embedding model, a loss; seeded, checkpointed, resumable.
 
+Inputs are a feature array indexed like the store (an MLP head learns over it) or images (``images``: a
+torchvision ResNet with an embedding head, images decoded and augmented in DataLoader worker processes, see
+:mod:`trainer.images` and :mod:`trainer.loader`).
+
 Device: CUDA when present (mixed precision: bfloat16 autocast where supported, else float16 with a gradient
-scaler; losses run in float32), else CPU. Every step is one line of ``<out>/log.jsonl``; checkpoints go to
-``<out>/checkpoint.pt`` (written aside, then renamed), and ``resume=True`` continues from the last one with the
-same minibatches an uninterrupted run would have seen.
+scaler; the loss always in float32; channels-last convolutions; optional ``torch.compile``), else CPU. Every
+step is one line of ``<out>/log.jsonl``; checkpoints go to ``<out>/checkpoint.pt`` (written aside, then
+renamed), and ``resume=True`` continues from the last one with the same minibatches (and random crops) an
+uninterrupted run would have seen.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ import torch
 from tqdm import tqdm
 
 from trainer.client import LabelDistClient
-from trainer.data import FeatureInputs, MinibatchStream
+from trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream
 from trainer.losses import make_loss
-from trainer.models import EmbeddingMLP, build_model
+from trainer.models import EmbeddingMLP, ResNetEmbedding, build_model
 
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
@@ -36,8 +41,23 @@ class FitConfig:
 
     url: str
     store: str
-    features: str
     out: str
+    features: str | None = None
+    #: images instead of features: a folder, items mapped by image_index (id,path CSV; ROOT/index.csv by
+    #: default when it exists) or image_pattern ("{id}.jpg")
+    images: str | None = None
+    image_pattern: str | None = None
+    image_index: str | None = None
+    backbone: str = "resnet34"
+    weights: str | None = None
+    input_size: int | None = None
+    flip: bool = True
+    crop_scale: tuple[float, float] = (0.08, 1.0)
+    #: DataLoader worker processes decoding images (None: one per CPU core but one, at most 16)
+    loader_workers: int | None = None
+    precision: str = "auto"
+    channels_last: bool | None = None
+    compile: bool = False
     loss: str = "log_ratio"
     loss_options: dict[str, Any] = field(default_factory=dict)
     size: int = 150
@@ -56,7 +76,9 @@ class FitConfig:
     progress: bool = True
     prefetch: int = 8
     workers: int = 2
-    anchors_per_request: int = 8
+    #: minibatches per service request (None: 8 over features; batches_per_step over images, so that each worker
+    #: process decodes one step at a time)
+    anchors_per_request: int | None = None
     api_key: str | None = None
     threads: int | None = None
 
@@ -74,13 +96,59 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def autocast(device: torch.device) -> tuple[contextlib.AbstractContextManager[Any], torch.amp.GradScaler | None]:
-    """Mixed precision on CUDA (bfloat16 where supported, else float16 with a scaler); nothing on CPU."""
-    if device.type != "cuda":
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+
+
+def autocast(
+    device: torch.device, precision: str = "auto"
+) -> tuple[contextlib.AbstractContextManager[Any], torch.amp.GradScaler | None]:
+    """The forward pass's mixed precision: ``auto`` is bfloat16 on CUDA where supported, else float16 with a
+    gradient scaler, and float32 on CPU; ``fp32`` never casts. The loss is computed outside, in float32."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
         return contextlib.nullcontext(), None
-    if torch.cuda.is_bf16_supported():
-        return torch.autocast("cuda", dtype=torch.bfloat16), None
+    if precision == "auto":
+        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16), None
+    if device.type != "cuda":
+        raise ValueError("--precision fp16 needs CUDA (use bf16 or fp32 on the CPU)")
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
+
+
+def default_loader_workers() -> int:
+    """Image-decoding processes by default: one per CPU core but one (the training loop's), at most 16."""
+    return max(1, min((os.cpu_count() or 2) - 1, 16))
+
+
+def make_inputs(config: FitConfig, client: LabelDistClient, store: str, info: dict[str, Any], *,
+                train: bool) -> Inputs:  # fmt: skip
+    """The store's inputs: its feature array, or its images (every file found and its header read first)."""
+    if (config.features is None) == (config.images is None):
+        raise InputError("give exactly one of --features (a feature array) or --images (a folder of images)")
+    if config.features is not None:
+        inputs = FeatureInputs(config.features)
+        what = f"features {config.features} have {inputs.n_items} rows"
+    else:
+        from trainer.images import open_images
+
+        inputs = open_images(config.images, client.ids(store), pattern=config.image_pattern, index=config.image_index,
+                             input_size=config.input_size, train=train, flip=config.flip,
+                             crop_scale=config.crop_scale, progress=config.progress)  # fmt: skip
+        what = f"images under {config.images} are {inputs.n_items}"
+    if info.get("n_items") != inputs.n_items:
+        raise InputError(f"{what} but store {store!r} has {info.get('n_items')} items: inputs must be indexed "
+                         "like the store")  # fmt: skip
+    return inputs
+
+
+def make_model(config: FitConfig, inputs: Inputs, device: torch.device) -> torch.nn.Module:
+    """The MLP head over features, or the ResNet backbone with its embedding head over images."""
+    if config.images is None:
+        return EmbeddingMLP(int(np.prod(inputs.item_shape)), config.embedding_dim, config.hidden)
+    channels_last = device.type == "cuda" if config.channels_last is None else config.channels_last
+    return ResNetEmbedding(config.backbone, config.embedding_dim, weights=config.weights, channels_last=channels_last)
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
@@ -97,6 +165,13 @@ def load_checkpoint(path: str | Path) -> tuple[torch.nn.Module, dict[str, Any]]:
     return model.eval(), state
 
 
+def input_config(inputs: Inputs) -> dict[str, Any]:
+    """What evaluation must know of the training inputs (kept in the checkpoint)."""
+    if getattr(inputs, "needs_processes", False):
+        return {"kind": "images", "input_size": inputs.size}
+    return {"kind": "features", "shape": list(inputs.item_shape)}
+
+
 def fit(config: FitConfig) -> dict[str, Any]:
     """Train; returns ``steps``, ``loss`` (mean of the last 10 steps), ``seconds``, ``data_wait_s`` and
     ``checkpoint``."""
@@ -104,25 +179,29 @@ def fit(config: FitConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     seed_everything(config.seed)
     device = pick_device(config.device)
-    if config.threads is not None or device.type == "cpu":
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    elif device.type == "cpu" and config.images is None:
         # The MLP's matrices are too small for intra-op threads to pay: on a busy 2-core machine 2 threads made
-        # a step 50x slower than 1 (spinning workers). One by default on CPU.
-        torch.set_num_threads(config.threads or 1)
-    inputs = FeatureInputs(config.features)
+        # a step 50x slower than 1 (spinning workers). One by default on CPU; a CNN keeps torch's default.
+        torch.set_num_threads(1)
     client = LabelDistClient(config.url, api_key=config.api_key)
-    info = client.store(config.store)
-    if info.get("n_items") != inputs.n_items:
-        raise ValueError(f"features {config.features} have {inputs.n_items} rows but store {config.store!r} has "
-                         f"{info.get('n_items')} items: inputs must be indexed like the store")  # fmt: skip
+    try:
+        info = client.store(config.store)
+        inputs = make_inputs(config, client, config.store, info, train=True)
+    except BaseException:
+        client.close()
+        raise
     # after the store: a proxy loss has one proxy per store item (and draws them before the model's weights)
     loss_fn = make_loss(config.loss, n_items=inputs.n_items, embedding_dim=config.embedding_dim,
                         **config.loss_options).to(device)  # fmt: skip
-    model = EmbeddingMLP(int(np.prod(inputs.item_shape)), config.embedding_dim, config.hidden).to(device)
+    model = make_model(config, inputs, device).to(device)
+    forward = torch.compile(model) if config.compile else model
     groups = [{"params": list(model.parameters())}]
     if list(loss_fn.parameters()):  # a loss's own parameters (proxies) train with the model, at its lr scale
         groups.append({"params": list(loss_fn.parameters()), "lr": config.lr * loss_fn.lr_scale})
     optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay)
-    amp, scaler = autocast(device)
+    amp, scaler = autocast(device, config.precision)
     step = 0
     ckpt_path = out / CHECKPOINT
     if config.resume and ckpt_path.exists():
@@ -139,9 +218,17 @@ def fit(config: FitConfig) -> dict[str, Any]:
     stream = MinibatchStream(
         client, config.store, inputs, size=config.size, neighbors=config.neighbors,
         pairwise=loss_fn.needs_pairwise, batches_per_step=config.batches_per_step,
-        anchors_per_request=config.anchors_per_request, epochs=config.epochs, seed=config.seed,
+        anchors_per_request=config.anchors_per_request or (8 if config.images is None else config.batches_per_step),
+        epochs=config.epochs, seed=config.seed,
         start_step=step, prefetch=config.prefetch, workers=config.workers,
+        processes=None if config.images is None else (
+            default_loader_workers() if config.loader_workers is None else config.loader_workers),
+        pin_memory=device.type == "cuda",
     )  # fmt: skip
+    if loss_fn.needs_pairwise and not info.get("has_dense") and config.progress:
+        tqdm.write(f"note: store {config.store!r} is kNN-only, so the service computes each minibatch's pairwise "
+                   "label distances on demand (for caption WMDs 9-20 minibatches/s); a dense store of the "
+                   "training split serves them from disk (BENCHMARKS.md, pairwise minibatches)")  # fmt: skip
     total = stream.steps_per_epoch * config.epochs
     if config.max_steps is not None:
         total = min(total, config.max_steps)
@@ -151,7 +238,7 @@ def fit(config: FitConfig) -> dict[str, Any]:
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "loss_state": loss_fn.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
             "step": step, "config": asdict(config), "model_config": model.config, "loss": config.loss,
-            "normalized": loss_fn.normalized, "store": info,
+            "normalized": loss_fn.normalized, "store": info, "inputs": input_config(inputs),
         })  # fmt: skip
 
     log = open(out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
@@ -169,8 +256,9 @@ def fit(config: FitConfig) -> dict[str, Any]:
                 break
             t1 = time.perf_counter()
             with amp:
-                embeddings = model(batch.inputs)
-            loss = loss_fn(embeddings, batch.distances, batch.pairwise, indices=batch.indices)
+                embeddings = forward(batch.inputs)
+            # the loss in float32 whatever the forward pass ran in: log-ratios of small distances need it
+            loss = loss_fn(embeddings.float(), batch.distances.float(), batch.pairwise, indices=batch.indices)
             optimizer.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(loss).backward()
@@ -194,8 +282,10 @@ def fit(config: FitConfig) -> dict[str, Any]:
                 checkpoint()
         bar.close()
         checkpoint()
+        seconds = time.perf_counter() - start
         summary = {"event": "end", "steps": step, "loss": float(np.mean(recent)) if recent else None,
-                   "seconds": time.perf_counter() - start, "data_wait_s": stream.waited,
+                   "seconds": seconds, "data_wait_s": stream.waited,
+                   "data_wait_share": stream.waited / seconds if seconds > 0 else None,
                    "checkpoint": str(ckpt_path)}  # fmt: skip
         if loss_fn.describe():
             summary["loss_info"] = loss_fn.describe()

@@ -1,10 +1,9 @@
-"""Embedding models: an MLP head over input features, and (optional, needs torchvision) a ResNet backbone with
-an embedding head, as in Kim et al. (ResNet-34 for poses, ResNet-101 for captions, ImageNet-initialised).
+"""Embedding models: an MLP head over input features, and a torchvision ResNet (18/34/50/101) with an embedding
+head, as in Kim et al. (ResNet-34 for poses, ResNet-101 for captions, ImageNet-initialised from a local file).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,9 @@ from typing import Any
 import torch
 from torch import nn
 
-BACKBONES = ("resnet34", "resnet101")
+BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
+#: ImageNet mean and std, the statistics the torchvision ResNet weights expect
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 class EmbeddingMLP(nn.Module):
@@ -44,24 +45,71 @@ class EmbeddingMLP(nn.Module):
         return self.net(x.reshape(-1, x.shape[-1])).reshape(*lead, -1)
 
 
-def _local_imagenet_weights(arch: str) -> Path | None:
-    """The torchvision ImageNet checkpoint of ``arch`` if it is already in the torch hub cache (never
-    downloaded: this may run where nothing outside can be reached)."""
-    hub = Path(os.environ.get("TORCH_HOME", Path(torch.hub.get_dir()).parent)) / "hub" / "checkpoints"
-    found = sorted(hub.glob(f"{arch}-*.pth")) if hub.is_dir() else []
-    return found[0] if found else None
+class WeightsError(ValueError):
+    """``--weights`` that cannot be read or do not fit the backbone (one line naming what differs)."""
+
+
+class ImageNormalize(nn.Module):
+    """uint8 images ``(..., 3, H, W)`` -> float, scaled to [0, 1] and normalised by the ImageNet mean and std
+    (what the torchvision ResNets were trained with). On the model's device, so the data path moves uint8."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(3, 1, 1) * 255.0, persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(3, 1, 1) * 255.0, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.float() - self.mean) / self.std
+
+
+def _weights_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """The state dict of a ``--weights`` file: a torchvision ResNet state dict, or a trainer checkpoint."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise WeightsError(f"--weights {path}: no such file") from None
+    except Exception as e:  # torch.load raises many types for a file that is not a state dict
+        raise WeightsError(f"--weights {path}: not a torch state dict ({type(e).__name__}: "
+                           f"{str(e).splitlines()[0][:120]})") from None  # fmt: skip
+    if isinstance(state, dict) and isinstance(state.get("model"), dict):  # a trainer checkpoint: its backbone
+        state = {k.removeprefix("backbone."): v for k, v in state["model"].items() if k.startswith("backbone.")}
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"--weights {path}: not a state dict of tensors")
+    return state
+
+
+def load_backbone_weights(backbone: nn.Module, path: str | Path, arch: str) -> None:
+    """Load a local state dict into ``backbone`` (its classifier ``fc`` aside, which the embedding head replaces).
+
+    Every weight but ``fc`` must be there with its shape: a file of another architecture is refused, naming how
+    many weights are missing, unexpected or of another shape, and the first of each."""
+    state = {k: v for k, v in _weights_state(path).items() if not k.startswith("fc.")}
+    own = {k: v for k, v in backbone.state_dict().items() if not k.startswith("fc.")}
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items()
+              if k in state and state[k].shape != v.shape]  # fmt: skip
+    if missing or unexpected or shapes:
+        parts = [f"{len(x)} {what} (first: {x[0]})" for x, what in
+                 ((missing, "missing"), (unexpected, "unexpected"), (shapes, "of another shape")) if x]  # fmt: skip
+        raise WeightsError(f"--weights {path} do not fit {arch}: " + "; ".join(parts))
+    backbone.load_state_dict(state, strict=False)
 
 
 class ResNetEmbedding(nn.Module):
-    """A torchvision ResNet (``resnet34`` or ``resnet101``) whose classifier is replaced by a linear embedding
-    head; images ``(..., 3, H, W)`` -> ``(..., out_dim)``.
+    """A torchvision ResNet whose classifier is replaced by a linear embedding head (Kim et al. 2019: ResNet-34
+    for poses, ResNet-101 for captions, ImageNet-initialised); uint8 or float images ``(..., 3, H, W)`` ->
+    ``(..., out_dim)``. uint8 images are scaled and normalised inside (:class:`ImageNormalize`).
 
-    ImageNet weights are loaded only when the checkpoint is already in the local torch hub cache
-    (``pretrained="auto"``); ``pretrained=True`` fails when it is not, ``False`` starts from random weights.
-    torchvision is imported here, lazily, with a clear error when it is missing.
+    ``weights``: a local state dict to start from (torchvision's ImageNet checkpoint of the same architecture,
+    or a trainer checkpoint); nothing is ever downloaded. None: random initialisation. ``channels_last``: NHWC
+    memory format, faster for convolutions under mixed precision on CUDA.
     """
 
-    def __init__(self, arch: str = "resnet34", out_dim: int = 128, pretrained: bool | str = "auto") -> None:
+    def __init__(
+        self, arch: str = "resnet34", out_dim: int = 128, weights: str | Path | None = None,
+        channels_last: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__()
         if arch not in BACKBONES:
             raise ValueError(f"unknown backbone {arch!r}; known: {', '.join(BACKBONES)}")
@@ -72,18 +120,22 @@ class ResNetEmbedding(nn.Module):
                 f"the {arch} backbone needs torchvision, which is not installed: `pip install torchvision` "
                 "(or train the MLP head on a feature array)"
             ) from e
+        self.normalize = ImageNormalize()
         self.backbone = getattr(torchvision.models, arch)(weights=None)
-        weights = _local_imagenet_weights(arch) if pretrained else None
-        if pretrained is True and weights is None:
-            raise FileNotFoundError(f"no ImageNet checkpoint for {arch} in the torch hub cache ({torch.hub.get_dir()})")
         if weights is not None:
-            self.backbone.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+            load_backbone_weights(self.backbone, weights, arch)
         self.backbone.fc = nn.Linear(self.backbone.fc.in_features, out_dim)
-        self.config = {"kind": arch, "out_dim": out_dim, "imagenet": weights is not None}
+        self.channels_last = channels_last
+        if channels_last:
+            self.to(memory_format=torch.channels_last)
+        self.config = {"kind": arch, "out_dim": out_dim, "weights": None if weights is None else str(weights)}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-3]
-        return self.backbone(x.reshape(-1, *x.shape[-3:])).reshape(*lead, -1)
+        x = self.normalize(x.reshape(-1, *x.shape[-3:]))
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return self.backbone(x).reshape(*lead, -1)
 
 
 def build_model(config: dict[str, Any]) -> nn.Module:
@@ -92,5 +144,5 @@ def build_model(config: dict[str, Any]) -> nn.Module:
     if kind == "mlp":
         return EmbeddingMLP(config["in_dim"], config["out_dim"], config["hidden"], config.get("dropout", 0.0))
     if kind in BACKBONES:
-        return ResNetEmbedding(kind, config["out_dim"], pretrained=False)
+        return ResNetEmbedding(kind, config["out_dim"])
     raise ValueError(f"unknown model kind {kind!r}; known: mlp, {', '.join(BACKBONES)}")

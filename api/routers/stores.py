@@ -1,4 +1,5 @@
-"""``GET /v1/stores`` and ``GET /v1/stores/{store}``: the stores served, and their manifests."""
+"""``GET /v1/stores``, ``GET /v1/stores/{store}`` and ``GET /v1/stores/{store}/ids``: the stores served, their
+manifests, and the id of every item (what a client maps to its own files, such as images)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from fastapi import APIRouter
 
 from api.deps import RegistryDep, StoreDep
 from api.errors import error_responses
-from api.schemas import StoreInfo, StoreList
+from api.schemas import StoreIds, StoreInfo, StoreList
 
 router = APIRouter(prefix="/v1/stores", tags=["stores"])
 
@@ -23,3 +24,9 @@ async def list_stores(registry: RegistryDep) -> dict[str, Any]:
 async def get_store(store: StoreDep) -> dict[str, Any]:
     """One store's manifest + ``name``."""
     return store.info()
+
+
+@router.get("/{store}/ids", response_model=StoreIds, responses=error_responses(404, 503))
+async def get_ids(store: StoreDep) -> dict[str, Any]:
+    """The id of every item, in index order (item ``i`` is ``ids[i]``)."""
+    return {"n_items": len(store.ids), "ids": [str(i) for i in store.ids]}
