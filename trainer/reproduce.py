@@ -5,7 +5,9 @@
 
 expects, under ``--runs``: ``<dataset>/split.json`` (``trainer split``) and ``features/<store>.npy``
 (``trainer demo-inputs``) for the stores ``<dataset>-train-<kind>`` and ``<dataset>-test-<kind>`` that the
-service serves. Writes ``<runs>/<dataset>/<method>-d<dim>-s<seed>/`` (checkpoint, log, eval.json), the table
+service serves. With ``--images``, ``images/<store>/`` (``trainer render``) instead of the features: a
+``--backbone`` CNN trains on the images, and the untrained row is that backbone as initialised.
+Writes ``<runs>/<dataset>/<method>-d<dim>-s<seed>/`` (checkpoint, log, eval.json), the table
 ``<runs>/<dataset>/table.md`` and the figures ``fig3.png`` (nDCG@K and mean label distance@K, Fig. 3 of
 Kim et al.) and ``fig5.png`` (16-d against 128-d, Fig. 5).
 """
@@ -21,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from trainer.client import LabelDistClient
-from trainer.evaluate import evaluate, load_split, plot_curves
+from trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
 from trainer.fit import FitConfig, fit
 
 DATASETS = {  # store kind, minibatch size (Kim et al.: 150 poses, 50 captions)
     "mpii": ("pose", 150),
     "coco": ("caption_wmd", 50),
+    "lsun": ("layout_miou", 150),
 }
 METHODS: dict[str, tuple[str, dict[str, Any], str]] = {  # run name: loss, its options, the paper's name
     "log_ratio": ("log_ratio", {}, "L(Log-ratio)+M(Dense)"),
@@ -63,15 +66,33 @@ def reproduce(
     lr: float,
     k_max: int,
     methods: Sequence[str] = tuple(METHODS),
+    images: bool = False,
+    backbone: str = "resnet18",
+    input_size: int | None = None,
+    loader_workers: int | None = None,
+    max_steps: int | None = None,
 ) -> str:
     """Train and evaluate every method; returns the markdown table (also written to ``table.md``)."""
     kind, size = DATASETS[dataset]
     train, test = f"{dataset}-train-{kind}", f"{dataset}-test-{kind}"
     base = runs / dataset
     queries, gallery = load_split(base / "split.json")
-    test_features = str(runs / "features" / f"{test}.npy")
+    if images:
+        train_inputs = {"images": str(runs / "images" / train), "backbone": backbone, "input_size": input_size,
+                        "loader_workers": loader_workers}  # fmt: skip
+        test_features, source = None, ImageSource(str(runs / "images" / test), input_size=input_size,
+                                                  workers=loader_workers)  # fmt: skip
+        untrained_name = f"untrained {backbone} (random weights)"
+    else:
+        train_inputs = {"features": str(runs / "features" / f"{train}.npy")}
+        test_features, source, untrained_name = (
+            str(runs / "features" / f"{test}.npy"),
+            None,
+            "input features (untrained)",
+        )
     with LabelDistClient(url) as client:
-        untrained = evaluate(client, test, test_features, queries, gallery, k_max=k_max)
+        untrained = evaluate(client, test, test_features, queries, gallery, k_max=k_max, images=source,
+                             backbone=backbone, embedding_dim=max(dims))  # fmt: skip
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for dim in dims:
         for method in methods:
@@ -80,24 +101,27 @@ def reproduce(
                 out = base / f"{method}-d{dim}-s{seed}"
                 eval_path = out / "eval.json"
                 if not eval_path.exists():  # finished runs are reused
-                    fit(FitConfig(url=url, store=train, features=str(runs / "features" / f"{train}.npy"),
-                                  out=str(out), loss=loss, loss_options=options, size=size, neighbors=5,
-                                  epochs=epochs, lr=lr, embedding_dim=dim, seed=seed, resume=True,
-                                  progress=False))  # fmt: skip
+                    summary = fit(FitConfig(url=url, store=train, out=str(out), loss=loss, loss_options=options,
+                                            size=size, neighbors=5, epochs=epochs, lr=lr, embedding_dim=dim,
+                                            seed=seed, resume=True, progress=False, max_steps=max_steps,
+                                            **train_inputs))  # fmt: skip
                     with LabelDistClient(url) as client:
-                        result = evaluate(client, test, test_features, queries, gallery,
+                        result = evaluate(client, test, test_features, queries, gallery, images=source,
                                           checkpoint=str(out / "checkpoint.pt"), k_max=k_max)  # fmt: skip
+                    result["train_seconds"] = summary["seconds"]
+                    result["data_wait_share"] = summary["data_wait_share"]
                     eval_path.write_text(json.dumps(result), encoding="utf-8")
                 results.setdefault((method, dim), []).append(json.loads(eval_path.read_text(encoding="utf-8")))
 
     header = " | ".join(f"MLD@{k}" for k in TABLE_K) + " | " + " | ".join(f"nDCG@{k}" for k in TABLE_K)
     lines = [f"| method ({dataset}, {len(queries)} queries x {len(gallery)} gallery) | {header} |",
-             "|---" * (1 + 2 * len(TABLE_K)) + "|", _row("input features (untrained)", [untrained])]  # fmt: skip
+             "|---" * (1 + 2 * len(TABLE_K)) + "|", _row(untrained_name, [untrained])]  # fmt: skip
     for dim in sorted(dims, reverse=True):
         for method in methods:
             got, name = results[(method, dim)], METHODS[method][2]
             seeds_used = ",".join(str(r["seed"]) for r in got)
-            lines.append(_row(f"{name}, {dim}-d (seeds {seeds_used})", got))
+            minutes = np.mean([r.get("train_seconds", np.nan) for r in got]) / 60
+            lines.append(_row(f"{name}, {dim}-d (seeds {seeds_used}; {minutes:.1f} min/run)", got))
     table = "\n".join(lines)
     (base / "table.md").write_text(table + "\n", encoding="utf-8")
 
@@ -105,7 +129,7 @@ def reproduce(
         return {key: np.mean([r[key] for r in items], axis=0) for key in ("k", "ndcg", "mean_label_distance")}
 
     top = max(dims)
-    plot_curves({"input features": untrained, **{METHODS[m][2]: mean_curves(results[(m, top)]) for m in methods}},
+    plot_curves({untrained_name: untrained, **{METHODS[m][2]: mean_curves(results[(m, top)]) for m in methods}},
                 base / "fig3.png", title=f"{dataset}: {top}-d embeddings (mean over seeds)",
                 styles={METHODS[m][2]: {"color": f"C{i + 1}"} for i, m in enumerate(methods)})  # fmt: skip
     curves, styles = {}, {}
@@ -131,10 +155,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--k-max", type=int, default=100)
     p.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    p.add_argument("--images", action="store_true", help="train a CNN on <runs>/images/<store>/ (trainer render)")
+    p.add_argument("--backbone", default="resnet18", help="--images: torchvision ResNet (default: %(default)s)")
+    p.add_argument("--input-size", type=int, help="--images: input side (default: the images' own)")
+    p.add_argument("--loader-workers", type=int, help="--images: decoding processes (default: the trainer's)")
+    p.add_argument("--max-steps", type=int, help="stop each run after this many steps (default: the epochs')")
     args = p.parse_args(argv)
     print(reproduce(args.url, args.dataset, args.runs, epochs=args.epochs, seeds=args.seeds, dims=args.dims,
                     small_dim_seeds=args.small_dim_seeds, lr=args.lr, k_max=args.k_max,
-                    methods=args.methods))  # fmt: skip
+                    methods=args.methods, images=args.images, backbone=args.backbone, input_size=args.input_size,
+                    loader_workers=args.loader_workers, max_steps=args.max_steps))  # fmt: skip
     return 0
 
 

@@ -160,7 +160,8 @@ def test_image_mapping_by_pattern_and_index(rendered: Path, tmp_path: Path) -> N
 
 def _cli(service: str, images: Path, out: Path, *extra: str) -> list[str]:
     return ["fit", "--url", service, "--store", STORE, "--images", str(images), "--out", str(out), "--backbone",
-            "resnet18", "--size", "10", "--max-steps", "2", "--no-progress", "--loader-workers", "1", *extra]  # fmt: skip
+            "resnet18", "--size", "10", "--max-steps", "2", "--no-progress", "--loader-workers", "1",
+            *extra]  # fmt: skip
 
 
 @pytest.fixture

@@ -1,0 +1,62 @@
+"""Zhou et al.'s Table 3 reproduction: the sentence split, the sentence demo inputs' sibling captions, CS@K at
+a large K, and the table."""
+
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pytest
+
+from trainer import demo_inputs, reproduce_ladder
+from trainer.demo_inputs import sibling_captions
+from trainer.metrics import retrieval_metrics
+from trainer.reproduce_ladder import coherent_at, sentence_split, table
+
+
+def test_doctests() -> None:
+    for module in (reproduce_ladder, demo_inputs):
+        assert doctest.testmod(module).failed == 0
+
+
+def test_sentence_split_follows_the_images_and_refuses_another_split() -> None:
+    ids = ["5#0", "5#1", "8#0", "3#0", "3#1", "3#2"]
+    queries, gallery = sentence_split({"queries": [2], "gallery": [0, 1]}, ["5", "8", "3"], ids)
+    assert queries.tolist() == [3, 4, 5] and gallery.tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match="neither queries nor gallery"):
+        sentence_split({"queries": [0], "gallery": [1]}, ["5", "8", "3"], ids)
+
+
+def test_sibling_captions_pick_another_caption_of_the_same_image() -> None:
+    ids = [f"{image}#{n}" for image in range(50) for n in range(5)] + ["99#0"]
+    pick = sibling_captions(ids, seed=3)
+    image = np.array([i.split("#")[0] for i in ids])
+    assert (image[pick] == image).all()  # always the same image
+    assert (pick[:-1] != np.arange(len(ids) - 1)).all()  # never the sentence itself while there is another
+    assert pick[-1] == len(ids) - 1  # an image with one caption: itself
+    assert len(set(pick[:250].tolist())) > 150  # spread over the siblings, not always the same one
+    assert np.array_equal(sibling_captions(ids, seed=3), pick)
+    assert not np.array_equal(sibling_captions(ids, seed=4), pick)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_coherent_at_agrees_with_retrieval_metrics(metric: str) -> None:
+    rng = np.random.default_rng(0)
+    q, g = rng.normal(size=(7, 4)), rng.normal(size=(60, 4))
+    d = rng.random((7, 60)).round(1)  # ties, as a gated relevance has
+    expected = retrieval_metrics(q, g, d, k_max=60, metric=metric)["coherent_score"]
+    for k in (2, 10, 60):
+        assert coherent_at(q, g, d, k, metric) == pytest.approx(expected[k - 1], abs=1e-12)
+    assert coherent_at(q, g, d, 1000, metric) == pytest.approx(expected[-1], abs=1e-12)  # k capped at the gallery
+
+
+def test_table_gives_mean_and_spread_and_bolds_the_best() -> None:
+    def result(cs: float, r: float, seconds: float | None) -> dict:
+        return {"cs": {str(k): cs for k in reproduce_ladder.CS_K}, "r": {str(k): r for k in reproduce_ladder.R_K},
+                "train_s": seconds}  # fmt: skip
+
+    text = table({"a": [result(0.2, 0.5, None)], "b": [result(0.3, 0.1, 60.0), result(0.5, 0.3, 120.0)]}, 3, 9)
+    head, _, a, b = text.splitlines()
+    assert "3 queries x 9 gallery" in head and head.count("CS@") == 5 and head.count("R@") == 5
+    assert a.startswith("| a | 0.200 | ") and "| **0.500** |" in a and a.endswith("| - |")
+    assert "| **0.400** ± 0.100 |" in b and "| 0.200 ± 0.100 |" in b and b.endswith("| 1.0 / 2.0 min |")
