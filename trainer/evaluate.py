@@ -87,8 +87,10 @@ def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, i
     from trainer.models import ResNetEmbedding
 
     if checkpoint is None:
-        model, normalized = ResNetEmbedding(backbone, embedding_dim, weights=weights), False
-        info: dict[str, Any] = {"model": f"untrained {backbone}" + (f" ({weights})" if weights else "")}
+        with torch.random.fork_rng(devices=[]):  # the same untrained network every time
+            torch.manual_seed(0)
+            model, normalized = ResNetEmbedding(backbone, embedding_dim, weights=weights), False
+        info: dict[str, Any] = {"model": f"untrained {backbone}" + (f" ({weights})" if weights else " (seed 0)")}
         size = source.input_size
     else:
         model, state = load_checkpoint(checkpoint)

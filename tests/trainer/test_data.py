@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 import torch
 
 from trainer.client import Batches
-from trainer.data import FeatureInputs, ImageFolderInputs, MinibatchStream
+from trainer.data import FeatureInputs, MinibatchStream
 
 N = 23
 
@@ -99,9 +97,3 @@ def test_feature_inputs_from_npy_and_zarr(tmp_path) -> None:
         np.testing.assert_array_equal(got(idx).numpy(), x[idx])
     with pytest.raises(ValueError, match=r"shape \(N, ...\)"):
         FeatureInputs(np.zeros(5))
-
-
-def test_image_folder_without_torchvision_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "torchvision", None)  # as if not installed
-    with pytest.raises(ImportError, match="pip install torchvision"):
-        ImageFolderInputs("/nonexistent", ["a"])

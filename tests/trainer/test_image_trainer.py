@@ -106,9 +106,25 @@ def test_evaluation_embeds_the_images_of_a_checkpoint_and_of_an_untrained_backbo
         before = evaluate(client, STORE, None, queries, gallery, images=source, k_max=10, backbone="resnet18",
                           embedding_dim=16)  # fmt: skip
     assert after["loss"] == LOSS and after["steps"] == STEPS and after["embedding_dim"] == 16
-    assert before["model"] == "untrained resnet18" and len(before["ndcg"]) == 10
+    assert before["model"] == "untrained resnet18 (seed 0)" and len(before["ndcg"]) == 10
     for result in (before, after):
         assert all(0 < v <= 1 for v in result["ndcg"])
+    with LabelDistClient(service) as client:  # the untrained network is the same every time
+        again = evaluate(client, STORE, None, queries, gallery, images=source, k_max=10, backbone="resnet18",
+                         embedding_dim=16)  # fmt: skip
+    assert again["ndcg"] == before["ndcg"]
+
+
+def test_command_eval_of_images(service: str, rendered: Path, trained: Path, tmp_path: Path, capsys) -> None:
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"queries": list(range(10)), "gallery": list(range(10, 300))}))
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--url", service, "--store", STORE, "--images", str(rendered), "--split", str(split),
+                 "--checkpoint", str(trained / "checkpoint.pt"), "--out", str(out), "--k-max", "5",
+                 "--loader-workers", "1"]) == 0  # fmt: skip
+    result = json.loads(out.read_text())
+    assert result["model"]["kind"] == "resnet18" and result["label"] == LOSS and len(result["ndcg"]) == 5
+    assert "nDCG" in capsys.readouterr().out
 
 
 def test_images_are_uint8_crops_and_the_model_normalises_them_as_torchvision_does(rendered: Path) -> None:

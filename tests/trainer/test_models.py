@@ -28,7 +28,7 @@ def test_resnet_without_torchvision_says_how_to_install_it(monkeypatch: pytest.M
     monkeypatch.setitem(sys.modules, "torchvision", None)
     with pytest.raises(ImportError, match="pip install torchvision"):
         ResNetEmbedding("resnet34")
-    with pytest.raises(ValueError, match="known: resnet34, resnet101"):
+    with pytest.raises(ValueError, match="known: resnet18, resnet34, resnet50, resnet101"):
         ResNetEmbedding("vgg16")
 
 
