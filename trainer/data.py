@@ -12,6 +12,7 @@ Paper settings: batch size 150 for poses and 50 for captions, ``neighbors`` k = 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterator
@@ -195,18 +196,13 @@ class MinibatchStream(IterableDataset):
         if self.processes is not None:
             from trainer.loader import steps_in_processes
 
-            results = steps_in_processes(self, first, stop, workers=self.processes, prefetch=self.prefetch,
-                                         pin_memory=self.pin_memory)  # fmt: skip
-            while True:
-                t0 = time.perf_counter()
-                try:
-                    steps = next(results)
-                except StopIteration:
-                    return
-                self.waited += time.perf_counter() - t0
-                yield from steps[skip:]
-                skip = 0
-        with Prefetcher(self._fetch, depth=self.prefetch, workers=self.workers, start=first, stop=stop) as queue:
+            steps = steps_in_processes(
+                self, first, stop, workers=self.processes, prefetch=self.prefetch, pin_memory=self.pin_memory
+            )
+            source: Any = contextlib.closing(steps)
+        else:
+            source = Prefetcher(self._fetch, depth=self.prefetch, workers=self.workers, start=first, stop=stop)
+        with source as queue:
             while True:
                 t0 = time.perf_counter()
                 try:
