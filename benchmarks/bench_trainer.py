@@ -7,7 +7,8 @@ measured in the same run (the baseline), on CPU or CUDA:
         --images /tmp/bench/mpii-128 --backbone resnet18 --input-size 64 128 --size 50 --steps 12
 
 prints, per input size: (a) the bare backbone step (embedding head + log-ratio loss on uint8 images already on
-the device: normalisation, mixed precision and channels-last as the trainer does), in images/s; (b) the data
+the device: normalisation, mixed precision and channels-last as the trainer does; the median of steps timed
+before and after the others, so that a change of load weighs on both sides), in images/s; (b) the data
 path alone: the service's minibatches and the images decoded and augmented by the loader's worker processes,
 consumed as fast as they come; (c) the service alone (indices and distances, no image); (d) ``trainer fit``
 itself for ``--steps`` steps (after a warm-up), its images/s as a ratio of (a) and the share of its wall time
@@ -123,8 +124,8 @@ def step_time(in_dim: int, size: int, device: torch.device, repeats: int) -> flo
     return float(np.median(times))
 
 
-def bare_step(args: argparse.Namespace, size: int, device: torch.device, repeats: int) -> float:
-    """Median seconds of one step of the backbone alone: uint8 images already on the device, the trainer's
+def bare_step(args: argparse.Namespace, size: int, device: torch.device, repeats: int) -> list[float]:
+    """Seconds of ``repeats`` steps of the backbone alone: uint8 images already on the device, the trainer's
     normalisation, precision, channels-last and loss, no data path."""
     torch.manual_seed(0)
     channels_last = device.type == "cuda"
@@ -156,7 +157,7 @@ def bare_step(args: argparse.Namespace, size: int, device: torch.device, repeats
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return times
 
 
 def data_rate(client: LabelDistClient, args: argparse.Namespace, inputs, steps: int, seed: int,
@@ -207,13 +208,16 @@ def images_mode(args: argparse.Namespace, url: str) -> None:
     with LabelDistClient(url) as client:
         ids = client.ids(args.store)
         for i, size in enumerate(args.input_size):
-            bare = bare_step(args, size, device, args.repeats)
+            before = bare_step(args, size, device, args.repeats)
             inputs = open_images(args.images, ids, input_size=size, train=True)
             decoded = data_rate(client, args, inputs, args.data_steps, args.seed + 2 * i, workers) * args.size
             dummy = FeatureInputs(np.zeros((len(ids), 1), dtype=np.float32))
             # 8 minibatches a request and 8 requests ahead: time enough of them that the queue's fill does not count
             service = data_rate(client, args, dummy, 20 * args.data_steps, args.seed + 2 * i + 1, None) * args.size
             rate, wait, step = fit_rate(url, args, size, workers)
+            # the baseline measured before and after the fit, so that a change of load on a shared machine
+            # weighs on both sides of the ratio
+            bare = float(np.median(before + bare_step(args, size, device, args.repeats)))
             print(f"| {size} | {args.size / bare:.0f} | {decoded:.0f} | {service:.0f} | {rate:.0f} | "
                   f"{rate * bare / args.size:.2f} | {wait:.1%} | {bare * 1e3:.1f} | {step * 1e3:.1f} |")  # fmt: skip
 

@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="loss curves: auto is log where the losses span more than two decades")  # fmt: skip
     pl.set_defaults(func=_plot)
 
-    demo = sub.add_parser("demo-inputs", help="write demo input features for a caption or pose store")
+    demo = sub.add_parser("demo-inputs", help="write demo input features for a caption, sentence or pose store")
     demo.add_argument("store", help="store path")
     demo.add_argument("--out", required=True, help=".npy file")
     demo.add_argument("--seed", type=int, default=0)

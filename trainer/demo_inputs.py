@@ -37,9 +37,11 @@ def minilm_path() -> Path:
 
 def caption_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device: str = "cpu") -> np.ndarray:
     """(N, 384) float32: the MiniLM embedding of one randomly chosen caption per image of a caption store."""
-    labels = StoreReader(store).labels()
-    if not hasattr(labels, "caption_offsets"):
-        raise ValueError(f"{store}: not a caption store (kind {StoreReader(store).manifest['kind']!r})")
+    reader = StoreReader(store)
+    if reader.manifest["kind"] != "caption_wmd":  # sentence stores hold captions too: their inputs differ
+        raise ValueError(f"{store}: not a caption store (kind {reader.manifest['kind']!r}; sentence stores: "
+                         "sentence_inputs)")  # fmt: skip
+    labels = reader.labels()
     rng = np.random.default_rng(seed)
     texts = []
     for i in range(len(labels)):

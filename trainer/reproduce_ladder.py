@@ -201,9 +201,9 @@ def reproduce(url: str, runs: Path, *, epochs: int, seeds: Sequence[int], size: 
             got.append({**_scores(result, result["coherent_score_1000"]), "train_s": end.get("seconds")})
             info = end.get("loss_info")
             if info and seed == seeds[0]:
-                notes.append(f"{name}: thresholds {info['thresholds']} ({info['ladder_mode']}), "
-                             f"{info['minibatches_without_rung']} of {info['minibatches']} minibatches without a "
-                             "rung")  # fmt: skip
+                notes.append(f"{name}, seed {seed}: relevance thresholds {info['thresholds']} "
+                             f"({info['ladder_mode']}), {info['minibatches_without_rung']} of {info['minibatches']} "
+                             "minibatches without a rung")  # fmt: skip
         seeds_used = ",".join(str(s) for s in seeds)
         rows[f"{name}, {dim}-d (seeds {seeds_used})"] = got
     text = table(rows, len(queries), len(gallery))

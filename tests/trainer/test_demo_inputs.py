@@ -53,7 +53,8 @@ def test_caption_inputs_embed_one_seeded_caption_per_image(monkeypatch: pytest.M
         def captions(self, i: int) -> list[str]:
             return captions[i]
 
-    monkeypatch.setattr(demo_inputs, "StoreReader", lambda store: types.SimpleNamespace(labels=Labels))
+    reader = types.SimpleNamespace(labels=Labels, manifest={"kind": "caption_wmd"})
+    monkeypatch.setattr(demo_inputs, "StoreReader", lambda store: reader)
     seen = {}
 
     class FakeModel:
