@@ -4,8 +4,8 @@
 ``Settings`` holds every setting (``LABELDIST_*`` environment variables).
 """
 
-from api.main import create_app
-from api.server import serve
-from api.settings import Settings, get_settings
+from labeldist.api.main import create_app
+from labeldist.api.server import serve
+from labeldist.api.settings import Settings, get_settings
 
 __all__ = ["Settings", "create_app", "get_settings", "serve"]

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from api.compute import ComputeGuard
-from api.errors import BadParameter
-from api.registry import ServedStore
+from labeldist.api.compute import ComputeGuard
+from labeldist.api.errors import BadParameter
+from labeldist.api.registry import ServedStore
 
 
 def sample_excluding(rng: np.random.Generator, n: int, count: int, exclude: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ A kNN-only store computes every pair it does not hold from the labels. Unbounded
 (``{"count": 3, "size": 1024, "pairwise": true}`` on the caption store) made the service compute 1.45 million
 caption-set WMDs: 92 s of one core, which went on after the client had gone. So:
 
-- **Budget.** Before computing, a request's cost is estimated from the work :func:`api.registry.plan_pairs` will
+- **Budget.** Before computing, a request's cost is estimated from the work :func:`labeldist.api.registry.plan_pairs`
+will
   do and the kind's unit costs (:attr:`LabelDistance.cost_per_call_s`, :attr:`~LabelDistance.cost_per_pair_s`,
   measured by ``benchmarks/bench_pair_cost.py``); over ``LABELDIST_COMPUTE_BUDGET_S`` it is refused with 413,
   before any work, naming the estimate and the budget.
@@ -26,10 +27,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
+from labeldist.api.errors import APIError, TooLarge, Unavailable
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
-
-from api.errors import APIError, TooLarge, Unavailable
 
 T = TypeVar("T")
 
@@ -64,7 +64,8 @@ class ComputePool:
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[None]:
-        """Hold a slot while computing; :class:`~api.errors.Busy` (503, Retry-After) when none frees up in time."""
+        """Hold a slot while computing; :class:`~labeldist.api.errors.Busy` (503, Retry-After) when none frees up in
+        time."""
         if not self._slots.acquire(timeout=self.queue_s):
             raise Busy(f"every one of the {self.workers} on-demand computation slots is busy "
                        f"(LABELDIST_COMPUTE_WORKERS); retry in a moment")  # fmt: skip
@@ -77,7 +78,7 @@ class ComputePool:
 class ComputeGuard:
     """One request's bounds on computing: its budget, the shared pool, and whether its client has gone.
 
-    Passed down to :meth:`api.registry.ServedStore.distances`, which calls :meth:`admit` with its estimate
+    Passed down to :meth:`labeldist.api.registry.ServedStore.distances`, which calls :meth:`admit` with its estimate
     before computing, computes inside :meth:`slot` and calls :meth:`check` between chunks.
     """
 

@@ -11,9 +11,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import APIKeyHeader
-
-from api.registry import ServedStore, StoreRegistry
-from api.settings import Settings
+from labeldist.api.registry import ServedStore, StoreRegistry
+from labeldist.api.settings import Settings
 
 _api_key_header = APIKeyHeader(
     name="X-API-Key",
@@ -47,7 +46,8 @@ async def get_store(request: Request, store: Annotated[str, Path(description="st
 def compute_allowed(settings: Settings, key: str | None) -> bool:
     """Whether a request sending API key ``key`` may compute distances on demand: with an API key set, only with
     the right key; without one, only when serving on loopback. Off loopback anyone who reaches the port could make
-    the service compute (:attr:`Settings.compute_disabled`; :func:`api.errors.api_error_handler` answers 403)."""
+    the service compute (:attr:`Settings.compute_disabled`; :func:`labeldist.api.errors.api_error_handler` answers
+    403)."""
     if settings.api_key is None:
         return settings.on_loopback
     return key is not None and secrets.compare_digest(key.encode(), settings.api_key.get_secret_value().encode())

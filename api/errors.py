@@ -2,7 +2,7 @@
 
 Every error the app answers is JSON with a ``detail``: its own errors (:class:`APIError`), FastAPI's validation
 errors (422, made JSON-safe by :func:`validation_error_handler`), Starlette's 404/405, the body limits of
-:mod:`api.middleware` (400, 408, 413) and, for anything unexpected, a 500 (:func:`internal_error_handler`).
+:mod:`labeldist.api.middleware` (400, 408, 413) and, for anything unexpected, a 500 (:func:`internal_error_handler`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class NeedsAPIKey(APIError):
 
 class ComputeDisabled(APIError):
     """Distances must be computed on demand, and the service does not compute: it serves off loopback with no
-    API key (:attr:`api.settings.Settings.compute_disabled`). No key the client sends can help: 403, not 401."""
+    API key (:attr:`labeldist.api.settings.Settings.compute_disabled`). No key the client sends can help: 403, not
+    401."""
 
     status_code = 403
 
@@ -124,7 +125,7 @@ async def internal_error_handler(request: Request, exc: Exception) -> JSONRespon
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, object]]:
     """``responses=`` entries documenting the given error codes with a ``{"detail": str}`` body."""
-    from api.schemas import ErrorDetail
+    from labeldist.api.schemas import ErrorDetail
 
     text = {
         400: "the body cannot be read (not UTF-8, or a bad Content-Length)",

@@ -8,14 +8,15 @@ this middleware cut the server's CPU per request from ~250 to ~80 us (neighbours
 (a batch of 150). This pure-ASGI middleware answers a request itself only when it passes the route's schema: a
 served store, a canonical index (at most 2**31 - 1), ``k`` absent or a plain number, for batches a JSON body
 (with a Content-Length) that the route's own pydantic models accept, no query string and no ``.npz`` wanted.
-Past the schema it runs the routes' own code, not copies of their checks: :func:`api.routers.neighbors.
-check_neighbors` (``k`` over the limits, an index past the store), then the answer functions
-(:func:`api.routers.neighbors.neighbors_response`, :func:`api.routers.batches.batches_response`, which also
-bounds on-demand computation); an :class:`~api.errors.APIError` they raise is answered by the same handler, so
-the bytes are the same. :data:`ROUTE_INPUTS` lists what FastAPI solves for each route, and a test fails when a
-route gains an input (a dependency) not listed there. Everything else (an unknown or incomplete store, an odd or
-extra query parameter, a body that does not validate, HEAD, a root path) goes on to the FastAPI app unchanged (a
-body already read is handed on as it came), which answers it exactly as without this middleware.
+Past the schema it runs the routes' own code, not copies of their checks:
+:func:`labeldist.api.routers.neighbors.check_neighbors` (``k`` over the limits, an index past the store), then the
+answer functions (:func:`labeldist.api.routers.neighbors.neighbors_response`,
+:func:`labeldist.api.routers.batches.batches_response`, which also bounds on-demand computation); an
+:class:`~labeldist.api.errors.APIError` they raise is answered by the same handler, so the bytes are the same.
+:data:`ROUTE_INPUTS` lists what FastAPI solves for each route, and a test fails when a route gains an input (a
+dependency) not listed there. Everything else (an unknown or incomplete store, an odd or extra query parameter, a
+body that does not validate, HEAD, a root path) goes on to the FastAPI app unchanged (a body already read is handed
+on as it came), which answers it exactly as without this middleware.
 ``LABELDIST_FAST_PATH=false`` turns it off.
 """
 
@@ -25,23 +26,22 @@ import json
 import re
 from typing import Any
 
+from labeldist.api.compute import guard_for
+from labeldist.api.deps import compute_allowed
+from labeldist.api.errors import APIError, api_error_handler
+from labeldist.api.registry import ServedStore
+from labeldist.api.routers.batches import batches_response
+from labeldist.api.routers.neighbors import check_neighbors, neighbors_response
+from labeldist.api.schemas import BatchesByAnchors, BatchesByCount
 from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from api.compute import guard_for
-from api.deps import compute_allowed
-from api.errors import APIError, api_error_handler
-from api.registry import ServedStore
-from api.routers.batches import batches_response
-from api.routers.neighbors import check_neighbors, neighbors_response
-from api.schemas import BatchesByAnchors, BatchesByCount
 
 # canonical numbers only (no sign, no leading zero, no other digits than 0-9); others go to FastAPI
 _NEIGHBORS = re.compile(r"/v1/stores/([^/]+)/items/(0|[1-9][0-9]{0,9})/neighbors")
 _K = re.compile(rb"k=([1-9][0-9]{0,9})")
 _BATCHES = re.compile(r"/v1/stores/([^/]+)/batches")
-#: the largest index or k the routes' schemas accept (api.schemas.Index); larger ones are FastAPI's 422
+#: the largest index or k the routes' schemas accept (labeldist.api.schemas.Index); larger ones are FastAPI's 422
 MAX_INDEX = 2**31 - 1
 #: what FastAPI runs for each route this middleware answers: path, query and header parameters, the body, and
 #: the dependencies by name. The fast path runs the same: tests/api/test_api_fastpath.py fails when a route

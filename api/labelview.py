@@ -14,8 +14,8 @@ import io
 from typing import Any
 
 import numpy as np
+from labeldist.api.schemas import LabelView, PoseView
 
-from api.schemas import LabelView, PoseView
 from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
 
 #: colours of map labels 0, 1, 2, ... (wrapping around)

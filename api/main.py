@@ -1,6 +1,6 @@
 """Assembles the FastAPI app of HTTP API v1: settings, stores opened in lifespan, routers, error handling.
 
-python -m uvicorn --factory api.main:create_app      # or: labeldist serve --stores stores
+python -m uvicorn --factory labeldist.api.main:create_app      # or: labeldist serve --stores stores
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from labeldist.api.compute import ComputePool
+from labeldist.api.errors import APIError, api_error_handler, internal_error_handler, validation_error_handler
+from labeldist.api.fastpath import FastPath
+from labeldist.api.middleware import BodySizeLimit
+from labeldist.api.registry import StoreRegistry
+from labeldist.api.routers import batches, distances, health, neighbors, stores, ui
+from labeldist.api.settings import Settings, get_settings
 
-from api.compute import ComputePool
-from api.errors import APIError, api_error_handler, internal_error_handler, validation_error_handler
-from api.fastpath import FastPath
-from api.middleware import BodySizeLimit
-from api.registry import StoreRegistry
-from api.routers import batches, distances, health, neighbors, stores, ui
-from api.settings import Settings, get_settings
 from labeldist import __version__
 
 DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups and ready-made

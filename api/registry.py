@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from labeldist.api.caches import PairCache, RowBlockCache
+from labeldist.api.compute import CHUNK_SECONDS, ClientGone, ComputeGuard, unguarded
+from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
+from labeldist.api.settings import Settings
 
-from api.caches import PairCache, RowBlockCache
-from api.compute import CHUNK_SECONDS, ClientGone, ComputeGuard, unguarded
-from api.errors import NeedsAPIKey, NotFound, Unavailable
-from api.settings import Settings
 from labeldist.kinds import distance_class
 from labeldist.store import StoreCorruptError, StoreError, StoreIncompleteError, StoreReader, read_manifest
 
@@ -86,7 +86,8 @@ def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:
 
 def compute_planned(labels: Any, distance: Any, plan: PairPlan, check: Callable[[], None] = lambda: None) -> np.ndarray:
     """The distances of a plan's pairs, rounded to float32 like stored values. ``check`` is called between
-    chunks of about :data:`api.compute.CHUNK_SECONDS` of estimated work (it raises to stop: the client has gone);
+    chunks of about :data:`labeldist.api.compute.CHUNK_SECONDS` of estimated work (it raises to stop: the client has
+    gone);
     a rectangle estimated under one chunk is one ``block`` call."""
     per_chunk = max(1, int(CHUNK_SECONDS / max(plan.uc.size * type(distance).cost_per_pair_s, 1e-12)))
     if plan.rectangle:
@@ -212,7 +213,7 @@ class ServedStore:
         """
         if self.dense is not None:
             return self.dense.gather(i, j), np.ones(len(i), dtype=bool)
-        from api.knnlookup import knn_lookup  # numba: imported only where a store has no dense matrix
+        from labeldist.api.knnlookup import knn_lookup  # numba: imported only where a store has no dense matrix
 
         return knn_lookup(self.knn_indices, self.knn_distances, i, j)
 

@@ -8,9 +8,8 @@ import logging
 import os
 
 import h11
+from labeldist.api.settings import get_settings
 from uvicorn.protocols.http.h11_impl import H11Protocol
-
-from api.settings import get_settings
 
 log = logging.getLogger("labeldist.api")
 
@@ -57,14 +56,15 @@ if importlib.util.find_spec("httptools") is not None:  # what uvicorn's http="au
             self.transport.write(b"".join(content))
             self.transport.close()
 
-    HTTP_PROTOCOL = "api.server:JSONErrorsHttpTools"
+    HTTP_PROTOCOL = "labeldist.api.server:JSONErrorsHttpTools"
 else:
-    HTTP_PROTOCOL = "api.server:JSONErrorsH11"
+    HTTP_PROTOCOL = "labeldist.api.server:JSONErrorsH11"
 
 
 def _warn_compute_disabled(host: str) -> None:
     """State at start-up what serving off loopback with no API key means: no on-demand computing at all
-    (:attr:`api.settings.Settings.compute_disabled`), rather than computing for anyone who reaches the port."""
+    (:attr:`labeldist.api.settings.Settings.compute_disabled`), rather than computing for anyone who reaches the
+    port."""
     log.warning(
         "serving on %s, not a loopback address, with no API key: computing distances on demand is DISABLED "
         "(requests that need it are answered 403; stored distances are served). Set LABELDIST_API_KEY to enable "
@@ -91,7 +91,7 @@ def serve(
     if settings.compute_disabled:
         _warn_compute_disabled(settings.host)
     uvicorn.run(
-        "api.main:create_app",
+        "labeldist.api.main:create_app",
         factory=True,
         http=HTTP_PROTOCOL,
         # No WebSocket route: an Upgrade request is answered by the app as plain HTTP (JSON), where uvicorn's

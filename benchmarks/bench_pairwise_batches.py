@@ -15,7 +15,7 @@ Builds what is missing under ``--work`` (and reuses what is there; ``--rebuild``
 Then starts ``labeldist serve --stores WORK/stores`` on a free port of 127.0.0.1. It asks both stores for the
 same 8 pairwise minibatches (same seed) and checks that they draw the same items and that the dense matrix holds
 the values the kNN-only store computes on demand. It has the service read the dense matrix's row blocks once
-(timed), then measures the minibatches/s the trainer receives: :class:`trainer.data.MinibatchStream` (size 50,
+(timed), then measures the minibatches/s the trainer receives: :class:`labeldist.trainer.data.MinibatchStream` (size 50,
 5 neighbours, 8 anchors per request, prefetch depth 8 on 2 threads) over dummy features, a warm-up, then a fixed
 number of steps, ``--repeats`` times, median. Each repeat uses a new seed, so few pairs come from the service's
 cache of computed pairs. Each store is measured with and without the pairwise matrix (without: the
@@ -44,9 +44,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from labeldist.trainer.client import LabelDistClient  # noqa: E402
+from labeldist.trainer.data import FeatureInputs, MinibatchStream  # noqa: E402
+
 from labeldist.store import read_manifest  # noqa: E402
-from trainer.client import LabelDistClient  # noqa: E402
-from trainer.data import FeatureInputs, MinibatchStream  # noqa: E402
 
 KNN, DENSE = "coco-train-knn", "coco-train-dense"
 TIMES = "build-times.json"  # wall seconds of each build step, kept in --work for runs that reuse the stores
@@ -79,7 +80,7 @@ def build(args: argparse.Namespace) -> dict[str, float]:
     times: dict[str, float] = json.loads(times_file.read_text()) if times_file.exists() else {}
     train = work / "coco" / "train.json"
     if args.rebuild or not train.exists():
-        trainer_cli = [sys.executable, "-m", "trainer.cli"]
+        trainer_cli = [sys.executable, "-m", "labeldist.trainer.cli"]
         times["split"] = _run_timed([*trainer_cli, "split", args.input, "--out", str(work / "coco"), "--seed",
                                      str(args.split_seed)], work / "split.log")  # fmt: skip
         times_file.write_text(json.dumps(times, indent=1))

@@ -288,7 +288,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from api.server import serve
+    from labeldist.api.server import serve
 
     if args.stores is not None:  # named on the command line: a typo must not serve an empty folder
         check_folder(args.stores)

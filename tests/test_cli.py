@@ -134,7 +134,8 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
 @pytest.fixture
 def untouched(monkeypatch):
     """Make starting a Dask cluster, the HTTP server, a fine-tuning run or a scorer an error."""
-    import api.server
+    import labeldist.api.server
+
     import labeldist.engine
     import labeldist.sts.commands
     import labeldist.sts.fit
@@ -146,7 +147,7 @@ def untouched(monkeypatch):
         return fail
 
     monkeypatch.setattr(labeldist.engine, "dask_client", reached("starting a Dask cluster"))
-    monkeypatch.setattr(api.server, "serve", reached("starting the server"))
+    monkeypatch.setattr(labeldist.api.server, "serve", reached("starting the server"))
     monkeypatch.setattr(labeldist.sts.fit, "fit", reached("fine-tuning"))
     monkeypatch.setattr(labeldist.sts.commands, "build_distance", reached("building a sentence scorer"))
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from labeldist.api.main import create_app
 
-from api.main import create_app
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.captions import read_captions

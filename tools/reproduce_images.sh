@@ -1,6 +1,6 @@
 #!/bin/sh
 # Kim et al. Fig. 3 and Fig. 5 on images (RESULTS.md, "On images"): a train and a test store of MPII poses and of
-# LSUN-type room layouts, one image per item rendered from its label, then every method of trainer.reproduce
+# LSUN-type room layouts, one image per item rendered from its label, then every method of labeldist.trainer.reproduce
 # trained on the train images with a CNN and evaluated on the test images, through a labeldist service.
 #
 #   PYTHON    python with labeldist installed        (default: .venv/bin/python)
@@ -11,7 +11,7 @@
 #   SEEDS     seeds of the 128-d runs                 (default: "0 1"; the 16-d runs use seed 0)
 #   DATASETS  which of "mpii lsun" to train           (default: both)
 #   LSUN_N    generated layouts: train and test       (default: "2000 500")
-#   METHODS   trainer.reproduce methods               (default: all but the unsquared log-ratio variant)
+#   METHODS   labeldist.trainer.reproduce methods               (default: all but the unsquared log-ratio variant)
 #   PORT      the service's port on 127.0.0.1         (default: 8766)
 #
 # Reruns reuse the stores, images and finished runs. On one H100 (16 cores) the whole script took the time
@@ -33,7 +33,7 @@ LSUN_TRAIN=$1
 LSUN_TEST=$2
 
 # the MPII split of RESULTS.md: 2,366 train / 592 test poses (118 queries, 474 gallery)
-[ -f "$R/mpii/split.json" ] || $PYTHON -m trainer.cli split data/mpii/mpii_valid_2958.csv --out "$R/mpii" --seed 0
+[ -f "$R/mpii/split.json" ] || $PYTHON -m labeldist.trainer.cli split data/mpii/mpii_valid_2958.csv --out "$R/mpii" --seed 0
 for part in train test; do
     $PYTHON -m labeldist.cli precompute pose "$R/mpii/$part.csv" --normalization center_scale --k 100 \
         --dataset "mpii-$part" --out "$S/mpii-$part-pose" --no-progress
@@ -48,7 +48,7 @@ $PYTHON -c "import json, sys; n = int(sys.argv[1]); q = n // 5
 json.dump({'queries': list(range(q)), 'gallery': list(range(q, n))}, open(sys.argv[2], 'w'))" \
     "$LSUN_TEST" "$R/lsun/split.json"
 for store in mpii-train-pose mpii-test-pose lsun-train-layout_miou lsun-test-layout_miou; do
-    $PYTHON -m trainer.cli render "$S/$store" --out "$R/images/$store" --size "$PX" --format jpg --no-progress
+    $PYTHON -m labeldist.trainer.cli render "$S/$store" --out "$R/images/$store" --size "$PX" --format jpg --no-progress
 done
 
 LABELDIST_ACCESS_LOG=false $PYTHON -m labeldist.cli serve --stores "$S" --port "$PORT" &
@@ -63,7 +63,7 @@ sys.exit('the service did not come up')" "http://127.0.0.1:$PORT"
 
 for dataset in $DATASETS; do
     # shellcheck disable=SC2086  # SEEDS and METHODS are lists on purpose
-    $PYTHON -m trainer.reproduce --url "http://127.0.0.1:$PORT" --dataset "$dataset" --runs "$R" --images \
+    $PYTHON -m labeldist.trainer.reproduce --url "http://127.0.0.1:$PORT" --dataset "$dataset" --runs "$R" --images \
         --backbone "$BACKBONE" --max-steps "$STEPS" --seeds $SEEDS --small-dim-seeds 0 --dims 128 16 \
         --methods $METHODS --k-max 100
 done

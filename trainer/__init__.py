@@ -1,13 +1,27 @@
 """The trainer: an HTTP client of labeldist's service, minibatch datasets with prefetch, losses, retrieval
 metrics, models, and the ``trainer`` command (fit / eval)."""
 
-from trainer.client import Batches, LabelDistClient, RequestRejected, ServiceError, ServiceUnavailable, StoreNotFound
-from trainer.data import FeatureInputs, Minibatch, MinibatchStream
-from trainer.images import ImageInputError, ImageInputs, open_images
-from trainer.losses import BinaryTripletLoss, DenseTripletLoss, LadderLoss, LogRatioLoss, make_loss
-from trainer.metrics import coherent_score, mean_label_distance, ndcg, recall_at_k, retrieval_metrics, retrieve
-from trainer.models import EmbeddingMLP, ResNetEmbedding
-from trainer.prefetch import Prefetcher
+from labeldist.trainer.client import (
+    Batches,
+    LabelDistClient,
+    RequestRejected,
+    ServiceError,
+    ServiceUnavailable,
+    StoreNotFound,
+)
+from labeldist.trainer.data import FeatureInputs, Minibatch, MinibatchStream
+from labeldist.trainer.images import ImageInputError, ImageInputs, open_images
+from labeldist.trainer.losses import BinaryTripletLoss, DenseTripletLoss, LadderLoss, LogRatioLoss, make_loss
+from labeldist.trainer.metrics import (
+    coherent_score,
+    mean_label_distance,
+    ndcg,
+    recall_at_k,
+    retrieval_metrics,
+    retrieve,
+)
+from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
+from labeldist.trainer.prefetch import Prefetcher
 
 __all__ = [
     "Batches",

@@ -21,10 +21,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from trainer.client import LabelDistClient, ServiceError
-from trainer.data import InputError
-from trainer.losses import LOSSES
-from trainer.models import BACKBONES, WeightsError
+from labeldist.trainer.client import LabelDistClient, ServiceError
+from labeldist.trainer.data import InputError
+from labeldist.trainer.losses import LOSSES
+from labeldist.trainer.models import BACKBONES, WeightsError
 
 #: losses that split a minibatch into positives and negatives by the binary rule (--positives)
 BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
@@ -54,8 +54,8 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
-    from trainer.fit import FitConfig, fit
+    from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.fit import FitConfig, fit
 
     if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
         raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
@@ -70,7 +70,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        from trainer.report import fit_table, run_device
+        from labeldist.trainer.report import fit_table, run_device
 
         print(fit_table(summary, run=args.out, loss=args.loss, device=run_device(args.out)))
     if args.eval_store:
@@ -92,7 +92,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
 
     queries, gallery = load_split(args.split)
     images = None
@@ -115,13 +115,13 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _print_eval(result: dict[str, Any], as_json: bool) -> None:
     """The metrics of an evaluation: a table, or (``--json``) the summary's JSON line as before."""
-    from trainer.report import eval_table
+    from labeldist.trainer.report import eval_table
 
     print(json.dumps(result["summary"]) if as_json else eval_table(result))
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from trainer.plots import legend_labels, plot_evals, plot_losses
+    from labeldist.trainer.plots import legend_labels, plot_evals, plot_losses
 
     if args.loss_curves:
         fig = plot_losses(args.results, args.out, labels=args.label, title=args.title or "", y_scale=args.y_scale)
@@ -133,7 +133,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _demo_inputs(args: argparse.Namespace) -> int:
-    from trainer.demo_inputs import write_demo_inputs
+    from labeldist.trainer.demo_inputs import write_demo_inputs
 
     options = {} if args.hide is None else {"hide": args.hide}
     if args.jitter is not None:
@@ -144,7 +144,7 @@ def _demo_inputs(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
-    from trainer.split import split_labels
+    from labeldist.trainer.split import split_labels
 
     info = split_labels(args.input, args.out, test_fraction=args.test_fraction, query_fraction=args.query_fraction,
                         seed=args.seed)  # fmt: skip
@@ -153,8 +153,9 @@ def _split(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from labeldist.trainer.render import RenderError, render_store
+
     from labeldist.store import StoreError
-    from trainer.render import RenderError, render_store
 
     try:
         meta = render_store(args.store, args.out, size=args.size, seed=args.seed, fmt=args.format, items=args.items,

@@ -4,8 +4,8 @@ Dense triplet mining (Kim et al., CVPR 2019, §3.2): a minibatch is an anchor, i
 in label space and random others, with the label distances from the anchor to every item (and, for the ladder
 loss, the batch's whole pairwise matrix). The service draws them (``POST /v1/stores/{store}/batches``); this
 module adds each item's *input* (a row of a feature array indexed like the store, or an image:
-:mod:`trainer.images`) and feeds them to the fit loop ahead of time (background threads, or DataLoader worker
-processes for images: :mod:`trainer.loader`), so the loop never waits on HTTP while results are ready.
+:mod:`labeldist.trainer.images`) and feeds them to the fit loop ahead of time (background threads, or DataLoader worker
+processes for images: :mod:`labeldist.trainer.loader`), so the loop never waits on HTTP while results are ready.
 
 Paper settings: batch size 150 for poses and 50 for captions, ``neighbors`` k = 5.
 """
@@ -22,10 +22,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from labeldist.trainer.client import LabelDistClient
+from labeldist.trainer.prefetch import Prefetcher
 from torch.utils.data import IterableDataset
-
-from trainer.client import LabelDistClient
-from trainer.prefetch import Prefetcher
 
 
 class InputError(ValueError):
@@ -118,7 +117,7 @@ class MinibatchStream(IterableDataset):
     sees the same minibatches.
 
     ``processes=None`` makes requests in ``workers`` background threads (enough for feature arrays: the work is
-    HTTP). ``processes=N`` makes them in N DataLoader worker processes (:mod:`trainer.loader`), which also
+    HTTP). ``processes=N`` makes them in N DataLoader worker processes (:mod:`labeldist.trainer.loader`), which also
     decode and augment images there, out of the training process's GIL; ``pin_memory`` (for CUDA) pins each
     step there too. Image inputs need ``processes`` (0: in the calling process).
     """
@@ -194,7 +193,7 @@ class MinibatchStream(IterableDataset):
         skip = r % steps_per_request
         stop = self.epochs * self.requests_per_epoch
         if self.processes is not None:
-            from trainer.loader import steps_in_processes
+            from labeldist.trainer.loader import steps_in_processes
 
             steps = steps_in_processes(
                 self, first, stop, workers=self.processes, prefetch=self.prefetch, pin_memory=self.pin_memory

@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from trainer.client import LabelDistClient
-from trainer.data import FeatureInputs
-from trainer.fit import autocast, default_loader_workers, load_checkpoint, pick_device
-from trainer.metrics import retrieval_metrics
+from labeldist.trainer.client import LabelDistClient
+from labeldist.trainer.data import FeatureInputs
+from labeldist.trainer.fit import autocast, default_loader_workers, load_checkpoint, pick_device
+from labeldist.trainer.metrics import retrieval_metrics
 
 #: the K at which summaries (RESULTS.md tables) report each curve
 SUMMARY_K = (1, 5, 10, 20, 50, 100)
@@ -39,7 +38,7 @@ def embed(model: torch.nn.Module, features: np.ndarray, device: torch.device, ba
 
 @dataclass
 class ImageSource:
-    """The test store's images (see :func:`trainer.images.image_paths`), decoded by ``workers`` processes."""
+    """The test store's images (see :func:`labeldist.trainer.images.image_paths`), decoded by ``workers`` processes."""
 
     root: str
     pattern: str | None = None
@@ -63,7 +62,7 @@ class _Items(torch.utils.data.Dataset):
 def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, device: torch.device, *, workers: int,
                  batch: int = 256) -> np.ndarray:  # fmt: skip
     """Embeddings (float32) of the images of ``indices`` (eval transform), decoded by ``workers`` processes."""
-    from trainer.loader import PASSED_ON, worker_message
+    from labeldist.trainer.loader import PASSED_ON, worker_message
 
     model = model.to(device).eval()
     amp, _ = autocast(device)
@@ -83,8 +82,8 @@ def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, i
                      checkpoint: str | None, device: torch.device, backbone: str, embedding_dim: int,
                      weights: str | None) -> tuple[np.ndarray, dict[str, Any], bool]:  # fmt: skip
     """Embeddings of the store's images of ``indices``; the model's description; whether it L2-normalises."""
-    from trainer.images import open_images
-    from trainer.models import ResNetEmbedding
+    from labeldist.trainer.images import open_images
+    from labeldist.trainer.models import ResNetEmbedding
 
     if checkpoint is None:
         with torch.random.fork_rng(devices=[]):  # the same untrained network every time
@@ -187,7 +186,8 @@ def _metrics(client: LabelDistClient, store: str, emb: np.ndarray, metric: str, 
 
 
 def load_split(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """``queries`` and ``gallery`` (positions in the test store) of a ``split.json`` (:mod:`trainer.split`)."""
+    """``queries`` and ``gallery`` (positions in the test store) of a ``split.json``
+    (:mod:`labeldist.trainer.split`)."""
     split = json.loads(Path(path).read_text(encoding="utf-8"))
     return np.asarray(split["queries"], dtype=np.int64), np.asarray(split["gallery"], dtype=np.int64)
 
@@ -200,7 +200,7 @@ def plot_curves(
 ) -> Path:
     """A PNG like Fig. 3 of Kim et al.: nDCG@K (left) and mean label distance@K (right) against K, one line
     per labelled result (``styles``: matplotlib line options per label). The labels are the dict's keys, so
-    they are unique here; :func:`trainer.plots.plot_evals` names results read from files after their runs."""
-    from trainer.plots import draw_curves, save
+    they are unique here; :func:`labeldist.trainer.plots.plot_evals` names results read from files after their runs."""
+    from labeldist.trainer.plots import draw_curves, save
 
     return save(draw_curves(results, title=title, styles=styles), out)

@@ -2,7 +2,7 @@
 
 Inputs are a feature array indexed like the store (an MLP head learns over it) or images (``images``: a
 torchvision ResNet with an embedding head, images decoded and augmented in DataLoader worker processes, see
-:mod:`trainer.images` and :mod:`trainer.loader`).
+:mod:`labeldist.trainer.images` and :mod:`labeldist.trainer.loader`).
 
 Device: CUDA when present (mixed precision: bfloat16 autocast where supported, else float16 with a gradient
 scaler; the loss always in float32; channels-last convolutions; optional ``torch.compile``), else CPU. Every
@@ -24,12 +24,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from labeldist.trainer.client import LabelDistClient
+from labeldist.trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream
+from labeldist.trainer.losses import make_loss
+from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding, build_model
 from tqdm import tqdm
-
-from trainer.client import LabelDistClient
-from trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream
-from trainer.losses import make_loss
-from trainer.models import EmbeddingMLP, ResNetEmbedding, build_model
 
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
@@ -135,7 +134,7 @@ def make_inputs(config: FitConfig, client: LabelDistClient, store: str, info: di
         inputs = FeatureInputs(config.features)
         what = f"features {config.features} have {inputs.n_items} rows"
     else:
-        from trainer.images import open_images
+        from labeldist.trainer.images import open_images
 
         inputs = open_images(config.images, client.ids(store), pattern=config.image_pattern, index=config.image_index,
                              input_size=config.input_size, train=train, flip=config.flip,

@@ -15,11 +15,11 @@ ImageNet-initialised ResNets): to train, a random resized crop (scale 0.08-1, as
 and a horizontal flip with probability 1/2; to evaluate, a resize of the short side to ``size * 256/224``
 and a centre crop of ``size``. Images stay **uint8** (``(3, size, size)``): four times fewer bytes between
 the worker processes, pinned memory and the GPU than float; the model scales and normalises them on the device
-(:class:`trainer.models.ImageNormalize`).
+(:class:`labeldist.trainer.models.ImageNormalize`).
 
 Images are decoded with ``torchvision.io`` (libjpeg-turbo / libpng, no PIL round trip) in DataLoader worker
-processes (:mod:`trainer.loader`). The random crop of an item depends on the torch generator of the worker at
-that moment; :mod:`trainer.loader` seeds it per request, so a run's crops depend on its seed alone.
+processes (:mod:`labeldist.trainer.loader`). The random crop of an item depends on the torch generator of the worker at
+that moment; :mod:`labeldist.trainer.loader` seeds it per request, so a run's crops depend on its seed alone.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from trainer.data import InputError
+from labeldist.trainer.data import InputError
 
 #: a render folder's index (trainer render writes it)
 INDEX = "index.csv"
@@ -184,7 +183,7 @@ class ImageInputs:
     flip: bool = True
     crop_scale: tuple[float, float] = (0.08, 1.0)
 
-    #: decoded in DataLoader worker processes (trainer.loader), never in the prefetch threads
+    #: decoded in DataLoader worker processes (labeldist.trainer.loader), never in the prefetch threads
     needs_processes = True
 
     def __post_init__(self) -> None:

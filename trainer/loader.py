@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from labeldist.trainer.client import ServiceError
+from labeldist.trainer.images import ImageInputError
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from trainer.client import ServiceError
-from trainer.images import ImageInputError
-
 if TYPE_CHECKING:
-    from trainer.data import Minibatch, MinibatchStream
+    from labeldist.trainer.data import Minibatch, MinibatchStream
 
 #: errors a worker hands back as a message, re-raised in the training process with their own type
 PASSED_ON = (ImageInputError, ServiceError)
@@ -55,7 +54,8 @@ def request_seed(seed: int, epoch: int, request: int) -> int:
 
 
 class _Requests(IterableDataset):
-    """Requests ``first..stop`` of a :class:`~trainer.data.MinibatchStream`, split between the loader's workers."""
+    """Requests ``first..stop`` of a :class:`~labeldist.trainer.data.MinibatchStream`, split between the loader's
+    workers."""
 
     def __init__(self, stream: MinibatchStream, first: int, stop: int) -> None:
         super().__init__()

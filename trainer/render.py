@@ -4,8 +4,8 @@ No photos can be fetched here, so the image trainer trains on pictures rendered 
 a CNN has to recover the label geometry (a pose, a room layout) from pixels through nuisance variation (clutter,
 colour, scale, texture, noise). Each kind with a renderer has a module:
 
-- ``pose`` (MPII poses): :mod:`trainer.render_pose`, a figure over a cluttered background;
-- ``layout_miou`` (LSUN room layouts): :mod:`trainer.render_layout`, a room of shaded, textured surfaces.
+- ``pose`` (MPII poses): :mod:`labeldist.trainer.render_pose`, a figure over a cluttered background;
+- ``layout_miou`` (LSUN room layouts): :mod:`labeldist.trainer.render_layout`, a room of shaded, textured surfaces.
 
 Item ``i`` is drawn with a generator seeded from ``(seed, i)`` alone, so a render does not depend on the
 number of worker processes, on the order in which they finish, or on ``--items``. The output folder holds
@@ -42,8 +42,8 @@ FORMATS = ("png", "jpg")
 #: kind -> module with ``item(labels, index)`` (the item's label, small and picklable, from the store's LabelSet)
 #: and ``render(item, size, rng) -> (size, size, 3) uint8``. Imported on first use, like labeldist.kinds.
 RENDERERS: dict[str, str] = {
-    "pose": "trainer.render_pose",
-    "layout_miou": "trainer.render_layout",
+    "pose": "labeldist.trainer.render_pose",
+    "layout_miou": "labeldist.trainer.render_layout",
 }
 INDEX = "index.csv"
 META = "render.json"

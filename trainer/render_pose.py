@@ -22,10 +22,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from labeldist.trainer.render import finish, hsv, luminance, smooth_noise
 from PIL import Image, ImageDraw
 
 from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
-from trainer.render import finish, hsv, luminance, smooth_noise
 
 RIGHT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("r_"))
 LEFT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("l_"))

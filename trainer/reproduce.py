@@ -1,6 +1,6 @@
 """The reproduction of RESULTS.md: every method of the table on one dataset, through a running service.
 
-    python -m trainer.reproduce --url http://127.0.0.1:8765 --dataset mpii --runs /tmp/trainer-runs \\
+    python -m labeldist.trainer.reproduce --url http://127.0.0.1:8765 --dataset mpii --runs /tmp/trainer-runs \\
         --epochs 3 --seeds 0 1 2
 
 expects, under ``--runs``: ``<dataset>/split.json`` (``trainer split``) and ``features/<store>.npy``
@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from trainer.client import LabelDistClient
-from trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
-from trainer.fit import FitConfig, fit
+from labeldist.trainer.client import LabelDistClient
+from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
+from labeldist.trainer.fit import FitConfig, fit
 
 DATASETS = {  # store kind, minibatch size (Kim et al.: 150 poses, 50 captions)
     "mpii": ("pose", 150),
@@ -144,7 +143,7 @@ def reproduce(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m trainer.reproduce", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m labeldist.trainer.reproduce", description=__doc__.split("\n")[0])
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument("--dataset", choices=sorted(DATASETS), required=True)
     p.add_argument("--runs", type=Path, required=True)

@@ -7,17 +7,16 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
+from labeldist.api.batching import draw_batches, fill_distances
+from labeldist.api.compute import ComputeGuard, guard_for, run_cancellable
+from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
+from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
+from labeldist.api.errors import TooLarge, error_responses
+from labeldist.api.registry import ServedStore
+from labeldist.api.schemas import Batches, BatchesByAnchors, BatchesByCount
+from labeldist.api.settings import Settings
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
-
-from api.batching import draw_batches, fill_distances
-from api.compute import ComputeGuard, guard_for, run_cancellable
-from api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
-from api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
-from api.errors import TooLarge, error_responses
-from api.registry import ServedStore
-from api.schemas import Batches, BatchesByAnchors, BatchesByCount
-from api.settings import Settings
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["batches"])
 #: answers with more values than this are encoded in a worker thread, so the event loop keeps serving others
@@ -53,7 +52,7 @@ async def batches(
     ``items`` (B, size - 1), ``distances`` (B, size - 1) float32, ``pairwise`` (B, size, size) float32 when
     asked, ``seed`` and ``computed``.
     """
-    settings = request.app.state.settings  # not a dependency: see api.deps.APIKey
+    settings = request.app.state.settings  # not a dependency: see labeldist.api.deps.APIKey
     allow = compute_allowed(settings, api_key)
     guard = guard_for(request.app.state)
     return await batches_response(store, settings, allow, body, wants_npz(request, format), guard, request.receive)
@@ -68,8 +67,8 @@ async def batches_response(
     guard: ComputeGuard,
     receive: Receive,
 ) -> Response:
-    """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by :mod:`api.fastpath`.
-    Raises :class:`~api.errors.APIError` (413 over a limit or the compute budget, 422, 404 unknown anchor, 401
+    """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by :mod:`labeldist.api.fastpath`.
+    Raises :class:`~labeldist.api.errors.APIError` (413 over a limit or the compute budget, 422, 404 unknown anchor, 401
     needs the key, 503 compute pool busy). ``receive`` (the body already read) tells when the client has gone."""
     n_batches = len(body.anchors) if isinstance(body, BatchesByAnchors) else body.count
     if n_batches > settings.max_batches:

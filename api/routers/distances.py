@@ -6,12 +6,11 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
-
-from api.compute import guard_for, run_cancellable
-from api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
-from api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
-from api.errors import TooLarge, error_responses
-from api.schemas import AnchorItems, Distances, Pairs
+from labeldist.api.compute import guard_for, run_cancellable
+from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
+from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
+from labeldist.api.errors import TooLarge, error_responses
+from labeldist.api.schemas import AnchorItems, Distances, Pairs
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["distances"])
 
@@ -40,7 +39,7 @@ async def distances(
     """Distances in the order asked: from the dense matrix or the kNN lists where they hold the pair, else
     computed on demand from the stored labels (and cached). Needs the API key when one is set and a pair
     must be computed."""
-    settings = request.app.state.settings  # not a dependency: see api.deps.APIKey
+    settings = request.app.state.settings  # not a dependency: see labeldist.api.deps.APIKey
     allow_compute = compute_allowed(settings, api_key)
     if isinstance(body, AnchorItems):
         if len(body.items) > settings.max_items:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-
-from api.schemas import Health
+from labeldist.api.schemas import Health
 
 router = APIRouter(tags=["health"])
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
-
-from api.deps import StoreDep
-from api.encoding import json_response
-from api.errors import BadParameter, TooLarge, error_responses
-from api.labelview import render_label
-from api.registry import ServedStore
-from api.schemas import LabelView, Neighbors
-from api.settings import Settings
+from labeldist.api.deps import StoreDep
+from labeldist.api.encoding import json_response
+from labeldist.api.errors import BadParameter, TooLarge, error_responses
+from labeldist.api.labelview import render_label
+from labeldist.api.registry import ServedStore
+from labeldist.api.schemas import LabelView, Neighbors
+from labeldist.api.settings import Settings
 
 router = APIRouter(prefix="/v1/stores/{store}/items", tags=["items"])
 
@@ -27,12 +26,14 @@ async def neighbors(
     k: Annotated[int | None, Query(ge=1, description="how many, nearest first (default: all the store has)")] = None,
 ) -> Response:
     """The item's ``k`` nearest neighbours, nearest first, from the store's exact kNN lists."""
-    check_neighbors(store, request.app.state.settings, index, k)  # settings not a dependency: see api.deps.APIKey
+    check_neighbors(
+        store, request.app.state.settings, index, k
+    )  # settings not a dependency: see labeldist.api.deps.APIKey
     return neighbors_response(store, index, k)
 
 
 def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int | None) -> None:
-    """What a neighbours request must pass beyond its schema (run by the route and by :mod:`api.fastpath`):
+    """What a neighbours request must pass beyond its schema (run by the route and by :mod:`labeldist.api.fastpath`):
     413 for ``k`` over the service's limit, 404 for an index out of the store, 422 for ``k`` over the store's."""
     if k is not None and k > settings.max_k:
         raise TooLarge(f"k={k} is over the limit of {settings.max_k} (LABELDIST_MAX_K)")
@@ -45,7 +46,7 @@ def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int |
 
 def neighbors_response(store: ServedStore, index: int, k: int | None) -> Response:
     """The answer for a valid item ``index`` and ``k`` (at most the store's; None: all it has); also sent by
-    :mod:`api.fastpath`."""
+    :mod:`labeldist.api.fastpath`."""
     indices, distances = store.neighbors(index, store.k if k is None else k)
     return json_response({
         "index": index,

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-
-from api.deps import RegistryDep, StoreDep
-from api.errors import error_responses
-from api.schemas import StoreIds, StoreInfo, StoreList
+from labeldist.api.deps import RegistryDep, StoreDep
+from labeldist.api.errors import error_responses
+from labeldist.api.schemas import StoreIds, StoreInfo, StoreList
 
 router = APIRouter(prefix="/v1/stores", tags=["stores"])
 

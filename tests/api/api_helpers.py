@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from labeldist.api.settings import Settings
 
-from api.settings import Settings
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
 from tests.processes import free_port, wait_healthy  # noqa: F401 - the API tests import them from here

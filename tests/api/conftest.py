@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from labeldist.api.main import create_app
+from labeldist.api.settings import Settings
 
-from api.main import create_app
-from api.settings import Settings
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import precompute
 from labeldist.labels.poses import Poses

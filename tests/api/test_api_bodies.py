@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from labeldist.api.main import create_app
 
-from api.main import create_app
 from tests.api.api_helpers import DENSE, KNN, free_port, make_settings
 from tests.processes import Service
 
@@ -86,8 +86,7 @@ def test_a_body_that_stops_arriving_is_a_408_at_the_asgi_level() -> None:
     """BodySizeLimit alone, around an app that reads the body and catches nothing (as the fast path does):
     the 408 is answered by the middleware itself, with Connection: close."""
     import anyio
-
-    from api.middleware import BodySizeLimit
+    from labeldist.api.middleware import BodySizeLimit
 
     async def reader(scope, receive, send) -> None:  # reads to the end, then would answer 200
         while (await receive()).get("more_body", False):
@@ -320,7 +319,7 @@ def test_both_protocol_classes_answer_uvicorns_400_as_json(protocol: str) -> Non
     """The h11 class too (uvicorn's choice where httptools is missing), each in a real uvicorn in a thread."""
     import importlib.util
 
-    import api.server
+    import labeldist.api.server
 
     if protocol == "JSONErrorsHttpTools" and importlib.util.find_spec("httptools") is None:
         pytest.skip("httptools is not installed: uvicorn runs h11")
@@ -328,7 +327,7 @@ def test_both_protocol_classes_answer_uvicorns_400_as_json(protocol: str) -> Non
     async def app(scope, receive, send) -> None:  # the 400 is sent before any app is called
         raise AssertionError("an unparsable request reached the app")
 
-    with uvicorn_in_thread(app, getattr(api.server, protocol)) as port:
+    with uvicorn_in_thread(app, getattr(labeldist.api.server, protocol)) as port:
         status, headers, data, closed = exchange(port, [b"NOT AN HTTP REQUEST\r\n\r\n"])
     assert status == 400 and headers["content-type"] == "application/json" and closed
     assert "Invalid HTTP request received" in strict_json(data)["detail"]
@@ -339,7 +338,7 @@ def test_an_unexpected_error_is_a_json_500_logged_once(stores_dir: Path, caplog:
     exception, and the traceback is logged once (by uvicorn; the app's handler logs nothing)."""
     import logging
 
-    from api.server import HTTP_PROTOCOL
+    from labeldist.api.server import HTTP_PROTOCOL
 
     app = create_app(make_settings(stores=stores_dir))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
+from labeldist.api.caches import PairCache, RowBlockCache
+from labeldist.api.registry import compute_pairs
 
-from api.caches import PairCache, RowBlockCache
-from api.registry import compute_pairs
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from labeldist.api.compute import ComputeGuard, ComputePool
+from labeldist.api.main import create_app
+from labeldist.api.registry import plan_pairs
 
-from api.compute import ComputeGuard, ComputePool
-from api.main import create_app
-from api.registry import plan_pairs
 from labeldist.distances.pose import PoseDistance
 from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server, stop_server, wait_healthy
 from tests.processes import free_port
@@ -77,8 +77,9 @@ def test_a_saturated_pool_answers_503_with_retry_after(stores_dir: Path) -> None
 
 
 def test_a_guard_stops_between_chunks_once_cancelled() -> None:
-    from api.compute import ClientGone
-    from api.registry import compute_planned
+    from labeldist.api.compute import ClientGone
+    from labeldist.api.registry import compute_planned
+
     from labeldist.labels.poses import read_mpii_csv
     from tests.conftest import DATA
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import labeldist.api.registry
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from labeldist.api.main import create_app
 
-import api.registry
-from api.main import create_app
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import compute_block
 from labeldist.labels.poses import Poses
@@ -233,7 +233,7 @@ def test_503_incomplete_store(client: TestClient, method: str, path: str, body: 
 def test_incomplete_store_is_served_once_published(
     tmp_path: Path, pose_labels: Poses, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api.registry, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(labeldist.api.registry, "RECHECK_SECONDS", 0.0)
     labels = pose_labels.subset(slice(0, 40))
     url = str(tmp_path / "late")
     manifest = build_manifest(dataset="late", kind="pose", params=PoseDistance().params(), labels=labels, k=5,
@@ -402,9 +402,8 @@ def test_a_bad_parameter_with_a_non_finite_value_is_json() -> None:
     import asyncio
     import json
 
+    from labeldist.api.errors import BadParameter, api_error_handler
     from starlette.requests import Request
-
-    from api.errors import BadParameter, api_error_handler
 
     request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
     for value, echoed in ((float("nan"), "NaN"), (float("inf"), "Infinity"), (-float("inf"), "-Infinity")):
@@ -415,7 +414,7 @@ def test_a_bad_parameter_with_a_non_finite_value_is_json() -> None:
 
 
 def test_json_safe_replaces_only_what_json_cannot_hold() -> None:
-    from api.errors import json_safe
+    from labeldist.api.errors import json_safe
 
     value = {"a": [1, 2.5, float("nan"), (float("inf"), -float("inf"))], "b": b"ok\xff", "c": None, "d": "NaN"}
     assert json_safe(value) == {"a": [1, 2.5, "NaN", ["Infinity", "-Infinity"]], "b": "ok\ufffd", "c": None,

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import labeldist.api.fastpath
 import pytest
 from fastapi.testclient import TestClient
+from labeldist.api.fastpath import FastPath
+from labeldist.api.main import create_app
 
-import api.fastpath
-from api.fastpath import FastPath
-from api.main import create_app
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, N_ITEMS, TINY_STORE, K, make_settings
 
 NB = "/v1/stores/{}/items/{}/neighbors"
@@ -93,13 +93,13 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the answers the fast path built (the routes call their own module's functions)."""
     calls: list[str] = []
     for name in ("neighbors_response", "batches_response"):
-        original = getattr(api.fastpath, name)
+        original = getattr(labeldist.api.fastpath, name)
 
         def wrapped(*args: Any, _name: str = name, _original: Any = original) -> Any:
             calls.append(_name)
             return _original(*args)
 
-        monkeypatch.setattr(api.fastpath, name, wrapped)
+        monkeypatch.setattr(labeldist.api.fastpath, name, wrapped)
     return calls
 
 
@@ -154,7 +154,9 @@ def test_a_body_read_is_handed_on_whole() -> None:
                 return
 
     class State:
-        registry = type("R", (), {"stores": {"s": api.fastpath.ServedStore.__new__(api.fastpath.ServedStore)}})()
+        registry = type(
+            "R", (), {"stores": {"s": labeldist.api.fastpath.ServedStore.__new__(labeldist.api.fastpath.ServedStore)}}
+        )()
         settings = make_settings()
 
     def scope() -> dict[str, Any]:
@@ -194,10 +196,10 @@ def _route_inputs(dependant: Any, out: set[str]) -> set[str]:
 
 def test_the_fast_path_knows_every_input_of_the_routes_it_answers() -> None:
     """A dependency added to a route (a rate limit, an auth check) must be run by the fast path too: this fails
-    until :data:`api.fastpath.ROUTE_INPUTS` lists it, i.e. until someone has looked at the fast path."""
-    from api.routers import batches, neighbors
+    until :data:`labeldist.api.fastpath.ROUTE_INPUTS` lists it, i.e. until someone has looked at the fast path."""
+    from labeldist.api.routers import batches, neighbors
 
     routes = {(method, r.path): r for router in (neighbors.router, batches.router) for r in router.routes
               for method in r.methods}  # fmt: skip
-    for key, expected in api.fastpath.ROUTE_INPUTS.items():
+    for key, expected in labeldist.api.fastpath.ROUTE_INPUTS.items():
         assert _route_inputs(routes[key].dependant, set()) == expected, key

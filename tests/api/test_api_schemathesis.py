@@ -15,8 +15,7 @@ from tests.api.api_helpers import MPII_CSV, make_settings
 schemathesis = pytest.importorskip("schemathesis")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
-
-from api.main import create_app  # noqa: E402
+from labeldist.api.main import create_app  # noqa: E402
 
 MAX_EXAMPLES = int(os.environ.get("LABELDIST_SCHEMATHESIS_EXAMPLES", "40"))
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from labeldist.api.main import create_app
+from labeldist.api.settings import Settings, get_settings
 
-from api.main import create_app
-from api.settings import Settings, get_settings
 from tests.api.api_helpers import DENSE, KNN, make_settings
 
 
@@ -61,8 +61,7 @@ def test_serve_hands_workers_and_the_worker_healthcheck_to_uvicorn(
 ) -> None:
     """``labeldist serve`` hands the setting to uvicorn (whose 5 s default kills a worker busy in GIL-holding code)."""
     import uvicorn
-
-    from api.server import serve
+    from labeldist.api.server import serve
 
     seen: dict = {}
     clean_settings.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))  # capture: no server started
@@ -91,7 +90,7 @@ def test_on_loopback(host: str, loopback: bool) -> None:
 
 
 def test_compute_allowed_off_loopback_needs_a_key() -> None:
-    from api.deps import compute_allowed
+    from labeldist.api.deps import compute_allowed
 
     assert compute_allowed(make_settings(host="127.0.0.1"), None)
     assert not compute_allowed(make_settings(host="0.0.0.0"), None)
@@ -114,8 +113,7 @@ def _serve_log(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     import logging
 
     import uvicorn
-
-    from api.server import serve
+    from labeldist.api.server import serve
 
     seen: dict = {}
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
@@ -144,9 +142,8 @@ def test_serve_shapes_uvicorns_own_400s(clean_settings: pytest.MonkeyPatch, stor
     """uvicorn gets a protocol class of api/server.py, which answers its 400s as JSON (tests/api/test_api_bodies.py
     checks the answers against a real uvicorn)."""
     import uvicorn
+    from labeldist.api.server import serve
     from uvicorn.importer import import_from_string
-
-    from api.server import serve
 
     seen: dict = {}
     clean_settings.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from labeldist.trainer.cli import build_parser as trainer_parser
 
 from labeldist.cli import build_parser as labeldist_parser
-from trainer.cli import build_parser as trainer_parser
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = {"scheduler", "worker", "precompute", "api", "trainer"}

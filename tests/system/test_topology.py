@@ -47,7 +47,7 @@ def test_precompute_on_a_dask_cluster_then_serve_then_train(cluster, reference_s
             assert np.array_equal(np.float32(body["distances"]), distances[item])
 
         features, run = tmp_path / "inputs.npy", tmp_path / "run"
-        trainer = [sys.executable, "-m", "trainer.cli"]
+        trainer = [sys.executable, "-m", "labeldist.trainer.cli"]
         made = subprocess.run([*trainer, "demo-inputs", str(out), "--out", str(features)], cwd=REPO,
                               capture_output=True, text=True, timeout=300)  # fmt: skip
         assert made.returncode == 0, made.stderr

@@ -9,10 +9,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from pytorch_metric_learning import losses as pml
-
-from trainer.cli import _loss_options, build_parser
-from trainer.losses import (
+from labeldist.trainer.cli import _loss_options, build_parser
+from labeldist.trainer.losses import (
     LiftedStructureLoss,
     MultiSimilarityLoss,
     ProxyAnchorLoss,
@@ -20,6 +18,7 @@ from trainer.losses import (
     make_loss,
     neighbourhood_classes,
 )
+from pytorch_metric_learning import losses as pml
 
 B, N, DIM, POS = 3, 9, 5, 3
 

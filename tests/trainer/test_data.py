@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from trainer.client import Batches
-from trainer.data import FeatureInputs, MinibatchStream
+from labeldist.trainer.client import Batches
+from labeldist.trainer.data import FeatureInputs, MinibatchStream
 
 N = 23
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from labeldist.trainer.cli import main
+from labeldist.trainer.client import LabelDistClient
+from labeldist.trainer.demo_inputs import pose_inputs
+from labeldist.trainer.evaluate import evaluate, plot_curves
+from labeldist.trainer.fit import FitConfig, fit
 
 from tests.trainer.conftest import STORE
-from trainer.cli import main
-from trainer.client import LabelDistClient
-from trainer.demo_inputs import pose_inputs
-from trainer.evaluate import evaluate, plot_curves
-from trainer.fit import FitConfig, fit
 
 STEPS = 300
 

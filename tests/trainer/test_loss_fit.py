@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from labeldist.trainer.demo_inputs import pose_inputs
+from labeldist.trainer.fit import FitConfig, fit
 
 from tests.trainer.conftest import N_ITEMS, STORE
-from trainer.demo_inputs import pose_inputs
-from trainer.fit import FitConfig, fit
 
 LR = 1e-3
 

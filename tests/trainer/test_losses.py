@@ -7,8 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
-from trainer.losses import (
+from labeldist.trainer.losses import (
     BinaryTripletLoss,
     DenseTripletLoss,
     LadderLoss,

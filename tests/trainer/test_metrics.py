@@ -6,9 +6,15 @@ import math
 
 import numpy as np
 import pytest
+from labeldist.trainer.metrics import (
+    coherent_score,
+    mean_label_distance,
+    ndcg,
+    recall_at_k,
+    retrieval_metrics,
+    retrieve,
+)
 from scipy.stats import kendalltau
-
-from trainer.metrics import coherent_score, mean_label_distance, ndcg, recall_at_k, retrieval_metrics, retrieve
 
 # one query, a gallery of four with label distances 0, 1, 3, 7 to it
 LD = np.array([[3.0, 0.0, 7.0, 1.0]])

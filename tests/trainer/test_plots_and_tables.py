@@ -12,11 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.trainer.conftest import STORE
-from trainer.cli import main
-from trainer.demo_inputs import pose_inputs
-from trainer.plots import (
+from labeldist.trainer.cli import main
+from labeldist.trainer.demo_inputs import pose_inputs
+from labeldist.trainer.plots import (
     draw_loss_curves,
     legend_labels,
     plot_evals,
@@ -26,7 +24,9 @@ from trainer.plots import (
     unique_labels,
     wants_log_scale,
 )
-from trainer.report import eval_table, fit_table, format_table
+from labeldist.trainer.report import eval_table, fit_table, format_table
+
+from tests.trainer.conftest import STORE
 
 STEPS = 40
 

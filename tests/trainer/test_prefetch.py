@@ -7,8 +7,7 @@ import threading
 import time
 
 import pytest
-
-from trainer.prefetch import Prefetcher
+from labeldist.trainer.prefetch import Prefetcher
 
 
 def test_results_come_in_index_order_whatever_the_thread_timing() -> None:

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from labeldist.trainer import render, render_layout, render_pose
+from labeldist.trainer.cli import main
+from labeldist.trainer.render import RenderError, item_rng, render_store, safe_names
 from PIL import Image
-
-from trainer import render, render_layout, render_pose
-from trainer.cli import main
-from trainer.render import RenderError, item_rng, render_store, safe_names
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE = 32
@@ -241,7 +240,7 @@ def test_the_figure_stays_inside_the_frame() -> None:
 
 
 def test_the_bones_are_the_services() -> None:
-    from api.labelview import MPII_EDGES
+    from labeldist.api.labelview import MPII_EDGES
 
     assert render_pose.MPII_EDGES == MPII_EDGES
 

@@ -7,11 +7,10 @@ import doctest
 
 import numpy as np
 import pytest
-
-from trainer import demo_inputs, reproduce_ladder
-from trainer.demo_inputs import sibling_captions
-from trainer.metrics import retrieval_metrics
-from trainer.reproduce_ladder import coherent_at, sentence_split, table
+from labeldist.trainer import demo_inputs, reproduce_ladder
+from labeldist.trainer.demo_inputs import sibling_captions
+from labeldist.trainer.metrics import retrieval_metrics
+from labeldist.trainer.reproduce_ladder import coherent_at, sentence_split, table
 
 
 def test_doctests() -> None:

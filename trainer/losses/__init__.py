@@ -1,13 +1,13 @@
 """Losses over dense-triplet minibatches, one per file; each docstring gives its formula and paper."""
 
-from trainer.losses.base import BatchLoss
-from trainer.losses.binary_triplet import BinaryTripletLoss, binary_pairs, binary_split, binary_triplets
-from trainer.losses.dense_triplet import DenseTripletLoss
-from trainer.losses.ladder import LadderLoss
-from trainer.losses.lifted import LiftedStructureLoss
-from trainer.losses.log_ratio import LogRatioLoss, log_ratio_gradient
-from trainer.losses.multi_similarity import MultiSimilarityLoss
-from trainer.losses.proxy_anchor import ProxyAnchorLoss, neighbourhood_classes
+from labeldist.trainer.losses.base import BatchLoss
+from labeldist.trainer.losses.binary_triplet import BinaryTripletLoss, binary_pairs, binary_split, binary_triplets
+from labeldist.trainer.losses.dense_triplet import DenseTripletLoss
+from labeldist.trainer.losses.ladder import LadderLoss
+from labeldist.trainer.losses.lifted import LiftedStructureLoss
+from labeldist.trainer.losses.log_ratio import LogRatioLoss, log_ratio_gradient
+from labeldist.trainer.losses.multi_similarity import MultiSimilarityLoss
+from labeldist.trainer.losses.proxy_anchor import ProxyAnchorLoss, neighbourhood_classes
 
 #: loss names of the ``trainer`` command
 LOSSES: dict[str, type[BatchLoss]] = {

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import torch
+from labeldist.trainer.losses.base import BatchLoss
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import MeanReducer
-
-from trainer.losses.base import BatchLoss
 
 
 def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from trainer.losses.base import BatchLoss
+from labeldist.trainer.losses.base import BatchLoss
 
 
 class DenseTripletLoss(BatchLoss):

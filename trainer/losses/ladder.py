@@ -8,8 +8,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-
-from trainer.losses.base import BatchLoss
+from labeldist.trainer.losses.base import BatchLoss
 
 RELEVANCE = ("one_minus", "inverse")
 CALIBRATE = ("auto", "quantile", "off")

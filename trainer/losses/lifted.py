@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from labeldist.trainer.losses.binary_triplet import AnchorPairLoss
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import MeanReducer
-
-from trainer.losses.binary_triplet import AnchorPairLoss
 
 
 class LiftedStructureLoss(AnchorPairLoss):
@@ -17,13 +16,13 @@ class LiftedStructureLoss(AnchorPairLoss):
         J_{ap} = \log \sum_{n \in N} \exp\big(\alpha - D(f_a, f_n)\big) + D(f_a, f_p), \qquad
         L = \frac{1}{2|P|} \sum_{p \in P} \big[ J_{ap} \big]_+^2
 
-    Positives and negatives by the binary rule (:func:`~trainer.losses.binary_triplet.binary_split`): in each
+    Positives and negatives by the binary rule (:func:`~labeldist.trainer.losses.binary_triplet.binary_split`): in each
     minibatch the ``positives`` (30) items nearest the anchor in label space are its positives :math:`P`, every
     other item a negative :math:`N`; only pairs with the anchor are used, since only the anchor's label distances
     are known (the paper's :math:`J_{ij}` also sums the negatives of :math:`j`, whose labels we do not have).
     :math:`f` L2-normalised, :math:`D` the Euclidean distance, margin :math:`\alpha = 1` (the paper's). Computed
     by pytorch-metric-learning's ``LiftedStructureLoss`` on the pairs of
-    :func:`~trainer.losses.binary_triplet.binary_pairs`, averaged over positive pairs.
+    :func:`~labeldist.trainer.losses.binary_triplet.binary_pairs`, averaged over positive pairs.
     """
 
     def __init__(self, positives: int = 30, margin: float = 1.0, reduction: str = "mean") -> None:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import torch
-
-from trainer.losses.base import BatchLoss
+from labeldist.trainer.losses.base import BatchLoss
 
 
 class LogRatioLoss(BatchLoss):

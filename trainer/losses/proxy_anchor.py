@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
+from labeldist.trainer.losses.base import BatchLoss
+from labeldist.trainer.losses.binary_triplet import binary_split, check_positives
 from pytorch_metric_learning import losses as pml
-
-from trainer.losses.base import BatchLoss
-from trainer.losses.binary_triplet import binary_split, check_positives
 
 
 def neighbourhood_classes(indices: torch.Tensor, distances: torch.Tensor, positives: int) -> torch.Tensor:
@@ -33,7 +32,7 @@ class ProxyAnchorLoss(BatchLoss):
 
     Classes from continuous labels (:func:`neighbourhood_classes`): one class, and one proxy, per store item —
     ``num_classes`` is the training store's item count. In each minibatch the anchor and its ``positives`` (30)
-    label-nearest items (the binary rule of :func:`~trainer.losses.binary_triplet.binary_split`) take the
+    label-nearest items (the binary rule of :func:`~labeldist.trainer.losses.binary_triplet.binary_split`) take the
     anchor's class; every other item keeps its own. Proxy :math:`i` so stands for the label neighbourhood of
     item :math:`i`, learnt from the minibatches anchored at :math:`i`; random others of a minibatch count as
     negatives of every other class, the usual assumption of class-based metric learning (Stanford Online
