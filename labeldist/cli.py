@@ -187,6 +187,15 @@ def _load_captions(args: argparse.Namespace) -> tuple[Any, Any, str]:
     return labels, CaptionSetWMD(normalize=args.normalize), args.dataset or Path(args.input).stem
 
 
+def _load_vectors(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    from labeldist.distances.vectors import VectorDistance
+    from labeldist.labels.vectors import read_vectors
+
+    check_file(args.input)
+    labels = read_vectors(args.input, format=args.format, columns=args.columns, id_column=args.id_column)
+    return labels, VectorDistance(args.metric), args.dataset or Path(args.input).stem
+
+
 def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
     p.add_argument("--out", help="output store: a path or an fsspec URL (default: stores/<dataset>-<kind>)")
     p.add_argument("--dataset", help="dataset name recorded in the manifest (default: from the input)")
@@ -334,6 +343,19 @@ def build_parser() -> argparse.ArgumentParser:
     layout.add_argument("--seed", type=seed_int, default=0, help="generator seed (default: %(default)s)")
     _add_common(layout)
     layout.set_defaults(loader=_load_layout)
+
+    vectors = kinds.add_parser("vectors", help="numeric labels: vectors or numbers (a scipy metric)")
+    vectors.add_argument("input", help=".npy (N x D, or N numbers), .csv (a header row) or .parquet")
+    vectors.add_argument("--metric", choices=("euclidean", "sqeuclidean", "cosine", "cityblock", "chebyshev"),
+                         default="euclidean", help="distance between two labels (default: %(default)s)")  # fmt: skip
+    vectors.add_argument("--format", choices=("auto", "npy", "csv", "parquet"), default="auto",
+                         help="input format; auto: from the file's suffix (default: %(default)s)")  # fmt: skip
+    vectors.add_argument("--columns", nargs="+", help="csv/parquet: the value columns (default: every column but "
+                         "the id column)")  # fmt: skip
+    vectors.add_argument("--id-column", help="csv/parquet: the item ids (default: a column named id, else the row "
+                         "numbers 0..N-1)")  # fmt: skip
+    _add_common(vectors)
+    vectors.set_defaults(loader=_load_vectors)
 
     captions = kinds.add_parser("captions", help="COCO caption sets (caption-set Word Mover's Distance)")
     captions.add_argument(

@@ -15,6 +15,7 @@ KINDS: dict[str, str] = {
     "layout_miou": "labeldist.distances.layout:LayoutMIoU",
     "caption_wmd": "labeldist.distances.caption_sets:CaptionSetWMD",
     "sentence_relevance": "labeldist.distances.sts:SentenceRelevance",
+    "vectors": "labeldist.distances.vectors:VectorDistance",
 }
 
 

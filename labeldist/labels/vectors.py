@@ -1,0 +1,151 @@
+"""Plain numeric labels: one vector per item (attributes, embeddings) or one number (an age, a year).
+
+Read from ``.npy`` (N x D, or N for scalar labels), ``.csv`` (a header row; the numeric columns, or those named)
+or ``.parquet``. Ids come from an id column (``--id-column``, or a column named ``id`` when there is one), else
+they are the row numbers ``0 .. N-1``. A value that is not a finite number, a row of another length, or a
+column that is not numeric is refused, naming its row and column: a NaN would make every distance to its item
+NaN, and nothing of it would be written.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from typing_extensions import Self
+
+from labeldist.labels.base import LabelError, LabelSet
+
+FORMATS = ("auto", "npy", "csv", "parquet")
+
+
+class Vectors(LabelSet):
+    """N labels that are vectors of D float64 numbers (D = 1 for scalar labels); ``columns`` names them."""
+
+    label_type = "vectors"
+
+    def __init__(self, ids: np.ndarray, values: np.ndarray, columns: Sequence[str] | None = None) -> None:
+        super().__init__(ids)
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim == 1:
+            values = values[:, None]
+        if values.ndim != 2 or len(values) != len(self.ids):
+            raise LabelError(f"vectors must be (N, D) with N = {len(self.ids)} ids, got shape {values.shape}")
+        if values.shape[1] == 0:
+            raise LabelError("vectors have no columns (D = 0)")
+        bad = np.argwhere(~np.isfinite(values))
+        if len(bad):
+            row, col = bad[0]
+            raise LabelError(f"row {row} (id {self.ids[row]!r}), column {col}: {values[row, col]} is not a finite "
+                             f"number ({len(bad)} such values)")  # fmt: skip
+        self.values = values
+        self.columns = list(columns) if columns is not None else [str(c) for c in range(values.shape[1])]
+
+    @property
+    def dim(self) -> int:
+        return int(self.values.shape[1])
+
+    def subset(self, index: slice | np.ndarray) -> Self:
+        return type(self)(self.ids[index], self.values[index], self.columns)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"values": self.values, "columns": np.asarray(self.columns, dtype=str)}
+
+    @classmethod
+    def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
+        columns = [str(c) for c in np.asarray(arrays["columns"]).tolist()] if "columns" in arrays else None
+        return cls(ids, arrays["values"], columns)
+
+
+def _finite(text: str, line: int, column: str, path: Path) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise LabelError(f"{path}, line {line}, column {column!r}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise LabelError(f"{path}, line {line}, column {column!r}: {text!r} is not a finite number")
+    return value
+
+
+def _pick(header: Sequence[str], columns: Sequence[str] | None, id_column: str | None, path: Path) -> tuple[
+    list[str], str | None
+]:  # fmt: skip
+    """The value columns and the id column of a table with ``header``."""
+    if id_column is None and "id" in header:
+        id_column = "id"
+    if id_column is not None and id_column not in header:
+        raise LabelError(f"{path}: no id column {id_column!r}; columns: {', '.join(header)}")
+    if columns:
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise LabelError(f"{path}: no column {missing[0]!r}; columns: {', '.join(header)}")
+        return list(columns), id_column
+    return [c for c in header if c != id_column], id_column
+
+
+def read_csv(path: Path, columns: Sequence[str] | None, id_column: str | None) -> Vectors:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise LabelError(f"{path}: empty file")
+    header, body = [h.strip() for h in rows[0]], rows[1:]
+    value_columns, id_column = _pick(header, columns, id_column, path)
+    if not body:
+        raise LabelError(f"{path}: a header and no rows")
+    where = {c: header.index(c) for c in header}
+    ids, values = [], []
+    for n, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise LabelError(f"{path}, line {n}: {len(row)} fields where the header has {len(header)}")
+        ids.append(row[where[id_column]].strip() if id_column else str(n - 2))
+        values.append([_finite(row[where[c]].strip(), n, c, path) for c in value_columns])
+    return Vectors(np.asarray(ids), np.asarray(values, dtype=np.float64), value_columns)
+
+
+def read_parquet(path: Path, columns: Sequence[str] | None, id_column: str | None) -> Vectors:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    value_columns, id_column = _pick(table.column_names, columns, id_column, path)
+    values = []
+    for c in value_columns:
+        column = table.column(c)
+        try:
+            values.append(column.to_numpy(zero_copy_only=False).astype(np.float64))
+        except (TypeError, ValueError):
+            raise LabelError(f"{path}: column {c!r} is not numeric ({column.type})") from None
+    ids = (np.asarray(table.column(id_column).to_pylist(), dtype=object).astype(str) if id_column
+           else np.arange(table.num_rows).astype(str))  # fmt: skip
+    return Vectors(ids, np.stack(values, axis=1), value_columns)
+
+
+def read_npy(path: Path) -> Vectors:
+    values = np.load(path, allow_pickle=False)
+    if values.dtype.kind not in "biuf":
+        raise LabelError(f"{path}: dtype {values.dtype} is not numeric")
+    if values.ndim not in (1, 2):
+        raise LabelError(f"{path}: shape {values.shape}: give N values or an N x D array")
+    return Vectors(np.arange(len(values)).astype(str), values)
+
+
+def read_vectors(path: str | Path, *, format: str = "auto", columns: Sequence[str] | None = None,
+                 id_column: str | None = None) -> Vectors:  # fmt: skip
+    """Numeric labels of a file (see the module docstring); :class:`LabelError` names what is wrong."""
+    path = Path(path)
+    kind = path.suffix.lower().lstrip(".") if format == "auto" else format
+    if kind not in FORMATS[1:]:
+        raise LabelError(f"{path}: unknown format {kind!r}; known: .npy, .csv, .parquet (or --format)")
+    if kind == "npy":
+        if columns or id_column:
+            raise LabelError(f"{path}: an .npy file has no named columns (--columns, --id-column)")
+        labels = read_npy(path)
+    elif kind == "csv":
+        labels = read_csv(path, columns, id_column)
+    else:
+        labels = read_parquet(path, columns, id_column)
+    labels.provenance = {"file": path.name, "format": kind, "columns": labels.columns,
+                         "id_column": id_column}  # fmt: skip
+    return labels
