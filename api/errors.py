@@ -120,6 +120,10 @@ async def internal_error_handler(request: Request, exc: Exception) -> JSONRespon
     """A JSON 500 for any unexpected exception (Starlette's own answer is plain text). Starlette's
     ServerErrorMiddleware sends it, then re-raises the exception for the server to log: uvicorn logs it once,
     with its traceback, so this handler logs nothing itself."""
+    from labeldist.kinds import KindError
+
+    if isinstance(exc, KindError):  # a kind's distance (a plugin's) misbehaved: say which, the client cannot help
+        return JSONResponse({"detail": f"{INTERNAL_ERROR}: {exc}"}, status_code=500)
     return JSONResponse({"detail": INTERNAL_ERROR}, status_code=500)
 
 

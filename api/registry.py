@@ -23,7 +23,7 @@ from labeldist.api.compute import CHUNK_SECONDS, ClientGone, ComputeGuard, ungua
 from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 
-from labeldist.kinds import distance_class
+from labeldist.kinds import check_block, distance_class
 from labeldist.store import StoreCorruptError, StoreError, StoreIncompleteError, StoreReader, read_manifest
 
 log = logging.getLogger("labeldist.api")
@@ -84,6 +84,14 @@ def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:
     return PairPlan(rows, cols, ur, ir, uc, ic, rectangle=ur.size * uc.size <= 2.5 * rows.size)
 
 
+def _checked(distance: Any, rows: Any, cols: Any) -> np.ndarray:
+    """``distance.block``, refused unless a float array of the right shape with no NaN (a plugin's mistake must
+    not be served as distances)."""
+    block = distance.block(rows, cols)
+    check_block(distance.kind, block, len(rows), len(cols))
+    return block
+
+
 def compute_planned(labels: Any, distance: Any, plan: PairPlan, check: Callable[[], None] = lambda: None) -> np.ndarray:
     """The distances of a plan's pairs, rounded to float32 like stored values. ``check`` is called between
     chunks of about :data:`labeldist.api.compute.CHUNK_SECONDS` of estimated work (it raises to stop: the client has
@@ -96,7 +104,7 @@ def compute_planned(labels: Any, distance: Any, plan: PairPlan, check: Callable[
         for start in range(0, plan.ur.size, per_chunk):
             check()
             rows = labels.subset(plan.ur[start : start + per_chunk])
-            parts.append(distance.block(rows, cols).astype(np.float32))
+            parts.append(_checked(distance, rows, cols).astype(np.float32))
         return np.concatenate(parts)[plan.ir, plan.ic]
     out = np.empty(plan.rows.size, dtype=np.float32)
     order = np.argsort(plan.ir, kind="stable")
@@ -105,7 +113,7 @@ def compute_planned(labels: Any, distance: Any, plan: PairPlan, check: Callable[
         check()
         sel = order[bounds[t] : bounds[t + 1]]
         partners, back = np.unique(plan.cols[sel], return_inverse=True)  # a label set holds each item once
-        out[sel] = distance.block(labels.subset(np.array([row])), labels.subset(partners))[0, back]
+        out[sel] = _checked(distance, labels.subset(np.array([row])), labels.subset(partners))[0, back]
     return out
 
 

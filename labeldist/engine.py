@@ -374,6 +374,10 @@ def precompute(
         raise TypeError(f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, "
                         f"got {type(labels).__name__}")  # fmt: skip
     url = store_url(output)
+    if read_manifest(url) is None:  # no store yet: a distance that misbehaves (a plugin's) is refused unwritten
+        from labeldist.kinds import probe
+
+        probe(distance, labels)
     block_rows = block_rows or default_block_rows(len(labels))
     symmetric = dense and distance.symmetric
     manifest = build_manifest(

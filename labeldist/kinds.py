@@ -1,29 +1,176 @@
-"""Registry of store kinds: the manifest's ``kind`` names a LabelDistance class.
+"""The registry of store kinds: built-in kinds and plugins, each declaring its distance, its label reader and its
+``labeldist precompute`` command.
 
-Modules are imported on first use, so asking for the pose distance does not load word vectors or torch.
+A kind is a :class:`Kind`. The registry is filled from
+
+- **built-in kinds**: every module of :mod:`labeldist.labels` that defines ``KIND`` (a :class:`Kind`), so adding
+  a built-in kind is a labels module, a distances module and their tests, with no edit here, in the command line,
+  ``verify`` or the service;
+- **plugins**: Python entry points of the group ``labeldist.kinds``, each naming a :class:`Kind`, e.g. in a
+  plugin's ``pyproject.toml``::
+
+      [project.entry-points."labeldist.kinds"]
+      angles = "labeldist_angles:KIND"
+
+  (``examples/labeldist-angles`` is a complete one). An installed plugin kind works wherever a built-in one does:
+  ``precompute``, ``info``, ``verify``, :meth:`labeldist.store.StoreReader.labels`, and the service.
+
+The registry is built on first use. A plugin that fails to load is left out with a warning naming its entry
+point; a store of its kind then says which plugin failed and why.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import functools
 import importlib
+import importlib.metadata
+import logging
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from labeldist.distances.base import LabelDistance
+if TYPE_CHECKING:
+    from labeldist.distances.base import LabelDistance
+    from labeldist.labels.base import LabelSet
 
-#: kind -> "module:class"
-KINDS: dict[str, str] = {
-    "pose": "labeldist.distances.pose:PoseDistance",
-    "layout_miou": "labeldist.distances.layout:LayoutMIoU",
-    "caption_wmd": "labeldist.distances.caption_sets:CaptionSetWMD",
-    "sentence_relevance": "labeldist.distances.sts:SentenceRelevance",
-    "vectors": "labeldist.distances.vectors:VectorDistance",
-}
+log = logging.getLogger(__name__)
+ENTRY_POINTS = "labeldist.kinds"
+
+#: (labels, distance, dataset name) from the parsed command line
+Loader = Callable[[argparse.Namespace], "tuple[LabelSet, LabelDistance, str]"]
 
 
-def distance_class(kind: str) -> type[LabelDistance]:
-    """The LabelDistance class registered for ``kind``; ValueError naming the known kinds otherwise."""
+class KindError(ValueError):
+    """An unknown kind, a plugin that did not load, or a kind whose distance misbehaves."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What labeldist needs of a kind of labels.
+
+    name : the manifest's ``kind``, e.g. ``"pose"``.
+    distance : ``"module:Class"`` of its :class:`~labeldist.distances.base.LabelDistance` (imported on first use,
+        so that asking for one kind does not load the word vectors or torch of another).
+    command : the ``labeldist precompute`` sub-command, e.g. ``"pose"`` (default: ``name``).
+    help : one line for ``labeldist precompute --help``.
+    add_arguments : adds the command's own options (the input, the distance's parameters) to its parser;
+        the options every kind shares (``--k``, ``--out``, ...) are added after them.
+    load : reads the labels and builds the distance from the parsed options: ``(labels, distance, dataset)``;
+        raises :class:`~labeldist.labels.base.LabelError` for bad input (one line, naming the file).
+    """
+
+    name: str
+    distance: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    load: Loader
+    command: str = ""
+    #: where it came from: "built-in", or the plugin's distribution and entry point
+    origin: str = field(default="built-in", compare=False)
+
+    @property
+    def subcommand(self) -> str:
+        return self.command or self.name
+
+    def distance_class(self) -> type[LabelDistance]:
+        module, _, name = self.distance.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise KindError(f"kind {self.name!r} ({self.origin}): cannot import its distance {self.distance!r}: "
+                            f"{e}") from e  # fmt: skip
+        if getattr(cls, "kind", None) != self.name:
+            raise KindError(f"kind {self.name!r} ({self.origin}): {self.distance} has kind "
+                            f"{getattr(cls, 'kind', None)!r}")  # fmt: skip
+        return cls
+
+
+@dataclass
+class Registry:
+    kinds: dict[str, Kind]
+    #: entry points that did not load: name -> why
+    broken: dict[str, str]
+
+
+def _builtin() -> list[Kind]:
+    import labeldist.labels as package
+
+    found = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        kind = getattr(module, "KIND", None)
+        if isinstance(kind, Kind):
+            found.append(kind)
+    return found
+
+
+@functools.cache
+def registry() -> Registry:
+    """Every kind: built-in, then plugins (a plugin may not take a built-in kind's name or command)."""
+    kinds: dict[str, Kind] = {}
+    broken: dict[str, str] = {}
+    for kind in _builtin():
+        kinds[kind.name] = kind
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        origin = f"plugin {ep.dist.name if ep.dist else '?'}: {ep.name} = {ep.value}"
+        try:
+            kind = ep.load()
+        except Exception as e:  # a plugin's own error: it must not break the other kinds
+            broken[ep.name] = f"{origin} failed to load: {type(e).__name__}: {e}"
+            log.warning("%s", broken[ep.name])
+            continue
+        if not isinstance(kind, Kind):
+            broken[ep.name] = f"{origin} is a {type(kind).__name__}, not a labeldist.kinds.Kind"
+            log.warning("%s", broken[ep.name])
+            continue
+        clash = next((k for k in kinds.values() if kind.name == k.name or kind.subcommand == k.subcommand), None)
+        if clash is not None:
+            broken[ep.name] = f"{origin} takes the name of kind {clash.name!r} ({clash.origin}): left out"
+            log.warning("%s", broken[ep.name])
+            continue
+        kinds[kind.name] = dataclasses.replace(kind, origin=origin)
+    return Registry(kinds, broken)
+
+
+def get_kind(name: str) -> Kind:
+    """The :class:`Kind` called ``name``; :class:`KindError` naming the known kinds (and a plugin that failed)."""
+    reg = registry()
+    if name in reg.kinds:
+        return reg.kinds[name]
+    if name in reg.broken:
+        raise KindError(f"kind {name!r}: {reg.broken[name]}")
+    raise KindError(f"unknown kind {name!r}; known: {', '.join(sorted(reg.kinds))} (a plugin kind needs its "
+                    f"package installed: entry points {ENTRY_POINTS!r})")  # fmt: skip
+
+
+def distance_class(name: str) -> type[LabelDistance]:
+    """The LabelDistance class of kind ``name``."""
+    return get_kind(name).distance_class()
+
+
+def check_block(kind: str, block: Any, rows: int, cols: int) -> None:
+    """Refuse what a kind's ``block`` returned unless it is a float array of shape ``(rows, cols)`` with no NaN:
+    a plugin's mistake is named here, not written into a store."""
+    import numpy as np
+
+    if not isinstance(block, np.ndarray) or block.shape != (rows, cols) or block.dtype.kind != "f":
+        what = f"{type(block).__name__} {getattr(block, 'shape', '')} {getattr(block, 'dtype', '')}".strip()
+        raise KindError(f"kind {kind!r}: block() must return a float array of shape ({rows}, {cols}), got {what}")
+    if np.isnan(block).any():
+        raise KindError(f"kind {kind!r}: block() returned NaN distances")
+
+
+def probe(distance: LabelDistance, labels: LabelSet) -> None:
+    """Run the distance on a small block of ``labels`` and check what it returns, before anything is written."""
+    import numpy as np
+
+    n = min(len(labels), 3)
+    rows, cols = labels.subset(np.arange(min(n, 2))), labels.subset(np.arange(n))
     try:
-        target = KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}") from None
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)
+        block = distance.block(rows, cols)
+    except Exception as e:
+        raise KindError(f"kind {distance.kind!r}: block() raised {type(e).__name__}: {e}") from e
+    check_block(distance.kind, block, len(rows), len(cols))

@@ -13,14 +13,17 @@ kind incomparable; a joint without annotation in some rows is stored as ``0, 0, 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import os
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 from typing_extensions import Self
 
+from labeldist.kinds import Kind
 from labeldist.labels.base import LabelError, LabelSet
 
 MPII_JOINTS = (
@@ -206,3 +209,34 @@ def read_mpii_csv(path: str | os.PathLike[str], normalization: Normalization = "
     poses.provenance = {"format": "mpii_csv", "normalization": normalization, "min_joints": min_joints,
                         "missing_joint": "x = y = 0 and vis = 0"}  # fmt: skip
     return poses
+
+
+# ---------------------------------------------------------------- the kind: `labeldist precompute pose`
+def _pose_arguments(p: argparse.ArgumentParser) -> None:
+    from labeldist.options import number_option
+
+    p.add_argument("input", help="MPII CSV, e.g. data/mpii/mpii_valid_2958.csv")
+    p.add_argument("--metric", choices=("euclidean", "sqeuclidean"), default="euclidean",
+                   help="distance between corresponding joints (default: %(default)s)")  # fmt: skip
+    p.add_argument("--missing", choices=("rescale", "skip"), default="rescale",
+                   help="rule for a joint missing in either pose (default: %(default)s)")  # fmt: skip
+    p.add_argument("--normalization", choices=("none", "head", "center_scale"), default="none",
+                   help="frame of the joint coordinates: image pixels, or centred and scaled by the head size "
+                        "or the person scale (default: %(default)s)")  # fmt: skip
+    n = len(MPII_JOINTS)
+    p.add_argument("--min-joints", type=number_option(int, 0, n), default=1,
+                   help=f"reject poses with fewer joints present, 0-{n} (default: %(default)s)")  # fmt: skip
+
+
+def _load_pose(args: argparse.Namespace) -> tuple[Poses, Any, str]:
+    from labeldist.distances.pose import PoseDistance
+    from labeldist.options import check_file
+
+    check_file(args.input)
+    labels = read_mpii_csv(args.input, normalization=args.normalization, min_joints=args.min_joints)
+    return labels, PoseDistance(metric=args.metric, missing=args.missing), args.dataset or Path(args.input).stem
+
+
+KIND = Kind(name="pose", distance="labeldist.distances.pose:PoseDistance", command="pose",
+            help="human poses from an MPII CSV (thin-slicing distance)", add_arguments=_pose_arguments,
+            load=_load_pose)  # fmt: skip

@@ -1,0 +1,125 @@
+"""Option values and paths of the command line, checked before any work: what ``labeldist`` and each kind's
+``precompute`` command (:mod:`labeldist.kinds`) parse their options with."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+# ---------------------------------------------------------------- option values, checked as they are parsed
+# Every numeric option has a range: a bad value is refused by argparse, naming the option, before any file is read
+# or written (issue 13: --block-rows -3 left a half-made store, --workers 0 silently meant "default").
+def _bounds(minimum: float | None, maximum: float | None, above: bool, below: bool) -> str:
+    """The range in words, e.g. ``at least 1``, ``from 0 to 10``, ``above 0 and at most 1``."""
+    if minimum is not None and maximum is not None and not (above or below):
+        return f"from {minimum} to {maximum}"
+    words = [f"{'above' if above else 'at least'} {minimum}"] if minimum is not None else []
+    words += [f"{'below' if below else 'at most'} {maximum}"] if maximum is not None else []
+    return " and ".join(words)
+
+
+def number_option(
+    kind: type, minimum: float | None = None, maximum: float | None = None, *, above: bool = False,
+    below: bool = False,
+) -> Callable[[str], Any]:  # fmt: skip
+    """An argparse ``type=``: a finite ``kind`` (int or float) in [minimum, maximum]; ``above``/``below`` leave
+    out the bound itself. argparse turns its ArgumentTypeError into ``argument --name: ...``, exit status 2."""
+    noun = "an integer" if kind is int else "a finite number"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        low = minimum is not None and (value <= minimum if above else value < minimum)
+        high = maximum is not None and (value >= maximum if below else value > maximum)
+        if not math.isfinite(value) or low or high:
+            raise argparse.ArgumentTypeError(f"must be {noun} {_bounds(minimum, maximum, above, below)}, got {text}")
+        return value
+
+    parse.__name__ = f"{kind.__name__} {_bounds(minimum, maximum, above, below)}"  # argparse's fallback wording
+    return parse
+
+
+positive_int = number_option(int, 1)
+nonnegative_int = number_option(int, 0)
+#: a random seed: NumPy's generators refuse negative ones
+seed_int = nonnegative_int
+port_number = number_option(int, 1, 65535)
+positive_float = number_option(float, 0, above=True)
+nonnegative_float = number_option(float, 0)
+finite_float = number_option(float)
+#: a share of something: above 0 (a share of nothing selects nothing), at most all of it
+share_float = number_option(float, 0, 1, above=True)
+
+
+def check_k(k: int, n_items: int) -> None:
+    """ValueError naming ``--k`` when a kNN list of ``k`` cannot be filled: an item has only N - 1 others."""
+    if n_items >= 2 and k >= n_items:  # fewer than 2 items: precompute() says that itself
+        raise ValueError(f"--k {k}: each of the {n_items} items has only {n_items - 1} others to be its neighbours; "
+                         f"ask for --k {n_items - 1} or fewer")  # fmt: skip
+
+
+# ---------------------------------------------------------------- paths, checked before any work
+# A missing or wrong path is an OSError naming it; main() prints any OSError as one line `labeldist: error: PATH:
+# reason`, exit status 2 (issue 13: a folder given as a CSV printed a 17-line IsADirectoryError traceback).
+class UsageError(ValueError):
+    """Options that do not go together; printed as one line by main()."""
+
+
+def check_file(path: str | os.PathLike[str]) -> None:
+    """An OSError naming ``path`` unless it is a file this process may read."""
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise FileNotFoundError(errno.ENOENT, "no such file", name)
+    if os.path.isdir(name):
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", name)
+    if not os.access(name, os.R_OK):
+        raise PermissionError(errno.EACCES, "permission denied (cannot read it)", name)
+
+
+def check_folder(path: str | os.PathLike[str], missing: str = "no such folder", what: str = "") -> None:
+    """An OSError naming ``path`` unless it is a folder this process may list; ``missing`` and ``what`` (say,
+    " (a store is a folder)") word the reason."""
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise FileNotFoundError(errno.ENOENT, missing, name)
+    if not os.path.isdir(name):
+        raise NotADirectoryError(errno.ENOTDIR, f"not a folder{what}", name)
+    if not os.access(name, os.R_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "permission denied (cannot list it)", name)
+
+
+def check_output(out: str) -> None:
+    """An OSError naming the file when a local ``out`` is a file or lies under one: no store folder can be made
+    there. URLs (``s3://``, ``memory://``) are left to their filesystem; a folder that may not be written fails
+    at the first write, with the same one-line error."""
+    if "://" in out:
+        return
+    path = Path(out)
+    existing = next(p for p in (path, *path.parents) if os.path.lexists(p))  # "." or "/" ends the walk
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder: no store can be written there", str(existing))
+
+
+def check_store_path(store: str) -> None:
+    """An OSError naming a local ``store`` path that is missing or not a folder (a folder that is no store is
+    left to the store reader, which says so)."""
+    if "://" not in store:
+        check_folder(store, missing="no store there", what=" (a store is a folder)")
+
+
+def os_error_message(e: OSError) -> str:
+    """``PATH: reason`` for an OSError that names a path, else its text: the body of the command's error line."""
+    reason = e.strerror or str(e)
+    reason = reason[:1].lower() + reason[1:]
+    if e.filename is None:
+        return reason
+    where = f"{e.filename} -> {e.filename2}" if e.filename2 is not None else str(e.filename)
+    return f"{where}: {reason}"

@@ -1,0 +1,111 @@
+"""Kinds as plugins (issue 12): the example plugin of ``examples/labeldist-angles``, installed, works wherever a
+built-in kind does: ``precompute``, ``info``, ``verify``, a live ``labeldist serve`` (stored and on-demand
+distances, minibatches) and ``StoreReader.labels()``. A kind whose distance raises or returns the wrong shape is
+refused with one clear line before anything is written.
+
+The plugin is installed with pip into a folder of its own that the commands find on ``PYTHONPATH``: the same
+entry-point discovery as an install into the venv, without changing the environment the other tests run in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.processes import REPO, Service
+
+EXAMPLE = REPO / "examples" / "labeldist-angles"
+ANGLES = [350.0, 10.0, 90.0, 180.0, 185.0, 271.0, 5.0, 359.0]
+
+
+def circle(a: float, b: float) -> float:
+    gap = abs(a - b) % 360
+    return min(gap, 360 - gap)
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("plugin-site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--target", str(target), str(EXAMPLE)], check=True, capture_output=True)  # fmt: skip
+    return target
+
+
+def run(plugin_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(plugin_path)}
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def test_an_installed_plugin_kind_goes_through_the_whole_chain(plugin_path: Path, tmp_path: Path) -> None:
+    (tmp_path / "angles.txt").write_text("\n".join(str(a) for a in ANGLES) + "\n")
+    stores = tmp_path / "stores"
+    listed = run(plugin_path, "labeldist.cli", "precompute", "--help")
+    assert "angles" in listed.stdout and "labeldist-angles" in listed.stdout  # the plugin's command, named
+    for name, dense in (("angles", "--dense"), ("angles-knn", "--knn-only")):
+        made = run(plugin_path, "labeldist.cli", "precompute", "angles", str(tmp_path / "angles.txt"), "--k", "3",
+                   dense, "--out", str(stores / name), "--workers", "1", "--no-progress")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        verified = run(plugin_path, "labeldist.cli", "verify", str(stores / name))
+        assert verified.returncode == 0 and '"ok": true' in verified.stdout, verified.stdout + verified.stderr
+    info = run(plugin_path, "labeldist.cli", "info", str(stores / "angles"))
+    assert info.returncode == 0 and json.loads(info.stdout)["manifest"]["kind"] == "angles"
+
+    code = ("from labeldist.store import StoreReader; import sys; labels = StoreReader(sys.argv[1]).labels(); "
+            "print(type(labels).__name__, labels.degrees.tolist())")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(plugin_path)}
+    read = subprocess.run([sys.executable, "-c", code, str(stores / "angles")], cwd=REPO, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert read.stdout.split(" ", 1)[0] == "Angles" and json.loads(read.stdout.split(" ", 1)[1]) == ANGLES
+
+    with Service(stores, PYTHONPATH=str(plugin_path)) as service:
+        for name in ("angles", "angles-knn"):  # stored, then computed on demand by the plugin's own distance
+            got = httpx.post(f"{service.url}/v1/stores/{name}/distances", json={"anchor": 0, "items": [1, 2, 3, 7]})
+            assert got.status_code == 200, got.text
+            expected = [circle(ANGLES[0], ANGLES[j]) for j in (1, 2, 3, 7)]
+            np.testing.assert_allclose(got.json()["distances"], expected)
+            body = {"anchors": [0], "size": 5, "neighbors": 2, "pairwise": True, "seed": 1}
+            batch = httpx.post(f"{service.url}/v1/stores/{name}/batches", json=body)
+            assert batch.status_code == 200, batch.text
+            b = batch.json()["batches"][0]
+            members = [b["anchor"], *b["items"]]
+            expected = [[circle(ANGLES[i], ANGLES[j]) for j in members] for i in members]
+            np.testing.assert_allclose(b["pairwise"], expected, rtol=1e-6)
+            assert {ANGLES[i] for i in b["items"][:2]} == {359.0, 5.0}  # 350°: 9° and 15° away on the circle
+        label = httpx.get(f"{service.url}/v1/stores/angles/items/2/label").json()
+        assert label["kind"] == "angles"
+
+
+def test_a_kind_whose_distance_misbehaves_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from labeldist.engine import precompute
+    from labeldist.kinds import KindError
+
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        from labeldist_angles import CircularDistance, read_angles
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    (tmp_path / "a.txt").write_text("1\n2\n3\n4\n")
+    labels = read_angles(tmp_path / "a.txt")
+
+    class WrongShape(CircularDistance):
+        def block(self, rows, cols):
+            return super().block(rows, cols)[:, :1]
+
+    class Raises(CircularDistance):
+        def block(self, rows, cols):
+            raise RuntimeError("the plugin's bug")
+
+    for distance, message in ((WrongShape(), r"must return a float array of shape \(2, 3\), got ndarray \(2, 1\)"),
+                              (Raises(), "block\\(\\) raised RuntimeError: the plugin's bug")):  # fmt: skip
+        out = tmp_path / type(distance).__name__
+        with pytest.raises(KindError, match=message):
+            precompute(labels, distance, out, dataset="a", k=2)
+        assert not out.exists()
