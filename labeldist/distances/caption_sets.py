@@ -17,21 +17,16 @@ import numba
 import numpy as np
 
 from labeldist.distances.base import LabelDistance
-from labeldist.distances.wmd import (
-    _emd_small,
-    _max_len,
+from labeldist.distances.nbow import _max_len, _word_dist, nbow, unit_rows
+from labeldist.distances.transport import _emd_small, _workspace
+from labeldist.distances.wmd import wmd_many, wmd_pairs
+from labeldist.distances.wmd_bounds import (
     _rwmd_cost,
-    _word_dist,
-    _workspace,
     euclidean_lower_bounds,
-    nbow,
     nearest_in_texts,
     rwmd_many,
     rwmd_to_all,
-    unit_rows,
     wcd_many,
-    wmd_many,
-    wmd_pairs,
 )
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import CaptionSets

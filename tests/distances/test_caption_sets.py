@@ -10,7 +10,7 @@ from scipy.spatial.distance import cdist
 
 import labeldist.distances.caption_sets as caption_sets_module
 from labeldist.distances.caption_sets import CaptionSetWMD, caption_set_distance
-from labeldist.distances.wmd import rwmd_many
+from labeldist.distances.wmd_bounds import rwmd_many
 from labeldist.kinds import distance_class
 from labeldist.labels.captions import CaptionSets, caption_sets_from_texts, read_captions
 from tests.conftest import DATA

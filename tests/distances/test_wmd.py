@@ -9,19 +9,16 @@ from gensim.models import KeyedVectors
 from scipy.spatial.distance import cdist
 
 import labeldist.distances.wmd as wmd_module
-from labeldist.distances.wmd import (
+from labeldist.distances.nbow import nbow, unit_rows
+from labeldist.distances.wmd import wmd, wmd_many, wmd_pairs
+from labeldist.distances.wmd_bounds import (
     centroids,
     euclidean_lower_bounds,
-    nbow,
     rwmd,
     rwmd_linear_many,
     rwmd_many,
-    unit_rows,
     wcd,
     wcd_many,
-    wmd,
-    wmd_many,
-    wmd_pairs,
 )
 from labeldist.labels.captions import read_captions
 from tests.conftest import DATA

@@ -7,13 +7,12 @@ from PIL import Image
 from labeldist.labels.base import LabelError
 from labeldist.labels.layouts import (
     LayoutMaps,
-    LayoutPrior,
-    generate_layouts,
     layout_types_of,
     load_layout_types,
     read_layout_maps,
     write_layout_maps,
 )
+from labeldist.labels.lsun_rooms import LayoutPrior, generate_layouts
 from tests.conftest import DATA
 
 TYPES_JSON = DATA / "lsun" / "lsun_layout_types.json"
