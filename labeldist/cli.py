@@ -37,6 +37,7 @@ from labeldist.options import (  # noqa: F401 - re-exported: sts.commands and te
     positive_int,
     seed_int,
     share_float,
+    show_defaults,
 )
 from labeldist.store import StoreError
 
@@ -237,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sts_parser(sub)
     pre.set_defaults(func=_precompute)
-    return parser
+    return show_defaults(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,9 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Iterator
+import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -399,21 +401,34 @@ def precompute(
         upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
         log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
     if todo:
-        distance.prepare(labels)
+        n = len(labels)
+
+        def rows(block: int) -> int:
+            return min(block_rows, n - block * block_rows)
+
+        quiet = progress is False
+        started = time.perf_counter()
+        distance.prepare(labels)  # can be the slow phase (the sentence kind embeds every sentence here)
+        if not quiet and time.perf_counter() - started > 1:
+            tqdm.write(f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s",
+                       file=sys.stderr)  # fmt: skip
         with contextlib.ExitStack() as stack:
             if client is None:
                 client = stack.enter_context(dask_client(scheduler, n_workers))
+                if not quiet:
+                    tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
             if not symmetric:
-                _run_tasks(client, compute_block, todo, progress, distance.kind, labels=_scatter(client, labels),
-                           distance=distance, url=url, k=k, block_rows=block_rows, dense=dense)  # fmt: skip
+                _run_tasks(client, compute_block, todo, progress, distance.kind, rows=rows,
+                           labels=_scatter(client, labels), distance=distance, url=url, k=k, block_rows=block_rows,
+                           dense=dense)  # fmt: skip
             else:
                 # the barrier: _run_tasks returns only once every phase-1 task has finished, so no phase-2 task
                 # reads a strip still being written
                 if upper_todo:
-                    _run_tasks(client, compute_upper, upper_todo, progress, f"{distance.kind} upper",
+                    _run_tasks(client, compute_upper, upper_todo, progress, f"{distance.kind} upper", rows=rows,
                                labels=_scatter(client, labels), distance=distance, url=url,
                                block_rows=block_rows)  # fmt: skip
-                _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} rows", n_items=len(labels),
+                _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} rows", rows=rows, n_items=n,
                            url=url, k=k, block_rows=block_rows)  # fmt: skip
     if symmetric:
         drop_work(url)  # before publish: a store seen complete has the plain layout
@@ -430,17 +445,23 @@ def _scatter(client: Any, labels: LabelSet) -> Any:
     return client.scatter(labels, broadcast=True)
 
 
-def _run_tasks(client: Any, func: Any, todo: list[int], progress: bool | None, desc: str, **kwargs: Any) -> None:
+def _run_tasks(
+    client: Any, func: Any, todo: list[int], progress: bool | None, desc: str, *, rows: Callable[[int], int],
+    **kwargs: Any,
+) -> None:  # fmt: skip
     """Run ``func(block, **kwargs)`` for every block of ``todo`` on ``client``; return once all have finished,
-    raising the first task error (the other tasks cancelled)."""
+    raising the first task error (the other tasks cancelled). The progress bar counts items (``rows(block)`` of
+    each), not blocks: a user knows how many items the job has."""
     from distributed import as_completed
 
     futures = client.map(func, todo, pure=False, **kwargs)
-    bar = tqdm(total=len(todo), unit="block", desc=desc, disable=None if progress is None else not progress)
+    sizes = dict(zip(futures, (rows(b) for b in todo)))
+    bar = tqdm(total=sum(sizes.values()), unit="item", unit_scale=True, desc=desc,
+               disable=None if progress is None else not progress)  # fmt: skip
     try:
         for future in as_completed(futures):
             future.result()  # re-raises a task's error here, with its traceback
-            bar.update(1)
+            bar.update(sizes[future])
     except BaseException:
         client.cancel(futures)  # finished blocks are marked in the store; the rest is redone on resume
         raise

@@ -123,3 +123,35 @@ def os_error_message(e: OSError) -> str:
         return reason
     where = f"{e.filename} -> {e.filename2}" if e.filename2 is not None else str(e.filename)
     return f"{where}: {reason}"
+
+
+# ---------------------------------------------------------------- --help shows every default
+def _no_default(action: argparse.Action) -> bool:
+    # identity, not equality: a default of 0 is a default worth showing, False (a flag that is off) is not
+    return action.default is None or action.default is False or action.default is argparse.SUPPRESS
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help unless the help already says it, or the default is None or
+    False (an option given no value, a flag that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" in text or "default:" in text or _no_default(action):
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+        return text
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` and every sub-command parser under it with :class:`DefaultsHelpFormatter`."""
+    parser.formatter_class = DefaultsHelpFormatter
+    for action in parser._actions:
+        if action.help is None and action.option_strings and not _no_default(action):
+            action.help = "(default: %(default)s)"  # argparse prints nothing of an option with no help
+    for action in parser._actions:  # argparse keeps sub-command parsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                show_defaults(sub)
+    return parser

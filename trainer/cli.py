@@ -26,6 +26,8 @@ from labeldist.trainer.data import InputError
 from labeldist.trainer.losses import LOSSES
 from labeldist.trainer.models import BACKBONES, WeightsError
 
+from labeldist.options import show_defaults
+
 #: losses that split a minibatch into positives and negatives by the binary rule (--positives)
 BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
 
@@ -308,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--overwrite", action="store_true", help="replace a different render in --out")
     rd.add_argument("--no-progress", action="store_true")
     rd.set_defaults(func=_render)
-    return parser
+    return show_defaults(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
