@@ -14,7 +14,6 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,24 +44,6 @@ log = logging.getLogger("labeldist")
 
 
 # ---------------------------------------------------------------- precompute: one loader per label kind
-def _load_layout(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    from labeldist.distances.layout import LayoutMIoU
-    from labeldist.labels.layouts import generate_layouts, read_layout_maps
-
-    if (args.input is None) == (args.generate is None):
-        raise UsageError("precompute layout: give either INPUT (a folder of maps) or --generate N")
-    if args.generate is not None:
-        labels = generate_layouts(
-            args.generate, layout_type=args.layout_type, height=args.size, width=args.size, seed=args.seed
-        )
-        dataset = args.dataset or f"lsun{args.layout_type}-gen{args.generate}-s{args.seed}"
-    else:
-        check_folder(args.input)
-        labels = read_layout_maps(args.input)
-        dataset = args.dataset or Path(args.input).name
-    return labels, LayoutMIoU(), dataset
-
-
 def _add_kind_commands(kinds: Any) -> None:
     """One ``precompute`` sub-command per kind of the registry (built-in and plugins): the kind's options, then
     the options every kind shares."""
@@ -196,22 +177,6 @@ def build_parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("precompute", help="compute a store of label distances")
     kinds = pre.add_subparsers(dest="kind", required=True)
 
-    layout = kinds.add_parser("layout", help="room-layout maps (1 - mIoU)")
-    layout.add_argument("input", nargs="?", help="folder of .npy/.png surface-label maps")
-    # at least 2 layouts: a store needs two items; sizes from 8 pixels and types 0-10 as generate_layouts allows
-    layout.add_argument("--generate", type=number_option(int, 2), metavar="N",
-                        help="generate N LSUN-type layouts instead, N >= 2")  # fmt: skip
-    layout.add_argument("--layout-type", type=number_option(int, 0, 10), default=5,
-                        help="LSUN layout type 0-10 (default: %(default)s)")  # fmt: skip
-    layout.add_argument("--size", type=number_option(int, 8), default=128,
-                        help="generated map height and width, at least 8 (default: %(default)s)")  # fmt: skip
-    layout.add_argument("--seed", type=seed_int, default=0, help="generator seed (default: %(default)s)")
-    _add_common(layout)
-    layout.set_defaults(loader=_load_layout)
-
-    from labeldist.sts.commands import add_sentences_parser
-
-    add_sentences_parser(kinds, _add_common)
     _add_kind_commands(kinds)
 
     info = sub.add_parser("info", help="print a store's manifest and summary statistics")

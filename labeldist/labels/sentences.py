@@ -1,14 +1,18 @@
 """Sentences as labels: one sentence per item, with the tokens and word vectors of its CBoW score.
 
 Items are single sentences; read from a COCO captions file, item ``<image id>#<n>`` is caption ``n`` (0-based,
-in file order) of that image, so ids stay the same whatever captions are dropped. A :class:`Sentences` is a
+in file order) of that image, so ids stay the same whatever captions are dropped. Plain files of sentences —
+``.txt`` (one a line), ``.csv``/``.tsv`` (a column), ``.jsonl`` (a string or an object a line) — are read by
+:func:`read_sentences`, with ids from an id column or the line (row) numbers; the same sentences with the same
+ids give the same labels in every format. A :class:`Sentences` is a
 :class:`~labeldist.labels.captions.CaptionSets` with exactly one caption per item (same flat arrays: raw
 UTF-8 text, token ids into a local sorted vocabulary, that vocabulary's vectors), so a store that holds it can
 recompute the CBoW score without the word-vector file and the BERT scores from the texts.
 
-Bad input is a :class:`~labeldist.labels.base.LabelError` naming the file and the item: an empty (or blank)
-sentence always. Very long sentences are kept whole here; the BERT scorers truncate them (see
-:mod:`labeldist.sts.scorers`).
+Bad input is a :class:`~labeldist.labels.base.LabelError` naming the file and the item (and, in a plain file,
+the line): an empty (or blank) sentence always, but for the blank lines and empty sentences of a plain file,
+which ``empty="drop"`` leaves out (see :func:`read_sentences`). Very long sentences are kept whole here; the
+BERT scorers truncate them (see :mod:`labeldist.sts.scorers`).
 
 A sentence none of whose words has a vector ("You should do it.": all stop words) has no CBoW vector. What then
 happens is the policy ``empty`` (:data:`EMPTY_SENTENCE_POLICIES`, the CLI's ``--empty``):
@@ -25,13 +29,19 @@ The policy is recorded in :attr:`Sentences.provenance` (and so in a store's mani
 
 from __future__ import annotations
 
+import argparse
+import csv
+import io
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from labeldist.kinds import Kind
 from labeldist.labels.base import LabelError
 from labeldist.labels.captions import (
     CAPTION_FORMATS,
@@ -132,6 +142,7 @@ def sentences_from_texts(
     empty: str = "error",
     source: str = "<memory>",
     needs_cbow: bool = True,
+    lines: Sequence[int] | None = None,
 ) -> Sentences:
     """Tokenize sentences and keep the vectors of the words they use.
 
@@ -146,23 +157,27 @@ def sentences_from_texts(
     source : the file named in errors.
     needs_cbow : False when the sentences are for a scorer that never reads CBoW (``scorer="bert"``): nothing
         needs the CBoW vector a sentence lacks, so ``"error"`` keeps it instead (and is recorded as asked).
+    lines : the line of each sentence in ``source``, named in errors (``FILE, line 7: sentence '6' ...``).
     """
     check_empty_sentence_policy(empty)
     if len(ids) != len(texts):
         raise LabelError(f"{source}: {len(ids)} ids but {len(texts)} sentences")
+    if lines is not None and len(lines) != len(ids):
+        raise ValueError(f"{len(lines)} line numbers for {len(ids)} sentences")
     kept = _SentenceTexts(tokenizer, vectors, empty)
     keep_without_words = empty == "zero" or (empty == "error" and not needs_cbow)
     kept_ids: list[str] = []
-    for item, text in zip(ids, texts):
+    for n, (item, text) in enumerate(zip(ids, texts)):
+        where = f"{source}, line {lines[n]}" if lines is not None else source
         if not isinstance(text, str):
-            raise LabelError(f"{source}: sentence {item!r} is {type(text).__name__}, not a string")
+            raise LabelError(f"{where}: sentence {item!r} is {type(text).__name__}, not a string")
         if not text.strip():
-            raise LabelError(f"{source}: sentence {item!r} is empty")
+            raise LabelError(f"{where}: sentence {item!r} is empty")
         if kept.add(text) or (keep_without_words and kept.add_without_words(text)):
             kept_ids.append(str(item))
         elif empty == "error":
             raise LabelError(
-                f"{source}: sentence {item!r} {text[:80]!r} has no word with a vector (tokenizer "
+                f"{where}: sentence {item!r} {text[:80]!r} has no word with a vector (tokenizer "
                 f"{kept.tokenizer.params()}), so its CBoW score is undefined; pass --empty drop (empty='drop') to "
                 "leave it out, or --empty zero to keep it with a zero CBoW vector (its pairs then go to BERT "
                 "under coarse_to_fine and cascade)"
@@ -202,3 +217,279 @@ def read_caption_sentences(
                                      needs_cbow=needs_cbow)  # fmt: skip
     sentences.provenance["format"] = format
     return sentences
+
+
+# ---------------------------------------------------------------- sentences of plain files
+#: ``format`` of :func:`read_sentences` (the ``--format`` of ``labeldist precompute sentences``)
+SENTENCE_FORMATS = ("auto", "coco", "karpathy", "txt", "csv", "tsv", "jsonl")
+#: the suffixes ``format="auto"`` reads as a plain file; any other suffix is read as COCO/Karpathy JSON
+PLAIN_SUFFIXES = {".txt": "txt", ".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+#: the column (csv, tsv) or key (jsonl) read as the sentence when none is named: the first of these present
+TEXT_COLUMNS = ("sentence", "text")
+#: the column or key read as the item id when none is named, where there is one
+ID_COLUMN = "id"
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One line (txt, jsonl) or row (csv, tsv) of a plain file: where it starts (1-based), its id, its text
+    (None for a blank line, or a row with no field at all)."""
+
+    line: int
+    id: str
+    text: str | None
+
+
+def _read_text(path: Path) -> str:
+    """The text of ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it, and the line of a
+    byte that is not UTF-8."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise LabelError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise LabelError(f"{path}, line {line}: not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of ``text`` without their ends (``\\n`` or ``\\r\\n``); split on those only, so that a sentence
+    may hold any other character (``str.splitlines`` would also split at U+2028 and form feeds)."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
+def _txt_items(path: Path, text: str, column: str | None, id_column: str | None) -> list[_Item]:
+    if column is not None or id_column is not None:
+        raise LabelError(f"{path}: a .txt file holds one sentence a line and has no columns "
+                         "(--column, --id-column are for .csv, .tsv and .jsonl)")  # fmt: skip
+    return [_Item(n, str(n - 1), line if line.strip() else None) for n, line in enumerate(_lines(text), start=1)]
+
+
+def _table_items(path: Path, text: str, delimiter: str, column: str | None,
+                 id_column: str | None) -> tuple[list[_Item], dict[str, Any]]:  # fmt: skip
+    """The rows of a CSV (or TSV) with a header row, standard quoting (a quoted field may hold the delimiter, a
+    quote as ``""`` and line breaks); ids from the id column, else the row numbers 0, 1, ... below the header."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    rows: list[tuple[int, list[str]]] = []
+    end = 0
+    try:
+        for row in reader:
+            rows.append((end + 1, row))  # a quoted field may span lines: the row starts after the last one's end
+            end = reader.line_num
+    except csv.Error as e:
+        raise LabelError(f"{path}, line {reader.line_num}: not {'CSV' if delimiter == ',' else 'TSV'}: {e}") from None
+    if not rows:
+        raise LabelError(f"{path}: no sentences: the file is empty (a header row naming the columns comes first)")
+    header_line, header = rows[0][0], [h.strip() for h in rows[0][1]]
+    names = ", ".join(repr(h) for h in header)
+    hint = " (tab-separated? pass --format tsv)" if delimiter == "," and "\t" in ",".join(rows[0][1]) else ""
+    if column is None:
+        column = next((c for c in TEXT_COLUMNS if c in header), None)
+        if column is None:
+            raise LabelError(f"{path}, line {header_line}: no column named 'sentence' or 'text'; name the "
+                             f"sentences' column with --column; the header's columns: {names}{hint}")  # fmt: skip
+    elif column not in header:
+        raise LabelError(f"{path}, line {header_line}: no column {column!r}; the header's columns: {names}{hint}")
+    if id_column is None:
+        id_column = ID_COLUMN if ID_COLUMN in header and ID_COLUMN != column else None
+    elif id_column not in header:
+        raise LabelError(f"{path}, line {header_line}: no id column {id_column!r}; the header's columns: {names}")
+    for name in {column, id_column} - {None}:
+        if header.count(name) > 1:
+            raise LabelError(f"{path}, line {header_line}: the header names column {name!r} twice")
+    t = header.index(column)
+    i = header.index(id_column) if id_column is not None else None
+    items = []
+    for number, (line, row) in enumerate(rows[1:]):
+        if not row:  # a blank line
+            items.append(_Item(line, str(number), None))
+            continue
+        if len(row) != len(header):
+            raise LabelError(f"{path}, line {line}: {len(row)} fields where the header has {len(header)}{hint}")
+        item = row[i].strip() if i is not None else str(number)
+        if not item:
+            raise LabelError(f"{path}, line {line}: the id column {id_column!r} is empty")
+        items.append(_Item(line, item, row[t]))
+    return items, {"column": column, "id_column": id_column}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    names = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _jsonl_items(path: Path, text: str, column: str | None,
+                 id_column: str | None) -> tuple[list[_Item], dict[str, Any]]:  # fmt: skip
+    """One JSON value a line: every line a string (the sentence; ids the line numbers 0, 1, ...) or every line an
+    object holding the sentence under ``column`` (default: ``sentence`` or ``text``, the first the first object
+    has) and its id under ``id_column`` (default: ``id`` where the first object has it, else the line numbers)."""
+    items: list[_Item] = []
+    first: tuple[int, str] | None = None  # the first value's line and kind: every line must be of that kind
+    keys: dict[str, Any] = {}
+    for n, line in enumerate(_lines(text), start=1):
+        if not line.strip():
+            items.append(_Item(n, str(n - 1), None))
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise LabelError(f"{path}, line {n}: not JSON: {e.msg} at column {e.colno} (one JSON object or "
+                             "string a line)") from None  # fmt: skip
+        if not isinstance(value, (str, dict)):
+            raise LabelError(f"{path}, line {n}: {_json_type(value)}, where a JSON object or string is expected")
+        kind = "string" if isinstance(value, str) else "object"
+        if first is None:
+            first = (n, kind)
+            if kind == "string" and (column is not None or id_column is not None):
+                raise LabelError(f"{path}, line {n}: a JSON string, not an object: --column and --id-column name "
+                                 "the keys of one object a line")  # fmt: skip
+            if kind == "object":
+                text_key = column or next((c for c in TEXT_COLUMNS if c in value), None)
+                if text_key is None:
+                    raise LabelError(f"{path}, line {n}: no key 'sentence' or 'text'; name the sentences' key "
+                                     f"with --column; the object's keys: {', '.join(map(repr, value))}")  # fmt: skip
+                id_key = id_column or (ID_COLUMN if ID_COLUMN in value and ID_COLUMN != text_key else None)
+                keys = {"column": text_key, "id_column": id_key}
+        elif kind != first[1]:
+            raise LabelError(f"{path}, line {n}: a JSON {kind}, where line {first[0]} holds a JSON {first[1]}: "
+                             "every line must hold the same (a string, or an object)")  # fmt: skip
+        if isinstance(value, str):
+            items.append(_Item(n, str(n - 1), value))
+            continue
+        for key in (keys["column"], keys["id_column"]):
+            if key is not None and key not in value:
+                raise LabelError(f"{path}, line {n}: no key {key!r}; the object's keys: "
+                                 f"{', '.join(map(repr, value)) or 'none'}")  # fmt: skip
+        sentence = value[keys["column"]]
+        if not isinstance(sentence, str):
+            raise LabelError(f"{path}, line {n}: {keys['column']!r} is {_json_type(sentence)}, not a string")
+        item = value[keys["id_column"]] if keys["id_column"] is not None else n - 1
+        if isinstance(item, bool) or not isinstance(item, (int, str)) or item == "":
+            raise LabelError(f"{path}, line {n}: id {keys['id_column']!r} must be an integer or a non-empty "
+                             f"string, got {json.dumps(item)}")  # fmt: skip
+        items.append(_Item(n, str(item), sentence))
+    return items, keys
+
+
+def read_sentences(
+    path: str | Path,
+    *,
+    format: str = "auto",
+    column: str | None = None,
+    id_column: str | None = None,
+    tokenizer: Tokenizer | None = None,
+    vectors: WordVectors | None = None,
+    empty: str = "error",
+    limit: int | None = None,
+    needs_cbow: bool = True,
+) -> Sentences:
+    """The sentences of a file: COCO/Karpathy captions JSON (:func:`read_caption_sentences`, unchanged) or a
+    plain file of sentences.
+
+    ``format="auto"`` reads ``.txt``, ``.csv``, ``.tsv``, ``.jsonl`` (or ``.ndjson``) by the suffix, and any
+    other file as captions JSON (an object COCO, a list Karpathy); ``txt``, ``csv``, ``tsv``, ``jsonl``,
+    ``coco`` or ``karpathy`` name the format whatever the suffix. Plain files are UTF-8 (a byte-order mark is
+    tolerated) and each sentence is kept exactly as written, spaces included, so that the same sentences give
+    the same labels (arrays and sha256) in every format, as long as their ids are the same:
+
+    - ``txt``: one sentence a line. Item ids are the 0-based line numbers (line 1 is item ``"0"``), counted
+      over every line, so leaving out a blank line does not renumber the others. A line cannot hold a line
+      break: a sentence with one needs csv, tsv or jsonl.
+    - ``csv`` (commas) and ``tsv`` (tabs): a header row, then one sentence a row, with standard CSV quoting
+      (a quoted field may hold the delimiter, ``""`` and line breaks). The sentence is in ``column``
+      (default: a column named ``sentence``, else ``text``; else an error listing the columns); the id in
+      ``id_column`` (default: a column named ``id`` where there is one, else the row numbers 0, 1, ... below
+      the header, as ``precompute vectors`` numbers rows).
+    - ``jsonl``: one JSON value a line, every line a string (the sentence; ids the 0-based line numbers, as
+      txt) or every line an object, with the sentence and the id under ``column`` and ``id_column`` (defaults
+      as csv; an id is an integer or a non-empty string).
+
+    A blank line, or an empty (or blank) sentence of a plain file, is no sentence: under ``empty="drop"`` it is
+    left out (the other ids do not change), under ``"error"`` and ``"zero"`` (which keeps sentences without
+    a word vector, but cannot keep one without text) it is a LabelError naming the file and the line. Blank
+    lines at the end of a file are ignored under every policy. ``limit`` keeps the first N sentences of the
+    file (blank lines do not count; counted before any sentence without a word vector is dropped); ``empty``
+    and ``needs_cbow`` as :func:`sentences_from_texts`. Bad input is a LabelError naming the file and line.
+    """
+    if format not in SENTENCE_FORMATS:
+        raise ValueError(f"unknown sentence format {format!r}; known: {', '.join(SENTENCE_FORMATS)}")
+    check_empty_sentence_policy(empty)
+    path = Path(path)
+    kind = PLAIN_SUFFIXES.get(path.suffix.lower()) if format == "auto" else format
+    if kind is None or kind in CAPTION_FORMATS:
+        if column is not None or id_column is not None:
+            raise LabelError(f"{path}: --column and --id-column are for .csv, .tsv and .jsonl files; in a captions "
+                             "JSON the sentences are the captions and their ids '<image id>#<n>'")  # fmt: skip
+        try:
+            return read_caption_sentences(path, format=kind or "auto", tokenizer=tokenizer, vectors=vectors,
+                                          empty=empty, limit=limit, needs_cbow=needs_cbow)  # fmt: skip
+        except LabelError as e:
+            if kind is None and path.suffix.lower() != ".json" and "malformed JSON" in str(e):
+                raise LabelError(f"{e} (read as captions JSON: the suffix is not one of "
+                                 f"{', '.join(PLAIN_SUFFIXES)}; pass --format for a plain file)") from None  # fmt: skip
+            raise
+    text = _read_text(path)
+    keys: dict[str, Any] = {}
+    if kind == "txt":
+        items = _txt_items(path, text, column, id_column)
+    elif kind == "jsonl":
+        items, keys = _jsonl_items(path, text, column, id_column)
+    else:
+        items, keys = _table_items(path, text, "," if kind == "csv" else "\t", column, id_column)
+    while items and items[-1].text is None:  # blank lines at the end of the file
+        items.pop()
+    if not items:
+        if kind in ("csv", "tsv"):
+            why = "no row below the header"
+        elif not text:
+            why = "the file is empty"
+        else:
+            n = text.count("\n") + (not text.endswith("\n"))
+            why = "its one line is blank" if n == 1 else f"its {n} lines are blank"
+        raise LabelError(f"{path}: no sentences: {why}")
+    ids: list[str] = []
+    texts: list[str] = []
+    lines: list[int] = []
+    seen: dict[str, int] = {}
+    for item in items:
+        if limit is not None and len(ids) == limit:
+            break
+        if item.text is None or not item.text.strip():
+            if empty == "drop":
+                continue
+            what = "a blank line" if item.text is None else f"sentence {item.id!r} is empty"
+            raise LabelError(f"{path}, line {item.line}: {what}: no sentence to keep; pass --empty drop "
+                             "(empty='drop') to leave blank lines and empty sentences out (the other ids do not "
+                             "change)")  # fmt: skip
+        if item.id in seen:
+            raise LabelError(f"{path}, line {item.line}: id {item.id!r} again (first on line {seen[item.id]})")
+        seen[item.id] = item.line
+        ids.append(item.id)
+        texts.append(item.text)
+        lines.append(item.line)
+    sentences = sentences_from_texts(ids, texts, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path),
+                                     needs_cbow=needs_cbow, lines=lines)  # fmt: skip
+    sentences.provenance.update({"format": kind, **keys})
+    return sentences
+
+
+# ---------------------------------------------------------------- the kind: `labeldist precompute sentences`
+def _sentence_arguments(p: argparse.ArgumentParser) -> None:
+    from labeldist.sts.commands import add_sentence_arguments
+
+    add_sentence_arguments(p)
+
+
+def _load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    from labeldist.sts.commands import load_sentences
+
+    return load_sentences(args)
+
+
+KIND = Kind(name="sentence_relevance", distance="labeldist.distances.sts:SentenceRelevance", command="sentences",
+            help="sentences (1 - relevance: CBoW, BERT, coarse-to-fine, cascade)",
+            add_arguments=_sentence_arguments, load=_load_sentences)  # fmt: skip

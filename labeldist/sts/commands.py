@@ -3,6 +3,7 @@
 labeldist sts fit --architecture bi --loss cosine --epochs 1 --seed 0 --out models/sts-bi-cosine
 labeldist sts eval --scorer coarse_to_fine --model models/sts-bi-cosine
 labeldist precompute sentences data/coco/coco_karpathy_test.json --model models/sts-bi-cosine --knn-only
+labeldist precompute sentences my_sentences.csv --column sentence --id-column id --knn-only   # or .txt, .tsv, .jsonl
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import argparse
 import errno
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from labeldist.cli import (
+    UsageError,
     check_file,
     check_folder,
     finite_float,
@@ -24,11 +27,15 @@ from labeldist.cli import (
     seed_int,
     share_float,
 )
-from labeldist.labels.sentences import EMPTY_SENTENCE_POLICIES
+from labeldist.labels.sentences import EMPTY_SENTENCE_POLICIES, SENTENCE_FORMATS
 from labeldist.sts.cascade import DEFAULT_PASS_SHARE
 
-DEFAULT_TRAIN = "data/stsb/sts-train.csv"
-DEFAULT_DEV = "data/stsb/sts-dev.csv"
+#: where the STS-B files are shipped: data/stsb/ of the repository the labeldist package sits in (a checkout, or
+#: an editable install of it). They are not in the package: an installed wheel has none, and its commands then
+#: need --train and --dev. Resolved from this file, not from the working directory, so the defaults hold from any
+#: folder (a relative "data/stsb/sts-train.csv" failed with "cannot read" outside the repository).
+STSB_DIR = Path(__file__).resolve().parents[2] / "data" / "stsb"
+TRAIN_FILE, DEV_FILE = "sts-train.csv", "sts-dev.csv"
 #: above this many bytes a dense float32 N x N matrix is refused (2.5 GB for the 25,009 Karpathy-test captions)
 DENSE_LIMIT = 2**30
 #: what --empty means, shared by ``sts eval`` and ``precompute sentences`` (each fills in its drop and default)
@@ -38,6 +45,55 @@ EMPTY_HELP = (
     "{drop}; zero: keep it with a zero CBoW vector: CBoW relevance 0 to every other sentence under --scorer "
     "cbow, while coarse_to_fine and cascade send its pairs to BERT"
 )
+
+
+def shipped_stsb(name: str) -> str | None:
+    """The absolute path of the STS-B file ``name`` in :data:`STSB_DIR`, or None where this installation has no
+    such file: the default of ``--train`` or ``--dev``, shown in ``--help``."""
+    path = STSB_DIR / name
+    return str(path) if path.is_file() else None
+
+
+def stsb_default_help(name: str) -> str:
+    """How ``--help`` words the default of an STS-B file option: the file itself, or that there is none."""
+    if shipped_stsb(name) is not None:
+        return "default: %(default)s, the shipped file"
+    words = f"no default: this installation has no {STSB_DIR / name} (the repository's data/stsb/{name})"
+    return words.replace("%", "%%")  # argparse %-formats help
+
+
+def stsb_file(args: argparse.Namespace, option: str) -> str:
+    """The STS-B file of ``--train`` or ``--dev`` (``option``), checked to be a readable file: an OSError naming
+    it, or a UsageError when it was not given and this installation ships none."""
+    path = getattr(args, option)
+    if path is None:
+        name = TRAIN_FILE if option == "train" else DEV_FILE
+        raise UsageError(f"--{option}: no STS-B file given, and this installation has none at {STSB_DIR / name} "
+                         f"(the STS-B data ships in the labeldist repository's data/stsb/, not in the package); "
+                         f"pass --{option} FILE")  # fmt: skip
+    check_file(path)
+    return path
+
+
+def recorded_stsb(path: str) -> str:
+    """How a store's manifest names the STS-B file ``path``: a shipped file as ``data/stsb/<name>``, the name the
+    default had when it was relative, any other file as given. A manifest is a store's fingerprint: it must not
+    depend on where the repository lies, and a store made with the old default must still be reused."""
+    for name in (TRAIN_FILE, DEV_FILE):
+        shipped = shipped_stsb(name)
+        if shipped is not None and os.path.isfile(path) and os.path.samefile(path, shipped):
+            return f"data/stsb/{name}"
+    return path
+
+
+def needs_train(args: argparse.Namespace) -> bool:
+    """Whether :func:`build_distance` reads the STS-B training file: to calibrate the CBoW gate (coarse-to-fine
+    and cascade without ``--cbow-threshold``) or the cascade's bi-encoder gate (no ``--bert-threshold`` and no
+    ``--candidates``)."""
+    cbow = args.scorer in ("coarse_to_fine", "cascade") and args.cbow_threshold is None
+    bert = (args.scorer == "cascade" and getattr(args, "bert_threshold", None) is None
+            and getattr(args, "candidates", None) is None)  # fmt: skip
+    return cbow or bert
 
 
 def check_model(name: str | None) -> None:
@@ -108,7 +164,10 @@ def build_distance(args: argparse.Namespace, labels: Any = None) -> Any:
     calibration: dict[str, Any] = {}
     cbow_threshold = args.cbow_threshold
     if args.scorer in ("coarse_to_fine", "cascade") and cbow_threshold is None:
-        cbow_threshold, calibration["cbow"] = calibrate_cbow_threshold(read_sts(args.train), args.pass_share)
+        train = read_sts(stsb_file(args, "train"))
+        cbow_threshold, calibration["cbow"] = calibrate_cbow_threshold(train, args.pass_share)
+        if "file" in calibration["cbow"]:
+            calibration["cbow"]["file"] = recorded_stsb(calibration["cbow"]["file"])
     bert_threshold = getattr(args, "bert_threshold", None)
     common = dict(model=args.model, cbow_threshold=cbow_threshold, below=args.below, max_length=args.max_length)
     if args.scorer == "cascade" and bert_threshold is None:
@@ -134,7 +193,7 @@ def build_distance(args: argparse.Namespace, labels: Any = None) -> Any:
             from labeldist.labels.text import Tokenizer, default_word_vectors
             from labeldist.sts.cascade import cbow_pair_relevance
 
-            train = read_sts(args.train)
+            train = read_sts(stsb_file(args, "train"))
             cbow = cbow_pair_relevance(train.first, train.second, Tokenizer(), default_word_vectors())
             keep = np.flatnonzero(cbow >= cbow_threshold)  # a sentence without vectors has CBoW 0: never kept
             tl, i, j = _sentence_labels([train.first[t] for t in keep], [train.second[t] for t in keep], train.source)
@@ -157,8 +216,11 @@ def _eval(args: argparse.Namespace) -> int:
 
     check_model(args.model)
     check_model(args.cross_model)
+    dev_file = stsb_file(args, "dev")
+    if needs_train(args):
+        stsb_file(args, "train")
     distance = build_distance(args)
-    dev = read_sts(args.dev).head(args.dev_limit)
+    dev = read_sts(dev_file).head(args.dev_limit)
     labels, i, j, kept = _kept_sentence_pairs(list(dev.first), list(dev.second), dev.source, empty=args.empty,
                                               needs_cbow=args.scorer != "bert", lines=dev.lines)  # fmt: skip
     before = transformer_calls()
@@ -220,21 +282,23 @@ def add_scorer_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-length", type=positive_int, default=256,
                    help="word pieces per model input; longer is truncated (default: %(default)s)")  # fmt: skip
-    p.add_argument("--train", default=DEFAULT_TRAIN,
-                   help="STS-B file the thresholds are calibrated on (default: %(default)s)")  # fmt: skip
+    p.add_argument("--train", default=shipped_stsb(TRAIN_FILE), metavar="FILE",
+                   help="STS-B file the thresholds are calibrated on, where they are not given "
+                        f"({stsb_default_help(TRAIN_FILE)})")  # fmt: skip
 
 
 def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    """``labeldist precompute sentences``: the caption sentences of a COCO file and their relevance distance."""
-    from pathlib import Path
-
-    from labeldist.labels.sentences import read_caption_sentences
+    """``labeldist precompute sentences``: the sentences of a file (COCO/Karpathy captions JSON, .txt, .csv,
+    .tsv, .jsonl; :func:`labeldist.labels.sentences.read_sentences`) and their relevance distance."""
+    from labeldist.labels.sentences import read_sentences
 
     check_file(args.input)
     check_model(args.model)
     check_model(args.cross_model)
-    labels = read_caption_sentences(args.input, format=args.format, empty=args.empty, limit=args.limit,
-                                    needs_cbow=args.scorer != "bert")  # fmt: skip
+    if needs_train(args):  # checked before the sentences are read, which can take minutes
+        stsb_file(args, "train")
+    labels = read_sentences(args.input, format=args.format, column=args.column, id_column=args.id_column,
+                            empty=args.empty, limit=args.limit, needs_cbow=args.scorer != "bert")  # fmt: skip
     if args.dense and 4 * len(labels) ** 2 > DENSE_LIMIT:
         raise ValueError(f"a dense matrix of {len(labels)} sentences takes {4 * len(labels) ** 2 / 1e9:.1f} GB; "
                          "pass --knn-only")  # fmt: skip
@@ -243,15 +307,30 @@ def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
     return labels, distance, dataset
 
 
-def add_sentences_parser(kinds: Any, add_common: Any) -> None:
-    """Add ``precompute sentences`` to the precompute subparsers ``kinds``."""
-    p = kinds.add_parser("sentences", help="caption sentences (1 - relevance: CBoW, BERT, coarse-to-fine, cascade)")
-    p.add_argument("input", help="COCO captions JSON or Karpathy-style list, e.g. data/coco/coco_karpathy_test.json")
+def add_sentence_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``precompute sentences`` (the sentence kind's, :data:`labeldist.labels.sentences.KIND`)."""
+    p.add_argument(
+        "input",
+        help="COCO captions JSON or Karpathy-style list (e.g. data/coco/coco_karpathy_test.json; ids "
+        "<image id>#<n>), or a plain file: .txt (one sentence a line; ids the line numbers from 0), .csv or .tsv "
+        "(a header row; the sentence column, see --column), .jsonl (a JSON string or object a line)",
+    )
     p.add_argument(
         "--format",
-        choices=("auto", "coco", "karpathy"),
+        choices=SENTENCE_FORMATS,
         default="auto",
-        help="input layout; auto: an object is COCO, a list Karpathy (default: %(default)s)",
+        help="input format; auto: .txt, .csv, .tsv, .jsonl by the suffix, any other file captions JSON (an "
+        "object COCO, a list Karpathy) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--column",
+        help="csv, tsv: the column holding the sentences; jsonl: the key (default: sentence, else text; else an "
+        "error listing the columns)",
+    )
+    p.add_argument(
+        "--id-column",
+        help="csv, tsv, jsonl: the column (key) holding each sentence's id (default: a column named id where "
+        "there is one, else the row numbers from 0 below the header (csv, tsv) or the line numbers from 0 (jsonl))",
     )
     p.add_argument(
         "--empty",
@@ -260,17 +339,16 @@ def add_sentences_parser(kinds: Any, add_common: Any) -> None:
         # error by default: a store's manifest records the policy, and a store made before zero existed must
         # still be found equal (and reused) when the same command is run again
         help=EMPTY_HELP.format(drop="drop: leave it out of the store (the other ids do not change)")
+        + ". A blank line or empty sentence of a plain file is left out under drop, an error otherwise"
         + " (default: %(default)s)",
     )
-    p.add_argument("--limit", type=positive_int, help="the first N sentences only")
+    p.add_argument("--limit", type=positive_int, help="the first N sentences only (blank lines do not count)")
     p.add_argument(
         "--candidates",
         type=positive_float,
         help="cascade: set the bi-encoder gate so that a sentence has this many candidates on average",
     )
     add_scorer_options(p)
-    add_common(p)
-    p.set_defaults(loader=load_sentences)
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -278,13 +356,14 @@ def _fit(args: argparse.Namespace) -> int:
     from labeldist.sts.stsb import read_sts
 
     check_model(args.base_model)
+    train_file, dev_file = stsb_file(args, "train"), stsb_file(args, "dev")
     config = FitConfig(
         architecture=args.architecture, loss=args.loss, base_model=args.base_model, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay,
         max_length=args.max_length, swap=args.swap, seed=args.seed,
     )  # fmt: skip
-    train = read_sts(args.train).head(args.limit)
-    dev = read_sts(args.dev).head(args.dev_limit)
+    train = read_sts(train_file).head(args.limit)
+    dev = read_sts(dev_file).head(args.dev_limit)
     out = args.out or f"models/sts-{config.architecture}-{config.loss}"
     result = fit(train, dev, config, out, progress=False if args.no_progress else None)
     print(json.dumps({"model": str(result.path), "dev_pearson": round(result.dev_pearson, 4),
@@ -316,11 +395,14 @@ def add_sts_parser(sub: Any) -> None:
     fit.add_argument(
         "--seed", type=seed_int, default=0, help="seed of shuffles and initial weights (default: %(default)s)"
     )
-    fit.add_argument("--train", default=DEFAULT_TRAIN, help="STS-B training file (default: %(default)s)")
-    fit.add_argument("--dev", default=DEFAULT_DEV, help="STS-B dev file (default: %(default)s)")
+    fit.add_argument("--train", default=shipped_stsb(TRAIN_FILE), metavar="FILE",
+                     help=f"STS-B training file ({stsb_default_help(TRAIN_FILE)})")  # fmt: skip
+    fit.add_argument("--dev", default=shipped_stsb(DEV_FILE), metavar="FILE",
+                     help=f"STS-B dev file ({stsb_default_help(DEV_FILE)})")  # fmt: skip
     fit.add_argument("--limit", type=positive_int, help="train on the first N pairs only (quick checks)")
     fit.add_argument("--dev-limit", type=positive_int, help="score on the first N dev pairs only")
-    fit.add_argument("--out", help="model folder (default: models/sts-<architecture>-<loss>)")
+    fit.add_argument("--out", help="model folder (default: models/sts-<architecture>-<loss>, in the working "
+                     "folder)")  # fmt: skip
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
     fit.set_defaults(func=_fit)
 
@@ -334,6 +416,7 @@ def add_sts_parser(sub: Any) -> None:
         help=EMPTY_HELP.format(drop="drop: leave out the pairs that hold it (the report counts them)")
         + " (default: %(default)s: every pair is scored)",
     )
-    ev.add_argument("--dev", default=DEFAULT_DEV, help="STS-B file to score (default: %(default)s)")
+    ev.add_argument("--dev", default=shipped_stsb(DEV_FILE), metavar="FILE",
+                    help=f"STS-B file to score ({stsb_default_help(DEV_FILE)})")  # fmt: skip
     ev.add_argument("--dev-limit", type=positive_int, help="the first N pairs only")
     ev.set_defaults(func=_eval)
