@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("labeldist", "api", "trainer")
+PACKAGES = ("labeldist", "api", "client", "trainer")
 #: modules that may import zarr for something that is not a store, and why
 NOT_STORES = {
-    "trainer/data.py": "reads a user's feature array (.zarr), not a labeldist store",
+    "client/data.py": "reads a user's feature array (.zarr), not a labeldist store",
 }
 #: the layout's array paths: a string naming one outside store.py is a reader that knows the layout
 LAYOUT = re.compile(r"^(knn/(indices|distances)|dense/distances|progress/\w+|labels/\w+|work/upper)$")

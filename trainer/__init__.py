@@ -1,15 +1,18 @@
-"""The trainer: an HTTP client of labeldist's service, minibatch datasets with prefetch, losses, retrieval
-metrics, models, and the ``trainer`` command (fit / eval)."""
+"""The trainer: losses, retrieval metrics, models, image inputs and the ``trainer`` command (fit / eval), over the
+HTTP client and minibatch streams of :mod:`labeldist.client` (re-exported here)."""
 
-from labeldist.trainer.client import (
+from labeldist.client import (
     Batches,
+    FeatureInputs,
     LabelDistClient,
+    Minibatch,
+    MinibatchStream,
+    Prefetcher,
     RequestRejected,
     ServiceError,
     ServiceUnavailable,
     StoreNotFound,
 )
-from labeldist.trainer.data import FeatureInputs, Minibatch, MinibatchStream
 from labeldist.trainer.images import ImageInputError, ImageInputs, open_images
 from labeldist.trainer.losses import BinaryTripletLoss, DenseTripletLoss, LadderLoss, LogRatioLoss, make_loss
 from labeldist.trainer.metrics import (
@@ -21,7 +24,6 @@ from labeldist.trainer.metrics import (
     retrieve,
 )
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
-from labeldist.trainer.prefetch import Prefetcher
 
 __all__ = [
     "Batches",

@@ -1,0 +1,236 @@
+"""Minibatches for deep metric learning with continuous labels, from a labeldist service or a store read in-process.
+
+Dense triplet mining (Kim et al., CVPR 2019, §3.2): a minibatch is an anchor, its ``neighbors`` nearest items
+in label space and random others, with the label distances from the anchor to every item (and, for the ladder
+loss, the batch's whole pairwise matrix). A :class:`Source` draws them: the service (``POST
+/v1/stores/{store}/batches`` through :class:`~labeldist.client.http.LabelDistClient`) or a store read in this
+process (:class:`~labeldist.client.local.LocalSource`, the same draws for the same seed, no server). This module
+adds each item's *input* (a row of a feature array indexed like the store, or any :class:`Inputs`, such as the
+trainer's images) and feeds them to the training loop ahead of time (background threads, or DataLoader worker
+processes: :mod:`labeldist.client.loader`), so the loop never waits on the source while results are ready.
+
+Paper settings: batch size 150 for poses and 50 for captions, ``neighbors`` k = 5.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from labeldist.client.http import Batches
+from labeldist.client.prefetch import Prefetcher
+from torch.utils.data import IterableDataset
+
+
+class Source(Protocol):
+    """Where minibatches come from: a :class:`~labeldist.client.http.LabelDistClient` (a service over HTTP) or a
+    :class:`~labeldist.client.local.LocalSource` (stores read in this process). Both answer the same
+    :class:`~labeldist.client.http.Batches`."""
+
+    def batches(
+        self, store: str, *, anchors: np.ndarray, size: int, neighbors: int, pairwise: bool, seed: int
+    ) -> Batches:
+        """One minibatch per anchor: the anchor's ``neighbors`` nearest, then random others (``seed``)."""
+        ...
+
+    def fresh(self) -> Source:
+        """The same source with its own connections or files, for a forked worker process."""
+        ...
+
+
+class InputError(ValueError):
+    """Inputs that do not fit the store or cannot be read; the message is one line naming the file."""
+
+
+class Inputs(Protocol):
+    """Per-item model inputs, indexed like the store (row ``i`` is store item ``i``)."""
+
+    n_items: int
+
+    def __call__(self, indices: np.ndarray) -> torch.Tensor:
+        """Inputs of ``indices`` (any shape), as a float tensor of shape ``indices.shape + item shape``."""
+        ...
+
+
+class FeatureInputs:
+    """A feature array indexed like the store: a ``.npy`` file (memory-mapped), a Zarr array, or an array.
+
+    >>> FeatureInputs(np.eye(3, dtype=np.float32))(np.array([[2, 0]])).shape
+    torch.Size([1, 2, 3])
+    """
+
+    def __init__(self, source: str | Path | np.ndarray, *, in_memory: bool = True) -> None:
+        if isinstance(source, np.ndarray):
+            array: Any = source
+        elif str(source).endswith(".npy"):
+            array = np.load(source, mmap_mode="r")
+        else:
+            import zarr
+
+            array = zarr.open_array(str(source), mode="r")
+        if array.ndim < 2:
+            raise InputError(f"features must have shape (N, ...), got {array.shape} from {source!r:.80}")
+        self.array = np.array(array[...], dtype=np.float32) if in_memory else array
+        self.n_items = int(array.shape[0])
+        self.item_shape = tuple(int(s) for s in array.shape[1:])
+
+    def __call__(self, indices: np.ndarray) -> torch.Tensor:
+        flat = np.asarray(indices, dtype=np.int64).reshape(-1)
+        rows = np.asarray(self.array[np.sort(flat)] if not isinstance(self.array, np.ndarray) else self.array[flat])
+        if not isinstance(self.array, np.ndarray):  # Zarr reads want sorted indices: undo the sort
+            rows = rows[np.argsort(np.argsort(flat))]
+        return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).reshape(
+            *np.shape(indices), *self.item_shape
+        )
+
+
+@dataclass
+class Minibatch:
+    """``batches_per_step`` minibatches of one training step, anchor first in each.
+
+    indices (B, n) int64 store indices; inputs (B, n, ...); distances (B, n - 1) label distances anchor to
+    item; pairwise (B, n, n) label distances among the batch, or None.
+    """
+
+    indices: torch.Tensor
+    inputs: torch.Tensor
+    distances: torch.Tensor
+    pairwise: torch.Tensor | None
+
+    def pin_memory(self) -> Minibatch:
+        """The same minibatch in page-locked memory (what a DataLoader with ``pin_memory=True`` calls)."""
+        return Minibatch(self.indices.pin_memory(), self.inputs.pin_memory(), self.distances.pin_memory(),
+                         None if self.pairwise is None else self.pairwise.pin_memory())  # fmt: skip
+
+    def to(self, device: torch.device | str) -> Minibatch:
+        nb = torch.device(device).type == "cuda"  # pinned memory + non_blocking copies overlap with compute
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            if not nb:
+                return t.to(device)
+            return (t if t.is_pinned() else t.pin_memory()).to(device, non_blocking=True)
+
+        return Minibatch(
+            self.indices.to(device),
+            move(self.inputs),
+            move(self.distances),
+            None if self.pairwise is None else move(self.pairwise),
+        )
+
+
+class MinibatchStream(IterableDataset):
+    """Training steps of dense-triplet minibatches from a :class:`Source`, prefetched in background threads.
+
+    Each epoch visits the anchors (all store items, or ``anchors``) in a seeded random order; a step takes
+    ``batches_per_step`` anchors, each with its own minibatch of ``size`` items (anchor included): its
+    ``neighbors`` nearest, then random others. Requests ask for ``anchors_per_request`` minibatches at once,
+    with a seed derived from ``seed`` and the request's number, so a run (and a resumed run, ``start_step``)
+    sees the same minibatches.
+
+    ``client`` is any :class:`Source`: a :class:`~labeldist.client.http.LabelDistClient` or a
+    :class:`~labeldist.client.local.LocalSource` (``store`` is then a store's folder name under its root, or a
+    path); the same seed draws the same minibatches from either.
+
+    ``processes=None`` makes requests in ``workers`` background threads (enough for feature arrays: the work is
+    HTTP or reading the store). ``processes=N`` makes them in N DataLoader worker processes
+    (:mod:`labeldist.client.loader`), which also make the inputs there (the trainer decodes and augments images
+    there, out of the training process's GIL); ``pin_memory`` (for CUDA) pins each step there too. Inputs with a
+    true ``needs_processes`` attribute (images) need ``processes`` (0: in the calling process).
+    """
+
+    def __init__(
+        self,
+        client: Source,
+        store: str,
+        inputs: Inputs,
+        *,
+        size: int = 150,
+        neighbors: int = 5,
+        pairwise: bool = False,
+        batches_per_step: int = 1,
+        anchors_per_request: int = 8,
+        anchors: np.ndarray | None = None,
+        epochs: int = 1,
+        seed: int = 0,
+        start_step: int = 0,
+        prefetch: int = 8,
+        workers: int = 2,
+        processes: int | None = None,
+        pin_memory: bool = False,
+    ) -> None:
+        super().__init__()
+        if processes is None and getattr(inputs, "needs_processes", False):
+            raise ValueError("image inputs are decoded in DataLoader processes: give processes (0: in this one)")
+        if anchors_per_request % batches_per_step:
+            raise ValueError(f"anchors_per_request={anchors_per_request} must be a multiple of "
+                             f"batches_per_step={batches_per_step}")  # fmt: skip
+        self.client, self.store, self.inputs = client, store, inputs
+        self.size, self.neighbors, self.pairwise = size, neighbors, pairwise
+        self.bps, self.per_request = batches_per_step, anchors_per_request
+        self.anchors = np.arange(inputs.n_items) if anchors is None else np.asarray(anchors, dtype=np.int64)
+        self.epochs, self.seed, self.start_step = epochs, seed, start_step
+        self.prefetch, self.workers = prefetch, workers
+        self.processes, self.pin_memory = processes, pin_memory
+        self.steps_per_epoch = len(self.anchors) // batches_per_step
+        if self.steps_per_epoch < 1:
+            raise ValueError(f"{len(self.anchors)} anchors are fewer than batches_per_step={batches_per_step}")
+        self.requests_per_epoch = math.ceil(self.steps_per_epoch * batches_per_step / anchors_per_request)
+        #: seconds the consumer spent waiting for a step that was not ready yet
+        self.waited = 0.0
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch * self.epochs - self.start_step
+
+    def _epoch_anchors(self, epoch: int) -> np.ndarray:
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.anchors)
+        return order[: self.steps_per_epoch * self.bps]
+
+    def _fetch(self, request: int) -> list[Minibatch]:
+        epoch, r = divmod(request, self.requests_per_epoch)
+        anchors = self._epoch_anchors(epoch)[r * self.per_request : (r + 1) * self.per_request]
+        seed = int(np.random.default_rng([self.seed, epoch, r]).integers(2**31))  # JSON-safe everywhere
+        got = self.client.batches(
+            self.store, anchors=anchors, size=self.size, neighbors=self.neighbors, pairwise=self.pairwise, seed=seed
+        )
+        members = got.members
+        inputs = self.inputs(members)
+        steps = []
+        for s in range(0, len(anchors), self.bps):
+            sl = slice(s, s + self.bps)
+            pw = None if got.pairwise is None else torch.from_numpy(got.pairwise[sl])
+            steps.append(Minibatch(torch.from_numpy(members[sl]), inputs[sl], torch.from_numpy(got.distances[sl]), pw))
+        return steps
+
+    def __iter__(self) -> Iterator[Minibatch]:
+        steps_per_request = self.per_request // self.bps
+        # every request holds steps_per_request steps but an epoch's last one, which may hold fewer
+        first_epoch, r = divmod(self.start_step, self.steps_per_epoch)
+        first = first_epoch * self.requests_per_epoch + (r // steps_per_request)
+        skip = r % steps_per_request
+        stop = self.epochs * self.requests_per_epoch
+        if self.processes is not None:
+            from labeldist.client.loader import steps_in_processes
+
+            steps = steps_in_processes(
+                self, first, stop, workers=self.processes, prefetch=self.prefetch, pin_memory=self.pin_memory
+            )
+            source: Any = contextlib.closing(steps)
+        else:
+            source = Prefetcher(self._fetch, depth=self.prefetch, workers=self.workers, start=first, stop=stop)
+        with source as queue:
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    steps = next(queue)
+                except StopIteration:
+                    return
+                self.waited += time.perf_counter() - t0
+                yield from steps[skip:]
+                skip = 0

@@ -1,0 +1,218 @@
+"""A client for labeldist's HTTP API v1 (DESIGN.md "HTTP API v1"), with timeouts and retries.
+
+    with LabelDistClient("http://127.0.0.1:8000") as client:
+        batches = client.batches("mpii-pose", count=4, size=150, neighbors=5, seed=0)
+        batches.items.shape        # (4, 149): each anchor's 5 nearest first, then random others
+
+Connection errors, timeouts and 5xx answers are retried with exponential backoff (``backoff * 2**attempt``
+seconds); a service that stays unreachable raises :class:`ServiceUnavailable` naming the URL. A 404 (unknown
+store or item) raises :class:`StoreNotFound` and any other 4xx :class:`RequestRejected`, each carrying the
+service's ``detail``. Distances and batches travel as ``.npz`` (float32, +inf kept, no text formatting).
+
+A training loop without a server reads a store in its own process with :class:`labeldist.client.LocalSource`,
+which has the same methods and answers the same :class:`Batches`.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+
+RETRY_STATUS = frozenset({500, 502, 503, 504})
+
+
+class ServiceError(RuntimeError):
+    """The service could not answer a request as asked."""
+
+    def __init__(self, message: str, status: int | None = None, detail: Any = None) -> None:
+        super().__init__(message)
+        self.status, self.detail = status, detail
+
+
+class ServiceUnavailable(ServiceError):
+    """The service cannot be reached, or kept answering 5xx, after every retry."""
+
+
+class StoreNotFound(ServiceError):
+    """404: the store or item is unknown to the service."""
+
+
+class RequestRejected(ServiceError):
+    """Any other 4xx (bad parameters, a request over a limit, a missing API key)."""
+
+
+@dataclass
+class Batches:
+    """Minibatches as arrays: batch ``t`` is ``anchors[t]`` then ``items[t]``.
+
+    anchors (B,) int64; items (B, size - 1) int64, nearest first; distances (B, size - 1) float32, anchor to
+    item; pairwise (B, size, size) float32, anchor first, or None; seed the seed the service used.
+    """
+
+    anchors: np.ndarray
+    items: np.ndarray
+    distances: np.ndarray
+    pairwise: np.ndarray | None
+    seed: int
+
+    @property
+    def members(self) -> np.ndarray:
+        """(B, size): each batch's anchor, then its items."""
+        return np.concatenate([self.anchors[:, None], self.items], axis=1)
+
+    def __len__(self) -> int:
+        return len(self.anchors)
+
+
+def _detail(response: httpx.Response) -> Any:
+    try:
+        return response.json().get("detail", response.text)
+    except ValueError:
+        return response.text
+
+
+def _npz(response: httpx.Response) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(response.content), allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+class LabelDistClient:
+    """One connection pool to a labeldist service; thread-safe (the prefetch threads share it).
+
+    Parameters
+    ----------
+    url : base URL, e.g. ``http://127.0.0.1:8000``.
+    timeout : seconds for connecting and for each read.
+    retries : extra attempts after a connection error, timeout or 5xx answer.
+    backoff : first wait in seconds between attempts; doubled after each.
+    api_key : sent as ``X-API-Key`` (needed when the service has one and must compute distances on demand).
+    transport : an httpx transport (tests pass ``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.25,
+        api_key: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if retries < 0 or backoff < 0:
+            raise ValueError(f"retries and backoff must be >= 0, got {retries}, {backoff}")
+        self.url = url.rstrip("/")
+        self.retries, self.backoff = retries, backoff
+        self._settings = {"timeout": timeout, "retries": retries, "backoff": backoff, "api_key": api_key}
+        headers = {"X-API-Key": api_key} if api_key else {}
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers, transport=transport)
+
+    def fresh(self) -> LabelDistClient:
+        """A new client with the same settings and its own connections: what a forked worker process uses (a
+        connection pool must not be shared between processes)."""
+        return LabelDistClient(self.url, **self._settings)
+
+    def __enter__(self) -> LabelDistClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.TransportError as e:  # connection refused, reset, timeout
+                last = f"{type(e).__name__}: {e}"
+                continue
+            if response.status_code in RETRY_STATUS:
+                last = f"HTTP {response.status_code}: {_detail(response)}"
+                continue
+            if response.status_code == 404:
+                detail = _detail(response)
+                raise StoreNotFound(f"{method} {self.url}{path}: {detail}", 404, detail)
+            if response.status_code >= 400:
+                detail = _detail(response)
+                raise RequestRejected(
+                    f"{method} {self.url}{path}: HTTP {response.status_code}: {detail}", response.status_code, detail
+                )
+            return response
+        raise ServiceUnavailable(
+            f"labeldist service at {self.url} did not answer {method} {path} after {self.retries + 1} attempts "
+            f"(last: {last}); is `labeldist serve` running there?"
+        )
+
+    def health(self) -> dict[str, Any]:
+        return self._request("GET", "/healthz").json()
+
+    def stores(self) -> list[dict[str, Any]]:
+        """Every store the service knows: manifest + ``name`` (+ ``available``)."""
+        return self._request("GET", "/v1/stores").json()["stores"]
+
+    def store(self, name: str) -> dict[str, Any]:
+        """One store's manifest + ``name``."""
+        return self._request("GET", f"/v1/stores/{name}").json()
+
+    def ids(self, name: str) -> list[str]:
+        """The id of every item of a store, in index order."""
+        return self._request("GET", f"/v1/stores/{name}/ids").json()["ids"]
+
+    def neighbors(self, store: str, index: int, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The item's ``k`` nearest (all the store has when None): indices int64 and distances float32."""
+        params = {} if k is None else {"k": k}
+        body = self._request("GET", f"/v1/stores/{store}/items/{index}/neighbors", params=params).json()
+        dist = [np.inf if d is None else d for d in body["distances"]]
+        return np.asarray(body["indices"], dtype=np.int64), np.asarray(dist, dtype=np.float32)
+
+    def distances(self, store: str, anchor: int, items: np.ndarray | list[int]) -> np.ndarray:
+        """Label distances from ``anchor`` to each of ``items``, in that order (float32)."""
+        body = {"anchor": int(anchor), "items": np.asarray(items, dtype=np.int64).tolist()}
+        response = self._request("POST", f"/v1/stores/{store}/distances", params={"format": "npz"}, json=body)
+        return _npz(response)["distances"].astype(np.float32, copy=False)
+
+    def pair_distances(self, store: str, pairs: np.ndarray | list[list[int]]) -> np.ndarray:
+        """Label distances of index pairs ``(P, 2)``, in that order (float32)."""
+        body = {"pairs": np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist()}
+        response = self._request("POST", f"/v1/stores/{store}/distances", params={"format": "npz"}, json=body)
+        return _npz(response)["distances"].astype(np.float32, copy=False)
+
+    def batches(
+        self,
+        store: str,
+        *,
+        anchors: np.ndarray | list[int] | None = None,
+        count: int | None = None,
+        size: int = 32,
+        neighbors: int = 0,
+        pairwise: bool = False,
+        seed: int | None = None,
+    ) -> Batches:
+        """One minibatch per anchor (given, or ``count`` drawn by the service): POST .../batches."""
+        if (anchors is None) == (count is None):
+            raise ValueError("give exactly one of anchors= and count=")
+        body: dict[str, Any] = {"size": int(size), "neighbors": int(neighbors), "pairwise": bool(pairwise)}
+        if anchors is not None:
+            body["anchors"] = np.asarray(anchors, dtype=np.int64).tolist()
+        else:
+            body["count"] = int(count)  # type: ignore[arg-type]
+        if seed is not None:
+            body["seed"] = int(seed)
+        arrays = _npz(self._request("POST", f"/v1/stores/{store}/batches", params={"format": "npz"}, json=body))
+        return Batches(
+            anchors=arrays["anchors"].astype(np.int64),
+            items=arrays["items"].astype(np.int64),
+            distances=arrays["distances"].astype(np.float32),
+            pairwise=arrays["pairwise"].astype(np.float32) if "pairwise" in arrays else None,
+            seed=int(arrays["seed"]),
+        )

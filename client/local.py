@@ -1,0 +1,447 @@
+"""Minibatches from stores read in this process: what the service answers, with no server.
+
+    source = LocalSource()                                  # store names are paths (relative to ".")
+    batches = source.batches("stores/mpii-pose", anchors=[0, 7], size=150, neighbors=5, seed=0)
+    batches.items.shape                                     # (2, 149): each anchor's 5 nearest first
+
+:class:`LocalSource` has the methods of :class:`~labeldist.client.http.LabelDistClient` that a training loop
+uses (``stores``, ``store``, ``ids``, ``neighbors``, ``distances``, ``pair_distances``, ``batches``, ``fresh``)
+and answers the same :class:`~labeldist.client.http.Batches`, so :class:`~labeldist.client.data.MinibatchStream`
+takes either. ``LocalSource("stores")`` names stores by their folder under ``stores``, as ``labeldist serve
+--stores stores`` does; a name may also be any path to a store.
+
+Every read goes through :class:`labeldist.store.StoreReader` (checksums checked; an incomplete or damaged store is
+refused with its :class:`~labeldist.store.StoreError`). The minibatches are drawn by the service's rule
+(:func:`draw_batch_items`: the same seed draws the same items as ``POST /v1/stores/{store}/batches``), and their
+label distances are the service's too: stored ones from the dense matrix when the store has one, else from either
+item's kNN list, and the pairs a kNN-only store does not hold computed from the stored labels with the store's
+own distance (:meth:`labeldist.store.StoreReader.distance`), planned as the service plans them
+(:func:`plan_pairs`). Unlike the service there are no request limits, no compute budget and no API key: the
+caller's own process does the work.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from labeldist.client.http import Batches, RequestRejected, StoreNotFound
+
+from labeldist.store import StoreError, StoreReader, read_manifest
+
+#: the largest seed the service takes (JSON-safe); a missing seed is drawn below it
+MAX_SEED = 2**53 - 1
+
+
+def sample_excluding(rng: np.random.Generator, n: int, count: int, exclude: np.ndarray) -> np.ndarray:
+    """``count`` distinct integers of ``0..n-1`` drawn uniformly without replacement, none in ``exclude``
+    (the service's rule, ``labeldist.api.batching.sample_excluding``, draw for draw).
+
+    Draws from ``0..n-len(exclude)-1`` and maps each value past the excluded ones, so the cost does not grow
+    with ``n``.
+
+    >>> sorted(sample_excluding(np.random.default_rng(0), 5, 3, np.array([1, 3])).tolist())
+    [0, 2, 4]
+    """
+    ex = np.unique(exclude)
+    draw = rng.choice(n - ex.size, size=count, replace=False)
+    return draw + np.searchsorted(ex - np.arange(ex.size), draw, side="right")
+
+
+def draw_batch_items(
+    knn_indices: np.ndarray,
+    knn_counts: np.ndarray,
+    *,
+    anchors: np.ndarray | list[int] | None,
+    count: int | None,
+    size: int,
+    neighbors: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The anchors and items of one minibatch per anchor, by the service's rule (``labeldist.api.batching.
+    draw_batches``, which this mirrors draw for draw: the same seed gives the same minibatches).
+
+    With ``anchors=None``, ``count`` anchors are drawn first (without replacement when the store has enough items).
+    Then, for each anchor in order, its items: the anchor's ``neighbors`` nearest (the first of its kNN list
+    ``knn_indices[a]``, of which ``knn_counts[a]`` are valid), then ``size - 1 - neighbors`` others drawn
+    uniformly without replacement from the items that are neither the anchor nor those nearest
+    (:func:`sample_excluding`), all from one ``numpy.random.default_rng(seed)``. Returns anchors ``(B,)`` and
+    items ``(B, size - 1)``, both int64. ValueError, with the service's message, for a request it refuses as
+    a bad parameter (422); anchors must already be checked to be items of the store.
+    """
+    n, k = knn_indices.shape
+    if size < 2:
+        raise ValueError(f"size={size} must be at least 2 (the anchor and one item)")
+    if neighbors < 0:
+        raise ValueError(f"neighbors={neighbors} must be at least 0")
+    if size > n:
+        raise ValueError(f"size={size} is more than the store's {n} items")
+    if neighbors > size - 1:
+        raise ValueError(f"neighbors={neighbors} does not fit in a batch of size={size} (at most size - 1)")
+    if neighbors > k:
+        raise ValueError(f"neighbors={neighbors} is more than the store's k={k}")
+    rng = np.random.default_rng(seed)
+    if anchors is None:
+        if count is None or count < 1:
+            raise ValueError(f"count={count} must be at least 1")
+        anchor_arr = rng.choice(n, size=count, replace=count > n).astype(np.int64)
+    else:
+        anchor_arr = np.asarray(anchors, dtype=np.int64).reshape(-1)
+        if not anchor_arr.size:
+            raise ValueError("anchors must name at least one item")
+    m = size - 1
+    items = np.empty((len(anchor_arr), m), dtype=np.int64)
+    for t, a in enumerate(anchor_arr.tolist()):
+        nearest = knn_indices[a, : min(neighbors, int(knn_counts[a]))]
+        items[t, : nearest.size] = nearest
+        items[t, nearest.size :] = sample_excluding(rng, n, m - nearest.size, np.append(nearest, a))
+    return anchor_arr, items
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """How the distances of pairs ``(a[t], b[t])`` are computed from the labels (the service's rule,
+    ``labeldist.api.registry.plan_pairs``, so that a computed distance has the same float32 value from either).
+
+    The distance is symmetric, so each pair is turned to have as its row the item that occurs in more pairs.
+    Then one ``distance.block`` call over the rectangle of distinct rows and columns when it holds at most 2.5
+    times the pairs asked, else one call per distinct row against its own columns.
+    """
+
+    rows: np.ndarray
+    cols: np.ndarray
+    ur: np.ndarray
+    ir: np.ndarray
+    uc: np.ndarray
+    ic: np.ndarray
+    rectangle: bool
+
+
+def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:
+    """The :class:`PairPlan` of the pairs ``(a[t], b[t])``."""
+    items, counts = np.unique(np.concatenate([a, b]), return_counts=True)
+    ca, cb = counts[np.searchsorted(items, a)], counts[np.searchsorted(items, b)]
+    swap = (cb > ca) | ((cb == ca) & (b < a))
+    rows, cols = np.where(swap, b, a), np.where(swap, a, b)
+    ur, ir = np.unique(rows, return_inverse=True)
+    uc, ic = np.unique(cols, return_inverse=True)
+    return PairPlan(rows, cols, ur, ir, uc, ic, rectangle=ur.size * uc.size <= 2.5 * rows.size)
+
+
+def compute_pairs(labels: Any, distance: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distances of the pairs ``(a[t], b[t])`` computed from the labels (a LabelSet) with ``distance`` (a
+    LabelDistance), rounded to float32 like stored values, in the blocks of :func:`plan_pairs`."""
+    plan = plan_pairs(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+    if plan.rectangle:
+        block = distance.block(labels.subset(plan.ur), labels.subset(plan.uc)).astype(np.float32)
+        return block[plan.ir, plan.ic]
+    out = np.empty(plan.rows.size, dtype=np.float32)
+    order = np.argsort(plan.ir, kind="stable")
+    bounds = np.searchsorted(plan.ir[order], np.arange(plan.ur.size + 1))
+    for t, row in enumerate(plan.ur.tolist()):
+        sel = order[bounds[t] : bounds[t + 1]]
+        partners, back = np.unique(plan.cols[sel], return_inverse=True)  # a label set holds each item once
+        out[sel] = distance.block(labels.subset(np.array([row])), labels.subset(partners))[0, back]
+    return out
+
+
+def knn_lookup(
+    knn_indices: np.ndarray, knn_distances: np.ndarray, i: np.ndarray, j: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, found)`` of the pairs ``(i[t], j[t])``: the stored distance where ``j`` is in the kNN list of
+    ``i`` or ``i`` in that of ``j`` (the distance is symmetric), 0 for ``i == j``, NaN elsewhere.
+
+    >>> idx = np.array([[1, 2], [0, -1], [1, 0]], dtype=np.int32)
+    >>> dist = np.array([[1.0, 2.0], [1.0, np.inf], [3.0, 2.0]], dtype=np.float32)
+    >>> values, found = knn_lookup(idx, dist, np.array([0, 1, 2, 1]), np.array([2, 2, 2, 1]))
+    >>> values.tolist(), found.tolist()
+    ([2.0, 3.0, 0.0, 0.0], [True, True, True, True])
+    """
+    i = np.asarray(i, dtype=np.int64)
+    j = np.asarray(j, dtype=np.int64)
+    found = i == j
+    values = np.where(found, np.float32(0), np.float32(np.nan)).astype(np.float32)
+    step = max(1, (1 << 22) // max(knn_indices.shape[1], 1))  # about 4M comparisons at a time
+    for start in range(0, i.size, step):
+        sl = slice(start, start + step)
+        for row, col in ((i[sl], j[sl]), (j[sl], i[sl])):
+            hit = knn_indices[row] == col[:, None]  # padding is -1, never an item
+            ok = hit.any(axis=1) & ~found[sl]
+            where = np.flatnonzero(ok)
+            values[sl][where] = knn_distances[row[where], hit[where].argmax(axis=1)]
+            found[sl] |= ok
+    return values, found
+
+
+class DenseRows:
+    """Row blocks of a store's dense matrix, each read whole (one shard read) and kept, least recently used out
+    first, within ``max_bytes``. Thread-safe (the prefetch threads share it)."""
+
+    def __init__(self, reader: StoreReader, max_bytes: int) -> None:
+        self.reader, self.max_bytes = reader, max_bytes
+        self.n_items, self.block_rows = reader.n_items, reader.dense_block_rows
+        self._blocks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def block(self, b: int) -> np.ndarray:
+        with self._lock:
+            arr = self._blocks.get(b)
+            if arr is not None:
+                self._blocks.move_to_end(b)
+                return arr
+        start = b * self.block_rows
+        arr = np.ascontiguousarray(self.reader.dense_rows(start, min(start + self.block_rows, self.n_items)),
+                                   dtype=np.float32)  # fmt: skip
+        arr.flags.writeable = False
+        with self._lock:
+            if b not in self._blocks:
+                self._blocks[b] = arr
+                self._bytes += arr.nbytes
+                while self._bytes > self.max_bytes and len(self._blocks) > 1:
+                    _, old = self._blocks.popitem(last=False)
+                    self._bytes -= old.nbytes
+        return arr
+
+    def gather(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Entries ``(i[t], j[t])``, float32."""
+        out = np.empty(len(i), dtype=np.float32)
+        blocks = i // self.block_rows
+        for b in np.unique(blocks).tolist():
+            sel = np.flatnonzero(blocks == b)
+            out[sel] = self.block(b)[i[sel] - b * self.block_rows, j[sel]]
+        return out
+
+
+class _Store:
+    """One opened store: ids and kNN lists in memory, dense rows through :class:`DenseRows`, labels and distance
+    loaded on first need."""
+
+    def __init__(self, name: str, url: str, dense_cache_bytes: int) -> None:
+        self.name = name
+        self.reader = StoreReader(url)
+        self.n_items, self.k = self.reader.n_items, self.reader.k
+        indices, distances = self.reader.knn()
+        self.knn_indices = np.ascontiguousarray(indices, dtype=np.int32)
+        self.knn_distances = np.ascontiguousarray(distances, dtype=np.float32)
+        self.knn_counts = (self.knn_indices >= 0).sum(axis=1)
+        self.dense = DenseRows(self.reader, dense_cache_bytes) if self.reader.has_dense else None
+        self._lock = threading.Lock()
+        self._labels: Any = None
+        self._distance: Any = None
+
+    def info(self) -> dict[str, Any]:
+        return {**self.reader.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None}
+
+    def check_index(self, index: np.ndarray, what: str = "item") -> None:
+        """RequestRejected (422, as the service's schema) for a negative index, StoreNotFound (404) for one past
+        the store's items."""
+        arr = np.asarray(index).reshape(-1)
+        if (arr < 0).any():
+            message = f"{what} indices must be >= 0, got {int(arr[np.argmax(arr < 0)])}"
+            raise RequestRejected(message, 422, message)
+        bad = arr >= self.n_items
+        if bad.any():
+            value = int(arr[np.argmax(bad)])
+            message = f"store {self.name!r} has no {what} {value} (items are 0..{self.n_items - 1})"
+            raise StoreNotFound(message, 404, message)
+
+    def labels_and_distance(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._labels is None:
+                self._distance = self.reader.distance()
+                self._labels = self.reader.labels()
+            return self._labels, self._distance
+
+    def distances(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Distances of the pairs ``(i[t], j[t])``, float32: stored, or computed from the labels."""
+        i = np.asarray(i, dtype=np.int64).reshape(-1)
+        j = np.asarray(j, dtype=np.int64).reshape(-1)
+        if self.dense is not None:
+            return self.dense.gather(i, j)
+        values, found = knn_lookup(self.knn_indices, self.knn_distances, i, j)
+        if found.all():
+            return values
+        miss = np.flatnonzero(~found)
+        keys = np.minimum(i[miss], j[miss]) * self.n_items + np.maximum(i[miss], j[miss])
+        ukeys, inverse = np.unique(keys, return_inverse=True)
+        labels, distance = self.labels_and_distance()
+        computed = compute_pairs(labels, distance, ukeys // self.n_items, ukeys % self.n_items)
+        values[miss] = computed[inverse]
+        return values
+
+    def pairwise(self, members: np.ndarray) -> np.ndarray:
+        """The ``(B, S, S)`` matrices of distances among each row of ``members`` ``(B, S)``: symmetric (from the
+        dense matrix as stored), zero diagonal."""
+        b, s = members.shape
+        if self.dense is not None:
+            rows = np.repeat(members, s, axis=1).reshape(-1)
+            cols = np.tile(members, (1, s)).reshape(-1)
+            return self.dense.gather(rows, cols).reshape(b, s, s)
+        iu, ju = np.triu_indices(s, 1)
+        values = self.distances(members[:, iu].ravel(), members[:, ju].ravel()).reshape(b, -1)
+        out = np.zeros((b, s, s), dtype=np.float32)
+        out[:, iu, ju] = values
+        out[:, ju, iu] = values
+        return out
+
+
+class LocalSource:
+    """Stores read in this process, with the methods of :class:`~labeldist.client.http.LabelDistClient` that a
+    training loop uses: no server, same answers (see the module's docstring).
+
+    Parameters
+    ----------
+    root : the folder store names are relative to (default the working directory): ``LocalSource("stores")``
+        names a store by its folder, as ``labeldist serve --stores stores`` does; a name may also be a path
+        (absolute, or relative to ``root``).
+    dense_cache_mb : memory for the row blocks of dense matrices kept in memory (per store).
+
+    Thread-safe (the prefetch threads share it). Unknown stores and items raise
+    :class:`~labeldist.client.http.StoreNotFound` and refused parameters
+    :class:`~labeldist.client.http.RequestRejected`, as from the service; an incomplete or damaged store raises the
+    :class:`~labeldist.store.StoreError` that :class:`~labeldist.store.StoreReader` raises.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] = ".", *, dense_cache_mb: int = 1024) -> None:
+        self.root = Path(root)
+        self.dense_cache_mb = dense_cache_mb
+        self._stores: dict[str, _Store] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LocalSource({str(self.root)!r})"
+
+    # a DataLoader that spawns its workers pickles the stream: the stores are opened again there
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self.root, "dense_cache_mb": self.dense_cache_mb}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"], dense_cache_mb=state["dense_cache_mb"])  # type: ignore[misc]
+
+    def fresh(self) -> LocalSource:
+        """A new source over the same root, opening its stores again: what a forked worker process uses."""
+        return LocalSource(self.root, dense_cache_mb=self.dense_cache_mb)
+
+    def __enter__(self) -> LocalSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Forget the opened stores (their memory goes with them)."""
+        with self._lock:
+            self._stores.clear()
+
+    def path(self, name: str) -> Path:
+        """Where store ``name`` lies."""
+        return self.root / name
+
+    def _open(self, name: str) -> _Store:
+        with self._lock:
+            store = self._stores.get(name)
+            if store is not None:
+                return store
+            path = self.path(name)
+            if not path.is_dir() or read_manifest(str(path)) is None:
+                known = ", ".join(s["name"] for s in self.stores()) or "none"
+                message = f"unknown store {name!r}: no labeldist store at {path} (stores under {self.root}: {known})"
+                raise StoreNotFound(message, 404, message)
+            store = self._stores[name] = _Store(name, str(path), self.dense_cache_mb << 20)
+            return store
+
+    def stores(self) -> list[dict[str, Any]]:
+        """Every store folder under ``root``: manifest + ``name`` + ``available`` (false, with ``detail``, for
+        one that is incomplete or damaged), as the service lists them."""
+        out = []
+        if not self.root.is_dir():
+            return out
+        for path in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            try:
+                manifest = read_manifest(str(path))
+            except StoreError as e:
+                out.append({"name": path.name, "available": False, "detail": str(e)})
+                continue
+            if manifest is None:
+                continue
+            complete = manifest.get("complete") is True
+            entry = {**manifest, "name": path.name, "available": complete}
+            if not complete:
+                entry["detail"] = f"store {path.name!r} is not complete (still being written, or abandoned)"
+            out.append(entry)
+        return out
+
+    def store(self, name: str) -> dict[str, Any]:
+        """One store's manifest + ``name`` (+ ``available``, ``has_dense``)."""
+        return self._open(name).info()
+
+    def ids(self, name: str) -> list[str]:
+        """The id of every item of a store, in index order."""
+        return [str(i) for i in self._open(name).reader.ids]
+
+    def neighbors(self, store: str, index: int, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The item's ``k`` nearest (all the store has when None): indices int64 and distances float32."""
+        s = self._open(store)
+        s.check_index(np.array([index]))
+        if k is not None and not 1 <= k <= s.k:
+            message = f"k={k} must lie in 1..{s.k} (the store's k, the length of its neighbour lists)"
+            raise RequestRejected(message, 422, message)
+        kk = int(s.knn_counts[index]) if k is None else min(k, int(s.knn_counts[index]))
+        return s.knn_indices[index, :kk].astype(np.int64), s.knn_distances[index, :kk].copy()
+
+    def distances(self, store: str, anchor: int, items: np.ndarray | list[int]) -> np.ndarray:
+        """Label distances from ``anchor`` to each of ``items``, in that order (float32)."""
+        s = self._open(store)
+        items = np.asarray(items, dtype=np.int64).reshape(-1)
+        s.check_index(np.array([anchor]), "anchor")
+        s.check_index(items)
+        return s.distances(np.full(items.size, int(anchor), dtype=np.int64), items)
+
+    def pair_distances(self, store: str, pairs: np.ndarray | list[list[int]]) -> np.ndarray:
+        """Label distances of index pairs ``(P, 2)``, in that order (float32)."""
+        s = self._open(store)
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        s.check_index(pairs)
+        return s.distances(pairs[:, 0], pairs[:, 1])
+
+    def batches(
+        self,
+        store: str,
+        *,
+        anchors: np.ndarray | list[int] | None = None,
+        count: int | None = None,
+        size: int = 32,
+        neighbors: int = 0,
+        pairwise: bool = False,
+        seed: int | None = None,
+    ) -> Batches:
+        """One minibatch per anchor (given, or ``count`` drawn), as ``POST /v1/stores/{store}/batches`` answers:
+        each anchor's ``neighbors`` nearest, then random others (:func:`draw_batch_items`); the label distances
+        from the anchor to each item and, with ``pairwise``, each minibatch's matrix, anchor first. A missing
+        ``seed`` is drawn at random; the answer says which was used."""
+        if (anchors is None) == (count is None):
+            raise ValueError("give exactly one of anchors= and count=")
+        if seed is not None and not 0 <= int(seed) <= MAX_SEED:
+            raise RequestRejected(f"seed={seed} must lie in 0..{MAX_SEED}", 422, f"seed={seed} out of range")
+        s = self._open(store)
+        if anchors is not None:
+            anchors = np.asarray(anchors, dtype=np.int64).reshape(-1)
+            s.check_index(anchors, "anchor")
+        seed = secrets.randbits(53) if seed is None else int(seed)
+        try:
+            drawn, items = draw_batch_items(s.knn_indices, s.knn_counts, anchors=anchors, count=count, size=size,
+                                            neighbors=neighbors, seed=seed)  # fmt: skip
+        except ValueError as e:
+            raise RequestRejected(f"store {store!r}: {e}", 422, str(e)) from None
+        b, m = items.shape
+        distances = s.distances(np.repeat(drawn, m), items.reshape(-1)).reshape(b, m)
+        members = np.concatenate([drawn[:, None], items], axis=1)
+        return Batches(anchors=drawn, items=items, distances=distances,
+                       pairwise=s.pairwise(members) if pairwise else None, seed=seed)  # fmt: skip

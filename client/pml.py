@@ -1,0 +1,139 @@
+"""Minibatches in the form pytorch-metric-learning (PML) losses and miners take: class labels, or triplets.
+
+A labeldist minibatch has no classes: it has an anchor, its items and the label distance from the anchor to each
+(Kim et al., CVPR 2019, §3.2). PML's losses take ``loss(embeddings, labels)`` or ``loss(embeddings,
+indices_tuple=(a, p, n))``; these functions make either from the label distances:
+
+- :func:`pml_labels`: class labels by the binary rule of Kim et al.'s baselines (:func:`binary_split`): the anchor
+  and its ``positives`` label-nearest items share a class, every other item is a class of its own (a negative of
+  the anchor's class). Classes are store indices, so a class means the same item in every step (what losses with
+  one proxy per class need: ``num_classes`` = the store's item count).
+- :func:`pml_triplets`: triplets ``(a, p, n)`` ordered by label distance: ``p`` is nearer ``a`` in label space than
+  ``n``. Every such pair of items (dense triplets, the label distances' order kept), or with ``positives`` the
+  binary miner's (``p`` among the ``positives`` nearest, ``n`` among the rest).
+
+Rows. One training step of :class:`~labeldist.client.data.MinibatchStream` holds ``B`` (``batches_per_step``)
+minibatches of ``n`` items, anchor first, and PML takes one embeddings matrix, so both functions index the rows of
+the step flattened::
+
+    embeddings = model(step.inputs.flatten(0, 1))       # (B * n, d): row b * n + j is item j of minibatch b
+    loss = TripletMarginLoss()(embeddings, indices_tuple=pml_triplets(step))
+
+With the default ``batches_per_step=1`` row ``j`` is simply item ``j``. Triplets never mix minibatches. Labels
+do span them: a store item that is in two minibatches of one step is one class where it is no anchor's positive,
+and where it is a positive it takes that anchor's class, so keep ``batches_per_step=1`` or call the loss once per
+minibatch (``pml_labels(step).view(B, n)[b]``) when that matters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+
+
+def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The binary rule of every binary baseline: in one minibatch (anchor at row 0, items at rows ``1..m`` with
+    label distances ``distances`` ``(m,)``), the ``positives`` items nearest the anchor in label space are its
+    positives (ties broken by position), the other items its negatives. Returns (positive rows, negative rows),
+    each nearest first. The trainer's baselines (``labeldist.trainer.losses.binary_split``) use the same rule."""
+    order = torch.argsort(distances, stable=True) + 1
+    return order[:positives], order[positives:]
+
+
+def check_positives(positives: int, m: int) -> None:
+    """ValueError unless ``positives`` leaves at least one negative among a minibatch's ``m`` items."""
+    if not 0 < positives < m:
+        raise ValueError(f"positives={positives} must lie in 1..{m - 1} (batch items - 1)")
+
+
+def _parts(minibatch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """indices (B, n), distances (B, n - 1), pairwise (B, n, n) or None, of a Minibatch (or of one minibatch with
+    1-d indices and distances)."""
+    indices, distances = torch.as_tensor(minibatch.indices), torch.as_tensor(minibatch.distances)
+    pairwise = getattr(minibatch, "pairwise", None)
+    pairwise = None if pairwise is None else torch.as_tensor(pairwise)
+    if distances.dim() == 1:
+        indices, distances = indices[None], distances[None]
+        pairwise = None if pairwise is None else pairwise[None]
+    if indices.dim() != 2 or distances.shape != (indices.shape[0], indices.shape[1] - 1):
+        raise ValueError(f"a minibatch has indices (B, n) and distances (B, n - 1), got {tuple(indices.shape)} "
+                         f"and {tuple(distances.shape)}")  # fmt: skip
+    return indices, distances, pairwise
+
+
+def pml_labels(minibatch: Any, positives: int) -> torch.Tensor:
+    """Class labels ``(B * n,)`` int64 of a step's rows (see the module's docstring), for PML losses and miners
+    that take ``labels``: in each minibatch the anchor and its ``positives`` label-nearest items
+    (:func:`binary_split`) are the class of the anchor's store index, every other item the class of its own store
+    index (the rule of the trainer's ``neighbourhood_classes``).
+
+    >>> from types import SimpleNamespace as NS
+    >>> pml_labels(NS(indices=torch.tensor([7, 3, 9, 4]), distances=torch.tensor([0.5, 0.1, 0.9])), 2).tolist()
+    [7, 7, 7, 4]
+    """
+    indices, distances, _ = _parts(minibatch)
+    check_positives(positives, distances.shape[1])
+    anchor_class = indices[:, :1].to(torch.long).expand(-1, positives)
+    labels = indices.to(torch.long).clone()
+    nearest = torch.argsort(distances, dim=1, stable=True)[:, :positives] + 1
+    labels.scatter_(1, nearest.to(labels.device), anchor_class)
+    return labels.reshape(-1)
+
+
+def pml_triplets(
+    minibatch: Any, positives: int | None = None, *, anchors: Literal["first", "all"] = "first"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PML's ``indices_tuple`` ``(a, p, n)`` (int64 rows of the step, see the module's docstring) of triplets
+    ordered by label distance: ``d(a, p) < d(a, n)`` in label space.
+
+    ``positives=None`` (dense triplets): every pair of items ``p, n`` of the anchor's minibatch whose label
+    distances from it differ, the nearer one as ``p`` (items at equal label distance make no triplet).
+    ``positives=k`` (the binary miner of Kim et al.'s baselines, the trainer's ``binary_triplets``): ``p`` among the
+    anchor's ``k`` label-nearest items and ``n`` among the rest (:func:`binary_split`, ties broken by position).
+
+    ``anchors="first"``: the minibatch's anchor only (its distances are ``minibatch.distances``). ``anchors="all"``:
+    every item of the minibatch in turn, against the others, by the minibatch's pairwise label distances (a stream
+    made with ``pairwise=True``).
+
+    Triplets come minibatch by minibatch, anchor by anchor, then positive by positive nearest first, and for each
+    its negatives nearest first.
+
+    >>> from types import SimpleNamespace as NS
+    >>> a, p, n = pml_triplets(NS(indices=torch.arange(4), distances=torch.tensor([0.5, 0.1, 0.9])))
+    >>> list(zip(a.tolist(), p.tolist(), n.tolist()))
+    [(0, 2, 1), (0, 2, 3), (0, 1, 3)]
+    """
+    indices, distances, pairwise = _parts(minibatch)
+    b, n = indices.shape
+    device = distances.device
+    if anchors == "first":
+        anchor_rows = torch.zeros(1, dtype=torch.long, device=device)
+        candidates = torch.arange(1, n, device=device)[None]  # (A, m)
+        d = distances[:, None, :]  # (B, A, m)
+    elif anchors == "all":
+        if pairwise is None:
+            raise ValueError(
+                'anchors="all" needs the minibatch\'s pairwise label distances (a stream with pairwise=True)'
+            )
+        anchor_rows = torch.arange(n, device=device)
+        others = torch.arange(n, device=device).expand(n, n)
+        candidates = others[~torch.eye(n, dtype=torch.bool, device=device)].reshape(n, n - 1)
+        d = pairwise.to(device)[:, anchor_rows[:, None], candidates]
+    else:
+        raise ValueError(f'anchors must be "first" or "all", got {anchors!r}')
+    m = candidates.shape[1]
+    if positives is not None:
+        check_positives(positives, m)
+    order = torch.argsort(d, dim=-1, stable=True)
+    if positives is None:
+        ds = torch.gather(d, -1, order)
+        mask = ds[..., :, None] < ds[..., None, :]  # sorted: only i < j can hold
+    else:
+        mask = torch.zeros((b, len(anchor_rows), m, m), dtype=torch.bool, device=device)
+        mask[..., :positives, positives:] = True
+    tb, ta, ti, tj = mask.nonzero(as_tuple=True)
+    offset = tb * n
+    p = candidates[ta, order[tb, ta, ti]]
+    neg = candidates[ta, order[tb, ta, tj]]
+    return offset + anchor_rows[ta], offset + p, offset + neg
