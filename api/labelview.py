@@ -14,7 +14,7 @@ import io
 from typing import Any
 
 import numpy as np
-from labeldist.api.schemas import LabelView, PoseView
+from labeldist.api.schemas import LabelView, LegendEntry, PoseView
 
 from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
 
@@ -27,6 +27,26 @@ PALETTE = np.array(
 MAX_VALUES = 4096
 #: arrays that are not one row per item even when their length happens to equal N (vocabularies, ragged data)
 SHARED = frozenset({"text", "text_offsets", "caption_offsets", "tokens", "token_offsets", "vocab", "vectors"})
+
+
+#: names of the values of layout maps (labeldist.labels.layouts: 0 no surface, then SURFACES); kept here so that
+#: rendering does not import the layout module (its readers pull in PIL and the LSUN prior)
+LAYOUT_CLASSES = ("no surface", "floor", "middle wall", "right wall", "left wall", "ceiling")
+
+
+def legend(kind: str, maps: list[np.ndarray]) -> list[LegendEntry]:
+    """The colour of each value of the maps as drawn by :func:`png_data_url`: every surface class for a layout
+    kind, else each value present in ``maps``."""
+    if kind.startswith("layout") and all(int(m.max(initial=0)) < len(LAYOUT_CLASSES) for m in maps):
+        values = list(range(len(LAYOUT_CLASSES)))
+        names = list(LAYOUT_CLASSES)
+    else:
+        values = sorted({int(v) for m in maps for v in np.unique(m)})[:32]
+        names = [f"label {v}" for v in values]
+    colors = PALETTE[np.mod(values, len(PALETTE))]
+    return [
+        LegendEntry(value=v, name=n, color="#{:02x}{:02x}{:02x}".format(*c)) for v, n, c in zip(values, names, colors)
+    ]
 
 
 def png_data_url(label_map: np.ndarray) -> str:
@@ -76,6 +96,7 @@ def render_label(kind: str, arrays: dict[str, np.ndarray], n_items: int, index: 
         view["pose"] = _pose(arrays, index)
         used |= {"xy", "present", "visible"}
     images: list[str] = []
+    maps: list[np.ndarray] = []
     texts: list[str] = []
     values: dict[str, Any] = {}
     if {"text", "text_offsets"} <= arrays.keys():
@@ -88,7 +109,9 @@ def render_label(kind: str, arrays: dict[str, np.ndarray], n_items: int, index: 
             texts.extend(t for t in np.asarray(row, dtype=str).reshape(-1).tolist() if t)
         elif row.ndim == 2 and row.dtype.kind in "iub" and min(row.shape) > 1:
             images.append(png_data_url(row))
+            maps.append(row)
         elif row.size <= MAX_VALUES:
             values[name] = row.tolist()
-    view.update(images=images or None, texts=texts or None, values=values or None)
+    view.update(images=images or None, texts=texts or None, values=values or None,
+                legend=legend(kind, maps) if maps else None)  # fmt: skip
     return LabelView(**view)

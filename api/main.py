@@ -16,16 +16,17 @@ from labeldist.api.errors import APIError, api_error_handler, internal_error_han
 from labeldist.api.fastpath import FastPath
 from labeldist.api.middleware import BodySizeLimit
 from labeldist.api.registry import StoreRegistry
-from labeldist.api.routers import batches, distances, health, neighbors, stores, ui
+from labeldist.api.routers import batches, distances, health, neighbors, search, stores, ui
 from labeldist.api.settings import Settings, get_settings
 
 from labeldist import __version__
 
-DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups and ready-made
-minibatches for deep metric learning. Every error answers JSON `{"detail": ...}`: 400 unreadable body,
-401 API key needed, 403 computing on demand disabled (off loopback with no API key), 404 unknown store or item,
-408 body too slow, 413 over a limit, 422 bad parameters (non-finite numbers echoed as strings),
-503 store not complete, 500 an internal error. The neighbour browser is at [/ui](/ui)."""
+DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups, ready-made minibatches for
+deep metric learning, and the nearest items of a new label (search). Every error answers JSON
+`{"detail": ...}`: 400 unreadable body, 401 API key needed, 403 computing on demand disabled (off
+loopback with no API key), 404 unknown store or item, 408 body too slow, 413 over a limit, 422 bad
+parameters (non-finite numbers echoed as strings), 503 store not complete, 500 an internal error.
+The neighbour browser is at [/ui](/ui)."""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -48,6 +49,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(APIError, api_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(Exception, internal_error_handler)  # Starlette's ServerErrorMiddleware: the last resort
-    for module in (health, stores, neighbors, distances, batches, ui):
+    for module in (health, stores, neighbors, distances, batches, search, ui):
         app.include_router(module.router)
     return app

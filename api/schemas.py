@@ -124,6 +124,12 @@ class PoseView(BaseModel):
     edges: list[tuple[int, int]] = Field(description="pairs of joints joined by a bone")
 
 
+class LegendEntry(BaseModel):
+    value: int = Field(description="the label value of the map's pixels")
+    name: str
+    color: str = Field(description="its colour in the map's PNG, #rrggbb")
+
+
 class LabelView(BaseModel):
     """A label rendered for display: a pose, images (PNG data URLs), texts, and/or the raw values."""
 
@@ -134,3 +140,23 @@ class LabelView(BaseModel):
     images: list[str] | None = Field(None, description="PNG data URLs (e.g. a layout map)")
     texts: list[str] | None = None
     values: dict[str, Any] | None = Field(None, description="other label arrays of the item, as nested lists")
+    legend: list[LegendEntry] | None = Field(
+        None, description="the colours of the map images: every surface class of a layout, else the values shown"
+    )
+
+
+class Search(_Request):
+    label: Any = Field(
+        description="a new label in its kind's JSON form: a caption set is a list of caption strings (one string is "
+        "one caption); a pose a list of the store's joints (16 for MPII), each [x, y] in the frame of the store's "
+        "coordinates or null; a vector a list of the store's D numbers, or a number when D = 1"
+    )
+    k: int = Field(10, ge=1, strict=True, description="how many nearest items (at most LABELDIST_MAX_K)")
+
+
+class SearchResult(BaseModel):
+    indices: list[int] = Field(description="the nearest items, nearest first (ties broken by index)")
+    ids: list[str]
+    distances: list[Distance] = Field(description="from the label to each item, float32 as a store holds them")
+    computed: int = Field(description="exact distances computed: fewer than the items where a lower bound ruled "
+                          "some out (the pruning of the store's kNN lists)")  # fmt: skip

@@ -63,7 +63,7 @@ def pruned_topk(
     lower: np.ndarray,
     exact: Callable[[np.ndarray, np.ndarray], np.ndarray],
     k: int,
-    exclude: np.ndarray,
+    exclude: np.ndarray | None,
     first_round: int = 2,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     r"""Exact k nearest per row, computing the exact distance only where a lower bound cannot rule a column out.
@@ -82,7 +82,8 @@ def pruned_topk(
     lower : (n, N) lower bounds on the distances of the block's rows to all N columns.
     exact : ``exact(rows, cols)`` -> float64 exact distances for the index pairs ``(rows[t], cols[t])``;
         ``rows`` index the block's rows (0..n-1), ``cols`` the columns.
-    k : neighbours per row.  exclude : (n,) column of each row's own item.
+    k : neighbours per row.  exclude : (n,) column of each row's own item, or None when the rows are not items
+        of the columns (a search by a new label).
 
     Returns
     -------
@@ -90,11 +91,14 @@ def pruned_topk(
     """
     n, m = lower.shape
     lb = np.array(lower, dtype=np.float64, copy=True)
-    lb[np.arange(n), exclude] = np.inf
     values = np.full((n, m), np.inf, dtype=np.float32)
     done = np.zeros((n, m), dtype=bool)
-    done[np.arange(n), exclude] = True
-    kk = min(k, m - 1)
+    avail = m
+    if exclude is not None:
+        lb[np.arange(n), exclude] = np.inf
+        done[np.arange(n), exclude] = True
+        avail = m - 1
+    kk = min(k, avail)
 
     def compute(mask: np.ndarray) -> int:
         r, c = np.nonzero(mask & ~done)
@@ -103,7 +107,7 @@ def pruned_topk(
             done[r, c] = True
         return int(r.size)
 
-    first = min(m - 1, max(kk, first_round * kk))
+    first = min(avail, max(kk, first_round * kk))
     cols = np.argpartition(lb, first - 1, axis=1)[:, :first] if first < m else np.tile(np.arange(m), (n, 1))
     mask = np.zeros((n, m), dtype=bool)
     np.put_along_axis(mask, cols, True, axis=1)

@@ -1,19 +1,34 @@
-// Neighbour browser: pick a store and an item, see its label and its nearest neighbours (API v1 only).
+// Neighbour browser: pick a store and an item, see its label and its nearest neighbours; search a store by a new
+// label (POST /search), find an item by its id (GET /ids). API v1 only.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
-const state = { stores: [], shown: 0 };
+const state = { stores: [], shown: 0, ids: {}, label: null, pose: null };
+//: how the search box reads what is typed, by kind; any other kind takes the label's JSON form as typed
+const QUERY_FORMS = {
+  caption_wmd: { hint: "search by captions, one per line", placeholder: "a dog catches a frisbee\na brown dog on the grass" },
+  vectors: { hint: "search by a vector: its numbers", placeholder: "0.5 1.25 -3" },
+  pose: { hint: "search by a pose: 16 joints, [x, y] or null (JSON)", placeholder: "[[620, 394], [616, 269], null, ...]" },
+};
+//: pose limbs as drawn (style.css colours them by class)
+const LIMBS = [["right", "right limbs"], ["left", "left limbs"], ["center", "spine, neck and head"]];
 
-async function api(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
-  const body = await response.json().catch(() => ({}));
+async function api(path, body) {
+  const init = { headers: { Accept: "application/json" } };
+  if (body !== undefined) {
+    init.method = "POST";
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  const answer = await response.json().catch(() => ({}));
   if (!response.ok) {
-    const detail = typeof body.detail === "string" ? body.detail
-      : Array.isArray(body.detail) ? body.detail.map((e) => e.msg).join("; ") : response.statusText;
+    const detail = typeof answer.detail === "string" ? answer.detail
+      : Array.isArray(answer.detail) ? answer.detail.map((e) => e.msg).join("; ") : response.statusText;
     throw new Error(`${response.status}: ${detail}`);
   }
-  return body;
+  return answer;
 }
 
 function el(tag, attrs = {}, ...children) {
@@ -29,6 +44,9 @@ function showError(message) {
   box.textContent = message || "";
   box.hidden = !message;
 }
+
+const storeInfo = (store) => state.stores.find((s) => s.name === store);
+const storePath = (store) => `/v1/stores/${encodeURIComponent(store)}`;
 
 // A pose as an SVG skeleton, scaled to fit; image coordinates (y down).
 function drawPose(pose) {
@@ -73,12 +91,44 @@ function drawLabel(label) {
   return box;
 }
 
+async function fetchLabel(store, index) {
+  const label = await api(`${storePath(store)}/items/${index}/label`);
+  if (label.pose) state.pose = { joints: label.pose.joints, edges: label.pose.edges };
+  showLegend(label);
+  return label;
+}
+
 async function labelOf(store, index) {
   try {
-    return drawLabel(await api(`/v1/stores/${encodeURIComponent(store)}/items/${index}/label`));
+    return drawLabel(await fetchLabel(store, index));
   } catch (error) {
     return el("p", { class: "meta" }, `no label: ${error.message}`);
   }
+}
+
+// The legend of what the labels are drawn with: a pose's limbs, a map's surface classes.
+function showLegend(label) {
+  const box = $("legend");
+  if (label.pose) {
+    const items = LIMBS.map(([cls, name]) => {
+      const swatch = el("svg", { class: "swatch", viewBox: "0 0 24 12" });
+      swatch.append(el("line", { class: `bone ${cls}`, x1: 2, y1: 6, x2: 22, y2: 6, "stroke-width": 4 }));
+      return el("span", { class: "legend-item", "data-limb": cls }, swatch, name);
+    });
+    const joint = (cls, name) => {
+      const swatch = el("svg", { class: "swatch", viewBox: "0 0 12 12" });
+      swatch.append(el("circle", { class: cls, cx: 6, cy: 6, r: 4, "stroke-width": 1.5 }));
+      return el("span", { class: "legend-item" }, swatch, name);
+    };
+    box.replaceChildren(el("b", {}, "limbs"), ...items, joint("joint", "joint"), joint("joint hidden", "occluded joint"));
+  } else if (label.legend) {
+    const items = label.legend.map((entry) => el("span", { class: "legend-item", "data-value": entry.value,
+      "data-color": entry.color }, el("i", { class: "chip", style: `background:${entry.color}` }), entry.name));
+    box.replaceChildren(el("b", {}, "surfaces"), ...items);
+  } else {
+    box.replaceChildren();
+  }
+  box.hidden = !box.childElementCount;
 }
 
 async function loadStores() {
@@ -96,7 +146,7 @@ async function loadStores() {
 }
 
 function describe(store) {
-  const info = state.stores.find((s) => s.name === store);
+  const info = storeInfo(store);
   if (!info) return "";
   const show = (v) => (v !== null && typeof v === "object" ? JSON.stringify(v) : String(v));
   const params = Object.entries(info.params || {}).map(([k, v]) => `${k}=${show(v)}`).join(", ");
@@ -104,34 +154,18 @@ function describe(store) {
     ` · ${info.has_dense ? "dense matrix + kNN lists" : "kNN lists only"}`;
 }
 
-async function show(store, item, k) {
-  showError("");
-  const token = ++state.shown; // a newer call wins: answers to older ones are dropped
-  const info = state.stores.find((s) => s.name === store);
-  if (info) {
-    $("item").max = info.n_items - 1;
-    $("k").max = info.k;
-    k = Math.min(k, info.k);
-    $("k").value = k;
-  }
-  $("store-info").textContent = describe(store);
-  history.replaceState(null, "", `/ui?store=${encodeURIComponent(store)}&item=${item}&k=${k}`);
-  let result;
-  try {
-    result = await api(`/v1/stores/${encodeURIComponent(store)}/items/${item}/neighbors?k=${k}`);
-  } catch (error) {
-    if (token !== state.shown) return;
-    showError(error.message);
-    $("anchor").replaceChildren();
-    $("neighbors").replaceChildren();
-    return;
-  }
-  const anchor = el("div", { class: "card", "data-index": result.index, "data-id": result.id });
-  anchor.append(el("h2", {}, `item ${result.index}`), el("div", { class: "meta" }, result.id));
-  anchor.append(await labelOf(store, result.index));
-  if (token !== state.shown) return;
-  $("anchor").replaceChildren(anchor);
-  $("neighbors-title").textContent = `${result.indices.length} nearest neighbours of item ${result.index}`;
+// The store's settings of the search box: its hint and placeholder by kind.
+function prepareSearch(store) {
+  const info = storeInfo(store);
+  const form = QUERY_FORMS[info && info.kind] || { hint: "search by a label (its JSON form)", placeholder: "" };
+  $("query-hint").textContent = form.hint;
+  $("query").placeholder = form.placeholder;
+  $("search-form").dataset.kind = info ? info.kind : "";
+}
+
+// One card per item of an answer ({indices, ids, distances}), as the neighbour list shows them.
+async function showItems(store, result, title, token) {
+  $("neighbors-title").textContent = title;
   const cards = result.indices.map((index, rank) => {
     const distance = result.distances[rank];
     const card = el("li", { class: "card neighbor", "data-index": index, "data-id": result.ids[rank],
@@ -148,6 +182,49 @@ async function show(store, item, k) {
   labels.forEach((label, i) => cards[i].insertBefore(label, cards[i].children[2]));
 }
 
+function clearItems() {
+  $("anchor").replaceChildren();
+  $("neighbors").replaceChildren();
+}
+
+async function show(store, item, k) {
+  showError("");
+  const token = ++state.shown; // a newer call wins: answers to older ones are dropped
+  const info = storeInfo(store);
+  if (info) {
+    $("item").max = info.n_items - 1;
+    $("k").max = info.k;
+    k = Math.min(k, info.k);
+    $("k").value = k;
+  }
+  $("store-info").textContent = describe(store);
+  prepareSearch(store);
+  history.replaceState(null, "", `/ui?store=${encodeURIComponent(store)}&item=${item}&k=${k}`);
+  let result;
+  try {
+    result = await api(`${storePath(store)}/items/${item}/neighbors?k=${k}`);
+  } catch (error) {
+    if (token !== state.shown) return;
+    showError(error.message);
+    clearItems();
+    return;
+  }
+  const anchor = el("div", { class: "card", "data-index": result.index, "data-id": result.id });
+  anchor.append(el("h2", {}, `item ${result.index}`), el("div", { class: "meta" }, result.id));
+  let label;
+  try {
+    label = await fetchLabel(store, result.index);
+    anchor.append(drawLabel(label));
+  } catch (error) {
+    anchor.append(el("p", { class: "meta" }, `no label: ${error.message}`));
+  }
+  if (token !== state.shown) return;
+  state.label = label || null;
+  $("anchor").replaceChildren(anchor);
+  $("neighbors").dataset.mode = "neighbors";
+  await showItems(store, result, `${result.indices.length} nearest neighbours of item ${result.index}`, token);
+}
+
 function go(store, item) {
   $("store").value = store;
   $("item").value = item;
@@ -156,6 +233,115 @@ function go(store, item) {
 
 function current() {
   return { store: $("store").value, item: Number($("item").value), k: Number($("k").value) };
+}
+
+// ------------------------------------------------------------------------------ search by a new label
+// What is typed, as the label's JSON form: captions one per line, a vector's numbers, else JSON.
+function parseQuery(kind, text) {
+  if (kind === "caption_wmd") return text.split("\n").map((line) => line.trim()).filter(Boolean);
+  const trimmed = text.trim();
+  if (kind === "vectors" && !trimmed.startsWith("[")) {
+    const parts = trimmed.split(/[\s,;]+/).filter(Boolean);
+    const bad = parts.find((p) => !Number.isFinite(Number(p)));
+    if (bad !== undefined) throw new Error(`"${bad}" is not a number: type the vector's numbers`);
+    return parts.map(Number);
+  }
+  try {
+    return JSON.parse(trimmed);
+  } catch (error) {
+    throw new Error(`the label of a ${kind} store is typed as JSON: ${error.message}`);
+  }
+}
+
+// What the query was, drawn like an item's label.
+function drawQuery(kind, label) {
+  if (kind === "caption_wmd") return drawLabel({ texts: label });
+  if (kind === "pose" && Array.isArray(label) && state.pose) {
+    return drawLabel({ pose: { ...state.pose, xy: label, visible: label.map(() => true) } });
+  }
+  return drawLabel({ values: { label } });
+}
+
+async function search(store, text, k) {
+  showError("");
+  const token = ++state.shown;
+  const info = storeInfo(store);
+  const kind = info ? info.kind : "";
+  prepareSearch(store);
+  $("store-info").textContent = describe(store);
+  $("query").value = text;
+  history.replaceState(null, "", `/ui?store=${encodeURIComponent(store)}&search=${encodeURIComponent(text)}&k=${k}`);
+  let label, result;
+  try {
+    label = parseQuery(kind, text);
+    if (info) k = Math.min(k, info.n_items);
+    result = await api(`${storePath(store)}/search`, { label, k });
+  } catch (error) {
+    if (token !== state.shown) return;
+    showError(`search: ${error.message}`);
+    clearItems();
+    return;
+  }
+  if (kind === "pose" && !state.pose && result.indices.length) { // the skeleton's joints and bones, to draw the query
+    await fetchLabel(store, result.indices[0]).catch(() => null);
+  }
+  if (token !== state.shown) return;
+  const query = el("div", { class: "card query", "data-computed": result.computed });
+  const n = info ? info.n_items : result.computed;
+  query.append(el("h2", {}, "search"), el("div", { class: "meta" }, result.computed < n
+    ? `${result.computed} of ${n} distances computed (the rest ruled out by a lower bound)`
+    : `all ${n} distances computed`));
+  query.append(drawQuery(kind, label));
+  $("anchor").replaceChildren(query);
+  $("neighbors").dataset.mode = "search";
+  await showItems(store, result, `${result.indices.length} nearest items of the search`, token);
+}
+
+// The current item's label in the search box's form, to search by it or an edit of it.
+function fillQuery() {
+  const label = state.label;
+  if (!label) return;
+  if (label.pose) $("query").value = JSON.stringify(label.pose.xy);
+  else if (label.texts) $("query").value = label.texts.join("\n");
+  else if (label.values && label.values.values) $("query").value = [].concat(label.values.values).join(" ");
+  else if (label.values) $("query").value = JSON.stringify(Object.values(label.values)[0]);
+  $("query").focus();
+}
+
+// ------------------------------------------------------------------------------ an item by its id
+async function idsOf(store) {
+  if (!state.ids[store]) state.ids[store] = (await api(`${storePath(store)}/ids`)).ids;
+  return state.ids[store];
+}
+
+async function lookup(store, text) {
+  showError("");
+  const wanted = text.trim();
+  if (!wanted) {
+    showError("type an item id to find");
+    return;
+  }
+  let ids;
+  try {
+    ids = await idsOf(store);
+  } catch (error) {
+    showError(`cannot read the ids of ${store}: ${error.message}`);
+    return;
+  }
+  let index = ids.indexOf(wanted);
+  if (index < 0) {
+    const matches = [];
+    ids.forEach((id, i) => { if (id.includes(wanted)) matches.push(i); });
+    if (matches.length !== 1) {
+      const some = matches.slice(0, 5).map((i) => ids[i]).join(", ");
+      showError(matches.length ? `${matches.length} ids of ${store} contain "${wanted}" (${some}${matches.length > 5 ? ", ..." : ""}): type one whole`
+        : `no item of ${store} has the id "${wanted}"`);
+      return;
+    }
+    index = matches[0];
+  }
+  await go(store, index);
+  $("anchor").firstChild?.classList.add("found");
 }
 
 async function main() {
@@ -170,16 +356,28 @@ async function main() {
     const { store, item, k } = current();
     show(store, item, k);
   });
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    return (state.pending = search($("store").value, $("query").value, Number($("k").value)));
+  });
+  $("query").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("search-form").requestSubmit();
+  });
+  $("use-item").addEventListener("click", fillQuery);
+  $("lookup-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    return (state.pending = lookup($("store").value, $("lookup").value));
+  });
   $("store").addEventListener("change", () => go($("store").value, 0));
   const step = (delta) => () => {
     const { store, item } = current();
-    const info = state.stores.find((s) => s.name === store);
+    const info = storeInfo(store);
     go(store, (item + delta + info.n_items) % info.n_items);
   };
   $("prev").addEventListener("click", step(-1));
   $("next").addEventListener("click", step(1));
   $("random").addEventListener("click", () => {
-    const info = state.stores.find((s) => s.name === $("store").value);
+    const info = storeInfo($("store").value);
     go(info.name, Math.floor(Math.random() * info.n_items));
   });
   const params = new URLSearchParams(location.search);
@@ -192,7 +390,20 @@ async function main() {
     document.body.dataset.ready = "true";
     return;
   }
-  if (available.length) await go(asked || available[0], Number(params.get("item") || 0));
+  const store = asked || available[0];
+  if (store && params.has("search")) { // ?search=TEXT: typed into the search box and submitted, as a user would
+    $("store").value = store;
+    $("query").value = params.get("search");
+    $("search-form").requestSubmit();
+    await state.pending;
+  } else if (store && params.has("id")) { // ?id=ID: the same with the id box
+    $("store").value = store;
+    $("lookup").value = params.get("id");
+    $("lookup-form").requestSubmit();
+    await state.pending;
+  } else if (store) {
+    await go(store, Number(params.get("item") || 0));
+  }
   document.body.dataset.ready = "true";
 }
 

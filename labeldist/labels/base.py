@@ -7,6 +7,7 @@ blocks to Dask workers; the store keeps it as plain arrays so that any entry can
 from __future__ import annotations
 
 import hashlib
+import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -22,6 +23,23 @@ def as_str_array(values: object) -> np.ndarray:
 
 class LabelError(ValueError):
     """Bad label input: the message names the file, row or item at fault."""
+
+
+def json_number(value: object, where: str) -> float:
+    """``value`` of a label's JSON form as a finite float; LabelError naming ``where`` for anything else (a
+    string, a boolean, null, NaN or an infinity, which Python's JSON reader accepts)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LabelError(f"{where} is {json_repr(value)}, not a number")
+    number = float(value)
+    if not math.isfinite(number):
+        raise LabelError(f"{where} is {number}, not a finite number")
+    return number
+
+
+def json_repr(value: object, limit: int = 40) -> str:
+    """A short text of a JSON value for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class LabelSet(ABC):
@@ -61,6 +79,19 @@ class LabelSet(ABC):
     @abstractmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
         """Rebuild a set written by :meth:`to_arrays`."""
+
+    @classmethod
+    def from_json(cls, value: object, *, like: LabelSet) -> Self:
+        """One label read from its JSON form (a parsed JSON value), as a set of one item (id ``"query"``), made
+        exactly as the items of ``like`` were made, so that its distances to them are those a new item of that
+        set would get: the search of a store by a new label (``POST /v1/stores/{store}/search``).
+
+        ``like`` is the store's labels, with the manifest's ``params["labels"]`` as its ``provenance``: a kind
+        takes from it what it needs (the number of joints, the dimension, a caption set's tokenizer and word
+        vectors). Raises :class:`LabelError` naming what is wrong with ``value``; the default raises
+        NotImplementedError: the kind cannot be searched by label.
+        """
+        raise NotImplementedError(f"labels of type {cls.label_type!r} cannot be read from JSON")
 
     def sha256(self) -> str:
         """Digest of ids and label arrays: two sets with the same digest give the same distances."""

