@@ -1,7 +1,7 @@
 """Kinds as plugins (issue 12): the example plugin of ``examples/labeldist-angles``, installed, works wherever a
 built-in kind does: ``precompute``, ``info``, ``verify``, a live ``labeldist serve`` (stored and on-demand
-distances, minibatches) and ``StoreReader.labels()``. A kind whose distance raises or returns the wrong shape is
-refused with one clear line before anything is written.
+distances, minibatches, search by a new label) and ``StoreReader.labels()``. A kind whose distance raises or
+returns the wrong shape is refused with one clear line before anything is written.
 
 The plugin is installed with pip into a folder of its own that the commands find on ``PYTHONPATH``: the same
 entry-point discovery as an install into the venv, without changing the environment the other tests run in.
@@ -81,6 +81,14 @@ def test_an_installed_plugin_kind_goes_through_the_whole_chain(plugin_path: Path
             assert {ANGLES[i] for i in b["items"][:2]} == {359.0, 5.0}  # 350°: 9° and 15° away on the circle
         label = httpx.get(f"{service.url}/v1/stores/angles/items/2/label").json()
         assert label["kind"] == "angles"
+        for name in ("angles", "angles-knn"):  # a new label: 3 degrees, its nearest on the circle
+            found = httpx.post(f"{service.url}/v1/stores/{name}/search", json={"label": 3.0, "k": 3})
+            assert found.status_code == 200, found.text
+            brute = sorted(range(len(ANGLES)), key=lambda j: (circle(3.0, ANGLES[j]), j))[:3]
+            assert found.json()["indices"] == brute
+            np.testing.assert_allclose(found.json()["distances"], [circle(3.0, ANGLES[j]) for j in brute])
+        bad = httpx.post(f"{service.url}/v1/stores/angles/search", json={"label": "north", "k": 3})
+        assert bad.status_code == 422 and "finite number of degrees" in bad.text
 
 
 def test_a_kind_whose_distance_misbehaves_is_refused_before_anything_is_written(tmp_path: Path) -> None:

@@ -38,6 +38,13 @@ class Angles(LabelSet):
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Angles:
         return cls(ids, arrays["degrees"])
 
+    @classmethod
+    def from_json(cls, value: object, *, like: LabelSet) -> Angles:
+        """An angle in degrees (a JSON number): what ``POST /v1/stores/{store}/search`` takes."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise LabelError(f"an angle is a finite number of degrees, got {value!r}")
+        return cls(np.array(["query"]), np.array([float(value)]))
+
 
 class CircularDistance(LabelDistance):
     """The shorter way round the circle between two angles, in degrees."""
