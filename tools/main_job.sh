@@ -24,7 +24,10 @@ CLUSTER=""
 if [ -n "${SCHEDULER:-}" ]; then CLUSTER="--scheduler $SCHEDULER"; fi
 
 # shellcheck disable=SC2086  # CLUSTER is empty or two words on purpose
-$LABELDIST precompute pose "$DATA/mpii/mpii_valid_2958.csv" --k 100 --out "$STORES/mpii-pose" $CLUSTER
+# poses centred and scaled by the MPII person scale: comparable across photos (raw pixels would make the nearest
+# poses those of people of the same size at the same place in the picture)
+$LABELDIST precompute pose "$DATA/mpii/mpii_valid_2958.csv" --normalization center_scale --k 100 \
+    --out "$STORES/mpii-pose" $CLUSTER
 # shellcheck disable=SC2086
 $LABELDIST precompute layout --generate 2000 --layout-type 5 --size 128 --seed 0 --k 100 \
     --out "$STORES/lsun5-layout_miou" $CLUSTER
