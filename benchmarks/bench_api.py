@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from serving import tree_cpu_seconds  # benchmarks/serving.py (scripts run from benchmarks/)
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = {"neighbors": 2000.0, "batches": 500.0}  # requests/s on the 2-core machine; p99 <= 50 ms at 64 clients
@@ -352,14 +353,7 @@ class ServerCPU:
         self._t0 = 0.0
 
     def _now(self) -> float:
-        total = 0.0
-        for p in [self._parent, *self._parent.children(recursive=True)]:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except Exception:  # a process that went away
-                pass
-        return total
+        return tree_cpu_seconds(self._parent.pid)
 
     def start(self) -> None:
         self._t0 = self._now()

@@ -31,14 +31,12 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from labeldist.trainer.client import LabelDistClient  # noqa: E402
 from labeldist.trainer.data import FeatureInputs, MinibatchStream  # noqa: E402
+from serving import start_service, tree_cpu_seconds  # noqa: E402
 
 from labeldist.store import read_manifest  # noqa: E402
 
@@ -113,47 +112,14 @@ def disk_bytes(path: Path) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------- the service
-def start_service(stores: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "labeldist.cli", "serve", "--stores", str(stores), "--host", "127.0.0.1",
-         "--port", str(port)],
-        cwd=REPO, env={**os.environ, "LABELDIST_ACCESS_LOG": "false"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"labeldist serve exited with {proc.returncode}: {proc.stderr.read()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.3)
-    proc.terminate()
-    raise SystemExit(f"labeldist serve at {url} did not come up in 120 s")
-
-
 class CPUTime:
     """CPU seconds (user + system) of a process and its children."""
 
     def __init__(self, pid: int) -> None:
-        import psutil
-
-        self._proc = psutil.Process(pid)
+        self._pid = pid
 
     def __call__(self) -> float:
-        total = 0.0
-        for p in [self._proc, *self._proc.children(recursive=True)]:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except Exception:  # a process that went away
-                pass
-        return total
+        return tree_cpu_seconds(self._pid)
 
 
 # ---------------------------------------------------------------- measuring

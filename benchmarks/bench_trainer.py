@@ -36,14 +36,11 @@ import argparse
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import torch
 
@@ -56,29 +53,9 @@ from labeldist.trainer.fit import FitConfig, autocast, default_loader_workers, f
 from labeldist.trainer.images import open_images  # noqa: E402
 from labeldist.trainer.losses import LogRatioLoss  # noqa: E402
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding  # noqa: E402
+from serving import start_service  # noqa: E402
 
 RESNET34_GFLOPS = 3.6  # forward, one 224 x 224 image (He et al. 2016, Table 1)
-
-
-def start_service(stores: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "labeldist.cli", "serve", "--stores", stores, "--port", str(port)],
-        cwd=REPO, env={**os.environ, "LABELDIST_ACCESS_LOG": "false"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.3)
-    proc.terminate()
-    raise TimeoutError(f"labeldist serve at {url} did not come up")
 
 
 def stream_rate(
