@@ -31,10 +31,10 @@ from labeldist.api.errors import APIError, TooLarge, Unavailable
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
 
+from labeldist.pairs import CHUNK_SECONDS  # noqa: F401 - estimated seconds of work between two looks at the flag
+
 T = TypeVar("T")
 
-#: estimated seconds of work between two looks at the cancellation flag
-CHUNK_SECONDS = 0.2
 #: what a 503 for a saturated pool tells the client to wait (seconds)
 RETRY_AFTER_S = 1
 

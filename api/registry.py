@@ -20,110 +20,27 @@ from typing import Any
 
 import numpy as np
 from labeldist.api.caches import PairCache, RowBlockCache
-from labeldist.api.compute import CHUNK_SECONDS, ClientGone, ComputeGuard, unguarded
+from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import BadParameter, NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 
 from labeldist.kinds import check_block, distance_class
 from labeldist.knn import pruned_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
+from labeldist.pairs import (  # noqa: F401 - PairPlan, compute_pairs: re-exported, the service's own names
+    CHUNK_SECONDS,
+    PairPlan,
+    checked_block,
+    compute_pairs,
+    compute_planned,
+    plan_pairs,
+)
 from labeldist.store import StoreCorruptError, StoreError, StoreIncompleteError, StoreReader, read_manifest
 
 log = logging.getLogger("labeldist.api")
 
 #: an unavailable store is looked at again at most this often (seconds)
 RECHECK_SECONDS = 2.0
-
-
-@dataclass(frozen=True)
-class PairPlan:
-    """How the distances of pairs ``(a[t], b[t])`` are computed from the labels.
-
-    The distance is symmetric, so each pair is turned to have as its row the item that occurs in more pairs (an
-    anchor against many items becomes one row). Then one ``distance.block`` call over the rectangle of distinct
-    rows and columns when it holds at most 2.5 times the pairs asked (a minibatch's pairwise matrix: its upper
-    triangle is about half the rectangle), else one call per distinct row against its columns (scattered
-    pairs), so that an expensive distance (caption-set WMD) never computes many pairs nobody asked for.
-    """
-
-    rows: np.ndarray  # (P,) the row item of each pair
-    cols: np.ndarray  # (P,) its column item
-    ur: np.ndarray  # distinct rows, and each pair's position among them
-    ir: np.ndarray
-    uc: np.ndarray  # distinct columns, and each pair's position among them
-    ic: np.ndarray
-    rectangle: bool
-
-    @property
-    def calls(self) -> int:
-        """``distance.block`` calls, unchunked."""
-        return 1 if self.rectangle else int(self.ur.size)
-
-    @property
-    def kernel_pairs(self) -> int:
-        """Distances the kernel computes (the whole rectangle, or each row's own columns)."""
-        return int(self.ur.size * self.uc.size) if self.rectangle else int(self.rows.size)
-
-    @property
-    def items(self) -> int:
-        """Distinct items the pairs name (what a kind that embeds its labels, the sentence kind, prepares)."""
-        return int(np.union1d(self.ur, self.uc).size)
-
-    def cost_s(self, distance_cls: Any) -> float:
-        """Estimated seconds of one core: calls x the kind's cost a call + kernel pairs x its cost a pair + distinct
-        items x its cost an item."""
-        return (self.calls * distance_cls.cost_per_call_s + self.kernel_pairs * distance_cls.cost_per_pair_s
-                + self.items * distance_cls.cost_per_item_s)  # fmt: skip
-
-
-def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:
-    """The :class:`PairPlan` of the pairs ``(a[t], b[t])``."""
-    items, counts = np.unique(np.concatenate([a, b]), return_counts=True)
-    ca, cb = counts[np.searchsorted(items, a)], counts[np.searchsorted(items, b)]
-    swap = (cb > ca) | ((cb == ca) & (b < a))
-    rows, cols = np.where(swap, b, a), np.where(swap, a, b)
-    ur, ir = np.unique(rows, return_inverse=True)
-    uc, ic = np.unique(cols, return_inverse=True)
-    return PairPlan(rows, cols, ur, ir, uc, ic, rectangle=ur.size * uc.size <= 2.5 * rows.size)
-
-
-def _checked(distance: Any, rows: Any, cols: Any) -> np.ndarray:
-    """``distance.block``, refused unless a float array of the right shape with no NaN (a plugin's mistake must
-    not be served as distances)."""
-    block = distance.block(rows, cols)
-    check_block(distance.kind, block, len(rows), len(cols))
-    return block
-
-
-def compute_planned(labels: Any, distance: Any, plan: PairPlan, check: Callable[[], None] = lambda: None) -> np.ndarray:
-    """The distances of a plan's pairs, rounded to float32 like stored values. ``check`` is called between
-    chunks of about :data:`labeldist.api.compute.CHUNK_SECONDS` of estimated work (it raises to stop: the client has
-    gone);
-    a rectangle estimated under one chunk is one ``block`` call."""
-    per_chunk = max(1, int(CHUNK_SECONDS / max(plan.uc.size * type(distance).cost_per_pair_s, 1e-12)))
-    if plan.rectangle:
-        cols = labels.subset(plan.uc)
-        parts = []
-        for start in range(0, plan.ur.size, per_chunk):
-            check()
-            rows = labels.subset(plan.ur[start : start + per_chunk])
-            parts.append(_checked(distance, rows, cols).astype(np.float32))
-        return np.concatenate(parts)[plan.ir, plan.ic]
-    out = np.empty(plan.rows.size, dtype=np.float32)
-    order = np.argsort(plan.ir, kind="stable")
-    bounds = np.searchsorted(plan.ir[order], np.arange(plan.ur.size + 1))
-    for t, row in enumerate(plan.ur.tolist()):
-        check()
-        sel = order[bounds[t] : bounds[t + 1]]
-        partners, back = np.unique(plan.cols[sel], return_inverse=True)  # a label set holds each item once
-        out[sel] = _checked(distance, labels.subset(np.array([row])), labels.subset(partners))[0, back]
-    return out
-
-
-def compute_pairs(labels: Any, distance: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distances of the pairs ``(a[t], b[t])`` from the labels, rounded to float32 like stored values
-    (:func:`plan_pairs`, then :func:`compute_planned`)."""
-    return compute_planned(labels, distance, plan_pairs(a, b))
 
 
 @dataclass(frozen=True)
@@ -165,7 +82,7 @@ def search_labels(
             check()
             part = cols[start : start + per_chunk]
             items = labels if part.size == n else labels.subset(part)
-            out[start : start + part.size] = _checked(distance, query, items)[0]
+            out[start : start + part.size] = checked_block(distance, query, items)[0]
         return out
 
     check()
@@ -281,7 +198,7 @@ class ServedStore:
         """
         if self.dense is not None:
             return self.dense.gather(i, j), np.ones(len(i), dtype=bool)
-        from labeldist.api.knnlookup import knn_lookup  # numba: imported only where a store has no dense matrix
+        from labeldist.knnlookup import knn_lookup  # numba: imported only where a store has no dense matrix
 
         return knn_lookup(self.knn_indices, self.knn_distances, i, j)
 

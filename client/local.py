@@ -15,8 +15,8 @@ refused with its :class:`~labeldist.store.StoreError`). The minibatches are draw
 (:func:`draw_batch_items`: the same seed draws the same items as ``POST /v1/stores/{store}/batches``), and their
 label distances are the service's too: stored ones from the dense matrix when the store has one, else from either
 item's kNN list, and the pairs a kNN-only store does not hold computed from the stored labels with the store's
-own distance (:meth:`labeldist.store.StoreReader.distance`), planned as the service plans them
-(:func:`plan_pairs`). Unlike the service there are no request limits, no compute budget and no API key: the
+own distance (:meth:`labeldist.store.StoreReader.distance`), planned and computed by the service's own code
+(:mod:`labeldist.pairs`). Unlike the service there are no request limits, no compute budget and no API key: the
 caller's own process does the work.
 """
 
@@ -26,13 +26,14 @@ import os
 import secrets
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from labeldist.client.http import Batches, RequestRejected, StoreNotFound
 
+from labeldist.knnlookup import knn_lookup
+from labeldist.pairs import compute_pairs
 from labeldist.store import StoreError, StoreReader, read_manifest
 
 #: the largest seed the service takes (JSON-safe); a missing seed is drawn below it
@@ -102,81 +103,6 @@ def draw_batch_items(
         items[t, : nearest.size] = nearest
         items[t, nearest.size :] = sample_excluding(rng, n, m - nearest.size, np.append(nearest, a))
     return anchor_arr, items
-
-
-@dataclass(frozen=True)
-class PairPlan:
-    """How the distances of pairs ``(a[t], b[t])`` are computed from the labels (the service's rule,
-    ``labeldist.api.registry.plan_pairs``, so that a computed distance has the same float32 value from either).
-
-    The distance is symmetric, so each pair is turned to have as its row the item that occurs in more pairs.
-    Then one ``distance.block`` call over the rectangle of distinct rows and columns when it holds at most 2.5
-    times the pairs asked, else one call per distinct row against its own columns.
-    """
-
-    rows: np.ndarray
-    cols: np.ndarray
-    ur: np.ndarray
-    ir: np.ndarray
-    uc: np.ndarray
-    ic: np.ndarray
-    rectangle: bool
-
-
-def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:
-    """The :class:`PairPlan` of the pairs ``(a[t], b[t])``."""
-    items, counts = np.unique(np.concatenate([a, b]), return_counts=True)
-    ca, cb = counts[np.searchsorted(items, a)], counts[np.searchsorted(items, b)]
-    swap = (cb > ca) | ((cb == ca) & (b < a))
-    rows, cols = np.where(swap, b, a), np.where(swap, a, b)
-    ur, ir = np.unique(rows, return_inverse=True)
-    uc, ic = np.unique(cols, return_inverse=True)
-    return PairPlan(rows, cols, ur, ir, uc, ic, rectangle=ur.size * uc.size <= 2.5 * rows.size)
-
-
-def compute_pairs(labels: Any, distance: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distances of the pairs ``(a[t], b[t])`` computed from the labels (a LabelSet) with ``distance`` (a
-    LabelDistance), rounded to float32 like stored values, in the blocks of :func:`plan_pairs`."""
-    plan = plan_pairs(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
-    if plan.rectangle:
-        block = distance.block(labels.subset(plan.ur), labels.subset(plan.uc)).astype(np.float32)
-        return block[plan.ir, plan.ic]
-    out = np.empty(plan.rows.size, dtype=np.float32)
-    order = np.argsort(plan.ir, kind="stable")
-    bounds = np.searchsorted(plan.ir[order], np.arange(plan.ur.size + 1))
-    for t, row in enumerate(plan.ur.tolist()):
-        sel = order[bounds[t] : bounds[t + 1]]
-        partners, back = np.unique(plan.cols[sel], return_inverse=True)  # a label set holds each item once
-        out[sel] = distance.block(labels.subset(np.array([row])), labels.subset(partners))[0, back]
-    return out
-
-
-def knn_lookup(
-    knn_indices: np.ndarray, knn_distances: np.ndarray, i: np.ndarray, j: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, found)`` of the pairs ``(i[t], j[t])``: the stored distance where ``j`` is in the kNN list of
-    ``i`` or ``i`` in that of ``j`` (the distance is symmetric), 0 for ``i == j``, NaN elsewhere.
-
-    >>> idx = np.array([[1, 2], [0, -1], [1, 0]], dtype=np.int32)
-    >>> dist = np.array([[1.0, 2.0], [1.0, np.inf], [3.0, 2.0]], dtype=np.float32)
-    >>> values, found = knn_lookup(idx, dist, np.array([0, 1, 2, 1]), np.array([2, 2, 2, 1]))
-    >>> values.tolist(), found.tolist()
-    ([2.0, 3.0, 0.0, 0.0], [True, True, True, True])
-    """
-    i = np.asarray(i, dtype=np.int64)
-    j = np.asarray(j, dtype=np.int64)
-    found = i == j
-    values = np.where(found, np.float32(0), np.float32(np.nan)).astype(np.float32)
-    step = max(1, (1 << 22) // max(knn_indices.shape[1], 1))  # about 4M comparisons at a time
-    for start in range(0, i.size, step):
-        sl = slice(start, start + step)
-        for row, col in ((i[sl], j[sl]), (j[sl], i[sl])):
-            hit = knn_indices[row] == col[:, None]  # padding is -1, never an item
-            ok = hit.any(axis=1) & ~found[sl]
-            where = np.flatnonzero(ok)
-            values[sl][where] = knn_distances[row[where], hit[where].argmax(axis=1)]
-            found[sl] |= ok
-    return values, found
 
 
 class DenseRows:
