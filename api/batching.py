@@ -9,19 +9,7 @@ from labeldist.api.compute import ComputeGuard
 from labeldist.api.errors import BadParameter
 from labeldist.api.registry import ServedStore
 
-
-def sample_excluding(rng: np.random.Generator, n: int, count: int, exclude: np.ndarray) -> np.ndarray:
-    """``count`` distinct integers of ``0..n-1`` drawn uniformly without replacement, none in ``exclude``.
-
-    Draws from ``0..n-len(exclude)-1`` and maps each value past the excluded ones, so the cost does not
-    grow with ``n``.
-
-    >>> sorted(sample_excluding(np.random.default_rng(0), 5, 3, np.array([1, 3])).tolist())
-    [0, 2, 4]
-    """
-    ex = np.unique(exclude)
-    draw = rng.choice(n - ex.size, size=count, replace=False)
-    return draw + np.searchsorted(ex - np.arange(ex.size), draw, side="right")
+from labeldist.batching import draw_items
 
 
 @dataclass
@@ -64,13 +52,7 @@ def draw_batches(
     else:
         anchor_arr = np.asarray(anchors, dtype=np.int64)
         store.check_index(anchor_arr, "anchor")
-    m = size - 1
-    items = np.empty((len(anchor_arr), m), dtype=np.int64)
-    for t, a in enumerate(anchor_arr.tolist()):
-        nearest = store.knn_indices[a, : min(neighbors, int(store.knn_counts[a]))]
-        items[t, : nearest.size] = nearest
-        items[t, nearest.size :] = sample_excluding(rng, n, m - nearest.size, np.append(nearest, a))
-    return BatchSet(anchor_arr, items)
+    return BatchSet(anchor_arr, draw_items(rng, store.knn_indices, store.knn_counts, anchor_arr, size, neighbors))
 
 
 def fill_distances(

@@ -32,27 +32,13 @@ from typing import Any
 import numpy as np
 from labeldist.client.http import Batches, RequestRejected, StoreNotFound
 
+from labeldist.batching import draw_items
 from labeldist.knnlookup import knn_lookup
 from labeldist.pairs import compute_pairs
 from labeldist.store import StoreError, StoreReader, read_manifest
 
 #: the largest seed the service takes (JSON-safe); a missing seed is drawn below it
 MAX_SEED = 2**53 - 1
-
-
-def sample_excluding(rng: np.random.Generator, n: int, count: int, exclude: np.ndarray) -> np.ndarray:
-    """``count`` distinct integers of ``0..n-1`` drawn uniformly without replacement, none in ``exclude``
-    (the service's rule, ``labeldist.api.batching.sample_excluding``, draw for draw).
-
-    Draws from ``0..n-len(exclude)-1`` and maps each value past the excluded ones, so the cost does not grow
-    with ``n``.
-
-    >>> sorted(sample_excluding(np.random.default_rng(0), 5, 3, np.array([1, 3])).tolist())
-    [0, 2, 4]
-    """
-    ex = np.unique(exclude)
-    draw = rng.choice(n - ex.size, size=count, replace=False)
-    return draw + np.searchsorted(ex - np.arange(ex.size), draw, side="right")
 
 
 def draw_batch_items(
@@ -65,8 +51,8 @@ def draw_batch_items(
     neighbors: int,
     seed: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The anchors and items of one minibatch per anchor, by the service's rule (``labeldist.api.batching.
-    draw_batches``, which this mirrors draw for draw: the same seed gives the same minibatches).
+    """The anchors and items of one minibatch per anchor, drawn as the service draws them (both call
+    :func:`labeldist.batching.draw_items`: the same seed gives the same minibatches).
 
     With ``anchors=None``, ``count`` anchors are drawn first (without replacement when the store has enough items).
     Then, for each anchor in order, its items: the anchor's ``neighbors`` nearest (the first of its kNN list
@@ -96,12 +82,7 @@ def draw_batch_items(
         anchor_arr = np.asarray(anchors, dtype=np.int64).reshape(-1)
         if not anchor_arr.size:
             raise ValueError("anchors must name at least one item")
-    m = size - 1
-    items = np.empty((len(anchor_arr), m), dtype=np.int64)
-    for t, a in enumerate(anchor_arr.tolist()):
-        nearest = knn_indices[a, : min(neighbors, int(knn_counts[a]))]
-        items[t, : nearest.size] = nearest
-        items[t, nearest.size :] = sample_excluding(rng, n, m - nearest.size, np.append(nearest, a))
+    items = draw_items(rng, knn_indices, knn_counts, anchor_arr, size, neighbors)
     return anchor_arr, items
 
 

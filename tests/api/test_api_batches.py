@@ -7,8 +7,8 @@ import io
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from labeldist.api.batching import sample_excluding
 
+from labeldist.batching import sample_excluding
 from labeldist.labels.poses import Poses
 from tests.api.api_helpers import DENSE, KNN, N_ITEMS, reference
 
