@@ -21,6 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from labeldist.trainer.checkpoints import CheckpointError
 from labeldist.trainer.client import LabelDistClient, ServiceError
 from labeldist.trainer.data import InputError
 from labeldist.trainer.losses import LOSSES
@@ -94,7 +95,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.evaluate import UNTRAINED_BACKBONE, ImageSource, evaluate, load_split, plot_curves
 
     queries, gallery = load_split(args.split)
     images = None
@@ -105,7 +106,7 @@ def _eval(args: argparse.Namespace) -> int:
         result = evaluate(client, args.store, args.features, queries, gallery, checkpoint=args.checkpoint,
                           k_max=args.k_max, device=args.device, images=images, backbone=args.backbone,
                           embedding_dim=args.embedding_dim, weights=args.weights)  # fmt: skip
-    untrained = "input features" if args.features else f"untrained {args.backbone}"
+    untrained = "input features" if args.features else f"untrained {args.backbone or UNTRAINED_BACKBONE}"
     result["label"] = args.label or (result.get("loss") or untrained)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result), encoding="utf-8")
@@ -146,10 +147,14 @@ def _demo_inputs(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
-    from labeldist.trainer.split import split_labels
+    from labeldist.trainer.split import SplitError, split_labels
 
-    info = split_labels(args.input, args.out, test_fraction=args.test_fraction, query_fraction=args.query_fraction,
-                        seed=args.seed)  # fmt: skip
+    try:
+        info = split_labels(args.input, args.out, test_fraction=args.test_fraction,
+                            query_fraction=args.query_fraction, seed=args.seed)  # fmt: skip
+    except SplitError as e:  # one line, no traceback
+        print(f"trainer split: {e}", file=sys.stderr)
+        return 2
     print({k: len(v) for k, v in info.items() if isinstance(v, list)})
     return 0
 
@@ -178,9 +183,12 @@ def _input_args(p: argparse.ArgumentParser, train: bool = True) -> None:
     p.add_argument("--image-pattern", help="images: the file of an item under ROOT, e.g. '{id}.jpg' (default: "
                    "ROOT/index.csv when it exists, else '{id}.jpg')")  # fmt: skip
     p.add_argument("--image-index", help="images: a CSV with columns id,path (paths relative to the CSV)")
-    when = "" if train else ", when untrained"
-    p.add_argument("--backbone", default="resnet34", choices=BACKBONES,
-                   help=f"images: torchvision ResNet (default: %(default)s){when}")  # fmt: skip
+    if train:
+        p.add_argument("--backbone", default="resnet34", choices=BACKBONES,
+                       help="images: torchvision ResNet (default: %(default)s)")  # fmt: skip
+    else:  # no default: given with --checkpoint, it must be the checkpoint's (another one is refused)
+        p.add_argument("--backbone", choices=BACKBONES, help="images: torchvision ResNet when untrained (default: "
+                       "resnet34); with --checkpoint, the checkpoint's")  # fmt: skip
     p.add_argument("--weights", help="images: a local state dict to start from (torchvision's ImageNet checkpoint "
                    "of the backbone, or a trainer checkpoint); default: random initialisation")  # fmt: skip
     own = "" if train else ", or the checkpoint's"
@@ -264,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", required=True, help="split.json with queries and gallery (positions in the store)")
     ev.add_argument("--checkpoint", help="model to evaluate (default: untrained, the input features themselves, or "
                     "with --images the --backbone as initialised)")  # fmt: skip
-    ev.add_argument("--embedding-dim", type=int, default=128, help="untrained backbone's head (default: %(default)s)")
+    ev.add_argument("--embedding-dim", type=int, help="untrained backbone's head (default: 128); with --checkpoint, "
+                    "the checkpoint's")  # fmt: skip
     ev.add_argument("--out", required=True, help="results JSON")
     ev.add_argument("--plot", help="PNG of nDCG@K and mean label distance@K")
     ev.add_argument("--label", help="name of this result in plots")
@@ -292,7 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo_inputs)
 
     sp = sub.add_parser("split", help="split a label file (Karpathy JSON or MPII CSV) into train/test stores' inputs")
-    sp.add_argument("input")
+    sp.add_argument("input", help="a label file: Karpathy JSON (.json) or MPII CSV (.csv); not a store, which is "
+                    "built from each half afterwards")  # fmt: skip
     sp.add_argument("--out", required=True)
     sp.add_argument("--test-fraction", type=float, default=0.2)
     sp.add_argument("--query-fraction", type=float, default=0.2)
@@ -317,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ServiceError, InputError, WeightsError) as e:  # what the user can fix: one line, no traceback
+    except (ServiceError, InputError, WeightsError, CheckpointError) as e:  # the user can fix it: one line
         print(f"trainer {args.command}: {e}", file=sys.stderr)
         return 2
 

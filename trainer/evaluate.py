@@ -16,13 +16,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from labeldist.trainer.checkpoints import CheckpointError, describe_model, load_checkpoint
 from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.data import FeatureInputs
-from labeldist.trainer.fit import autocast, default_loader_workers, load_checkpoint, pick_device
+from labeldist.trainer.fit import autocast, default_loader_workers, pick_device
 from labeldist.trainer.metrics import retrieval_metrics
 
 #: the K at which summaries (RESULTS.md tables) report each curve
 SUMMARY_K = (1, 5, 10, 20, 50, 100)
+#: the untrained model over images when no --backbone or --embedding-dim is given
+UNTRAINED_BACKBONE, UNTRAINED_DIM = "resnet34", 128
 
 
 @torch.no_grad()
@@ -78,23 +81,49 @@ def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, devic
     return torch.cat(out).numpy()
 
 
+def checkpoint_model(path: str, *, images: bool, backbone: str | None = None, embedding_dim: int | None = None,
+                     features: int | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:  # fmt: skip
+    """The model of checkpoint ``path`` and the checkpoint, refused in one line saying what it was made with when
+    it is not what was asked: ``images`` or features (``features`` columns), a ``backbone`` or ``embedding_dim``
+    given (they describe an untrained model; with a checkpoint they can only be its own)."""
+    model, state = load_checkpoint(path)
+    config, made = state["model_config"], f"checkpoint {path} was made with {describe_model(state['model_config'])}"
+    trained_on = state.get("inputs", {}).get("kind") or ("features" if config.get("kind") == "mlp" else "images")
+    if images != (trained_on == "images"):
+        other = "--features" if images else "--images"
+        raise CheckpointError(f"{made}, trained on {trained_on}, not {'images' if images else 'features'}: evaluate "
+                              f"it with {other}")  # fmt: skip
+    asked = []
+    if backbone is not None and backbone != config.get("kind"):
+        asked.append(f"--backbone {backbone}")
+    if embedding_dim is not None and embedding_dim != config.get("out_dim"):
+        asked.append(f"--embedding-dim {embedding_dim}")
+    if asked:
+        raise CheckpointError(f"{made}, but {' and '.join(asked)} was asked: leave it out to evaluate the "
+                              "checkpoint's model")  # fmt: skip
+    if features is not None and features != config.get("in_dim"):
+        raise CheckpointError(f"{made}, but the features given have {features} columns: evaluate it on features "
+                              "like those it was trained on")  # fmt: skip
+    return model, state
+
+
 def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, indices: np.ndarray,
-                     checkpoint: str | None, device: torch.device, backbone: str, embedding_dim: int,
+                     checkpoint: str | None, device: torch.device, backbone: str | None, embedding_dim: int | None,
                      weights: str | None) -> tuple[np.ndarray, dict[str, Any], bool]:  # fmt: skip
     """Embeddings of the store's images of ``indices``; the model's description; whether it L2-normalises."""
     from labeldist.trainer.images import open_images
     from labeldist.trainer.models import ResNetEmbedding
 
     if checkpoint is None:
+        backbone = backbone or UNTRAINED_BACKBONE
         with torch.random.fork_rng(devices=[]):  # the same untrained network every time
             torch.manual_seed(0)
-            model, normalized = ResNetEmbedding(backbone, embedding_dim, weights=weights), False
+            model = ResNetEmbedding(backbone, embedding_dim or UNTRAINED_DIM, weights=weights)
+        normalized = False
         info: dict[str, Any] = {"model": f"untrained {backbone}" + (f" ({weights})" if weights else " (seed 0)")}
         size = source.input_size
     else:
-        model, state = load_checkpoint(checkpoint)
-        if state.get("inputs", {}).get("kind") != "images":
-            raise ValueError(f"checkpoint {checkpoint} was trained on features, not images: evaluate with --features")
+        model, state = checkpoint_model(checkpoint, images=True, backbone=backbone, embedding_dim=embedding_dim)
         normalized = bool(state.get("normalized"))
         info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
                 "seed": state["config"]["seed"]}  # fmt: skip
@@ -133,13 +162,14 @@ def evaluate(
     k_max: int = 100,
     device: str = "auto",
     images: ImageSource | None = None,
-    backbone: str = "resnet34",
-    embedding_dim: int = 128,
+    backbone: str | None = None,
+    embedding_dim: int | None = None,
     weights: str | None = None,
 ) -> dict[str, Any]:
     """Metrics of one model (``checkpoint``; None: untrained) for K = 1..k_max, over the store's ``features``
     or its ``images``. Untrained over features is the features themselves; over images, a ``backbone`` with
-    an ``embedding_dim`` head as initialised (random, or from ``weights``).
+    an ``embedding_dim`` head as initialised (random, or from ``weights``; by default resnet34, 128-d). With a
+    checkpoint, a ``backbone`` or ``embedding_dim`` given must be the checkpoint's.
 
     Retrieval ranks by cosine for models trained with a loss that L2-normalises embeddings, else (and for
     raw features) by squared Euclidean distance."""
@@ -160,7 +190,8 @@ def evaluate(
     if checkpoint is None:
         emb, metric, model_info = x, "euclidean", {"model": "input features (untrained)"}
     else:
-        model, state = load_checkpoint(checkpoint)
+        model, state = checkpoint_model(checkpoint, images=False, backbone=backbone, embedding_dim=embedding_dim,
+                                        features=x.shape[1])  # fmt: skip
         emb = embed(model, x, pick_device(device))
         metric = "cosine" if state.get("normalized") else "euclidean"
         model_info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],

@@ -6,9 +6,10 @@ torchvision ResNet with an embedding head, images decoded and augmented in DataL
 
 Device: CUDA when present (mixed precision: bfloat16 autocast where supported, else float16 with a gradient
 scaler; the loss always in float32; channels-last convolutions; optional ``torch.compile``), else CPU. Every
-step is one line of ``<out>/log.jsonl``; checkpoints go to ``<out>/checkpoint.pt`` (written aside, then
-renamed), and ``resume=True`` continues from the last one with the same minibatches (and random crops) an
-uninterrupted run would have seen.
+step is one line of ``<out>/log.jsonl``; checkpoints go to ``<out>/checkpoint.pt`` (tensors and plain data, see
+:mod:`labeldist.trainer.checkpoints`; the log is flushed to disk first), and ``resume=True`` continues from the
+last one with the same minibatches (and random crops) an uninterrupted run would have seen, the log cut back to
+its step.
 """
 
 from __future__ import annotations
@@ -24,10 +25,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from labeldist.trainer.checkpoints import (
+    CheckpointError,
+    describe_model,
+    first_line,
+    load_checkpoint,  # noqa: F401 - re-exported: imported from here before checkpoints.py existed
+    load_weights,
+    read_checkpoint,
+    same_model,
+    save_checkpoint,
+)
 from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream
 from labeldist.trainer.losses import make_loss
-from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding, build_model
+from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
 from tqdm import tqdm
 
 CHECKPOINT = "checkpoint.pt"
@@ -154,18 +165,77 @@ def make_model(config: FitConfig, inputs: Inputs, device: torch.device) -> torch
     return ResNetEmbedding(config.backbone, config.embedding_dim, weights=config.weights, channels_last=channels_last)
 
 
-def _save(path: Path, state: dict[str, Any]) -> None:
+def resume_from(
+    path: Path,
+    config: FitConfig,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: torch.nn.Module,
+    scaler: torch.amp.GradScaler | None,
+    device: torch.device,
+) -> int:
+    """Load a checkpoint into this run's model, optimizer, loss (proxies, calibrated ladder thresholds), scaler
+    and random generator; its step. A checkpoint of another model or loss is refused in one line saying what it
+    was made with and what this run asks for, rather than torch's list of every key."""
+    state = read_checkpoint(path, map_location=device)
+    what = f"--resume: checkpoint {path}"
+    recorded = state["model_config"]
+    if not same_model(recorded, model.config):
+        raise CheckpointError(f"{what} was made with {describe_model(recorded)}, but this run asks for "
+                              f"{describe_model(model.config)}: resume with the options it was trained with, or "
+                              "give a new --out")  # fmt: skip
+    if state["loss"] != config.loss:
+        raise CheckpointError(f"{what} was trained with loss {state['loss']}, but this run asks for {config.loss}: "
+                              "resume with its loss, or give a new --out")  # fmt: skip
+    load_weights(model, state["model"], what, recorded)
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+        if state.get("loss_state") is not None:
+            loss_fn.load_state_dict(state["loss_state"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["torch_rng"].cpu())  # loaded onto the device with the rest
+    except (KeyError, RuntimeError, TypeError, ValueError) as e:  # e.g. proxies of a store of another size
+        raise CheckpointError(f"{what} does not fit this run ({first_line(e)}): resume with the options and store "
+                              "it was trained with, or give a new --out") from None  # fmt: skip
+    return int(state["step"])
+
+
+def sync(log: Any) -> None:
+    """Flush the log to disk. Before each checkpoint: whatever step a checkpoint holds, the log then holds too,
+    wherever a kill lands (issue 17: killed at step 98, the log ended at step 63, and 64-98 were lost)."""
+    log.flush()
+    os.fsync(log.fileno())
+
+
+def rewind_log(path: Path, step: int | None) -> None:
+    """Cut a run's log back to ``step``, the checkpoint a resumed run continues from (0: none yet), so that the
+    steps it does again are not logged twice: the lines of the run being continued (from its last ``start`` at or
+    before ``step``) past ``step`` go, and so does everything after them. ``None`` (a run started afresh) keeps
+    every step. Either way a partial line, which a kill mid-write leaves, goes too.
+
+    Rewritten aside, then renamed: a kill here leaves the old log, cut again at the next resume."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    kept: list[tuple[str, dict[str, Any]]] = []
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            row = json.loads(line)
+            if isinstance(row, dict):
+                kept.append((line, row))
+    if step is not None:
+        starts = [i for i, (_, r) in enumerate(kept) if r.get("event") == "start" and int(r.get("step", 0)) <= step]
+        run = starts[-1] if starts else 0
+        past = [i for i in range(run, len(kept)) if int(kept[i][1].get("step", 0)) > step]
+        kept = kept[: past[0]] if past else kept
+    if len(kept) == len(lines):
+        return
     tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line, _ in kept)
+        sync(f)
     os.replace(tmp, path)
-
-
-def load_checkpoint(path: str | Path) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The model of a checkpoint (on CPU, eval mode) and the whole checkpoint dict."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    model = build_model(state["model_config"])
-    model.load_state_dict(state["model"])
-    return model.eval(), state
 
 
 def input_config(inputs: Inputs) -> dict[str, Any]:
@@ -208,15 +278,12 @@ def fit(config: FitConfig) -> dict[str, Any]:
     step = 0
     ckpt_path = out / CHECKPOINT
     if config.resume and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if state.get("loss_state") is not None:  # proxies, calibrated ladder thresholds
-            loss_fn.load_state_dict(state["loss_state"])
-        if scaler is not None and state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
-        torch.set_rng_state(state["torch_rng"].cpu())  # loaded onto the device with the rest
-        step = int(state["step"])
+        try:
+            step = resume_from(ckpt_path, config, model, optimizer, loss_fn, scaler, device)
+        except BaseException:
+            client.close()
+            raise
+    rewind_log(out / LOG, step if config.resume else None)
 
     stream = MinibatchStream(
         client, config.store, inputs, size=config.size, neighbors=config.neighbors,
@@ -237,7 +304,8 @@ def fit(config: FitConfig) -> dict[str, Any]:
         total = min(total, config.max_steps)
 
     def checkpoint() -> None:
-        _save(ckpt_path, {
+        sync(log)  # first: a kill between the two leaves the log ahead of the checkpoint, never behind
+        save_checkpoint(ckpt_path, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "loss_state": loss_fn.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
             "step": step, "config": asdict(config), "model_config": model.config, "loss": config.loss,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from labeldist.trainer.checkpoints import CheckpointError, read_torch_file
 from torch import nn
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
@@ -63,14 +64,12 @@ class ImageNormalize(nn.Module):
 
 
 def _weights_state(path: str | Path) -> dict[str, torch.Tensor]:
-    """The state dict of a ``--weights`` file: a torchvision ResNet state dict, or a trainer checkpoint."""
+    """The state dict of a ``--weights`` file: a torchvision ResNet state dict, or a trainer checkpoint (read as
+    every checkpoint is, tensors and plain data only: see :mod:`labeldist.trainer.checkpoints`)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise WeightsError(f"--weights {path}: no such file") from None
-    except Exception as e:  # torch.load raises many types for a file that is not a state dict
-        raise WeightsError(f"--weights {path}: not a torch state dict ({type(e).__name__}: "
-                           f"{str(e).splitlines()[0][:120]})") from None  # fmt: skip
+        state = read_torch_file(path, f"--weights {path}")
+    except CheckpointError as e:
+        raise WeightsError(str(e)) from None
     if isinstance(state, dict) and isinstance(state.get("model"), dict):  # a trainer checkpoint: its backbone
         state = {k.removeprefix("backbone."): v for k, v in state["model"].items() if k.startswith("backbone.")}
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):

@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from labeldist.trainer.checkpoints import load_checkpoint
 from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.data import FeatureInputs
 from labeldist.trainer.evaluate import embed, evaluate, label_distance_matrix
-from labeldist.trainer.fit import LOG, FitConfig, fit, load_checkpoint, pick_device
+from labeldist.trainer.fit import LOG, FitConfig, fit, pick_device
 from labeldist.trainer.metrics import coherent_score, retrieve
 
 from labeldist.labels.captions import load_json, parse_karpathy

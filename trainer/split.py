@@ -16,6 +16,15 @@ from typing import Any
 import numpy as np
 
 FORMATS = (".json", ".csv")
+#: what ``trainer split`` takes, for its errors
+TAKES = (
+    "split takes a label file (a Karpathy JSON list, .json, or an MPII CSV, .csv) and writes train and test "
+    "label files to build the two stores from"
+)
+
+
+class SplitError(ValueError):
+    """A label file that cannot be split (one line naming it and what split takes)."""
 
 
 def split_indices(
@@ -47,14 +56,30 @@ def split_indices(
     }
 
 
+def _check_input(path: Path) -> None:
+    """Refuse, naming ``path`` and what split takes, what is no label file (a store folder, most likely)."""
+    if path.is_dir():
+        what = "a store" if (path / "zarr.json").exists() else "a folder"  # a store is a Zarr group
+        raise SplitError(f"{path} is {what}, not a label file: {TAKES}")
+    if path.suffix not in FORMATS:
+        raise SplitError(f"{path}: unknown label file type {path.suffix!r} (known: {', '.join(FORMATS)}); {TAKES}")
+    if not path.exists():
+        raise SplitError(f"{path}: no such file; {TAKES}")
+
+
 def _read(path: Path) -> tuple[Any, list[Any]]:
-    if path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a Karpathy-style JSON list of images")
-        return None, data
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = [row for row in csv.reader(f) if row]
+    try:
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, list):
+                raise SplitError(f"{path}: expected a Karpathy-style JSON list of images")
+            return None, data
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [row for row in csv.reader(f) if row]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as e:
+        raise SplitError(f"{path}: cannot read it as a label file ({type(e).__name__}: {e})") from None
+    if not rows:
+        raise SplitError(f"{path}: empty, no header and no rows")
     return rows[0], rows[1:]
 
 
@@ -73,10 +98,12 @@ def split_labels(
 
     Returns the split (also in ``split.json``, with ``source``, ``seed`` and the fractions)."""
     path, out = Path(path), Path(out)
-    if path.suffix not in FORMATS:
-        raise ValueError(f"unknown label file type {path.suffix!r}; known: {', '.join(FORMATS)}")
+    _check_input(path)
     header, rows = _read(path)
-    split = split_indices(len(rows), test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
+    try:
+        split = split_indices(len(rows), test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
+    except ValueError as e:  # too few items, fractions out of range
+        raise SplitError(f"{path}: {e}") from None
     out.mkdir(parents=True, exist_ok=True)
     for name in ("train", "test"):
         _write(out / f"{name}{path.suffix}", header, [rows[i] for i in split[name]])

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
 from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.evaluate import ImageSource, evaluate
@@ -57,7 +58,7 @@ def trained(service: str, rendered: Path, tmp_path_factory: pytest.TempPathFacto
 def fixed_batch_loss(service: str, rendered: Path, checkpoint: Path) -> float:
     """The loss of a checkpoint's model on 8 fixed minibatches (eval transform, eval mode): one step's
     loss depends on its anchor too much to compare a few steps, the same batches do not."""
-    from labeldist.trainer.fit import load_checkpoint
+    from labeldist.trainer.checkpoints import load_checkpoint
     from labeldist.trainer.losses import make_loss
 
     model, _ = load_checkpoint(checkpoint)
@@ -73,7 +74,7 @@ def test_a_small_cnn_trains_on_rendered_images_through_http(service: str, render
     losses = step_losses(trained)
     assert len(losses) == STEPS and all(np.isfinite(losses))
     assert np.mean(losses[-20:]) < np.mean(losses[:20]), losses
-    state = torch.load(trained / "checkpoint.pt", weights_only=False)
+    state = read_checkpoint(trained / "checkpoint.pt")
     assert state["model_config"]["kind"] == "resnet18" and state["inputs"] == {"kind": "images", "input_size": SIZE}
     untrained = trained.parent / "untrained"
     fit(config(service, rendered, untrained, max_steps=0))  # the same initial weights (same seed), no step
@@ -244,3 +245,31 @@ def test_an_index_that_does_not_match_the_store_and_weights_that_do_not_fit_get_
     assert "do not fit resnet18" in _error_line(capsys)
     assert main([*_cli(service, copy_of, tmp_path / "r4"), "--weights", str(tmp_path / "none.pth")]) == 2
     assert "no such file" in _error_line(capsys)
+
+
+def test_a_checkpoint_of_another_backbone_is_refused_naming_both(
+    service: str, rendered: Path, tmp_path: Path, capsys
+) -> None:
+    """Resumed or evaluated as another ResNet: one line saying what the checkpoint was made with and what was
+    asked, not torch's list of every key."""
+    run = tmp_path / "run"
+    assert main(_cli(service, rendered, run)) == 0
+    capsys.readouterr()
+    ckpt = str(run / "checkpoint.pt")
+    args = _cli(service, rendered, run, "--resume")
+    args[args.index("resnet18")] = "resnet34"
+    assert main(args) == 2
+    line = _error_line(capsys)
+    assert ckpt in line and "made with resnet18, 128-d" in line and "asks for resnet34, 128-d" in line, line
+
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"queries": list(range(10)), "gallery": list(range(10, 300))}))
+    evaluation = ["eval", "--url", service, "--store", STORE, "--split", str(split), "--checkpoint", ckpt,
+                  "--out", str(tmp_path / "eval.json"), "--loader-workers", "1"]  # fmt: skip
+    assert main([*evaluation, "--images", str(rendered), "--backbone", "resnet34"]) == 2
+    line = _error_line(capsys)
+    assert ckpt in line and "resnet18, 128-d" in line and "--backbone resnet34" in line, line
+    np.save(tmp_path / "features.npy", np.zeros((N_ITEMS, 4), dtype=np.float32))
+    assert main([*evaluation, "--features", str(tmp_path / "features.npy")]) == 2
+    line = _error_line(capsys)
+    assert ckpt in line and "trained on images" in line and "--images" in line, line

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.demo_inputs import pose_inputs
 from labeldist.trainer.fit import FitConfig, fit
 
@@ -40,7 +41,7 @@ def step_losses(run: Path) -> list[float]:
 
 
 def checkpoint(run: Path) -> dict:
-    return torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False)
+    return read_checkpoint(run / "checkpoint.pt")
 
 
 def test_proxy_anchor_trains_its_proxies_and_checkpoints_them(service: str, features: Path, tmp_path: Path) -> None:
