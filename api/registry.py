@@ -54,8 +54,10 @@ class SearchResult:
 
 
 def searchable(labels_class: type) -> bool:
-    """Whether a LabelSet class reads labels from JSON (overrides :meth:`LabelSet.from_json`); a subclass of one
-    that does may still refuse (NotImplementedError), which the search answers the same way."""
+    """Whether a LabelSet class reads labels from JSON (overrides :meth:`LabelSet.from_json`): known from the class,
+    before the budget is estimated or a label loaded. A subclass of one that does, and has no JSON form itself,
+    declares LabelSet's own (as :class:`~labeldist.labels.sentences.Sentences` does); one that still refuses
+    (NotImplementedError) is answered the same way, once its labels are loaded."""
     return getattr(labels_class.from_json, "__func__", None) is not LabelSet.from_json.__func__
 
 
@@ -91,7 +93,7 @@ def search_labels(
         values = row(np.arange(n)).astype(np.float32)[None]
         indices, dists = topk_rows(values, k)
         return SearchResult(indices[0], dists[0], n)
-    check_block(distance.kind, lower, 1, n)
+    check_block(distance.kind, lower, 1, n, row_ids=query.ids, col_ids=labels.ids)
     indices, dists, computed = pruned_topk(lower, lambda r, c: row(c), k, exclude=None)
     return SearchResult(indices[0], dists[0], computed)
 
@@ -265,13 +267,15 @@ class ServedStore:
         guard.admit(search_cost_s(cls, self.n_items), f"a search of the {self.n_items} items of {self.name!r}")
         with guard.slot():
             labels, distance = self.labels_and_distance()
-            try:
-                query = type(labels).from_json(value, like=labels)
+            from labeldist.kinds import read_label
+
+            try:  # the kind's parser, within the checks every kind gets (the JSON value, the distance's limits)
+                query = read_label(value, labels, distance)
             except NotImplementedError:
                 raise BadParameter(f"search by label is not available for kind {self.manifest['kind']!r}: its "
                                    "labels have no JSON form", ("body", "label")) from None  # fmt: skip
             except LabelError as e:
-                raise BadParameter(f"label: {e}", ("body", "label")) from None
+                raise BadParameter(str(e), ("body", "label")) from None
             try:
                 return search_labels(query, labels, distance, k, guard.check)
             except ClientGone:

@@ -108,13 +108,16 @@ def block_kernel(
 
 
 def _checked_block(distance: LabelDistance, labels: LabelSet, start: int, stop: int, col_start: int) -> np.ndarray:
-    """``distance.block`` of rows ``start:stop`` against columns ``col_start:N``, as float32, shape checked."""
+    """``distance.block`` of rows ``start:stop`` against columns ``col_start:N``, as float32, refused unless a float
+    array of the right shape with no NaN (:func:`labeldist.kinds.check_block`, naming the items and the kind):
+    a NaN must not be written, where a store's NaN means a value never written."""
+    from labeldist.kinds import check_block
+
     cols = labels if col_start == 0 else labels.subset(slice(col_start, len(labels)))
-    rows = distance.block(labels.subset(slice(start, stop)), cols).astype(np.float32)
-    if rows.shape != (stop - start, len(cols)):
-        raise ValueError(f"{type(distance).__name__}.block returned shape {rows.shape}, expected "
-                         f"{(stop - start, len(cols))}")  # fmt: skip
-    return rows
+    rows = labels.subset(slice(start, stop))
+    block = distance.block(rows, cols)
+    check_block(distance.kind, block, len(rows), len(cols), row_ids=rows.ids, col_ids=cols.ids)
+    return block.astype(np.float32)
 
 
 def mirror_square(strip: np.ndarray) -> np.ndarray:

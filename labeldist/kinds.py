@@ -151,26 +151,65 @@ def distance_class(name: str) -> type[LabelDistance]:
     return get_kind(name).distance_class()
 
 
-def check_block(kind: str, block: Any, rows: int, cols: int) -> None:
+def check_block(kind: str, block: Any, rows: int, cols: int, *, row_ids: Any = None, col_ids: Any = None) -> None:
     """Refuse what a kind's ``block`` returned unless it is a float array of shape ``(rows, cols)`` with no NaN:
-    a plugin's mistake is named here, not written into a store."""
+    a plugin's mistake is named here, not written into a store or served. A NaN is named by the pairs of items
+    that gave it (``row_ids``, ``col_ids``: the ids of the block's rows and columns, else their positions) and the
+    kind: the engine, the service and the client all check every block they compute with it."""
     import numpy as np
 
     if not isinstance(block, np.ndarray) or block.shape != (rows, cols) or block.dtype.kind != "f":
         what = f"{type(block).__name__} {getattr(block, 'shape', '')} {getattr(block, 'dtype', '')}".strip()
         raise KindError(f"kind {kind!r}: block() must return a float array of shape ({rows}, {cols}), got {what}")
-    if np.isnan(block).any():
-        raise KindError(f"kind {kind!r}: block() returned NaN distances")
+    nan = np.isnan(block)
+    if nan.any():
+        r, c = np.nonzero(nan)
+        pairs = ", ".join(_pair(int(i), int(j), row_ids, col_ids) for i, j in zip(r[:3], c[:3]))
+        more = ", ..." if len(r) > 3 else ""
+        raise KindError(f"kind {kind!r}: block() returned NaN distances for {len(r)} of {nan.size} pairs: "
+                        f"{pairs}{more}: its distance is undefined for them (a value too large or too small for its "
+                        "formula?); nothing is stored or answered for them")  # fmt: skip
+
+
+def _pair(i: int, j: int, row_ids: Any, col_ids: Any) -> str:
+    """``'a' to 'b'`` (the items' ids), or ``row 0 to column 1`` where the ids are not known."""
+    a = repr(str(row_ids[i])) if row_ids is not None else f"row {i}"
+    b = repr(str(col_ids[j])) if col_ids is not None else f"column {j}"
+    return f"{a} to {b}"
 
 
 def probe(distance: LabelDistance, labels: LabelSet) -> None:
-    """Run the distance on a small block of ``labels`` and check what it returns, before anything is written."""
+    """Check ``labels`` against the distance's own limits (:meth:`LabelDistance.check_labels`: a LabelError
+    naming the item), then run the distance on a small block of them and check what it returns, before anything
+    is written."""
     import numpy as np
 
+    distance.check_labels(labels)
     n = min(len(labels), 3)
     rows, cols = labels.subset(np.arange(min(n, 2))), labels.subset(np.arange(n))
     try:
         block = distance.block(rows, cols)
     except Exception as e:
         raise KindError(f"kind {distance.kind!r}: block() raised {type(e).__name__}: {e}") from e
-    check_block(distance.kind, block, len(rows), len(cols))
+    check_block(distance.kind, block, len(rows), len(cols), row_ids=rows.ids, col_ids=cols.ids)
+
+
+def read_label(value: Any, labels: LabelSet, distance: LabelDistance) -> LabelSet:
+    """A new label given in its kind's JSON form (a parsed JSON value), as a set of one item made as ``labels``
+    were (:meth:`LabelSet.from_json`), for ``distance`` to compare with them: the search of a store by a label.
+
+    Every kind, a plugin's included, gets the same checks around its own parser: the value first
+    (:func:`~labeldist.labels.base.check_json_value`: no lone surrogate, no integer past a float64, named by its
+    place, ``label[0][1]``), and the label made, against the distance's own limits together with ``labels``
+    (:meth:`LabelDistance.check_labels`: values whose distances would overflow). Raises LabelError naming what
+    is wrong (the kind's own errors after ``label: ``), or NotImplementedError: the kind has no JSON form.
+    """
+    from labeldist.labels.base import LabelError, check_json_value
+
+    check_json_value(value, "label")
+    try:
+        query = type(labels).from_json(value, like=labels)
+    except LabelError as e:
+        raise LabelError(f"label: {e}") from None
+    distance.check_labels(query, labels)
+    return query

@@ -71,9 +71,9 @@ def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:
 
 def checked_block(distance: Any, rows: Any, cols: Any) -> np.ndarray:
     """``distance.block``, refused unless a float array of the right shape with no NaN (a plugin's mistake must
-    not be served as distances)."""
+    not be served as distances; a NaN is named by its items)."""
     block = distance.block(rows, cols)
-    check_block(distance.kind, block, len(rows), len(cols))
+    check_block(distance.kind, block, len(rows), len(cols), row_ids=rows.ids, col_ids=cols.ids)
     return block
 
 

@@ -15,6 +15,16 @@ import numpy as np
 
 from labeldist.labels.base import LabelSet
 
+#: the largest distance a store holds (it keeps float32); a larger one would be stored as infinity
+STORED_MAX = float(np.finfo(np.float32).max)
+
+
+def past_stored(bound: float) -> str:
+    """Why a bound on a kind's distances is refused: ``distances reach 2e+300, past the float32 a store holds (at
+    most 3.4e+38)`` (``distances overflow float64, ...`` where the bound does)."""
+    reach = f"distances reach {bound:.3g}" if np.isfinite(bound) else "distances overflow float64"
+    return f"{reach}, past the float32 a store holds (at most {STORED_MAX:.3g})"
+
 
 class LabelDistance(ABC):
     """A distance between labels of one type.
@@ -50,6 +60,17 @@ class LabelDistance(ABC):
         """Work done once per job in the process that submits it, before the engine's tasks run (the sentence
         distance embeds every sentence once here). Called only when some block is left to compute, never for a
         store that is reused; it must not change any number. A no-op by default."""
+        return None
+
+    def check_labels(self, labels: LabelSet, others: LabelSet | None = None) -> None:
+        """Refuse labels this distance cannot compare: a LabelError naming the item, its value and the cause where
+        some distance among ``labels`` (and between them and ``others``) would not be a number a store holds,
+        e.g. a value so large that the formula overflows (a store keeps float32: at most :data:`STORED_MAX`), or a
+        vector whose cosine is undefined. ``others`` are labels already checked (a store's, when a new label is
+        searched): only ``labels`` are blamed. Cheap (no distance computed), and called before anything is
+        written (:func:`labeldist.kinds.probe`) or searched (:func:`labeldist.kinds.read_label`). The default
+        accepts every label; a NaN that a kind's ``block`` still returns is refused, naming the items, by
+        :func:`labeldist.kinds.check_block`."""
         return None
 
     @abstractmethod

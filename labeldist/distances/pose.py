@@ -7,8 +7,9 @@ from typing import Any, Literal
 import numba
 import numpy as np
 
-from labeldist.distances.base import LabelDistance
-from labeldist.labels.poses import Poses
+from labeldist.distances.base import STORED_MAX, LabelDistance, past_stored
+from labeldist.labels.base import LabelError
+from labeldist.labels.poses import MPII_JOINTS, Poses
 
 Metric = Literal["euclidean", "sqeuclidean"]
 Missing = Literal["rescale", "skip"]
@@ -79,6 +80,42 @@ class PoseDistance(LabelDistance):
 
     def params(self) -> dict[str, Any]:
         return {"metric": self.metric, "missing": self.missing}
+
+    def check_labels(self, labels: Poses, others: Poses | None = None) -> None:
+        """Refuse poses whose distances could overflow the float32 a store holds (:meth:`LabelDistance.check_labels`),
+        naming the pose (the label, with ``others``), the joint, its values and the bound. No distance is
+        computed: the spread of each joint's coordinates over ``labels`` and ``others`` bounds every distance,
+        :math:`J \\max_j \\lVert \\text{spread}_j \\rVert` (squared under ``sqeuclidean``), whatever the missing-joint
+        rule (so poses far from the origin but close together are kept). An infinite distance between poses
+        sharing no joint (``rescale``) is the distance's own, and is not refused."""
+        xy, present = labels.xy, labels.present
+        if others is not None:
+            xy, present = np.concatenate([xy, others.xy]), np.concatenate([present, others.present])
+        with np.errstate(over="ignore", invalid="ignore"):
+            lo = np.where(present[..., None], xy, np.inf).min(axis=0)  # (J, 2)
+            hi = np.where(present[..., None], xy, -np.inf).max(axis=0)
+            spread = np.where(np.isfinite(lo) & np.isfinite(hi), hi - lo, 0.0)
+            joint = np.hypot(spread[:, 0], spread[:, 1])
+            bound = float(labels.n_joints * (joint.max(initial=0.0) ** (2 if self.metric == "sqeuclidean" else 1)))
+        if bound <= STORED_MAX:
+            return
+        t = int(np.argmax(joint))
+        axis = int(np.argmax(spread[t]))
+        low, high = (int(np.argmin(np.where(present[:, t], xy[:, t, axis], np.inf))),
+                     int(np.argmax(np.where(present[:, t], xy[:, t, axis], -np.inf))))  # fmt: skip
+        n = len(labels)
+        row = max([r for r in (high, low) if r < n] or [0], key=lambda r: abs(xy[r, t, axis]))
+
+        def place(r: int) -> str:
+            if r >= n and others is not None:
+                return f"the store's pose {str(others.ids[r - n])!r}"
+            return "the label" if others is not None and n == 1 else f"pose {str(labels.ids[r])!r}"
+
+        name = MPII_JOINTS[t] if labels.n_joints == len(MPII_JOINTS) else f"joint {t}"
+        whose = "the label's" if place(row) == "the label" else f"{place(row)}: its"
+        raise LabelError(f"{whose} values are too large for the pose distance ({self.metric}): joint {t} ({name}) "
+                         f"{'xy'[axis]} spans {xy[low, t, axis]:.6g} ({place(low)}) to {xy[high, t, axis]:.6g} "
+                         f"({place(high)}), so that {past_stored(bound)}")  # fmt: skip
 
     def block(self, rows: Poses, cols: Poses) -> np.ndarray:
         if rows.n_joints != cols.n_joints:

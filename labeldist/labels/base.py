@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -27,19 +29,162 @@ class LabelError(ValueError):
 
 def json_number(value: object, where: str) -> float:
     """``value`` of a label's JSON form as a finite float; LabelError naming ``where`` for anything else (a
-    string, a boolean, null, NaN or an infinity, which Python's JSON reader accepts)."""
+    string, a boolean, null, NaN or an infinity, which Python's JSON reader accepts, or an integer no float
+    holds, which JSON allows and Python reads exactly)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise LabelError(f"{where} is {json_repr(value)}, not a number")
-    number = float(value)
-    if not math.isfinite(number):
-        raise LabelError(f"{where} is {number}, not a finite number")
-    return number
+    if isinstance(value, int):
+        return _int_number(value, where)
+    if not math.isfinite(value):
+        raise LabelError(f"{where} is {value}, not a finite number")
+    return float(value)
+
+
+def _int_number(value: int, where: str) -> float:
+    """The float of an integer; LabelError naming ``where`` and its digits where no float64 holds it."""
+    try:
+        return float(value)
+    except OverflowError:
+        try:
+            digits = str(len(str(abs(value))))
+        except ValueError:  # past Python's limit on writing out an integer (which JSON's reader applies too)
+            digits = "thousands of"
+        raise LabelError(f"{where} is an integer of {digits} digits, too large for a number (at most about "
+                         "1.8e308)") from None  # fmt: skip
+
+
+def json_text(value: object, where: str) -> str:
+    """``value`` of a label's JSON form as a string of Unicode text; LabelError naming ``where`` for anything
+    else, or a string holding a lone surrogate (``"\\ud800"``: JSON's escapes allow one; it is no text, and
+    cannot be encoded, stored or tokenized)."""
+    if not isinstance(value, str):
+        raise LabelError(f"{where} is {json_repr(value)}, not a string")
+    check_text(value, f"{where} {json_repr(value)}")
+    return value
+
+
+def check_text(text: str, where: str) -> None:
+    """LabelError naming ``where`` where ``text`` holds a lone surrogate (U+D800..U+DFFF), so is no Unicode
+    text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise LabelError(f"{where} holds a lone surrogate (U+{ord(text[e.start]):04X} at character {e.start}): not "
+                         "Unicode text") from None  # fmt: skip
+
+
+def check_json_value(value: object, root: str = "", source: str = "") -> None:
+    """Refuse what a parsed JSON value may hold and no label can use: a string (or an object's key) holding a
+    lone surrogate (:func:`check_text`), or an integer no float64 holds (``1`` and 400 zeros). LabelError naming
+    the place, as ``root`` and the path to it (``label[0][1]``, ``[3]['caption']``), after ``source`` (a file).
+
+    Every label's JSON form goes through it before a kind reads it (:func:`labeldist.kinds.read_label`), and
+    every JSON file a reader loads, so that no kind's parser, a plugin's included, meets such a value. A walk
+    with its own stack: nesting deeper than Python's recursion limit is fine.
+    """
+    prefix = f"{source}: " if source else ""
+    stack: list[tuple[object, str]] = [(value, root)]
+    while stack:
+        item, at = stack.pop()
+        where = prefix + (at or "the value")
+        if isinstance(item, str):
+            check_text(item, f"{where} {json_repr(item)}")
+        elif isinstance(item, int) and not isinstance(item, bool):
+            _int_number(item, where)
+        elif isinstance(item, list):
+            stack.extend((v, f"{at}[{n}]") for n, v in reversed(list(enumerate(item))))
+        elif isinstance(item, dict):
+            for key in item:
+                if isinstance(key, str):
+                    check_text(key, f"{where} has the key {json_repr(key)}, which")
+            stack.extend((v, f"{at}[{k!r}]") for k, v in reversed(list(item.items())))
 
 
 def json_repr(value: object, limit: int = 40) -> str:
     """A short text of a JSON value for an error message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- files, tables and ids: what every reader checks
+def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
+    """The array of a ``.npy`` file, never unpickled; LabelError naming the file for one that cannot be read, is no
+    ``.npy`` file, or holds Python objects (dtype object: reading them would mean unpickling the file, which
+    could run any code)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise LabelError(f"{path}: cannot read as .npy ({e.strerror or e})") from None
+    except (ValueError, EOFError) as e:
+        header = _npy_header(path)
+        if header is None:
+            raise LabelError(f"{path}: cannot read as .npy: not a NumPy .npy file (it has no .npy header)") from None
+        if header == np.dtype(object):
+            raise LabelError(f"{path}: an array of Python objects (dtype object), which is not read: it would have "
+                             "to be unpickled, and labeldist never unpickles a file; save an array of numbers "
+                             "(np.save(path, array.astype(float)))") from None  # fmt: skip
+        raise LabelError(f"{path}: cannot read as .npy ({e})") from None
+
+
+def _npy_header(path: str | os.PathLike[str]) -> np.dtype | str | None:
+    """The dtype in the header of a ``.npy`` file, read without its data: None where the file has no ``.npy``
+    header, ``"?"`` where its version or header is not one this reader knows."""
+    from numpy.lib import format as npy
+
+    try:
+        with open(path, "rb") as f:
+            try:
+                version = npy.read_magic(f)
+            except (ValueError, EOFError):
+                return None
+            header = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+            return header(f)[2] if header else "?"
+    except (OSError, ValueError, EOFError):
+        return "?"
+
+
+def check_header(header: Sequence[str], where: str, what: str = "the header") -> None:
+    """LabelError naming every column ``header`` names more than once, and where (1-based fields): a reader that
+    finds its columns by name would read one of them and drop the others without a word."""
+    fields: dict[str, list[int]] = {}
+    for n, name in enumerate(header, start=1):
+        fields.setdefault(name, []).append(n)
+    twice = [(name, at) for name, at in fields.items() if len(at) > 1]
+    if twice:
+        said = ", ".join(f"column {name!r} {'twice' if len(at) == 2 else f'{len(at)} times'} (fields "
+                         f"{', '.join(map(str, at[:-1]))} and {at[-1]})" for name, at in twice)  # fmt: skip
+        raise LabelError(f"{where}: {what} names {said}: each column needs a name of its own")
+
+
+def item_id(value: object, where: str, *, allow_empty: bool = False) -> str:
+    """One item id as a Python string (a number is written out); LabelError naming ``where`` for a null (None),
+    an empty id (unless ``allow_empty``), or one holding a NUL character: a store keeps ids as NumPy strings,
+    which drop trailing NULs (``'x\\x00'`` would be stored as ``'x'``, the id of another item)."""
+    if value is None:
+        raise LabelError(f"{where}: the item id is null")
+    text = value if isinstance(value, str) else str(value)
+    if not text and not allow_empty:
+        raise LabelError(f"{where}: the item id is empty")
+    if "\x00" in text:
+        raise LabelError(f"{where}: the item id {text!r} holds a NUL character, which a store cannot keep")
+    return text
+
+
+def unique_ids(ids: Iterable[object], source: str = "", place: Callable[[int], str] = lambda i: f"item {i}", *,
+               allow_empty: bool = False) -> list[str]:  # fmt: skip
+    """``ids`` as Python strings (:func:`item_id` each), refused where one repeats another, compared as Python
+    strings (never as a fixed-width NumPy array, which would drop trailing NULs). Errors name ``source`` (a file)
+    and ``place(i)`` of the item (``line 3``, ``row 2``; default ``item 2``)."""
+    at = (lambda i: f"{source}, {place(i)}") if source else place
+    first: dict[str, int] = {}
+    out = []
+    for i, value in enumerate(ids):
+        text = item_id(value, at(i), allow_empty=allow_empty)
+        if text in first:
+            raise LabelError(f"{at(i)}: duplicate item id {text!r} (first at {place(first[text])})")
+        first[text] = i
+        out.append(text)
+    return out
 
 
 class LabelSet(ABC):
@@ -52,7 +197,13 @@ class LabelSet(ABC):
     #: name of the label type, recorded in the store manifest (``labels_type``)
     label_type: ClassVar[str]
 
-    def __init__(self, ids: np.ndarray) -> None:
+    def __init__(self, ids: np.ndarray | Sequence[object]) -> None:
+        if not (isinstance(ids, np.ndarray) and ids.dtype.kind == "U"):
+            # Python objects (a reader's ids): checked as Python strings, before NumPy's fixed-width strings
+            # could merge 'x\x00' with 'x' (a NumPy string array, as subsets and stores give, is checked below)
+            given = np.asarray(ids, dtype=object)
+            if given.ndim == 1:
+                ids = np.array(unique_ids(given.tolist(), allow_empty=True), dtype=str)
         ids = as_str_array(ids)
         if ids.ndim != 1:
             raise LabelError(f"ids must be 1-d, got shape {ids.shape}")

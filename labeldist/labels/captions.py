@@ -29,7 +29,15 @@ import numpy as np
 from typing_extensions import Self
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError, LabelSet, json_repr
+from labeldist.labels.base import (
+    LabelError,
+    LabelSet,
+    check_json_value,
+    check_text,
+    item_id,
+    json_repr,
+    json_text,
+)
 from labeldist.labels.text import VECTOR_FORMATS, Tokenizer, WordVectors, default_word_vectors, load_word_vectors
 
 log = logging.getLogger(__name__)
@@ -108,7 +116,7 @@ class CaptionSets(LabelSet):
         vectors: np.ndarray,
         provenance: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(np.asarray(ids))
+        super().__init__(ids)
         self.caption_offsets = np.asarray(caption_offsets, dtype=np.int64)
         self.text = np.asarray(text, dtype=np.uint8)
         self.text_offsets = np.asarray(text_offsets, dtype=np.int64)
@@ -268,7 +276,7 @@ def caption_sets_from_texts(
     seen: dict[str, int] = {}
     per_image: list[int] = []
     for pos, (item, caps) in enumerate(zip(ids, captions)):
-        item = str(item)
+        item = item_id(item, f"{source}: item {pos}")
         if item in seen:
             raise LabelError(f"{source}: duplicate image id {item!r} (items {seen[item]} and {pos})")
         seen[item] = pos
@@ -278,6 +286,7 @@ def caption_sets_from_texts(
         for k, cap in enumerate(caps):
             if not isinstance(cap, str):
                 raise LabelError(f"{source}: image {item!r}: caption {k} is {type(cap).__name__}, not a string")
+            check_text(cap, f"{source}: image {item!r}: caption {k} {json_repr(cap)}")
             if kept.add(cap):
                 n_kept += 1
             elif empty == "error":
@@ -290,7 +299,7 @@ def caption_sets_from_texts(
         per_image.append(n_kept)
 
     return CaptionSets(
-        np.array([str(i) for i in ids], dtype=str),
+        list(seen),
         caption_offsets=np.concatenate([[0], np.cumsum(per_image, dtype=np.int64)]),
         **kept.fields(),
     )
@@ -375,8 +384,7 @@ def query_caption_set(value: object, like: CaptionSets) -> CaptionSets:
     if not captions:
         raise LabelError("the caption set is empty: give one caption or more")
     for k, caption in enumerate(captions):
-        if not isinstance(caption, str):
-            raise LabelError(f"caption {k} is {json_repr(caption)}, not a string")
+        json_text(caption, f"caption {k}")
     most = int(np.diff(like.caption_offsets).max()) if len(like) else 0
     if len(captions) > most:
         raise LabelError(f"{len(captions)} captions: a query may have at most {most}, as many as the store's "
@@ -419,16 +427,20 @@ def load_json(path: Path) -> Any:
     except UnicodeDecodeError as e:
         raise LabelError(f"{path}: not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise LabelError(f"{path}: malformed JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except ValueError as e:  # an integer past Python's limit on its digits
+        raise LabelError(f"{path}: {e}") from None
+    check_json_value(data, source=str(path))  # no lone surrogate, no integer past a float64, named by its place
+    return data
 
 
 def _image_key(value: Any, where: str) -> str:
     # COCO ids are ints; accept id strings too, but nothing else (bool is an int in Python)
     if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
         raise LabelError(f"{where}: image id must be an integer or a non-empty string, got {value!r}")
-    return str(value)
+    return item_id(value, where)
 
 
 def parse_coco(data: Any, source: str) -> tuple[list[str], list[list[Any]]]:

@@ -36,7 +36,7 @@ from PIL import Image, UnidentifiedImageError
 from typing_extensions import Self
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError, LabelSet
+from labeldist.labels.base import LabelError, LabelSet, read_npy
 
 SURFACES = ("floor", "middle_wall", "right_wall", "left_wall", "ceiling")
 #: label value of "no surface"; surfaces are 1..5 in the order of SURFACES
@@ -202,10 +202,7 @@ class LayoutMaps(LabelSet):
 def _read_map_file(path: Path) -> np.ndarray:
     """The 2-d label array stored in one .npy or .png file; LabelError naming the file otherwise."""
     if path.suffix.lower() == ".npy":
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
-            raise LabelError(f"{path}: cannot read as .npy ({e})") from None
+        arr = read_npy(path)
     else:
         try:
             with Image.open(path) as img:

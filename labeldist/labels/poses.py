@@ -24,7 +24,7 @@ import numpy as np
 from typing_extensions import Self
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError, LabelSet, json_number, json_repr
+from labeldist.labels.base import LabelError, LabelSet, check_header, json_number, json_repr, unique_ids
 
 MPII_JOINTS = (
     "r_ankle", "r_knee", "r_hip", "l_hip", "l_knee", "l_ankle", "pelvis", "thorax", "upper_neck", "head_top",
@@ -207,13 +207,14 @@ def read_mpii_csv(path: str | os.PathLike[str], normalization: Normalization = "
     if not rows:
         raise LabelError(f"{path}: empty file")
     header = rows[0]
+    check_header(header, f"{path}, line 1")
     joint_cols = mpii_joint_columns(header, path)
     for col in ("imgname", "person", "center_x", "center_y", "scale", "normalize"):
         if col not in header:
             raise LabelError(f"{path}: header lacks column {col!r}")
     pos = {c: i for i, c in enumerate(header)}
     n_joints = len(MPII_JOINTS)
-    ids, coords, vis_flags, centers, scales, heads = [], [], [], [], [], []
+    ids, lines, coords, vis_flags, centers, scales, heads = [], [], [], [], [], [], []
     for line, row in enumerate(rows[1:], start=2):
         if not row:
             continue
@@ -226,6 +227,7 @@ def read_mpii_csv(path: str | os.PathLike[str], normalization: Normalization = "
         if not np.isin(vals[:, 2], (0.0, 1.0)).all():
             raise LabelError(f"{path}, line {line}: a *_vis value is not 0 or 1")
         ids.append(f"{row[pos['imgname']]}#{row[pos['person']]}")
+        lines.append(line)
         coords.append(vals[:, :2])
         vis_flags.append(vals[:, 2])
         centers.append([_parse_float(row[pos[c]], path, line, c) for c in ("center_x", "center_y")])
@@ -233,19 +235,21 @@ def read_mpii_csv(path: str | os.PathLike[str], normalization: Normalization = "
         heads.append(_parse_float(row[pos["normalize"]], path, line, "normalize"))
     if not ids:
         raise LabelError(f"{path}: no pose rows")
+    ids = unique_ids(ids, path, lambda i: f"line {lines[i]}")
     xy = np.asarray(coords)
     vis = np.asarray(vis_flags)
     present = ~((xy[..., 0] == 0) & (xy[..., 1] == 0) & (vis == 0))
     too_few = np.flatnonzero(present.sum(axis=1) < min_joints)
     if too_few.size:
-        raise LabelError(f"{path}: pose {ids[too_few[0]]!r} (line {too_few[0] + 2}) has fewer than {min_joints} joints")
+        raise LabelError(f"{path}: pose {ids[too_few[0]]!r} (line {lines[too_few[0]]}) has fewer than {min_joints} "
+                         "joints")  # fmt: skip
     scale, head = np.asarray(scales), np.asarray(heads)
     if normalization != "none":
         bad = np.flatnonzero((scale <= 0) if normalization == "center_scale" else (head <= 0))
         if bad.size:
-            raise LabelError(f"{path}, line {bad[0] + 2}: non-positive scale/head size for {normalization!r}")
+            raise LabelError(f"{path}, line {lines[bad[0]]}: non-positive scale/head size for {normalization!r}")
     xy = normalize_poses(xy, np.asarray(centers), scale, head, normalization)
-    poses = Poses(np.asarray(ids), xy, present, vis == 1)
+    poses = Poses(ids, xy, present, vis == 1)
     poses.provenance = {"format": "mpii_csv", "normalization": normalization, "min_joints": min_joints,
                         "missing_joint": "x = y = 0 and vis = 0"}  # fmt: skip
     return poses
@@ -274,7 +278,12 @@ def _load_pose(args: argparse.Namespace) -> tuple[Poses, Any, str]:
 
     check_file(args.input)
     labels = read_mpii_csv(args.input, normalization=args.normalization, min_joints=args.min_joints)
-    return labels, PoseDistance(metric=args.metric, missing=args.missing), args.dataset or Path(args.input).stem
+    distance = PoseDistance(metric=args.metric, missing=args.missing)
+    try:
+        distance.check_labels(labels)  # coordinates whose distances overflow: refused naming the file, before any work
+    except LabelError as e:
+        raise LabelError(f"{args.input}: {e}") from None
+    return labels, distance, args.dataset or Path(args.input).stem
 
 
 KIND = Kind(name="pose", distance="labeldist.distances.pose:PoseDistance", command="pose",

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError
+from labeldist.labels.base import LabelError, LabelSet, check_header, check_json_value, item_id
 from labeldist.labels.captions import (
     CAPTION_FORMATS,
     CaptionSets,
@@ -101,6 +101,11 @@ class Sentences(CaptionSets):
             raise LabelError(f"sentence {self.ids[blank[0]]!r} is empty")
 
     _tokens_required = False  # a sentence may own no token (empty="zero"), where a caption must own one
+
+    #: no JSON form (yet): a sentence store cannot be searched by a new sentence, which its scorer would have to
+    #: embed. Declared here, as LabelSet's own, rather than refused inside CaptionSets.from_json: the service tells
+    #: a kind without one from its class (``searchable``), before it estimates the cost or loads any label
+    from_json = classmethod(LabelSet.from_json.__func__)  # type: ignore[assignment]
 
     @property
     def cbow_defined(self) -> np.ndarray:
@@ -283,6 +288,7 @@ def _table_items(path: Path, text: str, delimiter: str, column: str | None,
     if not rows:
         raise LabelError(f"{path}: no sentences: the file is empty (a header row naming the columns comes first)")
     header_line, header = rows[0][0], [h.strip() for h in rows[0][1]]
+    check_header(header, f"{path}, line {header_line}")
     names = ", ".join(repr(h) for h in header)
     hint = " (tab-separated? pass --format tsv)" if delimiter == "," and "\t" in ",".join(rows[0][1]) else ""
     if column is None:
@@ -296,9 +302,6 @@ def _table_items(path: Path, text: str, delimiter: str, column: str | None,
         id_column = ID_COLUMN if ID_COLUMN in header and ID_COLUMN != column else None
     elif id_column not in header:
         raise LabelError(f"{path}, line {header_line}: no id column {id_column!r}; the header's columns: {names}")
-    for name in {column, id_column} - {None}:
-        if header.count(name) > 1:
-            raise LabelError(f"{path}, line {header_line}: the header names column {name!r} twice")
     t = header.index(column)
     i = header.index(id_column) if id_column is not None else None
     items = []
@@ -311,7 +314,7 @@ def _table_items(path: Path, text: str, delimiter: str, column: str | None,
         item = row[i].strip() if i is not None else str(number)
         if not item:
             raise LabelError(f"{path}, line {line}: the id column {id_column!r} is empty")
-        items.append(_Item(line, item, row[t]))
+        items.append(_Item(line, item_id(item, f"{path}, line {line}"), row[t]))
     return items, {"column": column, "id_column": id_column}
 
 
@@ -339,8 +342,11 @@ def _jsonl_items(path: Path, text: str, column: str | None,
         except json.JSONDecodeError as e:
             raise LabelError(f"{path}, line {n}: not JSON: {e.msg} at column {e.colno} (one JSON object or "
                              "string a line)") from None  # fmt: skip
+        except ValueError as e:  # an integer past Python's limit on its digits
+            raise LabelError(f"{path}, line {n}: {e}") from None
         if not isinstance(value, (str, dict)):
             raise LabelError(f"{path}, line {n}: {_json_type(value)}, where a JSON object or string is expected")
+        check_json_value(value, source=f"{path}, line {n}")  # no lone surrogate, no integer past a float64
         kind = "string" if isinstance(value, str) else "object"
         if first is None:
             first = (n, kind)
@@ -371,7 +377,7 @@ def _jsonl_items(path: Path, text: str, column: str | None,
         if isinstance(item, bool) or not isinstance(item, (int, str)) or item == "":
             raise LabelError(f"{path}, line {n}: id {keys['id_column']!r} must be an integer or a non-empty "
                              f"string, got {json.dumps(item)}")  # fmt: skip
-        items.append(_Item(n, str(item), sentence))
+        items.append(_Item(n, item_id(item, f"{path}, line {n}"), sentence))
     return items, keys
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from typing_extensions import Self
 
 from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError, LabelSet, json_number, json_repr
+from labeldist.labels.base import LabelError, LabelSet, check_header, json_number, json_repr, read_npy, unique_ids
 
 FORMATS = ("auto", "npy", "csv", "parquet")
 
@@ -30,7 +30,9 @@ class Vectors(LabelSet):
 
     label_type = "vectors"
 
-    def __init__(self, ids: np.ndarray, values: np.ndarray, columns: Sequence[str] | None = None) -> None:
+    def __init__(self, ids: np.ndarray | Sequence[object], values: np.ndarray, columns: Sequence[str] | None = None,
+                 *, checked: bool = True) -> None:  # fmt: skip
+        """``checked=False`` leaves the finite-values check to the caller (a reader, to name its file)."""
         super().__init__(ids)
         values = np.asarray(values, dtype=np.float64)
         if values.ndim == 1:
@@ -39,13 +41,10 @@ class Vectors(LabelSet):
             raise LabelError(f"vectors must be (N, D) with N = {len(self.ids)} ids, got shape {values.shape}")
         if values.shape[1] == 0:
             raise LabelError("vectors have no columns (D = 0)")
-        bad = np.argwhere(~np.isfinite(values))
-        if len(bad):
-            row, col = bad[0]
-            raise LabelError(f"row {row} (id {self.ids[row]!r}), column {col}: {values[row, col]} is not a finite "
-                             f"number ({len(bad)} such values)")  # fmt: skip
         self.values = values
         self.columns = list(columns) if columns is not None else [str(c) for c in range(values.shape[1])]
+        if checked:
+            check_finite(self)
 
     @property
     def dim(self) -> int:
@@ -84,6 +83,17 @@ class Vectors(LabelSet):
         return cls(np.array(["query"]), np.array([numbers], dtype=np.float64), like.columns)
 
 
+def check_finite(labels: Vectors, source: str = "") -> None:
+    """LabelError naming ``source`` (a file), the first row (and its id) and column holding a value that is not a
+    finite number, and how many there are."""
+    bad = np.argwhere(~np.isfinite(labels.values))
+    if len(bad):
+        row, col = bad[0]
+        where = f"{source}: " if source else ""
+        raise LabelError(f"{where}row {row} (id {str(labels.ids[row])!r}), column {labels.columns[col]!r}: "
+                         f"{labels.values[row, col]} is not a finite number ({len(bad)} such values)")  # fmt: skip
+
+
 def _finite(text: str, line: int, column: str, path: Path) -> float:
     try:
         value = float(text)
@@ -116,6 +126,7 @@ def read_csv(path: Path, columns: Sequence[str] | None, id_column: str | None) -
     if not rows:
         raise LabelError(f"{path}: empty file")
     header, body = [h.strip() for h in rows[0]], rows[1:]
+    check_header(header, f"{path}, line 1")
     value_columns, id_column = _pick(header, columns, id_column, path)
     if not body:
         raise LabelError(f"{path}: a header and no rows")
@@ -126,33 +137,52 @@ def read_csv(path: Path, columns: Sequence[str] | None, id_column: str | None) -
             raise LabelError(f"{path}, line {n}: {len(row)} fields where the header has {len(header)}")
         ids.append(row[where[id_column]].strip() if id_column else str(n - 2))
         values.append([_finite(row[where[c]].strip(), n, c, path) for c in value_columns])
-    return Vectors(np.asarray(ids), np.asarray(values, dtype=np.float64), value_columns)
+    ids = unique_ids(ids, str(path), lambda i: f"line {i + 2}")
+    return Vectors(ids, np.asarray(values, dtype=np.float64), value_columns)
+
+
+def _numeric(column: Any) -> bool:
+    """Whether a Parquet (Arrow) column holds numbers: integers, floating point, decimals or booleans (a string
+    of digits, a timestamp or a date does not)."""
+    import pyarrow.types as types
+
+    kind = column.type
+    return types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind) or types.is_boolean(kind)
 
 
 def read_parquet(path: Path, columns: Sequence[str] | None, id_column: str | None) -> Vectors:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    try:
+        check_header(pq.read_schema(path).names, str(path), "the table")  # before pyarrow refuses them unnamed
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise LabelError(f"{path}: cannot read as Parquet: {str(e).splitlines()[0]}") from None
     value_columns, id_column = _pick(table.column_names, columns, id_column, path)
     values = []
     for c in value_columns:
         column = table.column(c)
-        try:
-            values.append(column.to_numpy(zero_copy_only=False).astype(np.float64))
-        except (TypeError, ValueError):
-            raise LabelError(f"{path}: column {c!r} is not numeric ({column.type})") from None
-    ids = (np.asarray(table.column(id_column).to_pylist(), dtype=object).astype(str) if id_column
+        if not _numeric(column):
+            raise LabelError(f"{path}: column {c!r} has type {column.type}, not a number (integer, floating point, "
+                             "decimal or boolean)")  # fmt: skip
+        values.append(column.to_numpy(zero_copy_only=False).astype(np.float64))
+    ids = (unique_ids(table.column(id_column).to_pylist(), str(path), lambda i: f"row {i}") if id_column
            else np.arange(table.num_rows).astype(str))  # fmt: skip
-    return Vectors(ids, np.stack(values, axis=1), value_columns)
+    labels = Vectors(ids, np.stack(values, axis=1), value_columns, checked=False)
+    check_finite(labels, str(path))
+    return labels
 
 
-def read_npy(path: Path) -> Vectors:
-    values = np.load(path, allow_pickle=False)
+def read_npy_vectors(path: Path) -> Vectors:
+    values = read_npy(path)
     if values.dtype.kind not in "biuf":
         raise LabelError(f"{path}: dtype {values.dtype} is not numeric")
     if values.ndim not in (1, 2):
         raise LabelError(f"{path}: shape {values.shape}: give N values or an N x D array")
-    return Vectors(np.arange(len(values)).astype(str), values)
+    labels = Vectors(np.arange(len(values)).astype(str), values, checked=False)
+    check_finite(labels, str(path))
+    return labels
 
 
 def read_vectors(path: str | Path, *, format: str = "auto", columns: Sequence[str] | None = None,
@@ -165,7 +195,7 @@ def read_vectors(path: str | Path, *, format: str = "auto", columns: Sequence[st
     if kind == "npy":
         if columns or id_column:
             raise LabelError(f"{path}: an .npy file has no named columns (--columns, --id-column)")
-        labels = read_npy(path)
+        labels = read_npy_vectors(path)
     elif kind == "csv":
         labels = read_csv(path, columns, id_column)
     else:
@@ -194,7 +224,12 @@ def _load_vectors(args: argparse.Namespace) -> tuple[Vectors, Any, str]:
 
     check_file(args.input)
     labels = read_vectors(args.input, format=args.format, columns=args.columns, id_column=args.id_column)
-    return labels, VectorDistance(args.metric), args.dataset or Path(args.input).stem
+    distance = VectorDistance(args.metric)
+    try:
+        distance.check_labels(labels)  # values whose distances overflow: refused naming the file, before any work
+    except LabelError as e:
+        raise LabelError(f"{args.input}: {e}") from None
+    return labels, distance, args.dataset or Path(args.input).stem
 
 
 KIND = Kind(name="vectors", distance="labeldist.distances.vectors:VectorDistance", command="vectors",

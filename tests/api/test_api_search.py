@@ -312,3 +312,63 @@ def test_pruning_computes_fewer_exact_distances_than_items(client: TestClient, s
     labels, _ = stores["captions"]
     r = search(client, "captions", labels.captions(3), 3)
     assert r.status_code == 200 and r.json()["computed"] < N_CAP, r.json()
+
+
+# ------------------------------------------------------------------------------------------------ issue 17
+#: an integer JSON allows and Python reads exactly, but no float64 holds: 10**400 written out
+HUGE = "1" + "0" * 400
+
+
+def post_raw(client: TestClient, store: str, body: str):
+    """A search whose body is sent as written (JSON escapes and long numbers that ``json=`` would not make)."""
+    return client.post(f"/v1/stores/{store}/search", content=body.encode("ascii"),
+                       headers={"Content-Type": "application/json"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("store", "body", "says"),
+    [
+        # a lone surrogate: JSON's \u escapes allow it, it is no Unicode text (it was a UnicodeEncodeError, a 500)
+        ("captions", r'{"label": ["\ud800 dog"], "k": 5}', r"label[0] '\ud800 dog' holds a lone surrogate (U+D800"),
+        ("captions", r'{"label": "a dog \udfff", "k": 5}', r"label 'a dog \udfff' holds a lone surrogate (U+DFFF"),
+        # an integer no float holds (it was an OverflowError, a 500)
+        ("vec", f'{{"label": [1, {HUGE}, 3]}}', "label[1] is an integer of 401 digits, too large for a number"),
+        ("ages", f'{{"label": -{HUGE}}}', "label is an integer of 401 digits, too large for a number"),
+        ("pose", f'{{"label": [[{HUGE}, 1]{", null" * 15}]}}', "label[0][0] is an integer of 401 digits"),
+        # finite numbers whose distances overflow (it was "block() returned NaN distances", a 500)
+        ("vec", '{"label": [1e308, 1e308, 0]}', "the label's values are too large for the euclidean distance"),
+        ("vec", '{"label": [1e200, 0, 0]}', "the label's values are too large for the euclidean distance"),
+        ("ages", '{"label": 1e300}', "the label's values are too large for the cityblock distance"),
+        ("pose", f'{{"label": [[1e308, -1e308]{", null" * 15}]}}', "the label's values are too large for the pose"),
+    ],
+)
+def test_finite_json_no_label_can_hold_is_422_naming_the_value(
+    client: TestClient, computed: list[int], store: str, body: str, says: str
+) -> None:
+    message = detail(post_raw(client, store, body))
+    assert says in message, message
+    assert not computed, "a distance was computed for a refused label"
+
+
+def test_an_overflowing_label_names_its_value(client: TestClient) -> None:
+    message = detail(post_raw(client, "vec", '{"label": [0, 3e200, 1]}'))
+    assert "number 1 (b), 3e+200" in message, message
+    message = detail(post_raw(client, "ages", '{"label": 1e300}'))
+    assert "1e+300" in message and "float32" in message, message
+
+
+def test_a_kind_without_a_json_form_is_422_before_the_budget(tmp_path, computed: list[int]) -> None:
+    """A sentence store's labels have no JSON form: 422 saying so, not 413 for the cost of a search it cannot
+    run (the kind's JSON form is known from its class, before the budget and before the labels are loaded)."""
+    from labeldist.distances.sts import SentenceRelevance
+    from labeldist.labels.sentences import sentences_from_texts
+
+    sentences = sentences_from_texts(["a", "b", "c"], ["A dog runs.", "A cat sleeps.", "A red car."])
+    write_store(tmp_path / "stores" / "sent", sentences, SentenceRelevance("cbow"), dataset="sent", k=2, dense=False,
+                block_rows=2)  # fmt: skip
+    with TestClient(create_app(make_settings(stores=tmp_path / "stores", compute_budget_s=1e-9))) as client:
+        message = detail(search(client, "sent", ["A dog runs."]))
+        assert message == ("search by label is not available for kind 'sentence_relevance': its labels have no "
+                           "JSON form"), message  # fmt: skip
+        assert client.app.state.registry.get("sent")._labels is None, "labels loaded for a refused search"
+    assert not computed
