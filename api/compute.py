@@ -11,8 +11,12 @@ will
   measured by ``benchmarks/bench_pair_cost.py``); over ``LABELDIST_COMPUTE_BUDGET_S`` it is refused with 413,
   before any work, naming the estimate and the budget.
 - **Pool.** At most ``LABELDIST_COMPUTE_WORKERS`` computations run at once; a request that cannot get a slot
-  within ``LABELDIST_COMPUTE_QUEUE_S`` is answered 503 with ``Retry-After``, so a flood of expensive requests
-  queues in no thread and starves no cheap one (look-ups of stored values never take a slot).
+  within ``LABELDIST_COMPUTE_QUEUE_S`` is answered 503 with ``Retry-After``. A request waits for its slot on the
+  event loop, holding no worker thread: a computation that finds it has no slot stops before any work
+  (:class:`SlotWanted`), the slot is awaited, and the computation runs again holding it. (Waiting in the thread,
+  as 0.2 did, let 150 waiting searches fill anyio's 40 worker threads: the slowest 503 came after 9.4 s instead of
+  about 2 s, and the sync routes, which need a thread too, waited behind them for up to 6.3 s.) Look-ups of stored
+  values never take a slot.
 - **Cancellation.** While a computation runs in its thread, the request's task listens for the client's
   ``http.disconnect``; the computation checks the flag between chunks (:data:`CHUNK_SECONDS` of estimated work
   each) and stops, so a client that has gone costs at most one chunk more.
@@ -23,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -55,37 +59,71 @@ class ClientGone(APIError):
         super().__init__("the client disconnected; its computation was stopped")
 
 
+class SlotWanted(Exception):
+    """Raised by :meth:`ComputeGuard.slot` in a worker thread that has no slot yet: the computation stops before any
+    work, so that :func:`run_cancellable` can wait for a slot on the event loop and run it again holding one.
+    Never reaches a client."""
+
+
 class ComputePool:
-    """The slots on-demand computations run in: one per allowed concurrent computation, shared by every store."""
+    """The slots on-demand computations run in: one per allowed concurrent computation, shared by every store.
+
+    Slots are taken and given back on the event loop only (:meth:`acquire`, :meth:`release`): a waiting request
+    holds no worker thread. The semaphore is made on first use, inside the running loop.
+    """
 
     def __init__(self, workers: int, queue_s: float) -> None:
         self.workers, self.queue_s = workers, queue_s
-        self._slots = threading.BoundedSemaphore(workers)
+        self._slots: anyio.Semaphore | None = None
+        #: requests waiting for a slot now (a figure for tests and logs)
+        self.waiting = 0
 
-    @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold a slot while computing; :class:`~labeldist.api.errors.Busy` (503, Retry-After) when none frees up in
-        time."""
-        if not self._slots.acquire(timeout=self.queue_s):
-            raise Busy(f"every one of the {self.workers} on-demand computation slots is busy "
-                       f"(LABELDIST_COMPUTE_WORKERS); retry in a moment")  # fmt: skip
+    @property
+    def slots(self) -> anyio.Semaphore:
+        if self._slots is None:
+            self._slots = anyio.Semaphore(self.workers)
+        return self._slots
+
+    @property
+    def busy(self) -> int:
+        """Slots taken now."""
+        return self.workers - self.slots.value
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting at most ``queue_s``; :class:`Busy` (503, Retry-After) when none frees up in time."""
         try:
-            yield
+            self.slots.acquire_nowait()  # a free slot is taken even with a queue time of 0
+            return
+        except anyio.WouldBlock:
+            pass
+        self.waiting += 1
+        try:
+            with anyio.move_on_after(self.queue_s):
+                await self.slots.acquire()
+                return
         finally:
-            self._slots.release()
+            self.waiting -= 1
+        raise Busy(f"every one of the {self.workers} on-demand computation slots is busy "
+                   f"(LABELDIST_COMPUTE_WORKERS); retry in a moment")  # fmt: skip
+
+    def release(self) -> None:
+        self.slots.release()
 
 
 class ComputeGuard:
     """One request's bounds on computing: its budget, the shared pool, and whether its client has gone.
 
     Passed down to :meth:`labeldist.api.registry.ServedStore.distances`, which calls :meth:`admit` with its estimate
-    before computing, computes inside :meth:`slot` and calls :meth:`check` between chunks.
+    before computing, computes inside :meth:`slot` and calls :meth:`check` between chunks. ``pool`` None: no pool
+    (code outside a request).
     """
 
-    def __init__(self, budget_s: float, pool: ComputePool) -> None:
+    def __init__(self, budget_s: float, pool: ComputePool | None) -> None:
         self.budget_s, self.pool = budget_s, pool
         self.spent_s = 0.0
         self.cancelled = threading.Event()
+        #: set by :func:`run_cancellable` while it holds a slot of ``pool`` for this request
+        self.holds_slot = False
 
     def admit(self, cost_s: float, what: str) -> None:
         """Count ``cost_s`` of estimated work against the budget; TooLarge (413) when the request goes over it."""
@@ -98,7 +136,11 @@ class ComputeGuard:
         self.spent_s += cost_s
 
     def slot(self) -> contextlib.AbstractContextManager[None]:
-        return self.pool.slot()
+        """What a computation runs inside: nothing to take where the request already holds a slot (or there is no
+        pool); otherwise :class:`SlotWanted`, before any work."""
+        if self.pool is None or self.holds_slot:
+            return contextlib.nullcontext()
+        raise SlotWanted()
 
     def check(self) -> None:
         """ClientGone once the client has disconnected."""
@@ -108,7 +150,7 @@ class ComputeGuard:
 
 def unguarded() -> ComputeGuard:
     """No budget, no pool, never cancelled: for code that calls the store outside a request (tests, tools)."""
-    return ComputeGuard(math.inf, ComputePool(1 << 20, 0.0))
+    return ComputeGuard(math.inf, None)
 
 
 def format_seconds(seconds: float) -> str:
@@ -123,24 +165,46 @@ def guard_for(state: Any) -> ComputeGuard:
 async def run_cancellable(receive: Receive, guard: ComputeGuard, func: Callable[..., T], /, *args: Any,
                           **kwargs: Any) -> T:  # fmt: skip
     """``func(*args, **kwargs)`` in a worker thread, setting ``guard.cancelled`` if the client disconnects
-    meanwhile (its body must already be read: the next message of ``receive`` is then the disconnect)."""
+    meanwhile (its body must already be read: the next message of ``receive`` is then the disconnect).
+
+    When ``func`` needs a compute slot and has none (:class:`SlotWanted`), the slot is awaited here, on the event
+    loop, and ``func`` runs again from the start holding it (its budget counted afresh): what it did before asking
+    (looking up stored values, planning, estimating) is cheap next to computing.
+    """
+
+    waiting = anyio.CancelScope()  # the wait for a slot, which a disconnect ends at once
 
     async def watch() -> None:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 guard.cancelled.set()
+                waiting.cancel()
                 return
 
     failure: Exception | None = None
+    done, result = False, None
     async with anyio.create_task_group() as group:
         group.start_soon(watch)
         try:
-            result = await run_in_threadpool(func, *args, **kwargs)
+            while not done:
+                try:
+                    result, done = await run_in_threadpool(func, *args, **kwargs), True
+                except SlotWanted:
+                    if guard.pool is None or guard.holds_slot:
+                        raise RuntimeError("a computation asked for a compute slot twice") from None
+                    with waiting:
+                        await guard.pool.acquire()
+                        guard.holds_slot, guard.spent_s = True, 0.0
+                    if not guard.holds_slot:  # the client went while it waited
+                        raise ClientGone() from None
         except Exception as e:  # raised below, outside the task group, which would wrap it in an ExceptionGroup
             failure = e
         finally:
+            if guard.holds_slot:
+                guard.pool.release()
+                guard.holds_slot = False
             group.cancel_scope.cancel()
     if failure is not None:
         raise failure
-    return result
+    return result  # type: ignore[return-value]

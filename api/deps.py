@@ -9,9 +9,10 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import APIKeyHeader
-from labeldist.api.registry import ServedStore, StoreRegistry
+from labeldist.api.registry import STALE, ServedStore, StoreRegistry
 from labeldist.api.settings import Settings
 
 _api_key_header = APIKeyHeader(
@@ -38,9 +39,13 @@ RegistryDep = Annotated[StoreRegistry, Depends(get_registry)]
 
 
 async def get_store(request: Request, store: Annotated[str, Path(description="store name")]) -> ServedStore:
-    """The served store named in the path: 404 when unknown, 503 when not complete."""
+    """The served store named in the path, as it is on disk now: 404 when unknown, 503 when not complete. A store
+    whose folder changed (rebuilt, new, removed) is opened again in a worker thread, off the event loop."""
     # request.app.state directly rather than through RegistryDep: one dependency less on the hottest path
-    return request.app.state.registry.get(store)
+    registry: StoreRegistry = request.app.state.registry
+    if registry.peek(store) is STALE:
+        await anyio.to_thread.run_sync(registry.current, store)
+    return registry.get(store)
 
 
 def compute_allowed(settings: Settings, key: str | None) -> bool:

@@ -92,7 +92,7 @@ class FastPath:
         k_match = _K.fullmatch(query) if query else None
         if state is None or (query and k_match is None):
             return False
-        store = state.registry.stores.get(match.group(1))
+        store = state.registry.peek(match.group(1))  # a changed store: FastAPI's route reloads it
         if not isinstance(store, ServedStore):
             return False
         index = int(match.group(2))
@@ -112,7 +112,7 @@ class FastPath:
         state = self._state(scope)
         if state is None:
             return receive
-        store = state.registry.stores.get(match.group(1))
+        store = state.registry.peek(match.group(1))  # a changed store: FastAPI's route reloads it
         if not isinstance(store, ServedStore):
             return receive
         content_type = length = key = None

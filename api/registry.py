@@ -1,9 +1,20 @@
-"""The stores a service process serves: opened read-only at start-up, hot arrays held in memory.
+"""The stores a service process serves: opened read-only, hot arrays held in memory, and reloaded when the store
+on disk changes.
 
 Every subfolder of the stores folder that holds a labeldist manifest is a store, named after the folder. A
 complete one is served (:class:`ServedStore`); an incomplete one (being written, or abandoned) is listed as
-unavailable (:class:`UnavailableStore`) and answers 503 until it is complete: it is looked at again, at most
-once every few seconds, when a client asks for it, so a finished precompute job appears without a restart.
+unavailable (:class:`UnavailableStore`) and answers 503 until it is complete.
+
+**One store per answer.** Each opened store remembers the :class:`~labeldist.store.StoreIdentity` of the folder
+it was opened from (two ``stat`` calls). Every request compares it with the folder's identity now: when the store
+was rebuilt (``precompute --overwrite``), published, shrunk, grown or removed, the registry opens the new one (in
+a worker thread, atomically: the old object keeps answering the requests that already hold it) and serves it from
+then on; a new folder is served on its first request, and a removed one answers 404. A request that already holds
+the old object answers from it alone: its ids and kNN lists are in its memory, and each of its reads from disk
+(dense rows, labels) is checked against its identity afterwards, so a read that met the new store's files is
+refused with 503 "the store changed; retry" (:class:`StoreChanged`) rather than mixed into the old store's
+answer. (Before 0.3 the service never looked again: after an ``--overwrite`` it answered neighbour lists and
+cached rows of the old store and uncached rows of the new one in the same answer.)
 """
 
 from __future__ import annotations
@@ -35,12 +46,32 @@ from labeldist.pairs import (  # noqa: F401 - PairPlan, compute_pairs: re-export
     compute_planned,
     plan_pairs,
 )
-from labeldist.store import StoreCorruptError, StoreError, StoreIncompleteError, StoreReader, read_manifest
+from labeldist.store import (
+    StoreCorruptError,
+    StoreError,
+    StoreIdentity,
+    StoreIncompleteError,
+    StoreReader,
+    manifest_digest,
+    read_manifest,
+    replacement_under_way,
+    store_identity,
+)
 
 log = logging.getLogger("labeldist.api")
 
-#: an unavailable store is looked at again at most this often (seconds)
-RECHECK_SECONDS = 2.0
+#: tries at opening a store that keeps changing while it is opened, before answering 503
+OPEN_TRIES = 3
+
+
+class StoreChanged(Unavailable):
+    """The store changed on disk while a request was reading it: 503, retry (the next request gets the new one)."""
+
+    headers = {"Retry-After": "1"}
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"store {name!r} changed on disk (rebuilt, replaced or removed) while this request read it; "
+                         "retry: the next request is answered by the store now on disk")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,10 +135,13 @@ class ServedStore:
 
     available = True
 
-    def __init__(self, name: str, path: Path, settings: Settings) -> None:
+    def __init__(self, name: str, path: Path, settings: Settings, identity: StoreIdentity | None = None) -> None:
         self.name, self.path = name, path
+        #: the folder's identity when it was opened (taken before the first read): what every later read checks
+        self.identity = identity if identity is not None else store_identity(path)
         self.reader = StoreReader(str(path))
         self.manifest: dict[str, Any] = self.reader.manifest
+        self.digest = manifest_digest(self.manifest)
         self.n_items, self.k = self.reader.n_items, self.reader.k
         self.ids = self.reader.ids
         indices, distances = self.reader.knn()
@@ -128,7 +162,12 @@ class ServedStore:
         self._label_arrays: dict[str, np.ndarray] | None = None
 
     def info(self) -> dict[str, Any]:
-        return {**self.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None}
+        return {**self.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None,
+                "digest": self.digest}  # fmt: skip
+
+    def unchanged(self) -> bool:
+        """Whether the folder still holds the store this object was opened from."""
+        return store_identity(self.path) == self.identity
 
     def _read_dense_rows(self, start: int, stop: int) -> np.ndarray:
         with self.refusing_damage():
@@ -136,14 +175,24 @@ class ServedStore:
 
     @contextlib.contextmanager
     def refusing_damage(self) -> Iterator[None]:
-        """Answer a read that finds a missing or damaged chunk with 503 naming the damage, every time it is asked:
-        never a wrong number, an empty list or a fill value in its place."""
+        """Every read from disk goes through here. A read of a store that changed on disk meanwhile is refused
+        (:class:`StoreChanged`, 503 retry), whether it failed or not: what it read may be the new store's. A read
+        that finds a missing or damaged chunk of an unchanged store is answered 503 naming the damage, every time
+        it is asked: never a wrong number, an empty list or a fill value in its place."""
         try:
             yield
         except StoreCorruptError as e:
+            if not self.unchanged():
+                raise StoreChanged(self.name) from e
             log.error("%s", e)
             raise Unavailable(f"store {self.name!r} is damaged on disk and is refused until it is rebuilt: "
                               f"{_without_url(str(e), self.reader.url)}") from e  # fmt: skip
+        except Exception as e:
+            if not self.unchanged():
+                raise StoreChanged(self.name) from e
+            raise
+        if not self.unchanged():
+            raise StoreChanged(self.name)
 
     # ------------------------------------------------------------ checks
     def check_index(self, index: int | np.ndarray, what: str = "item") -> None:
@@ -235,6 +284,8 @@ class ServedStore:
                     f"{ukeys.size} distance(s) not stored in {self.name!r}")  # fmt: skip
         with guard.slot():
             labels, distance = self.labels_and_distance()
+            # the event a client (and tests/api/test_api_compute.py) can wait for: the work has begun
+            log.info("%s: computing %d distance(s) on demand", self.name, ukeys.size)
             try:
                 computed = compute_planned(labels, distance, plan, guard.check)
             except ClientGone:
@@ -304,41 +355,59 @@ class UnavailableStore:
 
     available = False
 
-    def __init__(self, name: str, path: Path, manifest: dict[str, Any], reason: str) -> None:
+    def __init__(
+        self, name: str, path: Path, manifest: dict[str, Any], reason: str, identity: StoreIdentity | None = None
+    ) -> None:
         self.name, self.path, self.manifest, self.reason = name, path, manifest, reason
-        self.checked = time.monotonic()
+        self.identity = identity
 
     def info(self) -> dict[str, Any]:
         return {**self.manifest, "name": self.name, "available": False, "detail": self.reason}
 
 
 def open_store(name: str, path: Path, settings: Settings) -> ServedStore | UnavailableStore | None:
-    """The store at ``path`` opened for serving, or unavailable with the reason, or None if it is no store."""
+    """The store at ``path`` opened for serving, or unavailable with the reason, or None if it is no store. The
+    result carries the folder's identity from before its first read; a folder that changed while it was read is
+    opened again (:data:`OPEN_TRIES` times), so what is served is one store."""
+    for _ in range(OPEN_TRIES):
+        identity = store_identity(path)
+        opened = _open_once(name, path, settings, identity)
+        if store_identity(path) == identity:
+            return opened
+    return UnavailableStore(name, path, {}, f"store {name!r} kept changing on disk while it was opened; retry "
+                            "once the job writing it has finished")  # fmt: skip
+
+
+def _open_once(
+    name: str, path: Path, settings: Settings, identity: StoreIdentity | None
+) -> ServedStore | UnavailableStore | None:
+    def unavailable(manifest: dict[str, Any], reason: str) -> UnavailableStore:
+        return UnavailableStore(name, path, manifest, reason, identity)
+
     try:
         manifest = read_manifest(str(path))
     except StoreError as e:  # its metadata is damaged: listed, refused, and the other stores still served
         log.error("%s", e)
-        return UnavailableStore(name, path, {}, f"store {name!r} is damaged on disk and is refused until it is "
-                                f"rebuilt: {_without_url(str(e), str(path.absolute()))}")  # fmt: skip
+        return unavailable({}, f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
+                               f"{_without_url(str(e), str(path.absolute()))}")  # fmt: skip
     if manifest is None:
         return None
     if manifest.get("complete") is not True:
-        return UnavailableStore(name, path, manifest, f"store {name!r} is not complete (still being written, "
-                                "or abandoned); it is served once its precompute job finishes")  # fmt: skip
+        return unavailable(manifest, f"store {name!r} is not complete (still being written, or abandoned); it is "
+                                     "served once its precompute job finishes")  # fmt: skip
     try:
-        return ServedStore(name, path, settings)
+        return ServedStore(name, path, settings, identity)
     except StoreIncompleteError as e:
-        return UnavailableStore(name, path, manifest, f"store {name!r} is not complete: {e}")
+        return unavailable(manifest, f"store {name!r} is not complete: {e}")
     except StoreCorruptError as e:
         log.error("%s", e)
-        return UnavailableStore(name, path, manifest, f"store {name!r} is damaged on disk and is refused until it "
-                                f"is rebuilt: {_without_url(str(e), str(path.absolute()))}")  # fmt: skip
+        return unavailable(manifest, f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
+                                     f"{_without_url(str(e), str(path.absolute()))}")  # fmt: skip
     except StoreError as e:
-        return UnavailableStore(name, path, manifest, f"store {name!r} cannot be served: "
-                                f"{_without_url(str(e), str(path.absolute()))}")  # fmt: skip
+        return unavailable(manifest, f"store {name!r} cannot be served: {_without_url(str(e), str(path.absolute()))}")
     except Exception as e:  # a broken store must not stop the others from being served
         log.exception("%s: cannot be opened", path)
-        return UnavailableStore(name, path, manifest, f"store {name!r} cannot be opened: {type(e).__name__}: {e}")
+        return unavailable(manifest, f"store {name!r} cannot be opened: {type(e).__name__}: {e}")
 
 
 def _without_url(message: str, url: str) -> str:
@@ -346,50 +415,120 @@ def _without_url(message: str, url: str) -> str:
     return message.replace(f"{url}: ", "").replace(url, "<store>")
 
 
+#: what :meth:`StoreRegistry.peek` answers for a store whose folder changed since it was opened
+STALE = object()
+
+
 class StoreRegistry:
-    """The stores of one folder, by name."""
+    """The stores of one folder, by name, each reloaded when its folder changes (see the module's docstring).
+
+    Requests look a store up with :meth:`get` (or :meth:`peek`, which never opens anything: for the event loop).
+    Opening happens under one lock and replaces the entry at once; an entry is never changed in place, so a
+    request keeps the object it got for the whole of its answer.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.folder = Path(settings.stores)
         self.stores: dict[str, ServedStore | UnavailableStore] = {}
+        #: folders that hold no store, by their identity when looked at (not looked at again until they change)
+        self._not_stores: dict[str, StoreIdentity | None] = {}
         self._lock = threading.Lock()
 
     def open_all(self) -> None:
         if not self.folder.is_dir():
             log.warning("stores folder %s does not exist: serving no store", self.folder)
             return
-        for path in sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            store = open_store(path.name, path, self.settings)
-            if store is not None:
-                self.stores[path.name] = store
-                log.info("%s: %s", path.name, "served" if store.available else "unavailable")
+        self.refresh_all()
+
+    def folder_names(self) -> list[str]:
+        """The names of the store folders now: every subfolder whose name does not start with a dot."""
+        try:
+            return sorted(p.name for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def refresh_all(self) -> list[ServedStore | UnavailableStore]:
+        """Every store of the folder as it is now (new folders opened, changed ones reopened, removed ones
+        dropped), by name; for the store list. Opens stores: call it off the event loop."""
+        names = self.folder_names()
+        for gone in set(self.stores) - set(names):
+            self.current(gone)  # drops it, unless a replacement is under way
+        found = (self.current(name) for name in names)
+        return [store for store in found if store is not None]
+
+    def path_of(self, name: str) -> Path | None:
+        """The folder of store ``name``, or None for a name that cannot be a store folder's (hidden, a path)."""
+        if not name or name.startswith(".") or "/" in name or "\\" in name or "\0" in name:
+            return None
+        return self.folder / name
+
+    def peek(self, name: str) -> ServedStore | UnavailableStore | None | object:
+        """The entry of ``name`` if its folder has not changed since it was opened (None for a folder that holds no
+        store, or none at all), else :data:`STALE`. Never opens a store: two ``stat`` calls."""
+        path = self.path_of(name)
+        if path is None:
+            return None
+        identity = store_identity(path)
+        store = self.stores.get(name)
+        if store is not None and store.identity == identity:
+            return store
+        if store is None and name in self._not_stores and self._not_stores[name] == identity:
+            return None
+        if store is None and identity is None:
+            return None
+        return STALE
+
+    def current(self, name: str) -> ServedStore | UnavailableStore | None:
+        """The entry of ``name`` as the folder is now, opening it first when it changed (under the lock, which
+        also serialises concurrent requests for the same change); None when no store is there."""
+        entry = self.peek(name)
+        if entry is not STALE:
+            return entry  # type: ignore[return-value]
+        with self._lock:
+            entry = self.peek(name)  # another request may have opened it meanwhile
+            if entry is not STALE:
+                return entry  # type: ignore[return-value]
+            return self._reopen(name)
+
+    def _reopen(self, name: str) -> ServedStore | UnavailableStore | None:
+        path = self.path_of(name)
+        assert path is not None
+        old = self.stores.get(name)
+        identity = store_identity(path)
+        if identity is None:  # removed, or between the two renames of a replacement
+            if old is not None and replacement_under_way(path):
+                return UnavailableStore(name, path, old.manifest, f"store {name!r} is being replaced by a new one "
+                                        "right now; retry in a moment")  # fmt: skip
+            if old is not None:
+                log.warning("%s: its folder was removed: no longer served", name)
+            self.stores.pop(name, None)
+            self._not_stores.pop(name, None)
+            return None
+        fresh = open_store(name, path, self.settings)
+        if fresh is None:
+            self.stores.pop(name, None)
+            self._not_stores[name] = identity
+            return None
+        self.stores[name] = fresh
+        self._not_stores.pop(name, None)
+        state = "served" if fresh.available else "unavailable"
+        if old is None:
+            log.info("%s: %s", name, state)
+        elif isinstance(fresh, ServedStore) and isinstance(old, ServedStore) and fresh.digest != old.digest:
+            log.warning("%s: changed on disk (rebuilt or replaced): the new store is %s from now on (%d items, "
+                        "digest %s, was %s)", name, state, fresh.n_items, fresh.digest[:12],
+                        old.digest[:12])  # fmt: skip
+        else:
+            log.warning("%s: changed on disk: reopened, %s", name, state)
+        return fresh
 
     def get(self, name: str) -> ServedStore:
         """The served store ``name``; NotFound for an unknown name, Unavailable for an incomplete store."""
-        store = self.stores.get(name)
+        store = self.current(name)
         if store is None:
-            raise NotFound(f"unknown store {name!r}; known: {', '.join(sorted(self.stores)) or 'none'}")
+            known = ", ".join(sorted(self.stores)) or "none"
+            raise NotFound(f"unknown store {name!r}; known: {known}")
         if isinstance(store, UnavailableStore):
-            store = self._recheck(store)
-            if isinstance(store, UnavailableStore):
-                raise Unavailable(store.reason)
+            raise Unavailable(store.reason)
         return store
-
-    def _recheck(self, store: UnavailableStore) -> ServedStore | UnavailableStore:
-        if time.monotonic() - store.checked < RECHECK_SECONDS:
-            return store
-        with self._lock:
-            current = self.stores[store.name]
-            if current is not store:
-                return current
-            store.checked = time.monotonic()
-            try:
-                complete = (read_manifest(str(store.path)) or {}).get("complete") is True
-            except StoreError:
-                complete = False
-            if not complete:
-                return store
-            fresh = open_store(store.name, store.path, self.settings) or store
-            self.stores[store.name] = fresh
-            return fresh

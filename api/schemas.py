@@ -56,6 +56,11 @@ class StoreInfo(BaseModel):
     engine_version: str | None = None
     created: str | None = None
     has_dense: bool | None = Field(None, description="the store holds the full dense matrix")
+    digest: str | None = Field(
+        None,
+        description="SHA-256 of the served store's manifest: changes when the store "
+        "on disk is rebuilt or replaced, which the service then serves without a restart",
+    )
     detail: str | None = Field(None, description="why an unavailable store is not served")
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
@@ -286,6 +287,45 @@ def read_manifest(url: str) -> dict[str, Any] | None:
                                 "damaged; rebuild it") from e  # fmt: skip
     man = group.attrs.get(MANIFEST_KEY)
     return dict(man) if isinstance(man, Mapping) else None
+
+
+@dataclass(frozen=True)
+class StoreIdentity:
+    """Which store is at a local path now: the store folder's and its root ``zarr.json``'s inode, change time and
+    size. Every way a store is replaced makes a new identity: ``--overwrite`` and creation rename a whole new
+    folder into place (a new inode and change time), and publishing rewrites the root ``zarr.json`` (where the
+    manifest lives). Nothing writes into a complete store in place. Two ``stat`` calls: cheap enough for a server
+    to compare on every request (:mod:`labeldist.api.registry`)."""
+
+    folder: tuple[int, int, int]
+    root_metadata: tuple[int, int, int, int] | None
+
+
+def store_identity(path: str | os.PathLike[str]) -> StoreIdentity | None:
+    """The :class:`StoreIdentity` of the local folder ``path``, or None when no folder is there (removed, or
+    between the two renames of a replacement)."""
+    try:
+        folder = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in the path
+        return None
+    try:
+        meta = os.stat(os.path.join(path, "zarr.json"))
+        root = (meta.st_ino, meta.st_mtime_ns, meta.st_ctime_ns, meta.st_size)
+    except (FileNotFoundError, NotADirectoryError):
+        root = None
+    return StoreIdentity((folder.st_ino, folder.st_ctime_ns, folder.st_dev), root)
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """SHA-256 of the manifest as canonical JSON (sorted keys): names what a store holds, so that a client can
+    tell which store answered it; two stores with different parameters, labels or creation times differ."""
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def replacement_under_way(path: str | os.PathLike[str]) -> bool:
+    """Whether a store at ``path`` is being replaced right now: the old one renamed aside and the new one not yet
+    renamed in (``--overwrite``'s swap, or a store created over an unfinished one)."""
+    return any(os.path.exists(sibling(str(path), what)) for what in ("replaced", "discarded"))
 
 
 def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:

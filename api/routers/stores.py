@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio.to_thread
 from fastapi import APIRouter
 from labeldist.api.deps import RegistryDep, StoreDep
 from labeldist.api.errors import error_responses
@@ -15,8 +16,10 @@ router = APIRouter(prefix="/v1/stores", tags=["stores"])
 
 @router.get("", response_model=StoreList)
 async def list_stores(registry: RegistryDep) -> dict[str, Any]:
-    """Every store of the stores folder: manifest + ``name``; incomplete ones with ``available: false``."""
-    return {"stores": [store.info() for store in registry.stores.values()]}
+    """Every store of the stores folder as it is now (new folders included, removed ones gone): manifest + ``name``
+    + ``digest``; incomplete ones with ``available: false``."""
+    stores = await anyio.to_thread.run_sync(registry.refresh_all)  # may open new or changed stores
+    return {"stores": [store.info() for store in stores]}
 
 
 @router.get("/{store}", response_model=StoreInfo, responses=error_responses(404, 503))

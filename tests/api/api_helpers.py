@@ -37,12 +37,15 @@ def reference(labels: Poses, i: int, j: int) -> np.float32:
     return np.float32(PoseDistance().reference(labels, i, labels, j))
 
 
-def start_server(stores: Path, port: int, **env: str) -> subprocess.Popen:
+def start_server(stores: Path, port: int, *, verbose: bool = False, **env: str) -> subprocess.Popen:
+    """``labeldist serve`` on ``port``; ``verbose`` logs the service's progress messages too (a computation
+    started, a store reloaded), which tests wait for."""
     # only the settings given here: none inherited from the environment the tests run in
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
     environ = {**inherited, "LABELDIST_ACCESS_LOG": "false", **env}
     return subprocess.Popen(
-        [sys.executable, "-m", "labeldist.cli", "serve", "--stores", str(stores), "--port", str(port)],
+        [sys.executable, "-m", "labeldist.cli", *(["-v"] if verbose else []), "serve", "--stores", str(stores),
+         "--port", str(port)],
         cwd=REPO, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 

@@ -3,10 +3,12 @@ answering 503 with Retry-After when saturated, and work stopped when its client 
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
 
+import anyio
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -15,7 +17,8 @@ from labeldist.api.main import create_app
 from labeldist.api.registry import plan_pairs
 
 from labeldist.distances.pose import PoseDistance
-from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server, stop_server, wait_healthy
+from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server, wait_healthy
+from tests.logs import LogFollower
 from tests.processes import free_port
 
 
@@ -65,14 +68,14 @@ def test_a_batches_request_counts_both_of_its_computations_against_one_budget(st
 def test_a_saturated_pool_answers_503_with_retry_after(stores_dir: Path) -> None:
     settings = make_settings(stores=stores_dir, compute_workers=1, compute_queue_s=0.0)
     with TestClient(create_app(settings)) as client:
-        pool: ComputePool = client.app.state.compute_pool
         body = {"pairs": _far_pairs(N_ITEMS, 5, seed=1)}
-        with pool.slot():  # another request is computing
-            r = client.post(f"/v1/stores/{KNN}/distances", json=body)
-            assert r.status_code == 503, r.text
-            assert r.headers["retry-after"].isdigit() and "LABELDIST_COMPUTE_WORKERS" in r.json()["detail"]
-            # what needs no computation is still answered
-            assert client.get(f"/v1/stores/{KNN}/items/1/neighbors?k=3").status_code == 200
+        pool = _hold_every_slot(client)  # another request is computing
+        r = client.post(f"/v1/stores/{KNN}/distances", json=body)
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"].isdigit() and "LABELDIST_COMPUTE_WORKERS" in r.json()["detail"]
+        # what needs no computation is still answered
+        assert client.get(f"/v1/stores/{KNN}/items/1/neighbors?k=3").status_code == 200
+        _release_every_slot(client, pool)
         assert client.post(f"/v1/stores/{KNN}/distances", json=body).status_code == 200
 
 
@@ -99,25 +102,155 @@ def test_a_guard_stops_between_chunks_once_cancelled() -> None:
     assert len(calls) == 3, "the computation went on after the client had gone"
 
 
+@pytest.fixture(scope="module")
+def caption_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stores folder with one kNN-only store of 400 COCO caption sets: every pair it does not hold is a
+    caption-set WMD computed on demand, so 50,000 of them are tens of seconds of work."""
+    from labeldist.distances.caption_sets import CaptionSetWMD
+    from labeldist.labels.captions import read_karpathy_captions
+    from tests.conftest import DATA, write_store
+
+    root = tmp_path_factory.mktemp("caption-stores")
+    coco = json.loads((DATA / "coco" / "coco_karpathy_test.json").read_text())[:400]
+    (root / "coco.json").write_text(json.dumps(coco))
+    labels = read_karpathy_captions(root / "coco.json")
+    write_store(root / "stores" / "captions", labels, CaptionSetWMD(), dataset="coco400", k=5, dense=False,
+                block_rows=100)  # fmt: skip
+    return root / "stores"
+
+
 @pytest.mark.slow
-def test_a_client_that_disconnects_stops_its_computation_on_a_live_server(stores_dir: Path) -> None:
-    """A real uvicorn server: a client sends an expensive request and closes its socket; the server stops the
-    work (its log says so) instead of finishing it for nobody."""
+def test_a_client_that_disconnects_stops_its_computation_on_a_live_server(caption_stores: Path) -> None:
+    """A real uvicorn server: a client sends an expensive request, waits until the server logs that the computation
+    has started, and closes its socket; the server stops the work (its log says so) instead of finishing it for
+    nobody. Every step waits for an event the server logs (issue 17, Found 10: this test used to sleep 0.5 s and
+    hope the computation had started)."""
     port = free_port()
-    proc = start_server(stores_dir, port, LABELDIST_COMPUTE_BUDGET_S="1000")
+    proc = start_server(caption_stores, port, verbose=True, LABELDIST_COMPUTE_BUDGET_S="100000",
+                        LABELDIST_MAX_ITEMS="50000")  # fmt: skip
+    log = LogFollower(proc)
     try:
         wait_healthy(proc, f"http://127.0.0.1:{port}")
-        # 9,000 scattered pairs of 300 items: ~9,000 block calls, seconds of work
-        pairs = [[i, j] for i in range(N_ITEMS) for j in range(i + 1, N_ITEMS)][::5][:9000]
-        import json
-
+        # 50,000 distinct caption-set pairs of 400 items: some 30 s of WMDs on this machine, far more than the few
+        # milliseconds between the server's log line and the socket's close
+        upper = np.stack(np.triu_indices(400, 1), axis=1)
+        pairs = upper[np.random.default_rng(0).permutation(len(upper))[:50_000]].tolist()
         body = json.dumps({"pairs": pairs}).encode()
-        head = (f"POST /v1/stores/{KNN}/distances HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+        head = (f"POST /v1/stores/captions/distances HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(head + body)
-            time.sleep(0.5)  # let the computation start; then go away without reading the answer
+            started = log.wait_for("captions: computing ")
+        # the socket is closed: the server must notice and stop between two chunks of work
+        stopped = log.wait_for("stopped: the client has gone", start=started)
+        assert "distance(s) stopped" in log.lines[stopped]
     finally:
-        time.sleep(1.0)
-        out = stop_server(proc)
-    assert "stopped: the client has gone" in out, out[-3000:]
+        out = log.stop()
+    assert "Traceback" not in out, out[-3000:]
+
+
+def _hold_every_slot(client: TestClient) -> ComputePool:
+    """Take every slot of the app's compute pool, as running computations would (on the app's event loop)."""
+    pool: ComputePool = client.app.state.compute_pool
+    for _ in range(pool.workers):
+        client.portal.call(pool.acquire)
+    return pool
+
+
+def _release_every_slot(client: TestClient, pool: ComputePool) -> None:
+    for _ in range(pool.workers):
+        client.portal.call(pool.release)
+
+
+def _wait(condition, what: str, timeout: float = 120.0) -> None:
+    """Until ``condition()`` holds (a state the server reaches, not a time), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not reached within {timeout:.0f} s"
+        time.sleep(0.01)
+
+
+def test_requests_waiting_for_a_compute_slot_hold_no_thread_and_sync_routes_stay_answered(
+    stores_dir: Path, pose_labels
+) -> None:
+    """Issue 17, Found 7: waiting for a compute slot must not hold a worker thread. 60 requests that must compute
+    wait for the one slot (held by the test) with a queue time far longer than the test; meanwhile no worker thread
+    is taken by them, and the sync label route, which needs a thread, is answered while every one of them is still
+    waiting. Then the slot frees, and every waiting request is answered 200 with the right distances.
+
+    Before the fix the 60 requests each blocked a thread of anyio's pool of 40 inside the slot's wait: the label
+    request waited behind them until the queue time ran out."""
+    import anyio.to_thread
+    import httpx
+
+    settings = make_settings(stores=stores_dir, compute_workers=1, compute_queue_s=600.0)
+    n_flood = 60
+    with TestClient(create_app(settings)) as client:
+        pool = _hold_every_slot(client)
+        bodies = [{"pairs": _far_pairs(N_ITEMS, 4, seed=100 + t)} for t in range(n_flood)]
+
+        async def flood() -> list[httpx.Response]:
+            transport = httpx.ASGITransport(app=client.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=None) as ac:
+                results: list[httpx.Response] = [None] * n_flood  # type: ignore[list-item]
+
+                async def one(t: int) -> None:
+                    results[t] = await ac.post(f"/v1/stores/{KNN}/distances", json=bodies[t])
+
+                async with anyio.create_task_group() as group:
+                    for t in range(n_flood):
+                        group.start_soon(one, t)
+                return results
+
+        future = client.portal.start_task_soon(flood)
+        try:
+            _wait(lambda: pool.waiting == n_flood, f"{n_flood} requests waiting for the compute slot")
+
+            def threads_in_use() -> float:  # called on the app's event loop
+                return anyio.to_thread.current_default_thread_limiter().borrowed_tokens
+
+            assert client.portal.call(threads_in_use) == 0
+            label = client.get(f"/v1/stores/{KNN}/items/5/label")
+            assert label.status_code == 200, label.text
+            assert pool.waiting == n_flood and not future.done(), "the label was answered only after the flood"
+        finally:  # also when failing: the waiting requests must not hold the test for the queue time
+            _release_every_slot(client, pool)
+        answers = future.result(timeout=600)
+    for body, r in zip(bodies, answers):
+        assert r.status_code == 200, r.text
+        want = [reference(pose_labels, i, j) for i, j in body["pairs"]]
+        np.testing.assert_array_equal(np.float32(r.json()["distances"]), np.float32(want))
+
+
+def test_a_flood_past_the_queue_time_is_answered_503_and_holds_no_thread(stores_dir: Path) -> None:
+    """The slot stays taken for the whole flood: each of 150 requests gets 503 with Retry-After once the queue time
+    has passed, none is computed, and the pool is whole again afterwards."""
+    import httpx
+
+    settings = make_settings(stores=stores_dir, compute_workers=2, compute_queue_s=0.5)
+    with TestClient(create_app(settings)) as client:
+        pool = _hold_every_slot(client)
+
+        async def flood() -> list[httpx.Response]:
+            transport = httpx.ASGITransport(app=client.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=None) as ac:
+                results: list[httpx.Response] = []
+
+                async def one(t: int) -> None:
+                    results.append(await ac.post(f"/v1/stores/{KNN}/distances",
+                                                 json={"pairs": _far_pairs(N_ITEMS, 4, seed=t)}))  # fmt: skip
+
+                async with anyio.create_task_group() as group:
+                    for t in range(150):
+                        group.start_soon(one, t)
+                return results
+
+        answers = client.portal.call(flood)
+        assert [r.status_code for r in answers] == [503] * 150
+        assert all(r.headers["retry-after"].isdigit() and "LABELDIST_COMPUTE_WORKERS" in r.json()["detail"]
+                   for r in answers)  # fmt: skip
+        assert pool.waiting == 0
+        _release_every_slot(client, pool)
+        assert client.portal.call(lambda: pool.busy) == 0
+        r = client.post(f"/v1/stores/{KNN}/distances", json={"pairs": _far_pairs(N_ITEMS, 4, seed=1)})
+        assert r.status_code == 200, r.text

@@ -154,9 +154,8 @@ def test_a_body_read_is_handed_on_whole() -> None:
                 return
 
     class State:
-        registry = type(
-            "R", (), {"stores": {"s": labeldist.api.fastpath.ServedStore.__new__(labeldist.api.fastpath.ServedStore)}}
-        )()
+        store = labeldist.api.fastpath.ServedStore.__new__(labeldist.api.fastpath.ServedStore)
+        registry = type("R", (), {"peek": lambda self, name: {"s": State.store}.get(name)})()
         settings = make_settings()
 
     def scope() -> dict[str, Any]:

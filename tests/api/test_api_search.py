@@ -284,9 +284,11 @@ def test_a_search_needs_the_api_key_when_one_is_set(stores: dict) -> None:
 def test_a_busy_pool_is_503_with_retry_after(stores: dict) -> None:
     settings = make_settings(stores=stores["root"] / "stores", compute_workers=1, compute_queue_s=0.0)
     with TestClient(create_app(settings)) as client:
-        with client.app.state.compute_pool.slot():
-            r = search(client, "vec", [0.0, 0.0, 0.0])
-            assert r.status_code == 503 and r.headers["retry-after"].isdigit(), r.text
+        pool = client.app.state.compute_pool
+        client.portal.call(pool.acquire)  # another request is computing
+        r = search(client, "vec", [0.0, 0.0, 0.0])
+        assert r.status_code == 503 and r.headers["retry-after"].isdigit(), r.text
+        client.portal.call(pool.release)
         assert search(client, "vec", [0.0, 0.0, 0.0]).status_code == 200
 
 
@@ -297,6 +299,7 @@ def test_a_search_stops_when_its_client_has_gone(stores: dict) -> None:
     with TestClient(create_app(settings)) as client:
         store = client.app.state.registry.get("captions")
         guard = ComputeGuard(10.0, ComputePool(1, 0.0))
+        guard.holds_slot = True  # as run_cancellable sets it once the request has its slot
         guard.cancelled.set()
         with pytest.raises(ClientGone):
             store.search(["a dog on a beach"], 5, True, guard)
