@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 from labeldist.distances.base import LabelDistance
 from labeldist.knn import pruned_topk, topk_rows
 from labeldist.labels.base import LabelSet
+from labeldist.lock import store_lock
 from labeldist.store import (
     StoreError,
     StoreMismatchError,
@@ -361,7 +362,8 @@ def precompute(
 
     Reuses a finished store made from the same labels and parameters, resumes an unfinished one, and refuses
     (StoreMismatchError) to touch a store made with other ones unless ``overwrite``. ``client`` runs on an
-    existing distributed Client; otherwise ``scheduler`` or a new LocalCluster is used.
+    existing distributed Client; otherwise ``scheduler`` or a new LocalCluster is used. The job holds the store's
+    lock (:mod:`labeldist.lock`) throughout: a second job on the same local output is refused (StoreLockedError).
     """
     # every argument checked before anything is written: a bad one must not leave a half-made store behind
     if k < 1:
@@ -390,57 +392,59 @@ def precompute(
         block_rows=block_rows, symmetric=symmetric,
     )  # fmt: skip
     total = n_blocks(len(labels), block_rows)
-    finish_replacement(url)
-    target = url
-    action, existing, url = prepare_store(target, manifest, labels, overwrite)
-    if action == "reuse":
-        log.info("%s: complete store with the same labels and parameters; reusing it", url)
-        return PrecomputeResult(url, existing or manifest, total, 0, reused=True, symmetric=symmetric)
-    if symmetric:
-        upper_todo, todo = symmetric_todo(url)
-        log.info("%s: symmetric dense (upper triangle, mirrored): %d of %d upper strips and %d of %d row blocks "
-                 "to compute (%s)", url, len(upper_todo), total, len(todo), total, action)  # fmt: skip
-    else:
-        upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
-        log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
-    if todo:
-        n = len(labels)
+    # one writer per store, from the first look at what is there to the swap of a staged store: see labeldist.lock
+    with store_lock(url):
+        finish_replacement(url)
+        target = url
+        action, existing, url = prepare_store(target, manifest, labels, overwrite)
+        if action == "reuse":
+            log.info("%s: complete store with the same labels and parameters; reusing it", url)
+            return PrecomputeResult(url, existing or manifest, total, 0, reused=True, symmetric=symmetric)
+        if symmetric:
+            upper_todo, todo = symmetric_todo(url)
+            log.info("%s: symmetric dense (upper triangle, mirrored): %d of %d upper strips and %d of %d row blocks "
+                     "to compute (%s)", url, len(upper_todo), total, len(todo), total, action)  # fmt: skip
+        else:
+            upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
+            log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
+        if todo:
+            n = len(labels)
 
-        def rows(block: int) -> int:
-            return min(block_rows, n - block * block_rows)
+            def rows(block: int) -> int:
+                return min(block_rows, n - block * block_rows)
 
-        quiet = progress is False
-        started = time.perf_counter()
-        distance.prepare(labels)  # can be the slow phase (the sentence kind embeds every sentence here)
-        if not quiet and time.perf_counter() - started > 1:
-            tqdm.write(f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s",
-                       file=sys.stderr)  # fmt: skip
-        with contextlib.ExitStack() as stack:
-            if client is None:
-                client = stack.enter_context(dask_client(scheduler, n_workers))
-                if not quiet:
-                    tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
-            if not symmetric:
-                _run_tasks(client, compute_block, todo, progress, distance.kind, rows=rows,
-                           labels=_scatter(client, labels), distance=distance, url=url, k=k, block_rows=block_rows,
-                           dense=dense)  # fmt: skip
-            else:
-                # the barrier: _run_tasks returns only once every phase-1 task has finished, so no phase-2 task
-                # reads a strip still being written
-                if upper_todo:
-                    _run_tasks(client, compute_upper, upper_todo, progress, f"{distance.kind} upper", rows=rows,
-                               labels=_scatter(client, labels), distance=distance, url=url,
-                               block_rows=block_rows)  # fmt: skip
-                _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} rows", rows=rows, n_items=n,
-                           url=url, k=k, block_rows=block_rows)  # fmt: skip
-    if symmetric:
-        drop_work(url)  # before publish: a store seen complete has the plain layout
-    final = publish(url)
-    if url != target:
-        replace_with_staged(target)
-        log.info("%s: replaced by the new store", target)
-    return PrecomputeResult(target, final, total, len(todo), reused=False, symmetric=symmetric,
-                            upper_computed=len(upper_todo))  # fmt: skip
+            quiet = progress is False
+            started = time.perf_counter()
+            distance.prepare(labels)  # can be the slow phase (the sentence kind embeds every sentence here)
+            if not quiet and time.perf_counter() - started > 1:
+                tqdm.write(f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s",
+                           file=sys.stderr)  # fmt: skip
+            with contextlib.ExitStack() as stack:
+                if client is None:
+                    client = stack.enter_context(dask_client(scheduler, n_workers))
+                    if not quiet:
+                        tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
+                if not symmetric:
+                    _run_tasks(client, compute_block, todo, progress, distance.kind, rows=rows,
+                               labels=_scatter(client, labels), distance=distance, url=url, k=k, block_rows=block_rows,
+                               dense=dense)  # fmt: skip
+                else:
+                    # the barrier: _run_tasks returns only once every phase-1 task has finished, so no phase-2 task
+                    # reads a strip still being written
+                    if upper_todo:
+                        _run_tasks(client, compute_upper, upper_todo, progress, f"{distance.kind} upper", rows=rows,
+                                   labels=_scatter(client, labels), distance=distance, url=url,
+                                   block_rows=block_rows)  # fmt: skip
+                    _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} rows", rows=rows, n_items=n,
+                               url=url, k=k, block_rows=block_rows)  # fmt: skip
+        if symmetric:
+            drop_work(url)  # before publish: a store seen complete has the plain layout
+        final = publish(url)
+        if url != target:
+            replace_with_staged(target)
+            log.info("%s: replaced by the new store", target)
+        return PrecomputeResult(target, final, total, len(todo), reused=False, symmetric=symmetric,
+                                upper_computed=len(upper_todo))  # fmt: skip
 
 
 def _scatter(client: Any, labels: LabelSet) -> Any:
