@@ -12,9 +12,13 @@ ARG TORCHVISION=torchvision==0.29.1
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 RUN pip install --index-url "$TORCH_INDEX" --extra-index-url https://pypi.org/simple "$TORCH" "$TORCHVISION"
 
+# Every path pyproject.toml maps into the package (its packages, package-dir, package-data and readme), and only
+# those, before the install: tests/system/test_image.py checks this list against pyproject.toml and installs from
+# exactly these files. The build context leaves out what .dockerignore names (.venv, stores, models, runs, ...).
 COPY pyproject.toml README.md ./
 COPY labeldist labeldist
 COPY api api
+COPY client client
 COPY trainer trainer
 RUN pip install -e .
 
