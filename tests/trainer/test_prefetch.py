@@ -5,9 +5,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import labeldist.client.prefetch
 import pytest
 from labeldist.trainer.prefetch import Prefetcher
+
+#: how long a test waits for a producer thread: long, the machine may be a busy 2-core one
+WAIT = 60.0
 
 
 def test_results_come_in_index_order_whatever_the_thread_timing() -> None:
@@ -19,36 +24,39 @@ def test_results_come_in_index_order_whatever_the_thread_timing() -> None:
         assert list(queue) == [i * i for i in range(3, 30)]
 
 
-def test_never_more_than_depth_ahead_of_the_consumer() -> None:
-    started: list[int] = []
-    lock = threading.Lock()
+def test_never_more_than_depth_ahead_of_the_consumer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted where results are requested (submitted to the pool), which happens in the consumer's own calls:
+    no waiting for threads to have started, and nothing a slow machine can change."""
+    requested: list[int] = []
 
-    def produce(i: int) -> int:
-        with lock:
-            started.append(i)
-        return i
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            requested.append(args[0])
+            return super().submit(fn, *args, **kwargs)
 
-    queue = Prefetcher(produce, depth=3, workers=2)
-    time.sleep(0.2)
-    assert sorted(started) == [0, 1, 2]  # three requested ahead, and no more
+    monkeypatch.setattr(labeldist.client.prefetch, "ThreadPoolExecutor", Counting)
+    queue = Prefetcher(lambda i: i, depth=3, workers=2)
+    assert requested == [0, 1, 2]  # three requested ahead, and no more
     assert next(queue) == 0
-    time.sleep(0.2)
-    assert sorted(started) == [0, 1, 2, 3]
+    assert requested == [0, 1, 2, 3]
     queue.close()
 
 
 def test_runs_ahead_while_the_consumer_works() -> None:
+    """While the consumer holds result 0 and asks for nothing, the producers compute 1 to 4: each announces its
+    result, and the test waits for those events (not for a time it hopes is long enough)."""
+    produced = {i: threading.Event() for i in range(8)}
+
     def produce(i: int) -> int:
-        time.sleep(0.2)
+        produced[i].set()
         return i
 
     with Prefetcher(produce, depth=4, workers=1) as queue:
-        next(queue)
-        time.sleep(1.2)  # the consumer "trains" meanwhile (the producer needs 0.8 s for the next 4)
-        assert queue.ready >= 3  # ... so the next results are already there
-        t0 = time.perf_counter()
+        assert next(queue) == 0
+        for i in (1, 2, 3, 4):  # the consumer "trains" meanwhile, calling nothing
+            assert produced[i].wait(WAIT), f"result {i} was not produced ahead of the consumer"
+        assert not produced[5].is_set(), "no more than depth ahead"
         assert [next(queue) for _ in range(3)] == [1, 2, 3]
-        assert time.perf_counter() - t0 < 0.3  # fetching them one by one would take 0.6 s
 
 
 def test_a_producer_error_is_raised_in_the_consumer_at_its_index() -> None:
