@@ -43,9 +43,10 @@ async def get_store(request: Request, store: Annotated[str, Path(description="st
     whose folder changed (rebuilt, new, removed) is opened again in a worker thread, off the event loop."""
     # request.app.state directly rather than through RegistryDep: one dependency less on the hottest path
     registry: StoreRegistry = request.app.state.registry
-    if registry.peek(store) is STALE:
-        await anyio.to_thread.run_sync(registry.current, store)
-    return registry.get(store)
+    entry = registry.peek(store)
+    if entry is STALE:
+        entry = await anyio.to_thread.run_sync(registry.current, store)
+    return registry.served(store, entry)  # type: ignore[arg-type]
 
 
 def compute_allowed(settings: Settings, key: str | None) -> bool:

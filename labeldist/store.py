@@ -289,31 +289,35 @@ def read_manifest(url: str) -> dict[str, Any] | None:
     return dict(man) if isinstance(man, Mapping) else None
 
 
-@dataclass(frozen=True)
-class StoreIdentity:
-    """Which store is at a local path now: the store folder's and its root ``zarr.json``'s inode, change time and
-    size. Every way a store is replaced makes a new identity: ``--overwrite`` and creation rename a whole new
-    folder into place (a new inode and change time), and publishing rewrites the root ``zarr.json`` (where the
-    manifest lives). Nothing writes into a complete store in place. Two ``stat`` calls: cheap enough for a server
-    to compare on every request (:mod:`labeldist.api.registry`)."""
+#: which store is at a local path now (:func:`store_identity`): inode, device, change and modification times in ns,
+#: and size of its root ``zarr.json``
+StoreIdentity = tuple[int, int, int, int, int]
 
-    folder: tuple[int, int, int]
-    root_metadata: tuple[int, int, int, int] | None
+
+def root_metadata_path(path: str | os.PathLike[str]) -> str:
+    """The root ``zarr.json`` of the store folder ``path``: where the manifest lives."""
+    return os.path.join(os.fspath(path), "zarr.json")
 
 
 def store_identity(path: str | os.PathLike[str]) -> StoreIdentity | None:
-    """The :class:`StoreIdentity` of the local folder ``path``, or None when no folder is there (removed, or
-    between the two renames of a replacement)."""
+    """Which store is at the local folder ``path`` now, or None when there is none (no folder, no root metadata,
+    or between the two renames of a replacement). See :func:`metadata_identity`."""
+    return metadata_identity(root_metadata_path(path))
+
+
+def metadata_identity(metadata_path: str) -> StoreIdentity | None:
+    """The identity of a store by its root ``zarr.json`` (``metadata_path``): one ``stat``, cheap enough for a server
+    to compare on every request (:mod:`labeldist.api.registry`).
+
+    Every way a store changes changes it: ``--overwrite`` and creation rename a whole new folder into place, whose
+    ``zarr.json`` is another file (another inode, and another change time should the number be reused), and
+    publishing, the one write to a store in place, rewrites ``zarr.json`` (where the manifest lives). Nothing
+    writes into a complete store in place, so the same identity means the same store."""
     try:
-        folder = os.stat(path)
+        st = os.stat(metadata_path)
     except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in the path
         return None
-    try:
-        meta = os.stat(os.path.join(path, "zarr.json"))
-        root = (meta.st_ino, meta.st_mtime_ns, meta.st_ctime_ns, meta.st_size)
-    except (FileNotFoundError, NotADirectoryError):
-        root = None
-    return StoreIdentity((folder.st_ino, folder.st_ctime_ns, folder.st_dev), root)
+    return (st.st_ino, st.st_dev, st.st_ctime_ns, st.st_mtime_ns, st.st_size)
 
 
 def manifest_digest(manifest: Mapping[str, Any]) -> str:
