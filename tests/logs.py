@@ -1,13 +1,25 @@
-"""Following a process's output line by line, so that a test waits for an event the process logs (a computation
-started, a store reloaded) instead of sleeping for a time it hopes is long enough."""
+"""Waiting for events, not for times: a process's output followed line by line, so that a test waits for an event
+the process logs (a computation started, a store reloaded), and a state polled until it holds, instead of sleeping
+for a time it hopes is long enough."""
 
 from __future__ import annotations
 
 import subprocess
 import threading
+import time
+from collections.abc import Callable
 
 #: how long a test waits for a line before it fails: long, because CI runs on a loaded 2-core machine
 LOG_TIMEOUT = 120.0
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = LOG_TIMEOUT) -> None:
+    """Until ``condition()`` holds (a state the code under test reaches, polled often), or fail naming ``what``
+    after ``timeout`` s: a deadline, long because CI is a loaded 2-core machine, never a pace the test relies on."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not reached within {timeout:.0f} s"
+        time.sleep(0.01)
 
 
 class LogFollower:

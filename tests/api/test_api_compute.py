@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from pathlib import Path
 
 import anyio
@@ -18,7 +17,7 @@ from labeldist.api.registry import plan_pairs
 
 from labeldist.distances.pose import PoseDistance
 from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server, wait_healthy
-from tests.logs import LogFollower
+from tests.logs import LogFollower, wait_until
 from tests.processes import free_port
 
 
@@ -162,14 +161,6 @@ def _release_every_slot(client: TestClient, pool: ComputePool) -> None:
         client.portal.call(pool.release)
 
 
-def _wait(condition, what: str, timeout: float = 120.0) -> None:
-    """Until ``condition()`` holds (a state the server reaches, not a time), or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not reached within {timeout:.0f} s"
-        time.sleep(0.01)
-
-
 def test_requests_waiting_for_a_compute_slot_hold_no_thread_and_sync_routes_stay_answered(
     stores_dir: Path, pose_labels
 ) -> None:
@@ -204,7 +195,7 @@ def test_requests_waiting_for_a_compute_slot_hold_no_thread_and_sync_routes_stay
 
         future = client.portal.start_task_soon(flood)
         try:
-            _wait(lambda: pool.waiting == n_flood, f"{n_flood} requests waiting for the compute slot")
+            wait_until(lambda: pool.waiting == n_flood, f"{n_flood} requests waiting for the compute slot")
 
             def threads_in_use() -> float:  # called on the app's event loop
                 return anyio.to_thread.current_default_thread_limiter().borrowed_tokens

@@ -28,7 +28,7 @@ import pytest
 
 from labeldist.store import StoreReader
 from tests.api.api_helpers import MPII_CSV, start_server
-from tests.logs import LogFollower
+from tests.logs import LogFollower, wait_until
 from tests.processes import free_port, labeldist, wait_healthy
 
 pytestmark = pytest.mark.slow
@@ -179,28 +179,18 @@ def poll_through(
         t.start()
     try:
         # every client has been answered by the old store before the change starts
-        _wait(lambda: all(any(a.status == 200 for a in p.answers) for p in pollers), "first answers")
+        wait_until(lambda: all(any(a.status == 200 for a in p.answers) for p in pollers), "first answers")
         change()
         new = Snapshot.read("new", new_path)
         tag = until_tag(new)
-        _wait(lambda: all(any(classify(a, [old, new]) == tag for a in p.answers[-50:]) for p in pollers),
-              "every client answered by the new store")  # fmt: skip
+        wait_until(lambda: all(any(classify(a, [old, new]) == tag for a in p.answers[-50:]) for p in pollers),
+                   "every client answered by the new store", SEE_TIMEOUT)  # fmt: skip
     finally:
         for p in pollers:
             p.stop.set()
         for t in threads:
             t.join(timeout=60)
     return new, pollers
-
-
-def _wait(condition: Callable[[], bool], what: str, timeout: float = SEE_TIMEOUT) -> None:
-    done = threading.Event()
-    for _ in range(int(timeout / 0.05)):
-        if condition():
-            done.set()
-            break
-        done.wait(0.05)
-    assert done.is_set(), f"{what}: not reached within {timeout:.0f} s"
 
 
 def check_never_mixed(pollers: list[Poller], old: Snapshot, new: Snapshot) -> dict[str, int]:
