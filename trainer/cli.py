@@ -22,13 +22,24 @@ from pathlib import Path
 from typing import Any
 
 from labeldist.trainer.checkpoints import CheckpointError
-from labeldist.trainer.client import LabelDistClient, ServiceError
+from labeldist.trainer.client import ServiceError
 from labeldist.trainer.data import InputError
 from labeldist.trainer.losses import LOSSES
 from labeldist.trainer.models import BACKBONES, WeightsError
+from labeldist.trainer.recipes import (
+    OPTIMIZERS,
+    RECIPE_FIELDS,
+    RECIPES,
+    SCHEDULES,
+    RecipeError,
+    describe_recipes,
+    recipe_name,
+    resolve_recipe,
+)
 
 from labeldist.options import show_defaults
 
+AUGMENT_NAMES = ("kind", "none", "imagenet")  # TODO(issue 18): from labeldist.trainer.augment
 #: losses that split a minibatch into positives and negatives by the binary rule (--positives)
 BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
 
@@ -42,8 +53,8 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
         options["margin"] = args.margin
     if args.loss in BINARY_LOSSES and args.positives is not None:
         options["positives"] = args.positives
-    if args.loss == "log_ratio" and args.unsquared:
-        options["squared"] = False
+    if args.loss == "log_ratio" and (args.unsquared or args.squared):
+        options["squared"] = bool(args.squared)
     if args.loss == "ladder":
         if args.thresholds:
             options["thresholds"] = args.thresholds
@@ -58,17 +69,25 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _fit(args: argparse.Namespace) -> int:
     from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
-    from labeldist.trainer.fit import FitConfig, fit
+    from labeldist.trainer.fit import FitConfig, fit, open_source
 
     if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
         raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
+    with open_source(args.stores, args.url, args.api_key) as source:
+        kind = source.store(args.store).get("kind")
+    recipe = RECIPES[recipe_name(args.recipe, kind, args.images is not None)]
+    args.loss = args.loss or recipe.loss
     names = {f.name for f in fields(FitConfig)}
     values = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if args.lr_step_epochs is not None:
+        values["lr_step_epochs"] = tuple(args.lr_step_epochs)
     values["hidden"] = tuple(args.hidden)
     values["loss_options"] = _loss_options(args)
     values["progress"] = not args.no_progress
     values["flip"] = not args.no_flip
     values["crop_scale"] = tuple(args.crop_scale)
+    given = {k: v for k, v in values.items() if k in RECIPE_FIELDS or k == "loss_options"}
+    values.update(resolve_recipe(recipe.name, kind=kind, images=args.images is not None, given=given))
     summary = fit(FitConfig(**values))
     if args.json:
         print(json.dumps(summary))
@@ -82,7 +101,7 @@ def _fit(args: argparse.Namespace) -> int:
         if args.eval_images:
             images = ImageSource(args.eval_images, pattern=args.image_pattern, index=args.eval_image_index,
                                  input_size=args.input_size, workers=args.loader_workers)  # fmt: skip
-        with LabelDistClient(args.url, api_key=args.api_key) as client:
+        with open_source(args.stores, args.url, args.api_key) as client:
             result = evaluate(client, args.eval_store, args.eval_features, queries, gallery, images=images,
                               checkpoint=summary["checkpoint"], k_max=args.k_max)  # fmt: skip
         out = Path(args.out)
@@ -96,13 +115,14 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from labeldist.trainer.evaluate import UNTRAINED_BACKBONE, ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.fit import open_source
 
     queries, gallery = load_split(args.split)
     images = None
     if args.images:
         images = ImageSource(args.images, pattern=args.image_pattern, index=args.image_index,
                              input_size=args.input_size, workers=args.loader_workers)  # fmt: skip
-    with LabelDistClient(args.url, api_key=args.api_key) as client:
+    with open_source(args.stores, args.url, args.api_key) as client:
         result = evaluate(client, args.store, args.features, queries, gallery, checkpoint=args.checkpoint,
                           k_max=args.k_max, device=args.device, images=images, backbone=args.backbone,
                           embedding_dim=args.embedding_dim, weights=args.weights)  # fmt: skip
@@ -199,6 +219,8 @@ def _input_args(p: argparse.ArgumentParser, train: bool = True) -> None:
 
 def _service_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="http://127.0.0.1:8000", help="labeldist service (default: %(default)s)")
+    p.add_argument("--stores", metavar="DIR", help="read the stores in this process from DIR (as `labeldist serve "
+                   "--stores DIR` names them), no service: the same minibatches for the same seed")  # fmt: skip
     p.add_argument("--api-key", help="sent as X-API-Key (when the service computes distances only with one)")
 
 
@@ -211,14 +233,18 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--store", required=True, help="training store, as the service names it")
     _input_args(fit)
     fit.add_argument("--out", required=True, help="run folder: checkpoint.pt, log.jsonl, eval.json, eval.png")
-    fit.add_argument("--loss", default="log_ratio", choices=sorted(LOSSES))
+    fit.add_argument("--loss", choices=sorted(LOSSES), help="recipe: log_ratio (Kim et al.), ladder (Zhou et al.)")
     fit.add_argument("--margin", type=float, help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
                      "negative margin (1); proxy_anchor: delta (0.1)")  # fmt: skip
     fit.add_argument("--positives", type=int, help="binary_triplet, lifted, proxy_anchor, multi_similarity: the N "
                      "items of each minibatch nearest the anchor in label distance are its positives, the rest its "
                      "negatives (default 30); proxy_anchor: those N and the anchor form the class of the anchor's "
                      "store index, every other item the class of its own (one proxy per store item)")  # fmt: skip
-    fit.add_argument("--unsquared", action="store_true", help="log_ratio: Euclidean D(f), as the authors' code")
+    squared = fit.add_mutually_exclusive_group()
+    squared.add_argument("--unsquared", action="store_true", help="log_ratio: Euclidean D(f), as the authors' code "
+                         "(the kim2019 recipes' choice)")  # fmt: skip
+    squared.add_argument("--squared", action="store_true", help="log_ratio: squared Euclidean D(f), as the paper's "
+                         "Eq. 5 (labeldist-v1's choice)")  # fmt: skip
     fit.add_argument("--thresholds", type=float, nargs="+", help="ladder: relevance thresholds, decreasing")
     fit.add_argument("--relevance", choices=("one_minus", "inverse"), help="ladder: relevance from distance")
     fit.add_argument("--ladder-calibrate", choices=("auto", "quantile", "off"), help="ladder: auto (default) keeps "
@@ -226,21 +252,41 @@ def build_parser() -> argparse.ArgumentParser:
                      "at quantiles of its label distances (quantile: always; off: never, an error)")  # fmt: skip
     fit.add_argument("--ladder-shares", type=float, nargs="+", help="ladder: shares of the first batch's pairs at "
                      "or below each calibrated threshold, one per rung, increasing (default 0.05 0.2)")  # fmt: skip
-    fit.add_argument(
-        "--size", type=int, default=150, help="minibatch size with the anchor (paper: 150 poses, 50 captions)"
-    )
-    fit.add_argument("--neighbors", type=int, default=5, help="nearest neighbours per minibatch (paper: 5)")
+    fit.add_argument("--recipe", default="auto", choices=("auto", *RECIPES), help="the paper's training settings "
+                     "(optimiser, lr and decay, epochs, batch, neighbours, loss, embedding, augmentation); every "
+                     "option below overrides its field. auto: the paper's recipe of the store's kind over images "
+                     "(kim2019-pose, kim2019-layout, kim2019-caption, zhou2020 for sentences), labeldist-v1 (the "
+                     "defaults before recipes) over features. " + describe_recipes())  # fmt: skip
+    fit.add_argument("--size", type=int, help="minibatch size with the anchor (recipe; paper: 150 poses, 50 captions)")
+    fit.add_argument("--neighbors", type=int, help="nearest neighbours per minibatch (recipe; paper: 5)")
     fit.add_argument("--batches-per-step", type=int, default=1, help="minibatches (anchors) per optimizer step")
-    fit.add_argument("--epochs", type=int, default=1, help="passes over every item as an anchor")
+    fit.add_argument("--epochs", type=int, help="passes over every item as an anchor (recipe; papers: 30)")
     fit.add_argument("--max-steps", type=int)
-    fit.add_argument("--lr", type=float, default=1e-3)
-    fit.add_argument("--weight-decay", type=float, default=0.0)
-    fit.add_argument("--embedding-dim", type=int, default=128)
+    fit.add_argument("--optimizer", choices=OPTIMIZERS, help="recipe: sgd (Kim et al.) or adam")
+    fit.add_argument("--lr", type=float, help="initial learning rate (recipe: 0.01 Kim et al.)")
+    fit.add_argument("--momentum", type=float, help="sgd momentum (recipe: 0.9)")
+    fit.add_argument("--weight-decay", type=float, help="recipe: 5e-4 Kim et al.")
+    fit.add_argument("--lr-schedule", choices=SCHEDULES, help="constant, inverse: lr / (1 + DECAY * step) (Kim et "
+                     "al.), step: x DECAY at --lr-step-epochs (VSE++)")  # fmt: skip
+    fit.add_argument("--lr-decay", type=float, help="the schedule's DECAY (recipe: 1e-4 inverse, 0.1 step)")
+    fit.add_argument("--lr-step-epochs", type=int, nargs="*", help="step schedule: the epochs where it decays")
+    fit.add_argument("--embedding-dim", type=int, help="recipe: 128 (Kim et al.), 1024 (Zhou et al.)")
     fit.add_argument("--hidden", type=int, nargs="*", default=[512], help="hidden widths of the MLP (features)")
-    fit.add_argument("--no-flip", action="store_true", help="images: no random horizontal flip (mirroring changes a "
-                     "pose's left and right, which its label distance does not ignore)")  # fmt: skip
+    fit.add_argument("--augment", choices=AUGMENT_NAMES, help="images: kind (the store kind's label-preserving "
+                     "transforms: poses a +-5%% scale and +-3%% shift jitter and a flip of the whole minibatch or "
+                     "none of it; layouts the minibatch flip), none, or imagenet (random resized crop and a flip per "
+                     "image; refused where the distance is not mirror-invariant) (recipe: kind; labeldist-v1: "
+                     "imagenet)")  # fmt: skip
+    fit.add_argument("--allow-image-flip", action="store_true", help="images: allow a per-image flip on a kind "
+                     "whose distance is not mirror-invariant (poses, layouts): it teaches that a pose and its mirror "
+                     "are alike, which the distance says they are not")  # fmt: skip
+    fit.add_argument("--no-flip", action="store_true", help="images: no flip in the chosen augmentation")
     fit.add_argument("--crop-scale", type=float, nargs=2, default=[0.08, 1.0], metavar=("MIN", "MAX"),
-                     help="images: area range of the random resized crop (default: %(default)s)")  # fmt: skip
+                     help="images, --augment imagenet: area range of the random resized crop (default: "
+                     "%(default)s)")  # fmt: skip
+    fit.add_argument("--image-cache", choices=("auto", "on", "off"), default="auto", help="images: decode every "
+                     "image once into a shared uint8 array in memory (auto: when it fits), else decode in loader "
+                     "processes each step")  # fmt: skip
     fit.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="forward pass "
                      "(auto: bf16 on CUDA, fp32 on CPU; the loss is always fp32) (default: %(default)s)")  # fmt: skip
     fit.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
@@ -327,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ServiceError, InputError, WeightsError, CheckpointError) as e:  # the user can fix it: one line
+    except (ServiceError, InputError, WeightsError, CheckpointError, RecipeError) as e:  # the user can fix it: one line
         print(f"trainer {args.command}: {e}", file=sys.stderr)
         return 2
 

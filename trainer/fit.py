@@ -15,6 +15,7 @@ its step.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -36,9 +37,10 @@ from labeldist.trainer.checkpoints import (
     save_checkpoint,
 )
 from labeldist.trainer.client import LabelDistClient
-from labeldist.trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream
+from labeldist.trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream, Source
 from labeldist.trainer.losses import make_loss
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
+from labeldist.trainer.recipes import lr_factor
 from tqdm import tqdm
 
 CHECKPOINT = "checkpoint.pt"
@@ -52,6 +54,12 @@ class FitConfig:
     url: str
     store: str
     out: str
+    #: read stores in this process from this folder (labeldist.client.LocalSource), no service; ``url`` unused
+    stores: str | None = None
+    #: the recipe these values came from (labeldist.trainer.recipes; recorded, not applied here: resolve_recipe
+    #: fills the fields) and the recipe fields the user changed
+    recipe: str = "labeldist-v1"
+    overrides: list[str] = field(default_factory=list)
     features: str | None = None
     #: images instead of features: a folder, items mapped by image_index (id,path CSV; ROOT/index.csv by
     #: default when it exists) or image_pattern ("{id}.jpg")
@@ -61,8 +69,16 @@ class FitConfig:
     backbone: str = "resnet34"
     weights: str | None = None
     input_size: int | None = None
+    #: images: "kind" (the store kind's label-preserving transforms), "none" or "imagenet" (random resized crop and
+    #: per-image flip: refused for kinds whose distance is not mirror-invariant unless allow_image_flip)
+    augment: str = "kind"
+    allow_image_flip: bool = False
+    #: False turns off the flip of the chosen augmentation
     flip: bool = True
+    #: the "imagenet" augmentation's crop area range
     crop_scale: tuple[float, float] = (0.08, 1.0)
+    #: images: decode every image once into a shared uint8 cache ("auto": when it fits the memory limit)
+    image_cache: str = "auto"
     #: DataLoader worker processes decoding images (None: one per CPU core but one, at most 16)
     loader_workers: int | None = None
     precision: str = "auto"
@@ -75,8 +91,14 @@ class FitConfig:
     batches_per_step: int = 1
     epochs: int = 1
     max_steps: int | None = None
+    optimizer: str = "adam"
     lr: float = 1e-3
+    momentum: float = 0.0
     weight_decay: float = 0.0
+    #: "constant", "inverse" (lr / (1 + lr_decay * step), Kim et al.) or "step" (x lr_decay at lr_step_epochs)
+    lr_schedule: str = "constant"
+    lr_decay: float = 0.0
+    lr_step_epochs: tuple[int, ...] = ()
     embedding_dim: int = 128
     hidden: tuple[int, ...] = (512,)
     seed: int = 0
@@ -136,7 +158,38 @@ def default_loader_workers() -> int:
     return max(1, min((os.cpu_count() or 2) * 3 // 4 - 1, 16))
 
 
-def make_inputs(config: FitConfig, client: LabelDistClient, store: str, info: dict[str, Any], *,
+def open_source(stores: str | None, url: str, api_key: str | None = None) -> Source:
+    """Where minibatches and label distances come from: stores read in this process from the folder ``stores``
+    (:class:`labeldist.client.LocalSource`: the same minibatches for the same seed, no server), else the service
+    at ``url``."""
+    if stores is not None:
+        from labeldist.client.local import LocalSource
+
+        if not Path(stores).is_dir():
+            raise InputError(f"--stores {stores}: not a folder of stores")
+        return LocalSource(stores)
+    return LabelDistClient(url, api_key=api_key)
+
+
+def make_optimizer(config: FitConfig, groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
+    """Adam, or SGD with momentum (Kim et al.'s code: momentum 0.9, weight decay 5e-4), over ``groups``."""
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay)
+    raise ValueError(f"unknown optimizer {config.optimizer!r}; known: adam, sgd")
+
+
+def make_scheduler(config: FitConfig, optimizer: torch.optim.Optimizer,
+                   steps_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:  # fmt: skip
+    """The learning rate of each step (:func:`labeldist.trainer.recipes.lr_factor`), stepped once per optimizer
+    step; its state goes into the checkpoint, so a resumed run continues the decay where it was."""
+    factor = functools.partial(lr_factor, schedule=config.lr_schedule, decay=config.lr_decay,
+                               step_epochs=tuple(config.lr_step_epochs), steps_per_epoch=steps_per_epoch)  # fmt: skip
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def make_inputs(config: FitConfig, client: Source, store: str, info: dict[str, Any], *,
                 train: bool) -> Inputs:  # fmt: skip
     """The store's inputs: its feature array, or its images (every file found and its header read first)."""
     if (config.features is None) == (config.images is None):
@@ -173,6 +226,7 @@ def resume_from(
     loss_fn: torch.nn.Module,
     scaler: torch.amp.GradScaler | None,
     device: torch.device,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
 ) -> int:
     """Load a checkpoint into this run's model, optimizer, loss (proxies, calibrated ladder thresholds), scaler
     and random generator; its step. A checkpoint of another model or loss is refused in one line saying what it
@@ -194,6 +248,11 @@ def resume_from(
             loss_fn.load_state_dict(state["loss_state"])
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
+        if scheduler is not None:
+            if state.get("scheduler") is not None:
+                scheduler.load_state_dict(state["scheduler"])
+            else:  # a checkpoint from before schedules: its rate was constant
+                scheduler.last_epoch = int(state["step"])
         torch.set_rng_state(state["torch_rng"].cpu())  # loaded onto the device with the rest
     except (KeyError, RuntimeError, TypeError, ValueError) as e:  # e.g. proxies of a store of another size
         raise CheckpointError(f"{what} does not fit this run ({first_line(e)}): resume with the options and store "
@@ -258,7 +317,7 @@ def fit(config: FitConfig) -> dict[str, Any]:
         # The MLP's matrices are too small for intra-op threads to pay: on a busy 2-core machine 2 threads made
         # a step 50x slower than 1 (spinning workers). One by default on CPU; a CNN keeps torch's default.
         torch.set_num_threads(1)
-    client = LabelDistClient(config.url, api_key=config.api_key)
+    client = open_source(config.stores, config.url, config.api_key)
     try:
         info = client.store(config.store)
         inputs = make_inputs(config, client, config.store, info, train=True)
@@ -273,13 +332,14 @@ def fit(config: FitConfig) -> dict[str, Any]:
     groups = [{"params": list(model.parameters())}]
     if list(loss_fn.parameters()):  # a loss's own parameters (proxies) train with the model, at its lr scale
         groups.append({"params": list(loss_fn.parameters()), "lr": config.lr * loss_fn.lr_scale})
-    optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = make_optimizer(config, groups)
+    scheduler = make_scheduler(config, optimizer, max(inputs.n_items // config.batches_per_step, 1))
     amp, scaler = autocast(device, config.precision)
     step = 0
     ckpt_path = out / CHECKPOINT
     if config.resume and ckpt_path.exists():
         try:
-            step = resume_from(ckpt_path, config, model, optimizer, loss_fn, scaler, device)
+            step = resume_from(ckpt_path, config, model, optimizer, loss_fn, scaler, device, scheduler)
         except BaseException:
             client.close()
             raise
@@ -308,6 +368,7 @@ def fit(config: FitConfig) -> dict[str, Any]:
         save_checkpoint(ckpt_path, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "loss_state": loss_fn.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
+            "scheduler": scheduler.state_dict(),
             "step": step, "config": asdict(config), "model_config": model.config, "loss": config.loss,
             "normalized": loss_fn.normalized, "store": info, "inputs": input_config(inputs),
         })  # fmt: skip
@@ -338,11 +399,14 @@ def fit(config: FitConfig) -> dict[str, Any]:
             else:
                 loss.backward()
                 optimizer.step()
+            lr_used = optimizer.param_groups[0]["lr"]  # the rate of this step, before the schedule moves on
+            scheduler.step()
             value = float(loss.detach())
             step += 1
             recent = (recent + [value])[-10:]
             log.write(json.dumps({"event": "step", "step": step, "epoch": (step - 1) // stream.steps_per_epoch,
-                                  "loss": value, "data_wait_s": round(t1 - t0, 6),
+                                  "loss": value, "lr": lr_used,
+                                  "data_wait_s": round(t1 - t0, 6),
                                   "step_s": round(time.perf_counter() - t1, 6)}) + "\n")  # fmt: skip
             if not described and loss_fn.describe():  # what the first batch decided (ladder thresholds)
                 log.write(json.dumps({"event": "loss", "step": step, **loss_fn.describe()}) + "\n")

@@ -1,0 +1,146 @@
+"""Recipes resolve to the papers' settings, the user's values win, and the run records what it resolved to; and a
+run on stores read in-process (``--stores``) draws the same minibatches and losses as one through the service."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from labeldist.trainer.checkpoints import read_checkpoint
+from labeldist.trainer.cli import main
+from labeldist.trainer.demo_inputs import pose_inputs
+from labeldist.trainer.fit import FitConfig, fit
+from labeldist.trainer.recipes import RECIPES, RecipeError, lr_factor, recipe_name, resolve_recipe
+
+from tests.trainer.conftest import STORE
+
+
+@pytest.fixture(scope="module")
+def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
+    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
+    return path
+
+
+def log_rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+
+
+def test_kim2019_pose_is_the_authors_recipe() -> None:
+    values = resolve_recipe("kim2019-pose", kind="pose", images=True, given={})
+    assert (values["optimizer"], values["lr"], values["momentum"], values["weight_decay"]) == ("sgd", 0.01, 0.9, 5e-4)
+    assert (values["lr_schedule"], values["lr_decay"], values["epochs"]) == ("inverse", 1e-4, 30)
+    assert (values["size"], values["neighbors"], values["embedding_dim"]) == (150, 5, 128)
+    assert values["loss"] == "log_ratio" and values["loss_options"] == {"squared": False}
+    assert values["augment"] == "kind" and values["recipe"] == "kim2019-pose" and values["overrides"] == []
+
+
+def test_given_values_override_the_recipe_and_are_listed() -> None:
+    values = resolve_recipe(
+        "kim2019-pose", kind="pose", images=True,
+        given={"lr": 0.05, "epochs": 30, "loss": "dense_triplet", "loss_options": {"margin": 0.1}},
+    )  # fmt: skip
+    assert values["lr"] == 0.05 and values["loss"] == "dense_triplet"
+    assert values["loss_options"] == {"margin": 0.1}  # the given margin over the recipe's 0.03
+    assert values["overrides"] == ["loss", "lr"]  # epochs equals the recipe's: not an override
+    # the recipe's options of the chosen loss apply when the user gives none
+    assert resolve_recipe("kim2019-pose", kind="pose", images=True, given={"loss": "dense_triplet"})[
+        "loss_options"
+    ] == {"margin": 0.03}
+
+
+def test_auto_picks_the_kinds_recipe_over_images_and_the_old_defaults_over_features() -> None:
+    assert recipe_name("auto", "pose", images=True) == "kim2019-pose"
+    assert recipe_name("auto", "layout_miou", images=True) == "kim2019-layout"
+    assert recipe_name("auto", "pose", images=False) == "labeldist-v1"
+    old = RECIPES["labeldist-v1"]  # today's defaults stay reachable
+    assert (old.optimizer, old.lr, old.lr_schedule, old.epochs) == ("adam", 1e-3, "constant", 1)
+    assert old.augment == "imagenet"
+    with pytest.raises(RecipeError, match="unknown recipe 'kim2020'; known: auto, kim2019-pose"):
+        recipe_name("kim2020", "pose", images=True)
+    with pytest.raises(RecipeError, match="momentum must be in"):
+        resolve_recipe("kim2019-pose", kind="pose", images=True, given={"momentum": 1.5})
+
+
+def test_lr_factor_against_the_formulas() -> None:
+    for t in (0, 1, 999, 10_000, 123_456):
+        assert lr_factor(t, schedule="inverse", decay=1e-4) == pytest.approx(1 / (1 + 1e-4 * t))
+        assert lr_factor(t, schedule="constant", decay=0.3) == 1.0
+    per_epoch = 100
+    for t in (0, 1499, 1500, 2999):
+        expected = 0.1 if t >= 15 * per_epoch else 1.0
+        assert lr_factor(t, schedule="step", decay=0.1, step_epochs=(15,), steps_per_epoch=per_epoch) == expected
+
+
+def test_a_cli_run_records_the_resolved_recipe_and_follows_its_schedule(pose_store, features, tmp_path) -> None:
+    out = tmp_path / "run"
+    code = main(["fit", "--stores", str(pose_store), "--store", STORE, "--features", str(features), "--out", str(out),
+                 "--recipe", "kim2019-pose", "--lr-decay", "0.01", "--max-steps", "6", "--no-progress",
+                 "--json"])  # fmt: skip
+    assert code == 0
+    rows = log_rows(out)
+    start = next(r for r in rows if r["event"] == "start")["config"]
+    assert start["recipe"] == "kim2019-pose" and start["overrides"] == ["lr_decay"]
+    assert (start["optimizer"], start["momentum"]) == ("sgd", 0.9)
+    assert (start["lr_schedule"], start["lr_decay"]) == ("inverse", 0.01)
+    assert start["loss_options"] == {"squared": False} and start["epochs"] == 30
+    lrs = [r["lr"] for r in rows if r["event"] == "step"]
+    assert lrs == pytest.approx([0.01 / (1 + 0.01 * t) for t in range(6)])
+    state = read_checkpoint(out / "checkpoint.pt")
+    assert state["config"]["recipe"] == "kim2019-pose" and state["scheduler"]["last_epoch"] == 6
+    # SGD with momentum: every parameter has a momentum buffer (Adam keeps exp_avg instead)
+    assert all("momentum_buffer" in s for s in state["optimizer"]["state"].values())
+
+
+def test_a_resumed_run_continues_the_decay(pose_store, features, tmp_path) -> None:
+    config = dict(url="", stores=str(pose_store), store=STORE, features=str(features), optimizer="sgd", lr=0.01,
+                  momentum=0.9, lr_schedule="inverse", lr_decay=0.05, progress=False, checkpoint_every=3)  # fmt: skip
+    whole = tmp_path / "whole"
+    fit(FitConfig(out=str(whole), max_steps=6, **config))
+    part = tmp_path / "part"
+    fit(FitConfig(out=str(part), max_steps=3, **config))
+    fit(FitConfig(out=str(part), max_steps=6, resume=True, **config))
+    lr = [r["lr"] for r in log_rows(part) if r["event"] == "step"]
+    assert lr == pytest.approx([r["lr"] for r in log_rows(whole) if r["event"] == "step"])
+    loss = [r["loss"] for r in log_rows(part) if r["event"] == "step"]
+    assert loss == pytest.approx([r["loss"] for r in log_rows(whole) if r["event"] == "step"], rel=1e-5)
+
+
+def test_fit_on_stores_draws_the_same_minibatches_and_losses_as_through_the_service(
+    pose_store, service, features, tmp_path
+) -> None:
+    from labeldist.client.local import LocalSource
+    from labeldist.trainer.client import LabelDistClient
+    from labeldist.trainer.data import FeatureInputs, MinibatchStream
+
+    inputs = FeatureInputs(str(features))
+    with LabelDistClient(service) as http, LocalSource(pose_store) as local:
+        first = []
+        for source in (http, local):
+            stream = MinibatchStream(source, STORE, inputs, size=40, neighbors=5, seed=3, workers=1)
+            batches = iter(stream)
+            first.append([next(batches) for _ in range(3)])
+            batches.close()
+    for a, b in zip(*first):
+        assert torch.equal(a.indices, b.indices)
+        assert torch.allclose(a.distances, b.distances)
+        assert torch.equal(a.inputs, b.inputs)
+
+    runs = {}
+    for name, where in (("url", {"url": service}), ("stores", {"url": "", "stores": str(pose_store)})):
+        runs[name] = tmp_path / name
+        fit(FitConfig(store=STORE, out=str(runs[name]), features=str(features), size=40, seed=3, max_steps=8,
+                      progress=False, **where))  # fmt: skip
+    losses = {k: [r["loss"] for r in log_rows(v) if r["event"] == "step"] for k, v in runs.items()}
+    assert len(losses["url"]) == 8
+    assert losses["stores"] == pytest.approx(losses["url"], rel=1e-6)
+
+
+def test_a_stores_folder_that_is_not_one_is_one_line(tmp_path, capsys) -> None:
+    code = main(["fit", "--stores", str(tmp_path / "nowhere"), "--store", STORE, "--features", "x.npy",
+                 "--out", str(tmp_path / "run")])  # fmt: skip
+    assert code == 2
+    assert "--stores" in capsys.readouterr().err

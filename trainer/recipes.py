@@ -1,0 +1,215 @@
+"""Training recipes by name: the papers' optimiser, schedule, run length, minibatch, loss settings and embedding,
+so that ``trainer fit --recipe kim2019-pose`` trains as the authors did, and any field can still be overridden.
+
+- ``kim2019-pose``, ``kim2019-layout``, ``kim2019-caption``: Kim, Kim, Cho and Kwak, "Deep Metric Learning Beyond
+  Binary Supervision", CVPR 2019, as their public code trains (tjddus9597/Beyond-Binary-Supervision-CVPR19):
+  SGD with momentum 0.9 and weight decay 5e-4, learning rate 0.01 decayed as
+  :math:`\\eta_t = \\eta_0 / (1 + 10^{-4} t)` at step :math:`t`, 30 epochs (an epoch makes every training item
+  an anchor once), minibatches of an anchor, its 5 label-nearest items and random others (150 items for poses and
+  layouts, 50 for captions), 128-d embeddings; the log-ratio loss on the *unsquared* Euclidean embedding distance
+  with no L2 normalisation; the dense triplet loss with margin 0.03 on L2-normalised embeddings, the binary one
+  with 0.2. Augmentation: the kind's own label-preserving transforms (:mod:`labeldist.trainer.augment`).
+- ``zhou2020``: Zhou et al., "Ladder Loss for Coherent Visual-Semantic Embedding", AAAI 2020, which trains as
+  VSE++ (Faghri et al. 2018) does: Adam, learning rate 2e-4 for 15 epochs then 2e-5 for 15 more (30 in all),
+  minibatches of 128, the ladder loss (thresholds, margins 0.2 / 0.01, weights 1 / 0.25 as
+  :class:`~labeldist.trainer.losses.ladder.LadderLoss`), 1024-d embeddings. Our minibatch keeps the anchor's 5
+  label-nearest items as the other recipes, so that the ladder's nearest rung has members.
+- ``labeldist-v1``: this trainer's defaults before recipes (Adam 1e-3, no weight decay, constant rate, 1 epoch,
+  150 items with 5 neighbours, the squared-distance log-ratio loss, 128-d, ImageNet augmentation), kept so that
+  old runs can be repeated exactly.
+
+:func:`resolve_recipe` gives a recipe's fields for a store kind, overridden by what the user gave; the fit loop
+records the recipe's name, the resolved values and which ones were overridden in its log and checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: the fields of :class:`labeldist.trainer.fit.FitConfig` a recipe sets
+RECIPE_FIELDS = (
+    "optimizer",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "lr_schedule",
+    "lr_decay",
+    "lr_step_epochs",
+    "epochs",
+    "size",
+    "neighbors",
+    "loss",
+    "embedding_dim",
+    "augment",
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One paper's training settings; ``loss_options`` per loss name (applied when the run uses that loss)."""
+
+    name: str
+    source: str
+    optimizer: str
+    lr: float
+    momentum: float
+    weight_decay: float
+    #: "constant"; "inverse": lr / (1 + lr_decay * step); "step": lr * lr_decay at each of lr_step_epochs
+    lr_schedule: str
+    lr_decay: float
+    lr_step_epochs: tuple[int, ...]
+    epochs: int
+    size: int
+    neighbors: int
+    loss: str
+    embedding_dim: int
+    augment: str
+    loss_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in RECIPE_FIELDS}
+
+
+def _kim2019(name: str, size: int, what: str) -> Recipe:
+    return Recipe(
+        name=name,
+        source=f"Kim et al., CVPR 2019 ({what}), as the authors' code trains",
+        optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, lr_schedule="inverse", lr_decay=1e-4,
+        lr_step_epochs=(), epochs=30, size=size, neighbors=5, loss="log_ratio", embedding_dim=128, augment="kind",
+        loss_options={"log_ratio": {"squared": False}, "dense_triplet": {"margin": 0.03},
+                      "binary_triplet": {"margin": 0.2}},
+    )  # fmt: skip
+
+
+RECIPES: dict[str, Recipe] = {
+    "kim2019-pose": _kim2019("kim2019-pose", 150, "MPII poses"),
+    "kim2019-layout": _kim2019("kim2019-layout", 150, "LSUN room layouts"),
+    "kim2019-caption": _kim2019("kim2019-caption", 50, "COCO caption sets"),
+    "zhou2020": Recipe(
+        name="zhou2020",
+        source="Zhou et al., AAAI 2020, trained as VSE++ (Adam 2e-4, x0.1 after 15 of 30 epochs)",
+        optimizer="adam",
+        lr=2e-4,
+        momentum=0.0,
+        weight_decay=0.0,
+        lr_schedule="step",
+        lr_decay=0.1,
+        lr_step_epochs=(15,),
+        epochs=30,
+        size=128,
+        neighbors=5,
+        loss="ladder",
+        embedding_dim=1024,
+        augment="kind",
+    ),  # fmt: skip
+    "labeldist-v1": Recipe(
+        name="labeldist-v1",
+        source="labeldist's trainer defaults before recipes (issue 6 to 17)",
+        optimizer="adam",
+        lr=1e-3,
+        momentum=0.0,
+        weight_decay=0.0,
+        lr_schedule="constant",
+        lr_decay=0.0,
+        lr_step_epochs=(),
+        epochs=1,
+        size=150,
+        neighbors=5,
+        loss="log_ratio",
+        embedding_dim=128,
+        augment="imagenet",
+    ),  # fmt: skip
+}
+#: the recipe ``auto`` picks for image runs, by store kind (feature runs, the MLP head, use labeldist-v1)
+KIND_RECIPES = {
+    "pose": "kim2019-pose",
+    "layout_miou": "kim2019-layout",
+    "caption_wmd": "kim2019-caption",
+    "sentence_relevance": "zhou2020",
+}
+OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("constant", "inverse", "step")
+
+
+class RecipeError(ValueError):
+    """An unknown recipe, or values no recipe can run with (one line naming the recipe and the field)."""
+
+
+def recipe_name(name: str, kind: str | None, images: bool) -> str:
+    """The recipe ``name`` stands for: itself, or for ``auto`` the paper's recipe of the store's ``kind`` when
+    training on images (the papers trained CNNs on images), else ``labeldist-v1``."""
+    if name != "auto":
+        if name not in RECIPES:
+            raise RecipeError(f"unknown recipe {name!r}; known: auto, {', '.join(RECIPES)}")
+        return name
+    if images and kind in KIND_RECIPES:
+        return KIND_RECIPES[kind]
+    return "labeldist-v1"
+
+
+def resolve_recipe(name: str, *, kind: str | None, images: bool, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's values: the recipe's fields for this store kind, then everything in ``given`` (the user's
+    explicit values: they win). Returns the FitConfig values to set (``loss_options`` merged: the recipe's for the
+    chosen loss, then the given ones), plus ``recipe`` (the resolved name) and ``overrides`` (the recipe fields
+    the user changed, sorted)."""
+    recipe = RECIPES[recipe_name(name, kind, images)]
+    values = recipe.fields()
+    overrides = sorted(k for k in RECIPE_FIELDS if k in given and given[k] != values[k])
+    values.update({k: v for k, v in given.items() if k != "loss_options"})
+    options = dict(recipe.loss_options.get(values["loss"], {}))
+    options.update(given.get("loss_options") or {})
+    values["loss_options"] = options
+    values["lr_step_epochs"] = tuple(values["lr_step_epochs"])
+    check_values(values, recipe.name)
+    values["recipe"], values["overrides"] = recipe.name, overrides
+    return values
+
+
+def check_values(values: Mapping[str, Any], recipe: str = "the run") -> None:
+    """Refuse what no optimiser or schedule can run with, naming the field."""
+    if values["optimizer"] not in OPTIMIZERS:
+        raise RecipeError(f"{recipe}: optimizer must be one of {', '.join(OPTIMIZERS)}, got {values['optimizer']!r}")
+    if values["lr_schedule"] not in SCHEDULES:
+        raise RecipeError(f"{recipe}: lr_schedule must be one of {', '.join(SCHEDULES)}, got "
+                          f"{values['lr_schedule']!r}")  # fmt: skip
+    if not values["lr"] > 0:
+        raise RecipeError(f"{recipe}: lr must be > 0, got {values['lr']}")
+    if values["lr_decay"] < 0:
+        raise RecipeError(f"{recipe}: lr_decay must be >= 0, got {values['lr_decay']}")
+    if not 0 <= values["momentum"] < 1:
+        raise RecipeError(f"{recipe}: momentum must be in [0, 1), got {values['momentum']}")
+    if values["weight_decay"] < 0:
+        raise RecipeError(f"{recipe}: weight_decay must be >= 0, got {values['weight_decay']}")
+    if values["epochs"] < 1:
+        raise RecipeError(f"{recipe}: epochs must be >= 1, got {values['epochs']}")
+
+
+def lr_factor(step: int, *, schedule: str, decay: float, step_epochs: tuple[int, ...] = (),
+              steps_per_epoch: int = 1) -> float:  # fmt: skip
+    """The learning rate at optimizer step ``step`` (0-based) as a multiple of the initial one.
+
+    - ``constant``: 1;
+    - ``inverse``: :math:`1 / (1 + \\gamma t)`, ``decay`` = :math:`\\gamma` (Kim et al.'s code: 1e-4);
+    - ``step``: ``decay`` to the power of the number of ``step_epochs`` already reached (VSE++: 0.1 after 15).
+
+    >>> lr_factor(10_000, schedule="inverse", decay=1e-4)
+    0.5
+    >>> lr_factor(3, schedule="step", decay=0.1, step_epochs=(2,), steps_per_epoch=1)
+    0.1
+    """
+    if schedule == "constant":
+        return 1.0
+    if schedule == "inverse":
+        return 1.0 / (1.0 + decay * step)
+    if schedule == "step":
+        epoch = step // max(steps_per_epoch, 1)
+        return decay ** sum(epoch >= e for e in step_epochs)
+    raise RecipeError(f"unknown lr_schedule {schedule!r}; known: {', '.join(SCHEDULES)}")
+
+
+def describe_recipes() -> str:
+    """One line per recipe, for ``--help`` and the docs."""
+    return "; ".join(f"{r.name}: {r.optimizer} lr {r.lr:g}, {r.lr_schedule} decay, {r.epochs} epochs, "
+                     f"batch {r.size}, {r.loss}" for r in RECIPES.values())  # fmt: skip
