@@ -18,6 +18,11 @@ CS@1000 (Zhou et al. report CS@100 and CS@1000 over 5,000 captions; our gallery 
 here from the same embeddings and label distances (:func:`coherent_at`), and checked to agree with ``evaluate``
 at K = 100.
 
+The ladder and its one-rung baseline run twice: on the given relevance thresholds θ = (0.9, 0.63), and on the
+authors' adaptive thresholds (``calibrate="percentile"``: per anchor, percentiles of its own relevances to the
+minibatch's other items; :class:`labeldist.trainer.losses.LadderLoss`); the table's ``thresholds`` column says
+which each row used.
+
 Writes ``<runs>/coco-ladder/<method>-d<dim>-s<seed>/`` (checkpoint, log, eval.json) and the table
 ``<runs>/coco-ladder/table.md``.
 """
@@ -37,6 +42,7 @@ from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.data import FeatureInputs
 from labeldist.trainer.evaluate import embed, evaluate, label_distance_matrix
 from labeldist.trainer.fit import LOG, FitConfig, fit, pick_device
+from labeldist.trainer.losses import LadderLoss
 from labeldist.trainer.metrics import coherent_score, retrieve
 
 from labeldist.labels.captions import load_json, parse_karpathy
@@ -48,6 +54,14 @@ METHODS: dict[str, tuple[str, dict[str, Any], str]] = {
     # weights (1, 0.25): LadderLoss's defaults. The store's distances are 1 - R, so the relevance is R itself and
     # the thresholds are used as given ("off": never recalibrated on the batch's distances).
     "ladder": ("ladder", {"calibrate": "off"}, "Ladder loss, θ = (0.9, 0.63) (Zhou et al.)"),
+    # The authors' adaptive thresholds (their code's AutoThreshLadderLoss, config.atl.py: percentile 85 below the
+    # ground-truth rung): per anchor, the 95th and 85th percentiles of its relevances to the other items, so
+    # every anchor has items on both sides of both rungs; margins and weights as above.
+    "ladder_percentile": (
+        "ladder",
+        {"calibrate": "percentile", "percentiles": [95.0, 85.0]},
+        "Ladder loss, adaptive per-anchor thresholds (Zhou et al.'s code)",
+    ),
     # Zhou et al.'s baseline, VSE++: relevant or not (here R >= 0.63, the paper's threshold), one margin 0.2, the
     # hardest negative: the ladder with one rung. (One rung at 0.9 cannot run here: most minibatches have no pair
     # that relevant, and the first is refused or recalibrated.)
@@ -56,11 +70,37 @@ METHODS: dict[str, tuple[str, dict[str, Any], str]] = {
         {"thresholds": [0.63], "margins": [0.2], "betas": [1.0], "calibrate": "off"},
         "Triplet, hardest negative, relevant = R ≥ 0.63 (VSE++)",
     ),
+    # Its adaptive counterpart, the adaptive ladder's first rung alone (as VSE++ is the paper's ladder's first
+    # rung alone): relevant = the anchor's top 5 % (at or above its 95th percentile), margin 0.2, weight 1.
+    "triplet_hardest_percentile": (
+        "ladder",
+        {"calibrate": "percentile", "percentiles": [95.0], "margins": [0.2], "betas": [1.0]},
+        "Triplet, hardest negative, relevant = the anchor's top 5 % (VSE++)",
+    ),
     "binary_triplet": ("binary_triplet", {"positives": 5}, "L(Triplet)+M(Binary), the 5 label-nearest positive"),
     "dense_triplet": ("dense_triplet", {}, "L(Triplet)+M(Dense) (Kim et al.)"),
 }
 CS_K = (10, 20, 50, 100, 1000)
 R_K = (1, 5, 10, 20, 50)
+
+
+def thresholds_used(loss: str, options: dict[str, Any]) -> str:
+    """What a method's rungs are set by, for the table: the given relevance thresholds or the per-anchor
+    percentiles (the loss's defaults where the options name none).
+
+    >>> thresholds_used("ladder", {"calibrate": "off"})
+    'given θ = (0.9, 0.63)'
+    >>> thresholds_used("ladder", {"calibrate": "percentile", "percentiles": [95.0], "margins": [0.2], "betas": [1]})
+    'adaptive, per-anchor percentiles p = (95)'
+    >>> thresholds_used("dense_triplet", {})
+    '-'
+    """
+    if loss != "ladder":
+        return "-"
+    made = LadderLoss(**options)
+    if made.calibrate == "percentile":
+        return "adaptive, per-anchor percentiles p = (" + ", ".join(f"{p:g}" for p in made.percentiles) + ")"
+    return "given θ = (" + ", ".join(f"{t:g}" for t in made.thresholds) + ")"
 
 
 def sentence_split(split: dict[str, Any], test_images: Sequence[str], sentence_ids: Sequence[str]) -> tuple[
@@ -124,14 +164,17 @@ def _cell(values: Sequence[float], bold: bool = False) -> str:
     return mean + (f" ± {np.std(values):.3f}" if len(values) > 1 else "")
 
 
-def table(rows: dict[str, list[dict[str, Any]]], n_queries: int, n_gallery: int) -> str:
+def table(rows: dict[str, list[dict[str, Any]]], n_queries: int, n_gallery: int,
+          thresholds: dict[str, str] | None = None) -> str:  # fmt: skip
     """Markdown: one row per method (mean ± std over its results), CS@K then R@K, then training time; the best
-    mean of each column in bold."""
+    mean of each column in bold. With ``thresholds`` (method name: what set its rungs), a column for it after the
+    method's name."""
     cols = [("cs", k) for k in CS_K] + [("r", k) for k in R_K]
     best = {c: max(np.mean([r[c[0]][str(c[1])] for r in got]) for got in rows.values()) for c in cols}
     head = " | ".join(f"CS@{k}" for k in CS_K) + " | " + " | ".join(f"R@{k}" for k in R_K)
-    lines = [f"| method ({n_queries} queries x {n_gallery} gallery sentences) | {head} | training time |",
-             "|---" * (2 + len(cols)) + "|"]  # fmt: skip
+    extra = " thresholds |" if thresholds is not None else ""
+    lines = [f"| method ({n_queries} queries x {n_gallery} gallery sentences) |{extra} {head} | training time |",
+             "|---" * (2 + len(cols) + bool(extra)) + "|"]  # fmt: skip
     for name, got in rows.items():
         cells = []
         for c in cols:
@@ -139,8 +182,26 @@ def table(rows: dict[str, list[dict[str, Any]]], n_queries: int, n_gallery: int)
             cells.append(_cell(values, bold=len(rows) > 1 and np.isclose(np.mean(values), best[c], atol=5e-4)))
         times = [r["train_s"] for r in got if r.get("train_s") is not None]
         when = "-" if not times else " / ".join(f"{t / 60:.1f}" for t in times) + " min"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {when} |")
+        used = f" {thresholds.get(name, '-')} |" if thresholds is not None else ""
+        lines.append(f"| {name} |{used} " + " | ".join(cells) + f" | {when} |")
     return "\n".join(lines)
+
+
+def ladder_note(name: str, seed: int, info: dict[str, Any]) -> str:
+    """One line on what a ladder run's thresholds were and how often its rungs could be formed."""
+    if info.get("ladder_mode") == "percentile":
+        stats = "; ".join(f"p{p:g}: mean {s['mean']:.3f}, min {s['min']:.3f}, max {s['max']:.3f}"
+                          for p, s in zip(info["percentiles"], info["anchor_thresholds_first_batch"]))  # fmt: skip
+        used = f"per-anchor percentiles {info['percentiles']} (first batch's per-anchor thresholds: {stats})"
+    else:
+        used = f"relevance thresholds {info['thresholds']} ({info['ladder_mode']})"
+    line = (f"{name}, seed {seed}: {used}, {info['minibatches_without_rung']} of {info['minibatches']} minibatches "
+            "without a rung")  # fmt: skip
+    if info.get("queries"):
+        shares = ", ".join(f"rung {i}: {100 * c / info['queries']:.1f} %"
+                           for i, c in enumerate(info["queries_with_rung"], start=1))  # fmt: skip
+        line += f"; queries with items on both sides of each rung: {shares}"
+    return line
 
 
 def _scores(result: dict[str, Any], cs_1000: float) -> dict[str, Any]:
@@ -186,7 +247,7 @@ def reproduce(url: str, runs: Path, *, epochs: int, seeds: Sequence[int], size: 
     rows: dict[str, list[dict[str, Any]]] = {
         "input features (untrained MiniLM of a sibling caption)": [
             {**_scores(untrained, untrained["coherent_score_1000"]), "train_s": None}]}  # fmt: skip
-    notes = []
+    notes, used = [], {}
     for method in methods:
         loss, options, name = METHODS[method]
         got = []
@@ -205,12 +266,11 @@ def reproduce(url: str, runs: Path, *, epochs: int, seeds: Sequence[int], size: 
             got.append({**_scores(result, result["coherent_score_1000"]), "train_s": end.get("seconds")})
             info = end.get("loss_info")
             if info and seed == seeds[0]:
-                notes.append(f"{name}, seed {seed}: relevance thresholds {info['thresholds']} "
-                             f"({info['ladder_mode']}), {info['minibatches_without_rung']} of {info['minibatches']} "
-                             "minibatches without a rung")  # fmt: skip
+                notes.append(ladder_note(name, seed, info))
         seeds_used = ",".join(str(s) for s in seeds)
         rows[f"{name}, {dim}-d (seeds {seeds_used})"] = got
-    text = table(rows, len(queries), len(gallery))
+        used[f"{name}, {dim}-d (seeds {seeds_used})"] = thresholds_used(loss, options)
+    text = table(rows, len(queries), len(gallery), used)
     if notes:
         text += "\n\n" + "\n".join(f"- {n}" for n in notes)
     (base / "table.md").write_text(text + "\n", encoding="utf-8")

@@ -59,3 +59,41 @@ def test_table_gives_mean_and_spread_and_bolds_the_best() -> None:
     assert "3 queries x 9 gallery" in head and head.count("CS@") == 5 and head.count("R@") == 5
     assert a.startswith("| a | 0.200 | ") and "| **0.500** |" in a and a.endswith("| - |")
     assert "| **0.400** ± 0.100 |" in b and "| 0.200 ± 0.100 |" in b and b.endswith("| 1.0 / 2.0 min |")
+
+
+def test_table_says_which_thresholds_each_row_used() -> None:
+    def result(cs: float) -> dict:
+        return {"cs": {str(k): cs for k in reproduce_ladder.CS_K}, "r": {str(k): cs for k in reproduce_ladder.R_K},
+                "train_s": 60.0}  # fmt: skip
+
+    used = {name: reproduce_ladder.thresholds_used(loss, options)
+            for loss, options, name in reproduce_ladder.METHODS.values()}  # fmt: skip
+    rows = {name: [result(0.1 * i)] for i, name in enumerate(used)}
+    head, rule, *lines = table(rows, 3, 9, used).splitlines()
+    assert head.startswith("| method (3 queries x 9 gallery sentences) | thresholds | CS@10 |")
+    assert rule.count("|---") == 2 + 10 + 1 and len(lines) == len(used)
+    cells = {line.split(" | ")[0][2:]: line.split(" | ")[1] for line in lines}
+    assert cells["Ladder loss, θ = (0.9, 0.63) (Zhou et al.)"] == "given θ = (0.9, 0.63)"
+    assert cells["Triplet, hardest negative, relevant = R ≥ 0.63 (VSE++)"] == "given θ = (0.63)"
+    assert cells[reproduce_ladder.METHODS["ladder_percentile"][2]] == "adaptive, per-anchor percentiles p = (95, 85)"
+    assert cells[reproduce_ladder.METHODS["triplet_hardest_percentile"][2]] == (
+        "adaptive, per-anchor percentiles p = (95)"
+    )
+    assert cells["L(Triplet)+M(Dense) (Kim et al.)"] == "-"
+
+
+def test_ladder_note_gives_the_thresholds_and_how_often_rungs_formed() -> None:
+    import torch
+    from labeldist.trainer.losses import LadderLoss
+
+    r = torch.rand(2, 10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    d = 1.0 - (r + r.transpose(1, 2)) / 2
+    emb = torch.randn(2, 10, 4, dtype=torch.float64)
+    adaptive, given = LadderLoss(calibrate="percentile"), LadderLoss(thresholds=(0.7, 0.4), calibrate="off")
+    for loss_fn in (adaptive, given):
+        loss_fn(emb, d[:, 0, 1:], d)
+    note = reproduce_ladder.ladder_note("L", 0, adaptive.describe())
+    assert note.startswith("L, seed 0: per-anchor percentiles [95.0, 85.0] (first batch's per-anchor thresholds: p95:")
+    assert "0 of 2 minibatches without a rung" in note and note.endswith("rung 1: 100.0 %, rung 2: 100.0 %")
+    note = reproduce_ladder.ladder_note("G", 1, given.describe())
+    assert note.startswith("G, seed 1: relevance thresholds [0.7, 0.4] (given), 0 of 2 minibatches without a rung")

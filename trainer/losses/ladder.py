@@ -1,5 +1,6 @@
 """The ladder loss with hard contrastive sampling of Zhou et al. (AAAI 2020), with thresholds calibrated on the
-label distances when the paper's relevance thresholds cannot split them."""
+label distances when the paper's relevance thresholds cannot split them, or set per anchor at percentiles of its
+relevances (the authors' adaptive thresholds)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 from labeldist.trainer.losses.base import BatchLoss
 
 RELEVANCE = ("one_minus", "inverse")
-CALIBRATE = ("auto", "quantile", "off")
+CALIBRATE = ("auto", "quantile", "off", "percentile")
 #: slack on "relevance in [0, 1]" for float rounding of 1 - D
 RANGE_TOLERANCE = 1e-6
 
@@ -50,6 +51,43 @@ def quantile_thresholds(pairwise: torch.Tensor, shares: Sequence[float]) -> list
     the share."""
     d = off_diagonal(pairwise).double()
     return torch.quantile(d, torch.tensor(list(shares), dtype=d.dtype, device=d.device), interpolation="lower").tolist()
+
+
+def anchor_percentile_thresholds(r: torch.Tensor, percentiles: Sequence[float]) -> torch.Tensor:
+    """``(B, n, L)`` per-anchor relevance thresholds: ``[b, q, l]`` is the ``percentiles[l]`` percentile (0-100,
+    linear interpolation, as ``np.percentile``) of anchor ``q``'s relevances ``r[b, q, c]`` to the other items
+    ``c != q`` of its minibatch; non-increasing in ``l`` for decreasing ``percentiles``."""
+    b, n, _ = r.shape
+    other = ~torch.eye(n, dtype=torch.bool, device=r.device)
+    rows = r[:, other].reshape(b, n, n - 1)
+    q = torch.tensor([p / 100.0 for p in percentiles], dtype=r.dtype, device=r.device)
+    return torch.quantile(rows, q, dim=-1, interpolation="linear").permute(1, 2, 0)
+
+
+def anchor_percentile_levels(r: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+    """Level of each pair under per-anchor thresholds ``(B, n, L)``: the number of rungs whose far side it is on.
+    Far of rung ``l`` is :math:`r < t_l(q)`, or :math:`r \\le t_l(q)` where :math:`t_l(q)` is the anchor's
+    smallest relevance (a tie at the bottom, e.g. a gated relevance that is 0 for most pairs: there ``r < t``
+    would leave the far side empty and the rung unformed). The diagonal is not counted (level 0)."""
+    n = r.shape[-1]
+    other = ~torch.eye(n, dtype=torch.bool, device=r.device)
+    lowest = r.masked_fill(~other, float("inf")).amin(-1, keepdim=True)  # (B, n, 1)
+    level = torch.zeros(r.shape, dtype=torch.long, device=r.device)
+    for rung in range(thresholds.shape[-1]):
+        t = thresholds[..., rung : rung + 1]
+        far = torch.where(t > lowest, r < t, r <= t) & other
+        level += far.long()  # far sides are nested (t_1 >= t_2 >= ...), so this counts a prefix of rungs
+    return level
+
+
+def rung_counts(level: torch.Tensor, n_rungs: int) -> list[int]:
+    """How many queries (rows, over all minibatches) have items on both sides of each rung."""
+    other = ~torch.eye(level.shape[-1], dtype=torch.bool, device=level.device)
+    counts = []
+    for rung in range(1, n_rungs + 1):
+        near, far = other & (level < rung), other & (level >= rung)
+        counts.append(int((near.any(-1) & far.any(-1)).sum()))
+    return counts
 
 
 class LadderLoss(BatchLoss):
@@ -91,9 +129,34 @@ class LadderLoss(BatchLoss):
       so.
     - ``calibrate="auto"`` (default): ``off`` when every relevance of the first batch lies in [0, 1] and the
       given thresholds form a rung there; ``quantile`` otherwise.
+    - ``calibrate="percentile"``: adaptive thresholds per anchor, recomputed on every minibatch, as the authors'
+      ``AutoThreshLadderLoss`` (github.com/cdluminate/ladderloss, ``Code/ladderloss.py`` and
+      ``autokmeans.AutoThresh``; ``config.atl.py``: percentile 85 with margin 0.01 and weight 1/4 below the
+      ground-truth rung). For query :math:`q` of a minibatch and ``percentiles`` :math:`p_1 > \dots > p_{L-1}`
+      (0-100), the thresholds are
 
-    :meth:`describe` gives the mode, the thresholds (relevance and distance), why, and how many minibatches had
-    no rung at all; the fit loop writes it into the run log and the summary.
+      .. math::
+          \theta_l(q) = \operatorname{percentile}_{p_l}\{\, r(q, c) : c \ne q \,\}
+
+      (linear interpolation, ``np.percentile``), and level :math:`l` of :math:`q` holds the :math:`c` with
+      :math:`\theta_l(q) \le r(q, c) < \theta_{l-1}(q)` (:math:`\theta_0 = \infty`,
+      :math:`\theta_L = -\infty`): the top :math:`100 - p_1` % of that anchor's relevances are its level 1,
+      and so on. Every anchor's ladder thus has items on both sides of every rung (for distinct relevances and
+      at least two other items), whatever the store's scale or distribution; ``thresholds`` is not used, and
+      ``percentiles`` sets the number of rungs. Two departures from the authors' code: the anchor's own pair is
+      left out of its percentile (theirs includes the ground-truth pair, relevance 1, which a single-modality
+      minibatch does not have); and, only in degenerate rows, where :math:`\theta_l(q)` equals the anchor's
+      smallest relevance (most pairs tied at the bottom, as under a gate that makes 79 % of relevances 0), the
+      far side is :math:`r \le \theta_l(q)` rather than :math:`r < \theta_l(q)`, so that the rung still
+      separates the relevant items from the rest instead of leaving its far side empty (only a row of equal
+      relevances then has no rung). Defaults :math:`p = (95, 85)`: 85 is the authors'; 95 stands in for the
+      ground-truth level, as 0.9 does among the given thresholds (of 49 other items, levels 1 and 1-2 hold the
+      top 3 and top 8).
+
+    :meth:`describe` gives the mode, the thresholds (relevance and distance; for ``percentile`` the percentiles
+    and the mean, min and max of each rung's per-anchor thresholds over the first batch), why, how many
+    minibatches had no rung at all, and how many queries had each rung formed; the fit loop writes it into the
+    run log and the summary.
     """
 
     needs_pairwise = True
@@ -107,10 +170,18 @@ class LadderLoss(BatchLoss):
         relevance: str = "one_minus",
         calibrate: str = "auto",
         shares: Sequence[float] = (0.05, 0.2),
+        percentiles: Sequence[float] = (95.0, 85.0),
         reduction: str = "mean",
     ) -> None:
         super().__init__(reduction)
-        if not len(thresholds) == len(margins) == len(betas) >= 1:
+        if calibrate == "percentile":
+            if not len(percentiles) == len(margins) == len(betas) >= 1:
+                raise ValueError(f"percentiles, margins and betas need one value per rung, got {percentiles}, "
+                                 f"{margins}, {betas}")  # fmt: skip
+            if not all(0 < p < 100 for p in percentiles) or list(percentiles) != sorted(set(percentiles))[::-1]:
+                raise ValueError(f"percentiles must be decreasing (most relevant level first), in (0, 100); got "
+                                 f"{percentiles}")  # fmt: skip
+        elif not len(thresholds) == len(margins) == len(betas) >= 1:
             raise ValueError(f"thresholds, margins and betas need one value per rung, got {thresholds}, "
                              f"{margins}, {betas}")  # fmt: skip
         if list(thresholds) != sorted(thresholds, reverse=True):
@@ -123,28 +194,45 @@ class LadderLoss(BatchLoss):
             raise ValueError(f"shares must be increasing, in (0, 1); got {shares}")
         self.thresholds, self.margins, self.betas = list(thresholds), list(margins), list(betas)
         self.relevance, self.calibrate, self.shares = relevance, calibrate, list(shares)
-        #: "given" or "quantile" once the first batch has decided; None before
+        self.percentiles = [float(p) for p in percentiles]
+        #: "given", "quantile" or "percentile" once the first batch has decided; None before
         self.mode: str | None = None
         self.distance_thresholds: list[float] | None = None
+        #: percentile mode: per rung, the mean, min and max of the per-anchor thresholds of the first batch
+        self.anchor_thresholds: list[dict[str, float]] | None = None
         self.reason = ""
-        self.minibatches = self.without_rung = 0
+        self.minibatches = self.without_rung = self.queries = 0
+        self.queries_with_rung = [0] * len(margins)
 
     def describe(self) -> dict[str, Any]:
+        adaptive = self.mode == "percentile"
         return {
-            "ladder_mode": self.mode, "thresholds": self.thresholds, "distance_thresholds": self.distance_thresholds,
-            "shares": self.shares if self.mode == "quantile" else None, "relevance": self.relevance,
+            "ladder_mode": self.mode, "thresholds": None if adaptive else self.thresholds,
+            "distance_thresholds": self.distance_thresholds,
+            "shares": self.shares if self.mode == "quantile" else None,
+            "percentiles": self.percentiles if adaptive else None,
+            "anchor_thresholds_first_batch": self.anchor_thresholds, "relevance": self.relevance,
             "reason": self.reason, "minibatches": self.minibatches, "minibatches_without_rung": self.without_rung,
+            "queries": self.queries, "queries_with_rung": self.queries_with_rung,
         }  # fmt: skip
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"mode": self.mode, "thresholds": self.thresholds, "distance_thresholds": self.distance_thresholds,
-                "reason": self.reason, "minibatches": self.minibatches, "without_rung": self.without_rung}  # fmt: skip
+                "reason": self.reason, "minibatches": self.minibatches, "without_rung": self.without_rung,
+                "percentiles": self.percentiles, "anchor_thresholds": self.anchor_thresholds,
+                "queries": self.queries, "queries_with_rung": self.queries_with_rung}  # fmt: skip
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
-        """Restores the run's decision (a resumed run does not calibrate again on another batch)."""
+        """Restores the run's decision (a resumed run does not calibrate again on another batch). Checkpoints
+        written before the percentile mode lack its keys and the per-rung counts, which then start at 0."""
         self.mode, self.thresholds = state["mode"], list(state["thresholds"])
         self.distance_thresholds, self.reason = state["distance_thresholds"], state["reason"]
         self.minibatches, self.without_rung = state["minibatches"], state["without_rung"]
+        if state.get("percentiles") is not None:
+            self.percentiles = [float(p) for p in state["percentiles"]]
+        self.anchor_thresholds = state.get("anchor_thresholds")
+        self.queries = int(state.get("queries", 0))
+        self.queries_with_rung = [int(c) for c in state.get("queries_with_rung", [0] * len(self.margins))]
 
     def _decide(self, pairwise: torch.Tensor, r: torch.Tensor) -> None:
         """Fix the run's thresholds on its first batch (see the class docstring)."""
@@ -176,20 +264,39 @@ class LadderLoss(BatchLoss):
         self.mode, self.thresholds, self.distance_thresholds = "quantile", thresholds, dist
         self.reason = f"calibrate=auto: {seen}{why}" if self.calibrate == "auto" else "calibrate=quantile"
 
+    def _anchor_levels(self, r: torch.Tensor) -> torch.Tensor:
+        """Levels under per-anchor percentile thresholds; the first batch's thresholds are recorded."""
+        thresholds = anchor_percentile_thresholds(r.double(), self.percentiles)
+        if self.mode is None:
+            t = thresholds.reshape(-1, thresholds.shape[-1])
+            self.anchor_thresholds = [{"mean": float(t[:, i].mean()), "min": float(t[:, i].min()),
+                                       "max": float(t[:, i].max())} for i in range(t.shape[1])]  # fmt: skip
+            self.mode = "percentile"
+            self.reason = (f"calibrate=percentile: per anchor and minibatch, percentiles {self.percentiles} of its "
+                           f"relevances ({self.relevance}) to the other items")  # fmt: skip
+        return anchor_percentile_levels(r.double(), thresholds)
+
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         assert pairwise is not None
         r = relevance(pairwise, self.relevance)
-        if self.mode is None:
+        if self.calibrate == "percentile" or self.mode == "percentile":
+            pass  # no range to check: percentiles of each anchor's relevances need no unit
+        elif self.mode is None:
             self._decide(pairwise, r)
         elif self.mode == "given" and not bool(((r >= -RANGE_TOLERANCE) & (r <= 1 + RANGE_TOLERANCE)).all()):
             raise ValueError(f"ladder: relevance {self.relevance} of this batch lies in [{float(r.min()):.4g}, "
                              f"{float(r.max()):.4g}], outside the [0, 1] of thresholds {self.thresholds}")  # fmt: skip
         f = F.normalize(embeddings, dim=-1)
         s = f @ f.transpose(1, 2)  # (B, n, n) cosine similarities
-        level = ladder_levels(r, self.thresholds)  # 0 = most relevant
+        if self.calibrate == "percentile" or self.mode == "percentile":
+            level = self._anchor_levels(r)
+        else:
+            level = ladder_levels(r, self.thresholds)  # 0 = most relevant
         formed = rungs_formed(level, len(self.margins))
         self.minibatches += len(formed)
         self.without_rung += int((~formed).sum())  # counted, so that a run that trains nothing says so
+        self.queries += level.shape[0] * level.shape[1]
+        self.queries_with_rung = [a + b for a, b in zip(self.queries_with_rung, rung_counts(level, len(self.margins)))]
         other = ~torch.eye(s.shape[1], dtype=torch.bool, device=s.device)
         loss = torch.zeros(s.shape[:2], dtype=s.dtype, device=s.device)
         for rung, (alpha, beta) in enumerate(zip(self.margins, self.betas), start=1):
