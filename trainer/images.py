@@ -1,5 +1,5 @@
-"""Images as model inputs: which file is each store item, checked before any training, and the papers'
-augmentation on decoded images.
+"""Images as model inputs: which file is each store item, checked before any training, decoded and resized to the
+input size, once (an in-memory cache) or each step (loader processes, or the GPU).
 
 A store's items are mapped to files in one of two ways (:func:`image_paths`):
 
@@ -10,34 +10,46 @@ A store's items are mapped to files in one of two ways (:func:`image_paths`):
 Every item must have a readable image before a step runs (:func:`check_images` reads each file's header), so a
 missing or unreadable file is one clear line at the start, not a worker's traceback an hour in.
 
-Augmentation follows the torchvision ImageNet recipe the papers trained with (Kim et al., CVPR 2019, §5:
-ImageNet-initialised ResNets): to train, a random resized crop (scale 0.08-1, aspect 3/4-4/3) to ``size``
-and a horizontal flip with probability 1/2; to evaluate, a resize of the short side to ``size * 256/224``
-and a centre crop of ``size``. Images stay **uint8** (``(3, size, size)``): four times fewer bytes between
-the worker processes, pinned memory and the GPU than float; the model scales and normalises them on the device
-(:class:`labeldist.trainer.models.ImageNormalize`).
+Here images are only decoded and brought to the input size (``transform``: "resize", the image as rendered resized
+to ``size`` x ``size``; or "center_crop", the old ImageNet eval: short side to ``size * 256/224``, then the centre).
+The random augmentation is the training loop's, in batch on the device (:mod:`labeldist.trainer.augment`), where
+it can keep the label (a flip of the whole minibatch). Images stay **uint8** (``(3, size, size)``): four times
+fewer bytes between processes, pinned memory and the GPU than float; the model scales and normalises them on the
+device (:class:`labeldist.trainer.models.ImageNormalize`). Three ways to get them (:func:`open_images`):
 
-Images are decoded with ``torchvision.io`` (libjpeg-turbo / libpng, no PIL round trip) in DataLoader worker
-processes (:mod:`labeldist.trainer.loader`). The random crop of an item depends on the torch generator of the worker at
-that moment; :mod:`labeldist.trainer.loader` seeds it per request, so a run's crops depend on its seed alone.
+- :class:`CachedImages`: every image decoded once (threads, libjpeg-turbo / libpng through ``torchvision.io``)
+  into one uint8 ``(N, 3, size, size)`` array in shared memory, which forked loader workers map rather than copy;
+  a step is a gather. Used when it fits (``cache="auto"``: under :func:`default_cache_limit`);
+- :class:`ImageInputs`: each step's images decoded in DataLoader worker processes (:mod:`labeldist.client.loader`);
+- :class:`EncodedImages`: each step's files read as bytes (:class:`PackedImages`) and decoded in the training
+  process by :func:`decode_batch`: batched by nvJPEG on CUDA, for datasets too large for memory and too many for
+  the CPU cores to decode.
 """
 
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
+from labeldist.trainer.augment import EVAL_RESIZE, EVALS, eval_transform  # noqa: F401 (EVAL_RESIZE: its old home)
 from labeldist.trainer.data import InputError
 
 #: a render folder's index (trainer render writes it)
 INDEX = "index.csv"
 DEFAULT_PATTERN = "{id}.jpg"
-#: the eval resize of the torchvision ImageNet recipe: short side to size * 256/224, then a centre crop of size
-EVAL_RESIZE = 256 / 224
+CACHE_MODES = ("auto", "on", "off")
+#: the most of the physical memory that ``cache="auto"`` gives the decoded images (default_cache_limit)
+CACHE_MEMORY_SHARE = 0.25
+#: the most of the free shared memory (/dev/shm) that ``cache="auto"`` takes (default_cache_limit)
+CACHE_SHM_SHARE = 0.5
+JPEG_MAGIC = b"\xff\xd8\xff"
 
 
 class ImageInputError(InputError):
@@ -143,10 +155,19 @@ def input_size_of(sizes: dict[tuple[int, int], int], requested: int | None) -> i
         (a, na), (b, nb) = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
         raise ImageInputError(
             f"images differ in size ({na} are {a[0]}x{a[1]}, {nb} are {b[0]}x{b[1]}, {len(sizes)} sizes in all): "
-            "give --input-size N to resize and crop each to NxN"
+            "give --input-size N to resize each to NxN"
         )
     ((w, h),) = sizes
     return min(w, h)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Decoding
+
+
+def _decode_error(name: object, error: BaseException) -> ImageInputError:
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return ImageInputError(f"image {name}: cannot decode ({text})")
 
 
 def decode(path: Path) -> torch.Tensor:
@@ -156,37 +177,40 @@ def decode(path: Path) -> torch.Tensor:
     try:
         return decode_image(read_file(str(path)), mode=ImageReadMode.RGB)
     except (RuntimeError, OSError, ValueError) as e:  # a file damaged past its header
-        raise ImageInputError(f"image {path}: cannot decode ({str(e).splitlines()[0]})") from None
+        raise _decode_error(path, e) from None
 
 
-def augmentation(size: int, *, train: bool, flip: bool = True, crop_scale: tuple[float, float] = (0.08, 1.0)):
-    """The transform of uint8 ``(3, H, W)`` images to uint8 ``(3, size, size)``: random resized crop (and flip)
-    to train, resize and centre crop to evaluate (module docstring)."""
-    from torchvision.transforms import v2
-
-    if not train:
-        return v2.Compose([v2.Resize(round(size * EVAL_RESIZE), antialias=True), v2.CenterCrop(size)])
-    steps = [v2.RandomResizedCrop(size, scale=crop_scale, antialias=True)]
-    if flip:
-        steps.append(v2.RandomHorizontalFlip())
-    return v2.Compose(steps)
+def _check_transform(transform: str) -> str:
+    if transform not in EVALS:
+        raise ImageInputError(f"unknown image transform {transform!r}; known: {', '.join(EVALS)}")
+    return transform
 
 
-@dataclass
+def _legacy_transform(transform: str | None, train: bool | None) -> str:
+    """``transform``, or for callers of the old signature (``train=False``: the old eval), "center_crop"."""
+    if transform is None:
+        transform = "center_crop" if train is False else "resize"
+    return _check_transform(transform)
+
+
 class ImageInputs:
-    """Images indexed like the store: ``self(indices)`` decodes and transforms the images of ``indices`` (any
-    shape) into uint8 ``indices.shape + (3, size, size)``. Picklable, so DataLoader worker processes run it."""
+    """Images indexed like the store, decoded where they are asked for: ``self(indices)`` decodes the images of
+    ``indices`` (any shape) and brings each to the input size (``transform``: "resize" or "center_crop",
+    :func:`labeldist.trainer.augment.eval_transform`), uint8 ``indices.shape + (3, size, size)``. No random
+    augmentation here: that is the training loop's (:mod:`labeldist.trainer.augment`). Picklable, so DataLoader
+    worker processes run it.
 
-    paths: list[Path]
-    size: int
-    train: bool = True
-    flip: bool = True
-    crop_scale: tuple[float, float] = (0.08, 1.0)
+    ``train``, ``flip`` and ``crop_scale`` are the old signature's, accepted and ignored but for ``train=False``
+    with no ``transform``, which keeps its old meaning: the old eval transform ("center_crop")."""
 
     #: decoded in DataLoader worker processes (labeldist.trainer.loader), never in the prefetch threads
     needs_processes = True
 
-    def __post_init__(self) -> None:
+    def __init__(self, paths: Sequence[Path], size: int, transform: str | None = None, *, train: bool | None = None,
+                 flip: bool | None = None, crop_scale: tuple[float, float] | None = None) -> None:  # fmt: skip
+        self.paths = list(paths)
+        self.size = int(size)
+        self.transform = _legacy_transform(transform, train)
         self.n_items = len(self.paths)
         self.item_shape = (3, self.size, self.size)
         self._transform = None
@@ -194,22 +218,297 @@ class ImageInputs:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_transform": None}  # rebuilt in the worker
 
-    def __call__(self, indices: np.ndarray) -> torch.Tensor:
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def image(self, i: int) -> torch.Tensor:
+        """Item ``i`` decoded and brought to the input size: uint8 ``(3, size, size)``."""
         if self._transform is None:
-            self._transform = augmentation(self.size, train=self.train, flip=self.flip, crop_scale=self.crop_scale)
+            self._transform = eval_transform(self.transform, self.size)
+        return self._transform(decode(self.paths[i]))
+
+    def __call__(self, indices: np.ndarray) -> torch.Tensor:
         flat = np.asarray(indices, dtype=np.int64).reshape(-1)
         out = torch.empty((len(flat), *self.item_shape), dtype=torch.uint8)
         for row, i in enumerate(flat.tolist()):
-            out[row] = self._transform(decode(self.paths[i]))
+            out[row] = self.image(i)
         return out.reshape(*np.shape(indices), *self.item_shape)
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Decoded once: the in-memory cache
+
+
+def default_cache_limit() -> int:
+    """The bytes ``cache="auto"`` gives the decoded images: a quarter of the physical memory, and at most half of
+    the free shared memory (/dev/shm).
+
+    A quarter, because the cache is the one large block the run holds for its whole life, and the rest of the
+    machine is busy too: the model and optimiser, the loader's prefetched steps and pinned copies, the labeldist
+    service with its stores, other jobs on a shared machine; three quarters left to them keeps the run away from
+    swap and the OOM killer. Half the free shared memory, because a shared tensor lives in /dev/shm, which a
+    container often caps (Docker: 64 MiB), and a write past the cap kills the process with SIGBUS rather than
+    raising an error."""
+    limits = []
+    try:
+        limits.append(int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * CACHE_MEMORY_SHARE))
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: no figure
+        pass
+    try:
+        shm = os.statvfs("/dev/shm")
+        limits.append(int(shm.f_bavail * shm.f_frsize * CACHE_SHM_SHARE))
+    except OSError:
+        pass
+    return min(limits) if limits else 0
+
+
+def cache_bytes(n_items: int, size: int) -> int:
+    """The bytes of the cache of ``n_items`` images of ``size`` x ``size``: uint8 RGB."""
+    return int(n_items) * 3 * int(size) * int(size)
+
+
+def _workers(workers: int | None) -> int:
+    return max(1, min(os.cpu_count() or 1, 16) if workers is None else workers)
+
+
+@dataclass(eq=False)
+class CachedImages:
+    """Every image decoded once, resized (not cropped: ``transform``) to the input size, in one uint8
+    ``(N, 3, size, size)`` array in shared memory: ``self(indices)`` is a gather, uint8 ``indices.shape + (3, size,
+    size)``. Forked loader workers map the array rather than copy it (and a pickle by torch.multiprocessing passes
+    a handle); a plain pickle copies it. Build one with :meth:`decode`."""
+
+    data: torch.Tensor
+    transform: str = "resize"
+    paths: list[Path] = field(default_factory=list)
+
+    #: a gather: prefetch threads (or processes=0) are enough
+    needs_processes = False
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.data.shape)
+        if self.data.dtype != torch.uint8 or len(shape) != 4 or shape[1] != 3 or shape[2] != shape[3]:
+            raise ValueError(f"a cache is uint8 (N, 3, size, size), got {self.data.dtype} {tuple(self.data.shape)}")
+        self.n_items = int(self.data.shape[0])
+        self.size = int(self.data.shape[-1])
+        self.item_shape = (3, self.size, self.size)
+
+    @classmethod
+    def decode(cls, paths: Sequence[Path], size: int, *, transform: str = "resize", workers: int | None = None,
+               progress: bool = False) -> CachedImages:  # fmt: skip
+        """Decode every file of ``paths`` into a new shared cache, in ``workers`` threads (default: one per core,
+        at most 16; libjpeg, libpng and the resize release the GIL), with a progress bar when ``progress``.
+        Raises :class:`ImageInputError` naming the first file that does not decode."""
+        from tqdm import tqdm
+
+        paths = list(paths)
+        inputs = ImageInputs(paths, size, _check_transform(transform))
+        data = torch.empty((len(paths), 3, size, size), dtype=torch.uint8).share_memory_()
+
+        def fill(i: int) -> None:
+            data[i] = inputs.image(i)
+
+        with (
+            ThreadPoolExecutor(_workers(workers)) as pool,
+            tqdm(total=len(paths), desc="decoding images", unit="img", disable=not progress, leave=False) as bar,
+        ):
+            for start in range(0, len(paths), 256):  # a block at a time: the first error stops the rest soon
+                for _ in pool.map(fill, range(start, min(start + 256, len(paths)))):
+                    bar.update()
+        return cls(data, transform, paths)
+
+    def __call__(self, indices: np.ndarray) -> torch.Tensor:
+        flat = torch.from_numpy(np.asarray(indices, dtype=np.int64).reshape(-1))
+        return self.data[flat].reshape(*np.shape(indices), *self.item_shape)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Decoded on the device: the files' bytes through the loader, decoded in batch
+
+
+def decode_batch(encoded: Sequence[torch.Tensor], size: int, device: torch.device | str = "cpu", *,
+                 names: Sequence[object] | None = None, transform: str = "resize") -> torch.Tensor:  # fmt: skip
+    """Files' bytes (each a uint8 1-D tensor on the CPU) decoded and brought to the input size (``transform``) on
+    ``device``: uint8 ``(len, 3, size, size)``.
+
+    JPEGs go through one ``torchvision.io.decode_jpeg(list, device=device)`` call: batched by nvJPEG on CUDA,
+    libjpeg-turbo on the CPU (the same pixels as :func:`decode`); other formats (PNG) through ``decode_image`` on
+    the CPU, then to ``device``. A file that does not decode is an :class:`ImageInputError` naming it (``names``,
+    else its position)."""
+    from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+
+    device = torch.device(device)
+    names = list(range(len(encoded))) if names is None else list(names)
+    resize = eval_transform(_check_transform(transform), size)
+    out = torch.empty((len(encoded), 3, size, size), dtype=torch.uint8, device=device)
+    jpeg = [i for i, e in enumerate(encoded) if bytes(e[:3].tolist()) == JPEG_MAGIC]
+    decoded: dict[int, torch.Tensor] = {}
+    if jpeg:
+        try:
+            images = decode_jpeg([encoded[i] for i in jpeg], mode=ImageReadMode.RGB, device=device)
+            decoded.update(zip(jpeg, images, strict=True))
+        except (RuntimeError, ValueError):  # one bad file fails the batch: find it
+            for i in jpeg:
+                try:
+                    decoded[i] = decode_jpeg(encoded[i], mode=ImageReadMode.RGB, device=device)
+                except (RuntimeError, ValueError) as e:
+                    raise _decode_error(names[i], e) from None
+    for i in range(len(encoded)):
+        if i not in decoded:
+            try:
+                decoded[i] = decode_image(encoded[i], mode=ImageReadMode.RGB).to(device)
+            except (RuntimeError, ValueError) as e:
+                raise _decode_error(names[i], e) from None
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    for i, image in decoded.items():
+        by_shape.setdefault(tuple(image.shape), []).append(i)
+    for rows in by_shape.values():  # images of one size resized together
+        out[rows] = resize(torch.stack([decoded[i] for i in rows]))
+    return out
+
+
+@dataclass(eq=False)
+class PackedImages:
+    """Encoded files for the trip through the loader: ``data`` uint8 (total bytes,), the files one after the
+    other; file ``k`` (row-major over the leading shape) is ``data[offsets[k]:offsets[k + 1]]``; ``indices`` the
+    store items, of the leading shape (``(B, n)`` for a step).
+
+    It behaves as a step's inputs must (:class:`labeldist.client.data.Minibatch`): ``self[sl]`` slices the leading
+    axis, ``pin_memory``, ``is_pinned`` and ``to(device)``. The bytes stay in host memory on ``to``: nvJPEG reads
+    them from there; ``device`` only records where :meth:`EncodedImages.decode` puts the pixels."""
+
+    data: torch.Tensor
+    offsets: torch.Tensor
+    indices: torch.Tensor
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.indices.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def files(self) -> list[torch.Tensor]:
+        """Each file's bytes, row-major over the leading shape (views of ``data``)."""
+        o = self.offsets.tolist()
+        return [self.data[o[k] : o[k + 1]] for k in range(len(o) - 1)]
+
+    def __getitem__(self, key: int | slice) -> PackedImages:
+        if isinstance(key, int):
+            key = slice(key, key + 1) if key != -1 else slice(key, None)
+            return self._rows(key, squeeze=True)
+        if not isinstance(key, slice):
+            raise TypeError(f"PackedImages are sliced along their leading axis only, got {key!r}")
+        return self._rows(key, squeeze=False)
+
+    def _rows(self, key: slice, *, squeeze: bool) -> PackedImages:
+        start, stop, step = key.indices(len(self))
+        if step != 1:
+            raise ValueError("PackedImages take slices of step 1 only")
+        stop = max(stop, start)
+        per_row = int(np.prod(self.shape[1:], dtype=np.int64))
+        lo, hi = start * per_row, stop * per_row
+        offsets = self.offsets[lo : hi + 1]
+        data = self.data[int(offsets[0]) : int(offsets[-1])]
+        indices = self.indices[start:stop]
+        return PackedImages(data, offsets - offsets[0], indices[0] if squeeze else indices, self.device)
+
+    def pin_memory(self) -> PackedImages:
+        return PackedImages(self.data.pin_memory(), self.offsets, self.indices, self.device)
+
+    def is_pinned(self) -> bool:
+        return self.data.is_pinned()
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> PackedImages:
+        return PackedImages(self.data, self.offsets, self.indices, torch.device(device))
+
+
+@dataclass
+class EncodedImages:
+    """Images indexed like the store, read as bytes where they are asked for (``self(indices)``:
+    :class:`PackedImages`, cheap enough for the prefetch threads) and decoded in batch where they are used
+    (:meth:`decode`, on the GPU by nvJPEG): for datasets too large to cache and too many for the CPU cores."""
+
+    paths: list[Path]
+    size: int
+    transform: str = "resize"
+
+    needs_processes = False
+
+    def __post_init__(self) -> None:
+        self.paths = list(self.paths)
+        self.transform = _check_transform(self.transform)
+        self.n_items = len(self.paths)
+        self.item_shape = (3, self.size, self.size)
+
+    def read(self, i: int) -> torch.Tensor:
+        try:
+            return torch.frombuffer(bytearray(self.paths[i].read_bytes()), dtype=torch.uint8)
+        except OSError as e:
+            raise ImageInputError(f"image {self.paths[i]}: cannot read ({e.strerror or e})") from None
+
+    def __call__(self, indices: np.ndarray) -> PackedImages:
+        flat = np.asarray(indices, dtype=np.int64).reshape(-1)
+        files = [self.read(i) for i in flat.tolist()]
+        offsets = torch.zeros(len(files) + 1, dtype=torch.int64)
+        offsets[1:] = torch.cumsum(torch.tensor([len(f) for f in files], dtype=torch.int64), 0)
+        data = torch.cat(files) if files else torch.empty(0, dtype=torch.uint8)
+        return PackedImages(data, offsets, torch.from_numpy(flat.reshape(np.shape(indices)).copy()))
+
+    def decode(self, packed: PackedImages, size: int | None = None,
+               device: torch.device | str | None = None) -> torch.Tensor:  # fmt: skip
+        """The pixels of ``packed`` on ``device`` (default: where ``packed.to`` sent it): uint8 ``packed.shape +
+        (3, size, size)``."""
+        size = self.size if size is None else size
+        names = [self.paths[i] for i in packed.indices.reshape(-1).tolist()]
+        images = decode_batch(packed.files(), size, packed.device if device is None else device, names=names,
+                              transform=self.transform)  # fmt: skip
+        return images.reshape(*packed.shape, 3, size, size)
+
+
+def device_images(inputs: torch.Tensor | PackedImages, source: object, device: torch.device | str) -> torch.Tensor:
+    """A step's images as uint8 pixels on ``device``, whichever inputs made them: a tensor (cache, loader
+    processes) moved there, or :class:`PackedImages` decoded there by ``source`` (its :class:`EncodedImages`)."""
+    if isinstance(inputs, PackedImages):
+        if not isinstance(source, EncodedImages):
+            raise TypeError("PackedImages are decoded by the EncodedImages that made them")
+        return source.decode(inputs, device=device)
+    return inputs.to(device, non_blocking=True)
+
+
+#: the inputs :func:`open_images` may return (what a trainer checks for "images")
+IMAGE_INPUTS = (ImageInputs, CachedImages, EncodedImages)
+
+
 def open_images(root: str | Path, ids: Sequence[str], *, pattern: str | None = None, index: str | Path | None = None,
-                input_size: int | None = None, train: bool = True, flip: bool = True,
-                crop_scale: tuple[float, float] = (0.08, 1.0), progress: bool = False) -> ImageInputs:  # fmt: skip
-    """:class:`ImageInputs` for a store's ``ids``, every file found and its header read first."""
+                input_size: int | None = None, transform: str | None = None,
+                cache: Literal["auto", "on", "off"] = "off", cache_limit_bytes: int | None = None,
+                encoded: bool = False, workers: int | None = None, progress: bool = False,
+                train: bool | None = None, flip: bool | None = None, crop_scale: tuple[float, float] | None = None
+                ) -> ImageInputs | CachedImages | EncodedImages:  # fmt: skip
+    """The images of a store's ``ids``, every file found and its header read first, decoded to uint8 ``(3, size,
+    size)`` by ``transform`` ("resize", default; "center_crop": the old ImageNet eval):
+
+    - ``cache="on"``, or "auto" when ``cache_bytes(N, size)`` is at most ``cache_limit_bytes`` (default
+      :func:`default_cache_limit`): :class:`CachedImages`, decoded now by ``workers`` threads;
+    - else :class:`EncodedImages` when ``encoded`` (decode on the device: CUDA), else :class:`ImageInputs`
+      (decoded in loader processes).
+
+    ``cache`` defaults to "off" so that a caller of the old signature keeps :class:`ImageInputs`. ``train``, ``flip``
+    and ``crop_scale`` are the old signature's: ignored (augmentation is the training loop's,
+    :mod:`labeldist.trainer.augment`) but for ``train=False`` with no ``transform`` ("center_crop", the old eval)
+    and ``crop_scale``, still checked."""
+    if cache not in CACHE_MODES:
+        raise ImageInputError(f"--image-cache must be one of {', '.join(CACHE_MODES)}, got {cache!r}")
+    if crop_scale is not None and not 0 < crop_scale[0] <= crop_scale[1] <= 1:
+        raise ImageInputError(f"--crop-scale must be 0 < MIN <= MAX <= 1, got {crop_scale[0]} {crop_scale[1]}")
+    transform = _legacy_transform(transform, train)
     paths = image_paths(root, ids, pattern=pattern, index=index)
     size = input_size_of(check_images(paths, progress=progress), input_size)
-    if not 0 < crop_scale[0] <= crop_scale[1] <= 1:
-        raise ImageInputError(f"--crop-scale must be 0 < MIN <= MAX <= 1, got {crop_scale[0]} {crop_scale[1]}")
-    return ImageInputs(paths, size, train=train, flip=flip, crop_scale=tuple(crop_scale))
+    limit = default_cache_limit() if cache_limit_bytes is None else cache_limit_bytes
+    if cache == "on" or (cache == "auto" and cache_bytes(len(paths), size) <= limit):
+        return CachedImages.decode(paths, size, transform=transform, workers=workers, progress=progress)
+    if encoded:
+        return EncodedImages(paths, size, transform)
+    return ImageInputs(paths, size, transform)
