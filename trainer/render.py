@@ -10,8 +10,15 @@ colour, scale, texture, noise). Each kind with a renderer has a module:
 Item ``i`` is drawn with a generator seeded from ``(seed, i)`` alone, so a render does not depend on the
 number of worker processes, on the order in which they finish, or on ``--items``. The output folder holds
 the images, ``index.csv`` (``id,path``, path relative to the folder: what the image trainer reads) and
-``render.json`` (store, kind, seed, size, count, ...), written first with ``complete: false`` and rewritten with
-``complete: true`` at the end.
+``render.json`` (store, kind, seed, size, count, frame, ...), written first with ``complete: false`` and rewritten
+with ``complete: true`` at the end.
+
+A pose is drawn in its label's own frame (issue 18): a fixed square of label coordinates, ``frame`` in render.json
+as ``[cx, cy, half]``, mapped onto the picture, so that the pixels keep the positions and sizes the pose distance
+measures (:mod:`labeldist.trainer.render_pose`). A store normalised ``center_scale`` has a default frame; any
+other gets one computed from its own extent (``frame_source`` says so), and **its test store must be rendered
+with the same frame** (``render_store(..., frame=...)``; :func:`read_frame` reads it back from the train render).
+A render of another frame is another render. Layouts are painted in the room map's own frame (``frame: null``).
 
 This module also holds the drawing helpers both renderers use (colours, smooth noise, finishing an image).
 """
@@ -37,10 +44,12 @@ import numpy as np
 from PIL import Image
 
 #: bump when a change to the drawing changes the pixels: a render of another version is a different render
-RENDER_VERSION = 1
+RENDER_VERSION = 2
 FORMATS = ("png", "jpg")
 #: kind -> module with ``item(labels, index)`` (the item's label, small and picklable, from the store's LabelSet)
-#: and ``render(item, size, rng) -> (size, size, 3) uint8``. Imported on first use, like labeldist.kinds.
+#: and ``render(item, size, rng) -> (size, size, 3) uint8``; a kind drawn in a frame also has
+#: ``store_frame(manifest, labels, frame) -> (frame, source)`` and takes ``item(labels, index, frame)``.
+#: Imported on first use, like labeldist.kinds.
 RENDERERS: dict[str, str] = {
     "pose": "labeldist.trainer.render_pose",
     "layout_miou": "labeldist.trainer.render_layout",
@@ -48,7 +57,7 @@ RENDERERS: dict[str, str] = {
 INDEX = "index.csv"
 META = "render.json"
 #: render.json keys that must agree for an existing folder to count as the same render
-IDENTITY = ("version", "kind", "labels_sha256", "n_items", "seed", "size", "format", "count")
+IDENTITY = ("version", "kind", "labels_sha256", "n_items", "seed", "size", "format", "count", "frame")
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
 #: items per task sent to a worker process: large enough to amortise the pickling, small enough to balance
 CHUNK = 32
@@ -198,7 +207,7 @@ class _Task:
     size: int
     fmt: str
     out: str
-    #: (item index, file name, the item's label as the renderer takes it)
+    #: (item index, file name, the item's label as the renderer takes it, its frame included)
     items: tuple[tuple[int, str, Any], ...]
 
 
@@ -223,11 +232,12 @@ def _run_task(task: _Task) -> int:
     return len(task.items)
 
 
-def _tasks(kind: str, seed: int, size: int, fmt: str, out: Path, names: Sequence[str], labels, count: int):
+def _tasks(kind: str, seed: int, size: int, fmt: str, out: Path, names: Sequence[str], labels, count: int, frame):
     module = _renderer(kind)
+    extra = () if frame is None else (frame,)
     for start in range(0, count, CHUNK):
         stop = min(start + CHUNK, count)
-        items = tuple((i, names[i], module.item(labels, i)) for i in range(start, stop))
+        items = tuple((i, names[i], module.item(labels, i, *extra)) for i in range(start, stop))
         yield _Task(kind, seed, size, fmt, str(out), items)
 
 
@@ -257,12 +267,19 @@ def render_store(
     workers: int | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    frame: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """Render the first ``items`` (default: all) items of ``store`` into ``out``; the render.json written.
 
+    ``frame``: ``(cx, cy, half)``, the square of label coordinates a pose picture shows; None: the kind's default
+    for the store (render_pose.store_frame: fixed for ``center_scale`` poses, else the store's own extent, which
+    a test store must then be given from its train render, :func:`read_frame`). render.json's ``frame`` and
+    ``frame_source`` say which was used. Kinds without a frame (layouts) take none.
+
     Raises RenderError for a kind with no renderer (naming those that have one), an ``out`` that is a file, an
-    ``out`` holding a different render (without ``overwrite``), and bad sizes, seeds or formats; StoreError
-    (labeldist.store) for a store that cannot be read.
+    ``out`` holding a different render (without ``overwrite``), a frame for a kind that has none, a pose with a
+    joint outside the frame (naming it), and bad sizes, seeds or formats; StoreError (labeldist.store) for a
+    store that cannot be read.
     """
     from labeldist.store import StoreReader
 
@@ -280,6 +297,15 @@ def render_store(
         raise RenderError(f"{reader.url}: kind {kind!r} has no renderer; kinds that have one: {', '.join(RENDERERS)}")
     count = reader.n_items if items is None else min(items, reader.n_items)
     ids = [str(i) for i in reader.ids[:count]]
+    labels = reader.labels()
+    module = _renderer(kind)
+    if hasattr(module, "store_frame"):
+        frame, frame_source = module.store_frame(reader.manifest, labels, frame)
+        frame = [float(v) for v in frame]
+    elif frame is not None:
+        raise RenderError(f"kind {kind!r} is drawn in its label's own frame and takes no frame; got {frame!r}")
+    else:
+        frame_source = "the label's own (a layout's map is the picture)"
     names = safe_names(ids, fmt)
     meta = {
         "version": RENDER_VERSION,
@@ -292,15 +318,16 @@ def render_store(
         "size": int(size),
         "format": fmt,
         "count": count,
+        "frame": frame,
+        "frame_source": frame_source,
         "index": INDEX,
         "complete": False,
     }
     out = Path(out)
     _prepare_out(out, meta, overwrite)
     _write_meta(out, meta)
-    labels = reader.labels()
     workers = max(1, min(workers or os.cpu_count() or 1, -(-count // CHUNK) or 1))
-    tasks = _tasks(kind, seed, size, fmt, out, names, labels, count)
+    tasks = _tasks(kind, seed, size, fmt, out, names, labels, count, frame)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -315,3 +342,19 @@ def render_store(
     meta["complete"] = True
     _write_meta(out, meta)
     return meta
+
+
+def read_frame(out: str | os.PathLike[str]) -> tuple[float, float, float] | None:
+    """The frame ``(cx, cy, half)`` of the render in folder ``out`` (its render.json), None for a kind drawn
+    without one: what its test store's render must be given (``render_store(..., frame=read_frame(train))``).
+    RenderError when ``out`` holds no render."""
+    path = Path(out) / META
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise RenderError(f"{path}: no render there ({type(e).__name__})") from None
+    if not isinstance(meta, dict) or meta.get("version") != RENDER_VERSION:
+        found = meta.get("version") if isinstance(meta, dict) else None
+        raise RenderError(f"{path}: a render of version {found!r}, not {RENDER_VERSION}: it has no frame to reuse")
+    frame = meta.get("frame")
+    return None if frame is None else tuple(float(v) for v in frame)

@@ -1,4 +1,4 @@
-"""MPII poses drawn as figures over cluttered backgrounds (``trainer render`` of a ``pose`` store).
+r"""MPII poses drawn as figures over cluttered backgrounds (``trainer render`` of a ``pose`` store).
 
 The figure is the pose itself: limbs are capsules (thick lines with round ends) between the joints of
 :data:`MPII_EDGES`, joints are discs, the head a disc on the neck–head-top segment, all with a contrasting
@@ -6,11 +6,50 @@ outline. Only present joints are drawn (an occluded joint, present but not visib
 distance, so it is drawn); a limb with a missing end is left out. Left limbs are drawn lighter and right limbs
 darker, so that a CNN can tell them apart as the distance does (it compares r_wrist with r_wrist).
 
+**The picture is drawn in the label's own frame** (issue 18). A :class:`Frame` is a square of half-side
+``half`` label units centred on ``(cx, cy)``, the same for every item of a store, and a joint's pixel is
+
+.. math:: \text{pixel} = \frac{\text{size}}{2} + (xy - \text{centre}) \, \frac{\text{size}}{2\,\text{half}}
+
+(x right, y down, as MPII's image coordinates; pixel ``i`` covers ``[i, i + 1)``). So a pose's position and
+size in pixels are its position and size in label units: what the pose distance (labeldist.distances.pose,
+the sum over shared joints of Euclidean joint distances, Kwak et al. 2016; Kim et al., CVPR 2019, §4.3)
+measures. Render version 1 normalised each pose by its own bounding box and drew it at a random scale,
+rotation (±6°) and shift: the picture lost exactly what the distance measures. On the MPII test split of
+RESULTS.md (118 queries x 474 gallery) a perfect model of the bounding-box-normalised pose reaches nDCG@10 0.830
+(MLD@10 1.554), before the random rotation and fill cost more; of this frame under the training jitter (scale
+±5 %, shift ±3 % of the side) 0.874 (MLD@10 1.418), with no jitter 1 (the oracle's MLD@10 1.104)
+(:mod:`labeldist.trainer.ceiling`).
+
+Which frame:
+
+- a ``center_scale`` store (``(p - c) / (200 s)``; MPII's 200 s is about a person's height):
+  :data:`CENTER_SCALE_FRAME`, centre (0, 0) and half-side 1.1, a picture 2.2 person heights across. The frame
+  must hold every figure, its joint discs and outline included, under the training jitter it leaves room for
+  (:data:`MARGIN_SCALE`, :data:`MARGIN_SHIFT`: scale by 1 ± 5 % about the centre, shift by ± 3 % of the side):
+  with ``e`` the farthest a joint or head disc reaches from the centre (either axis) and ``r`` the largest reach
+  of a joint disc with its outline (:data:`REACH` of the side, ``2 r half``),
+  :math:`(e + 2 r \, \text{half}) (1 + 0.05) + 0.03 \cdot 2\,\text{half} \le \text{half}`
+  (:func:`needed_half`). Measured on ``data/mpii/mpii_valid_2958.csv`` (all 2,958 poses): joints span x
+  -0.717..0.854 and y -0.852..0.909, head discs reach 0.656. ``e = 0.909`` needs half >= 1.085: 1.0 does not
+  hold it, 1.1 (the smallest half in steps of 0.1) does. The two far ends are annotation slips: the pelvis and
+  thorax of 008975950.jpg#0 far from its other joints (the pelvis at (0.854, 0.909)), and the four leg joints
+  of 022415400.jpg#1 on one point (-0.717, -0.852). Without them every pose lies within 0.656 (head discs
+  included) and half 0.8 would do, with larger figures and a smaller shift in label units (the ceiling under
+  the jitter: nDCG@10 0.911 against 0.874).
+- any other normalization (``none``: image pixels, ``head``): no natural frame. :func:`frame_from_extent`
+  computes one from the store's own joints (the centre of their box, the half-side :func:`needed_half` rounded up
+  to two significant digits) and render.json records it. **A test store must be rendered with the same frame
+  as its train store** (``render_store(..., frame=(cx, cy, half))``, the train render's ``frame``): each
+  store's own extent would give each its own frame, and the same pose two different pictures.
+
+A joint outside the frame is refused (:class:`~labeldist.trainer.render.RenderError` naming the item, the joint
+and a frame that holds the whole store), not silently drawn clipped.
+
 What varies from image to image and must not matter: the background (a gradient, blotchy texture, random
-shapes and strokes), the figure's colour, limb width and joint size, its scale, a small rotation and its
-position, and sensor noise. The pose is normalised to the frame first (its present joints' bounding box,
-aspect kept), so the pixels carry the pose's shape and nothing of the photo it came from; the whole figure,
-outline included, stays inside the frame.
+shapes and strokes), the figure's colours, its limb width and joint size (fractions of the frame: a pose's
+size in pixels stays its label size), and sensor noise. Nothing moves, scales or turns the figure; the
+training augmentation's scale and shift jitter does, within the room the frame leaves for it.
 
 Three independent generators are spawned from the item's: background, figure, noise. Two poses rendered with the
 same generator therefore get the same background, style and noise, and differ only where their figures are.
@@ -19,10 +58,12 @@ same generator therefore get the same background, style and noise, and differ on
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
-from labeldist.trainer.render import finish, hsv, luminance, smooth_noise
+from labeldist.trainer.render import RenderError, finish, hsv, luminance, smooth_noise
 from PIL import Image, ImageDraw
 
 from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
@@ -30,6 +71,33 @@ from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
 RIGHT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("r_"))
 LEFT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("l_"))
 NECK, HEAD_TOP = MPII_JOINTS.index("upper_neck"), MPII_JOINTS.index("head_top")
+
+
+class Frame(NamedTuple):
+    """The square of label coordinates a picture shows: centre ``(cx, cy)`` and half-side ``half``, in label
+    units (a tuple: it pickles to the worker processes with each item and writes to render.json as a list)."""
+
+    cx: float
+    cy: float
+    half: float
+
+    def to_pixels(self, xy: np.ndarray, size: int) -> np.ndarray:
+        """``size / 2 + (xy - centre) * size / (2 half)``: label coordinates (..., 2) to output pixels."""
+        return size / 2 + (np.asarray(xy, dtype=np.float64) - (self.cx, self.cy)) * (size / (2 * self.half))
+
+
+#: the frame of a ``center_scale`` store: the smallest half-side in steps of 0.1 that holds every figure of
+#: data/mpii/mpii_valid_2958.csv under the training jitter (module docstring, :func:`needed_half`)
+CENTER_SCALE_FRAME = Frame(0.0, 0.0, 1.1)
+#: the training jitter a frame leaves room for: scale by 1 ± MARGIN_SCALE about the centre, shift by
+#: ± MARGIN_SHIFT of the side per axis (the pose augmentation's defaults)
+MARGIN_SCALE, MARGIN_SHIFT = 0.05, 0.03
+#: limb width, as a range of fractions of the frame's side; joint radius, fractions of the limb width;
+#: outline width, a fraction of the side. In the center_scale frame limbs are 0.026-0.057 label units wide
+#: (1.5-3.3 px at 128 px), 4-9 % of the median figure's larger side (0.63), as render version 1 drew them
+LIMB, JOINT, OUTLINE = (0.012, 0.026), (0.5, 0.8), 0.008
+#: the farthest a figure reaches past a joint's centre (joint disc and outline at their largest), of the side
+REACH = LIMB[1] * JOINT[1] + OUTLINE
 
 
 @dataclass(frozen=True)
@@ -43,70 +111,37 @@ class FigureStyle:
     limb_width: float
     joint_radius: float
     outline: float
-    #: the larger side of the figure's box, as a fraction of the frame
-    fill: float
-    angle: float
-    #: where in the free room the figure sits, per axis, in [0, 1]
-    shift: tuple[float, float]
 
 
-def item(labels, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """The label of item ``index`` of a Poses set as the renderer takes it: (J, 2) coordinates, (J,) present."""
-    return np.asarray(labels.xy[index], dtype=np.float64), np.asarray(labels.present[index], dtype=bool)
+def item(labels, index: int, frame: Sequence[float] = CENTER_SCALE_FRAME) -> tuple[np.ndarray, np.ndarray, Frame]:
+    """The label of item ``index`` of a Poses set as the renderer takes it: (J, 2) coordinates, (J,) present,
+    and the frame to draw it in (it travels with the item to the worker processes)."""
+    return (np.asarray(labels.xy[index], dtype=np.float64), np.asarray(labels.present[index], dtype=bool),
+            Frame(*map(float, frame)))  # fmt: skip
 
 
 def figure_style(rng: np.random.Generator, size: int) -> FigureStyle:
-    """Colour, limb width, joint size, scale, rotation (within ±6°: the label is not rotation invariant) and
-    shift of one figure."""
-    u = rng.uniform(size=9)
-    fill = 0.55 + 0.37 * u[5]
-    # limbs in proportion to the figure, not the frame: a small figure with frame-sized limbs is a blob
-    limb = size * fill * (0.04 + 0.045 * u[3])
+    """Colour, limb width and joint size of one figure: the sizes fractions of the frame (:data:`LIMB`,
+    :data:`JOINT`, :data:`OUTLINE`), so the figure's thickness does not tell its label size apart; at least a
+    pixel wide (0.8 and 0.6 for the joint radius and outline) in the smallest pictures."""
+    u = rng.uniform(size=5)
+    limb = size * (LIMB[0] + (LIMB[1] - LIMB[0]) * u[3])
     return FigureStyle(
         hue=float(u[0]),
         saturation=float(0.45 + 0.55 * u[1]),
         value=float(u[2]),
         limb_width=float(max(1.0, limb)),
-        joint_radius=float(max(0.8, limb * (0.5 + 0.3 * u[4]))),
-        outline=float(max(0.6, size * 0.012)),
-        fill=float(fill),
-        angle=float(math.radians(-6 + 12 * u[6])),
-        shift=(float(u[7]), float(u[8])),
+        joint_radius=float(max(0.8, limb * (JOINT[0] + (JOINT[1] - JOINT[0]) * u[4]))),
+        outline=float(max(0.6, size * OUTLINE)),
     )
 
 
-def place_pose(xy: np.ndarray, present: np.ndarray, size: int, style: FigureStyle) -> np.ndarray:
-    """(J, 2) joint positions in the output frame (pixels, x right, y down), NaN where a joint is missing.
-
-    The present joints are centred on their bounding box and divided by its larger side (the pose, normalised
-    to the frame), rotated by ``style.angle``, scaled so that the figure's larger side spans ``style.fill`` of
-    the frame, and shifted by ``style.shift`` within the room left; the scale shrinks where the figure with its
-    head, limb width and outline would not fit.
-    """
-    xy = np.asarray(xy, dtype=np.float64)
+def place_pose(xy: np.ndarray, present: np.ndarray, size: int, frame: Sequence[float]) -> np.ndarray:
+    """(J, 2) joint positions in the output picture (pixels, x right, y down), NaN where a joint is missing:
+    ``frame``'s fixed map from label coordinates (:meth:`Frame.to_pixels`), the same for every pose."""
     present = np.asarray(present, dtype=bool)
-    out = np.full(xy.shape, np.nan)
-    if not present.any():
-        return out
-    pts = xy[present]
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
-    extent = float((hi - lo).max()) or 1.0
-    c, s = math.cos(style.angle), math.sin(style.angle)
-    q = ((xy - (lo + hi) / 2) / extent) @ np.array([[c, s], [-s, c]])
-    shown = q[present]
-    box_lo, box_hi = shown.min(axis=0), shown.max(axis=0)
-    if present[NECK] and present[HEAD_TOP]:  # the head disc reaches past the joints
-        centre, radius = head_disc(q)
-        box_lo, box_hi = np.minimum(box_lo, centre - radius), np.maximum(box_hi, centre + radius)
-    span = box_hi - box_lo
-    margin = max(style.limb_width / 2, style.joint_radius) + style.outline + 1.0
-    larger = float(span.max())
-    scale = style.fill * size / larger if larger > 0 else 0.0
-    if larger > 0:
-        scale = min(scale, (size - 2 * margin) / larger)
-    free = np.maximum(size - 2 * margin - scale * span, 0.0)
-    origin = margin + np.asarray(style.shift) * free - scale * box_lo
-    out[present] = q[present] * scale + origin
+    out = Frame(*frame).to_pixels(xy, size)
+    out[~present] = np.nan
     return out
 
 
@@ -114,6 +149,120 @@ def head_disc(joints: np.ndarray) -> tuple[np.ndarray, float]:
     """Centre and radius of the head: the disc on the upper-neck–head-top segment, that segment its diameter."""
     neck, top = joints[NECK], joints[HEAD_TOP]
     return (neck + top) / 2, float(np.linalg.norm(top - neck)) / 2
+
+
+def outside(xy: np.ndarray, present: np.ndarray, frame: Sequence[float]) -> np.ndarray:
+    """(N, J) bool: present joints of (N, J, 2) poses that lie outside the square of ``frame`` (its edge in)."""
+    cx, cy, half = frame
+    with np.errstate(invalid="ignore"):
+        off = np.abs(np.asarray(xy, dtype=np.float64) - (cx, cy)).max(axis=-1) > half
+    return off & np.asarray(present, dtype=bool)
+
+
+def extent(xy: np.ndarray, present: np.ndarray, centre: Sequence[float]) -> float:
+    """The farthest (either axis) a present joint or a head disc of (N, J, 2) poses lies from ``centre``."""
+    xy, present = np.asarray(xy, dtype=np.float64), np.asarray(present, dtype=bool)
+    d = np.abs(xy - np.asarray(centre, dtype=np.float64))
+    far = float(np.where(present[..., None], d, 0.0).max(initial=0.0))
+    if xy.shape[1] <= max(NECK, HEAD_TOP):  # not MPII's joints: no head disc
+        return far
+    head = present[:, NECK] & present[:, HEAD_TOP]
+    if head.any():
+        mid = (xy[head, NECK] + xy[head, HEAD_TOP]) / 2
+        radius = np.linalg.norm(xy[head, HEAD_TOP] - xy[head, NECK], axis=1) / 2
+        far = max(far, float((np.abs(mid - np.asarray(centre)).max(axis=1) + radius).max()))
+    return far
+
+
+def needed_half(
+    xy: np.ndarray,
+    present: np.ndarray,
+    centre: Sequence[float],
+    *,
+    scale: float = MARGIN_SCALE,
+    shift: float = MARGIN_SHIFT,
+    reach: float = REACH,
+) -> float:
+    r"""The least half-side of a frame on ``centre`` that holds every figure of (N, J, 2) poses, joint discs and
+    outline included, after a scale by up to ``1 + scale`` about the centre and a shift by up to ``shift`` of the
+    side per axis:
+
+    .. math:: (e + 2 r h)(1 + 	ext{scale}) + 2 h \, 	ext{shift} \le h
+        \iff h \ge rac{e (1 + 	ext{scale})}{1 - 2 r (1 + 	ext{scale}) - 2\,	ext{shift}}
+
+    with ``e`` the :func:`extent` and ``r`` the ``reach`` past a joint (a fraction of the side). 0 for no joint.
+    """
+    return extent(xy, present, centre) * (1 + scale) / (1 - 2 * reach * (1 + scale) - 2 * shift)
+
+
+def round_up(x: float, digits: int = 2) -> float:
+    """``x`` rounded up to ``digits`` significant digits (1.085 -> 1.1, 234.1 -> 240)."""
+    if not math.isfinite(x) or x <= 0:
+        return x
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return float(round(math.ceil(x / step - 1e-9) * step, 12))
+
+
+def frame_from_extent(xy: np.ndarray, present: np.ndarray) -> Frame:
+    """A frame for poses with no natural one (``none``, ``head`` normalization): centred on the box of all their
+    present joints (rounded to a hundredth of its half-size), the half-side :func:`needed_half` rounded up to two
+    significant digits. Depends on the poses given: render a test store with its train store's frame."""
+    xy, present = np.asarray(xy, dtype=np.float64), np.asarray(present, dtype=bool)
+    if not present.any():
+        return Frame(0.0, 0.0, 1.0)
+    pts = xy[present]
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    span = float((hi - lo).max()) / 2
+    step = 10.0 ** (math.floor(math.log10(span)) - 2) if span > 0 else 1.0
+    centre = np.round((lo + hi) / 2 / step) * step
+    half = round_up(needed_half(xy, present, centre)) or 1.0
+    return Frame(float(round(centre[0], 12)), float(round(centre[1], 12)), half)
+
+
+def check_in_frame(labels, frame: Sequence[float]) -> None:
+    """Refuse (RenderError, one line) poses of ``labels`` with a joint outside ``frame``: the first such item by
+    its id, the joint by name, its coordinates, and the frame that would hold every pose given."""
+    frame = Frame(*frame)
+    bad = outside(labels.xy, labels.present, frame)
+    if not bad.any():
+        return
+    i, j = (int(v) for v in np.argwhere(bad)[0])
+    x, y = labels.xy[i, j]
+    fits = frame_from_extent(labels.xy, labels.present)
+    raise RenderError(f"pose {str(labels.ids[i])!r}: joint {j} ({MPII_JOINTS[j]}) at ({x:.6g}, {y:.6g}) lies "
+                      f"outside the frame (cx, cy, half) = {_show(frame)} ({int(bad.any(axis=1).sum())} of "
+                      f"{len(bad)} poses do); a frame that holds every pose here: {_show(fits)}; render a train "
+                      "store and its test store with the same frame")  # fmt: skip
+
+
+def _show(frame: Frame) -> str:
+    return "(" + ", ".join(f"{v:.6g}" for v in frame) + ")"
+
+
+def store_frame(manifest: dict[str, Any], labels, frame: Sequence[float] | None = None) -> tuple[Frame, str]:
+    """The frame to render a store's poses in and where it comes from, every pose checked to lie inside it
+    (:func:`check_in_frame`): ``frame`` when given; :data:`CENTER_SCALE_FRAME` for a store normalised
+    ``center_scale`` (the manifest's ``params.labels.normalization``); else :func:`frame_from_extent` of its
+    poses, which a test store must then be given (``frame=``) to be drawn like its train store."""
+    if frame is not None:
+        try:
+            found = Frame(*(float(v) for v in frame))
+        except (TypeError, ValueError):
+            raise RenderError(f"a frame is (cx, cy, half), three numbers; got {frame!r}") from None
+        if not all(math.isfinite(v) for v in found) or found.half <= 0:
+            raise RenderError(f"a frame is (cx, cy, half), finite, half > 0; got {_show(found)}")
+        source = "given"
+    else:
+        labels_params = (manifest.get("params") or {}).get("labels") or {}
+        how = labels_params.get("normalization", "none") if isinstance(labels_params, dict) else "none"
+        if how == "center_scale":
+            found, source = CENTER_SCALE_FRAME, "center_scale default"
+        else:
+            found = frame_from_extent(labels.xy, labels.present)
+            source = (f"this store's extent (normalization {how!r}): render its train and test stores with the "
+                      f"same frame, frame={_show(found)}")  # fmt: skip
+    check_in_frame(labels, found)
+    return found, source
 
 
 def background(rng: np.random.Generator, size: int, ss: int) -> Image.Image:
@@ -181,10 +330,13 @@ def _side(a: int, b: int) -> str:
 
 
 def draw_figure(image: Image.Image, joints: np.ndarray, style: FigureStyle, colours: dict, ss: int) -> None:
-    """Draw the figure of ``joints`` (output-frame pixels, NaN = missing) onto ``image`` (``ss`` times larger):
-    first the outline of every part, then the parts, so the outline surrounds the whole silhouette."""
+    """Draw the figure of ``joints`` (output pixels, NaN = missing) onto ``image`` (``ss`` times larger): first
+    the outline of every part, then the parts, so the outline surrounds the whole silhouette.
+
+    Pillow puts coordinate ``p`` at the centre of pixel ``p`` (a disc on ``[p - r, p + r]`` covers pixels
+    ``p - r .. p + r``), whose span is ``[p, p + 1)`` in the picture's coordinates: hence the half pixel."""
     draw = ImageDraw.Draw(image)
-    pts = joints * ss
+    pts = joints * ss - 0.5
     ok = np.isfinite(pts).all(axis=1)
     bones = [(a, b) for a, b in MPII_EDGES if ok[a] and ok[b]]
     head = head_disc(pts) if ok[NECK] and ok[HEAD_TOP] else None
@@ -220,14 +372,22 @@ def supersampling(size: int) -> int:
     return max(1, min(4, 512 // size))
 
 
-def render(item: tuple[np.ndarray, np.ndarray], size: int, rng: np.random.Generator) -> np.ndarray:
-    """(size, size, 3) uint8 image of one pose (``item``: (J, 2) coordinates, (J,) present)."""
-    xy, present = item
+def render(item: tuple, size: int, rng: np.random.Generator) -> np.ndarray:
+    """(size, size, 3) uint8 image of one pose (``item``: (J, 2) coordinates, (J,) present and the
+    :class:`Frame`, as :func:`item` gives it; without the frame, :data:`CENTER_SCALE_FRAME`). RenderError for a
+    present joint outside the frame."""
+    xy, present, frame = item if len(item) == 3 else (*item, CENTER_SCALE_FRAME)
+    xy, present, frame = np.asarray(xy, dtype=np.float64), np.asarray(present, dtype=bool), Frame(*frame)
+    bad = outside(xy, present, frame)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise RenderError(f"joint {j} ({MPII_JOINTS[j]}) at ({xy[j, 0]:.6g}, {xy[j, 1]:.6g}) lies outside the "
+                          f"frame (cx, cy, half) = {_show(frame)}")  # fmt: skip
     bg_rng, fig_rng, noise_rng = rng.spawn(3)
     ss = supersampling(size)
     image = background(bg_rng, size, ss)
     style = figure_style(fig_rng, size)
-    joints = place_pose(xy, present, size, style)
+    joints = place_pose(xy, present, size, frame)
     luma = float(luminance(np.asarray(image.reduce(ss) if ss > 1 else image, np.float32) / 255.0).mean())
     draw_figure(image, joints, style, figure_colours(style, luma), ss)
     if ss > 1:

@@ -1,14 +1,17 @@
 """``trainer render`` (issue 11, item 3): images drawn from the labels of real stores, deterministic by seed.
 
-The stores are tiny but real: 20 MPII poses and 10 generated LSUN layouts, laid out, computed and published by
-the engine's own functions, read back by the renderer through StoreReader only. Images are 32-64 px.
+The stores are tiny but real: 20 MPII poses (in image pixels, and normalised by centre and scale) and 10
+generated LSUN layouts, laid out, computed and published by the engine's own functions, read back by the renderer
+through StoreReader only. Images are 32-128 px.
+
+Poses are drawn in their label's own frame (issue 18): a joint's pixel is ``size / 2 + (xy - centre) * size /
+(2 half)``, computed here from that formula, never by the renderer's own mapping.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +21,10 @@ from labeldist.trainer.cli import main
 from labeldist.trainer.render import RenderError, item_rng, render_store, safe_names
 from PIL import Image
 
+from labeldist.labels.poses import MPII_JOINTS
+
 REPO = Path(__file__).resolve().parents[2]
+MPII = REPO / "data" / "mpii" / "mpii_valid_2958.csv"
 SIZE = 32
 
 
@@ -40,8 +46,21 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from labeldist.distances.pose import PoseDistance
     from labeldist.labels.poses import read_mpii_csv
 
-    labels = read_mpii_csv(REPO / "data" / "mpii" / "mpii_valid_2958.csv").subset(slice(0, 20))
+    labels = read_mpii_csv(MPII).subset(slice(0, 20))
     return _build(tmp_path_factory.mktemp("render") / "mpii20-pose", labels, PoseDistance(), "mpii20", "pose")
+
+
+@pytest.fixture(scope="module")
+def centred_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same 20 poses normalised ``center_scale``, as RESULTS.md's stores: drawn in the default frame."""
+    from labeldist.distances.pose import PoseDistance
+    from labeldist.labels.poses import read_mpii_csv
+
+    every = read_mpii_csv(MPII, normalization="center_scale")
+    labels = every.subset(slice(0, 20))
+    labels.provenance = dict(every.provenance)  # (subset drops it) the manifest's params.labels.normalization
+    url = tmp_path_factory.mktemp("render") / "mpii20c-pose"
+    return _build(url, labels, PoseDistance(), "mpii20c", "pose")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +92,7 @@ def _images(out: Path) -> dict[str, np.ndarray]:
 # Determinism: by seed, not by worker count
 
 
-@pytest.mark.parametrize("store", ["pose_store", "layout_store"])
+@pytest.mark.parametrize("store", ["pose_store", "centred_store", "layout_store"])
 def test_same_seed_gives_byte_identical_files_and_another_seed_other_images(store, request, tmp_path) -> None:
     url = request.getfixturevalue(store)
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
@@ -150,38 +169,145 @@ def _pose_style(seed: int, size: int) -> render_pose.FigureStyle:
     return render_pose.figure_style(np.random.default_rng(seed).spawn(3)[1], size)
 
 
+def _pixels(xy: np.ndarray, frame, size: int) -> np.ndarray:
+    """The label frame's map, written out here: ``size / 2 + (xy - centre) * size / (2 half)``."""
+    cx, cy, half = frame
+    return np.stack([size / 2 + (xy[..., 0] - cx) * size / (2 * half),
+                     size / 2 + (xy[..., 1] - cy) * size / (2 * half)], axis=-1)  # fmt: skip
+
+
+def _centroid(mask: np.ndarray) -> np.ndarray:
+    """(x, y) of the centre of the pixels of ``mask``, pixel (r, c) covering [c, c + 1) x [r, r + 1)."""
+    rows, cols = np.nonzero(mask)
+    return np.array([cols.mean() + 0.5, rows.mean() + 0.5])
+
+
+def _centred_poses():
+    from labeldist.labels.poses import read_mpii_csv
+
+    return read_mpii_csv(MPII, normalization="center_scale")
+
+
 def _figure_box(xy, present, size: int, seed: int) -> tuple[slice, slice]:
     style = _pose_style(seed, size)
-    joints = render_pose.place_pose(xy, present, size, style)[present]
+    joints = _pixels(xy, render_pose.CENTER_SCALE_FRAME, size)[present]
     pad = max(style.limb_width / 2, style.joint_radius) + style.outline + 4  # + the resampling kernel
     lo = np.floor(joints.min(axis=0) - pad).astype(int).clip(0, size)
     hi = np.ceil(joints.max(axis=0) + pad).astype(int).clip(0, size)
-    top = joints[render_pose.HEAD_TOP, 1] if present[render_pose.HEAD_TOP] else joints[:, 1].min()
-    lo[1] = max(0, min(lo[1], int(top - 2 * pad - size * 0.15)))  # the head disc may reach above the joints
     return slice(lo[1], hi[1]), slice(lo[0], hi[0])
 
 
-def test_a_pose_image_depends_on_the_pose_and_only_in_the_figure(pose_store) -> None:
+def test_a_pose_image_depends_on_the_pose_and_only_in_the_figure(centred_store) -> None:
     from labeldist.store import StoreReader
 
-    poses = StoreReader(str(pose_store)).labels()
+    poses = StoreReader(str(centred_store)).labels()
     size, seed = 64, 5
     a, b = render_pose.item(poses, 0), render_pose.item(poses, 1)
     image_a = render_pose.render(a, size, np.random.default_rng(seed))
     image_b = render_pose.render(b, size, np.random.default_rng(seed))
     assert np.array_equal(image_a, render_pose.render(a, size, np.random.default_rng(seed)))
     differ = (image_a != image_b).any(axis=2)
-    assert differ.sum() > 0.02 * size * size
+    assert differ.sum() > 0.01 * size * size
     # same generator: same background, style and noise; what differs lies where one of the two figures is
     inside = np.zeros_like(differ)
-    for xy, present in (a, b):
+    for xy, present, _ in (a, b):
         inside[_figure_box(xy, present, size, seed)] = True
     assert not differ[~inside].any()
 
 
+@pytest.mark.parametrize("size", [32, 128])
+def test_each_joint_is_drawn_where_the_label_frame_puts_it(size) -> None:
+    """Joint j alone (a disc with its outline) against no joint at all, same generator: the pixels that differ are
+    the disc, and their centre is the joint's pixel by the frame's formula, to a fraction of a pixel."""
+    poses = _centred_poses()
+    for index in (0, 7):
+        xy, present, frame = render_pose.item(poses, index)
+        expected = _pixels(xy, render_pose.CENTER_SCALE_FRAME, size)
+        blank = render_pose.render((xy, np.zeros(16, dtype=bool), frame), size, np.random.default_rng(index))
+        for j in np.flatnonzero(present):
+            one = np.zeros(16, dtype=bool)
+            one[j] = True
+            image = render_pose.render((xy, one, frame), size, np.random.default_rng(index))
+            disc = (image != blank).any(axis=2)
+            style = _pose_style(index, size)
+            box = 2 * (style.joint_radius + style.outline) + 5  # the disc and outline, + the resampling kernel
+            assert 3 <= disc.sum() <= box * box, "one joint is a small disc"
+            np.testing.assert_allclose(_centroid(disc), expected[j], atol=0.75, err_msg=f"item {index}, joint {j}")
+
+
+def test_a_frame_maps_label_units_to_pixels_the_same_for_every_pose() -> None:
+    """Another frame (centre, half-side) moves and scales the figure as the formula says; a pose's size in pixels
+    is its label size times size / (2 half), whatever the pose."""
+    poses = _centred_poses()
+    xy, present, _ = render_pose.item(poses, 3)
+    frame = render_pose.Frame(0.1, -0.2, 0.8)
+    j = int(np.flatnonzero(present)[0])
+    one = np.zeros(16, dtype=bool)
+    one[j] = True
+    size = 96
+    image = render_pose.render((xy, one, frame), size, np.random.default_rng(0))
+    blank = render_pose.render((xy, np.zeros(16, dtype=bool), frame), size, np.random.default_rng(0))
+    np.testing.assert_allclose(_centroid((image != blank).any(axis=2)), _pixels(xy[j], frame, size), atol=0.75)
+    for index in range(0, 2958, 500):
+        xy, present = poses.xy[index][poses.present[index]], None
+        d_label = np.linalg.norm(xy[:, None] - xy[None], axis=-1)
+        px = render_pose.place_pose(xy, np.ones(len(xy), dtype=bool), size, frame)
+        np.testing.assert_allclose(np.linalg.norm(px[:, None] - px[None], axis=-1), d_label * size / (2 * 0.8))
+
+
+def _largest_style(size: int) -> render_pose.FigureStyle:
+    """The style of the widest limbs and largest joints figure_style draws (every uniform at its top)."""
+
+    class Top:
+        def uniform(self, size=None):
+            return np.ones(size)
+
+    return render_pose.figure_style(Top(), size)
+
+
+def test_every_shipped_pose_fits_the_default_frame_with_room_for_the_jitter() -> None:
+    """All 2,958 poses of the shipped file, center_scale, at the default frame: every joint disc, limb end and
+    head disc with its outline, in the largest style, stays inside the picture even after the largest training
+    jitter (scale 1.05 about the centre, shift 3 % of the side on both axes)."""
+    poses = _centred_poses()
+    size = 128
+    style = _largest_style(size)
+    assert style.limb_width > 1.0 and style.outline > 0.6  # proportional to the frame, no floor at this size
+    reach = max(style.limb_width / 2, style.joint_radius) + style.outline
+    px = _pixels(poses.xy, render_pose.CENTER_SCALE_FRAME, size)
+    far = np.where(poses.present[..., None], np.abs(px - size / 2), 0.0).max(axis=(1, 2)) + reach
+    head = poses.present[:, render_pose.NECK] & poses.present[:, render_pose.HEAD_TOP]
+    neck, top = px[head, render_pose.NECK], px[head, render_pose.HEAD_TOP]
+    head_far = np.abs((neck + top) / 2 - size / 2).max(axis=1) + np.linalg.norm(top - neck, axis=1) / 2 + style.outline
+    far[head] = np.maximum(far[head], head_far)
+    worst = far * 1.05 + 0.03 * size
+    assert worst.max() <= size / 2, f"pose {poses.ids[int(worst.argmax())]} leaves the picture"
+    # ... and 1.0, the frame of two person heights, would not hold the two annotation slips (module docstring)
+    assert (far * 1.1 * 1.05 + 0.03 * size > size / 2).sum() == 2
+    assert render_pose.round_up(render_pose.needed_half(poses.xy, poses.present, (0, 0)), 2) == 1.1
+
+
+def test_the_farthest_shipped_poses_are_drawn_whole() -> None:
+    """The pixels of the three poses that reach farthest: none on the picture's border, none in the room the
+    shift jitter needs."""
+    poses = _centred_poses()
+    far = np.where(poses.present[..., None], np.abs(poses.xy), 0.0).max(axis=(1, 2))
+    size = 128
+    room = int(np.ceil(0.03 * size))
+    for index in np.argsort(far)[-3:]:
+        xy, present, frame = render_pose.item(poses, int(index))
+        image = render_pose.render((xy, present, frame), size, np.random.default_rng(1))
+        blank = render_pose.render((xy, np.zeros(16, dtype=bool), frame), size, np.random.default_rng(1))
+        figure = (image != blank).any(axis=2)
+        assert figure.sum() > 50
+        inner = np.zeros_like(figure)
+        inner[room:-room, room:-room] = True
+        assert not figure[~inner].any(), f"pose {poses.ids[index]} reaches the border"
+
+
 def _stick_figure() -> np.ndarray:
-    """(16, 2) joints of a figure whose left arm lies inside the box of the other joints (rotated by up to 6°
-    too), in MPII order."""
+    """(16, 2) joints of a figure (label units, within ±0.4 of the centre) whose left arm lies inside the box of
+    the other joints, in MPII order."""
     joints = {
         "r_ankle": (-7, 10), "r_knee": (-3, 5), "r_hip": (-1, 0), "l_hip": (1, 0), "l_knee": (3, 5),
         "l_ankle": (7, 10), "pelvis": (0, 0), "thorax": (0, -7), "upper_neck": (0, -8), "head_top": (0, -10),
@@ -190,7 +316,7 @@ def _stick_figure() -> np.ndarray:
     }  # fmt: skip
     from labeldist.labels.poses import MPII_JOINTS
 
-    return np.array([joints[name] for name in MPII_JOINTS], dtype=np.float64)
+    return np.array([joints[name] for name in MPII_JOINTS], dtype=np.float64) / 25
 
 
 def test_limbs_of_missing_joints_are_not_drawn() -> None:
@@ -205,38 +331,102 @@ def test_limbs_of_missing_joints_are_not_drawn() -> None:
     xy_missing = xy.copy()
     xy_missing[[elbow, wrist]] = 0.0
 
+    frame = render_pose.Frame(0.0, 0.0, 0.5)  # the figure large in the picture
+
     def draw(points, present):
-        return render_pose.render((points, present), size, np.random.default_rng(seed)).astype(int)
+        return render_pose.render((points, present, frame), size, np.random.default_rng(seed)).astype(int)
 
     with_arm, without_arm = draw(xy, full), draw(xy_missing, missing)
     nothing = draw(xy, np.zeros(16, dtype=bool))  # the background, style and noise alone
-    joints = render_pose.place_pose(xy, full, size, _pose_style(seed, size))
-    # the box is the same without the arm (it lies inside), so both figures sit in the same place
-    np.testing.assert_allclose(render_pose.place_pose(xy_missing, missing, size, _pose_style(seed, size))[missing],
-                               joints[missing])  # fmt: skip
+    joints = _pixels(xy, frame, size)
+    # a joint's pixel depends on its label alone, not on which other joints are there
+    np.testing.assert_allclose(render_pose.place_pose(xy_missing, missing, size, frame)[missing], joints[missing])
+    assert np.isnan(render_pose.place_pose(xy_missing, missing, size, frame)[~missing]).all()
     for a, b in ((shoulder, elbow), (elbow, wrist)):
-        for t in (0.6, 0.8):
+        for t in (0.5, 0.7):
             x, y = (joints[a] + t * (joints[b] - joints[a])).astype(int)
             assert np.abs(with_arm[y, x] - nothing[y, x]).sum() > 30, "the limb is drawn when its joints are there"
             assert np.array_equal(without_arm[y, x], nothing[y, x]), "no trace of a limb whose joint is missing"
-    assert (without_arm != nothing).any(axis=2).sum() > 0.02 * size * size  # the rest of the figure is drawn
+    assert (without_arm != nothing).any(axis=2).sum() > 0.01 * size * size  # the rest of the figure is drawn
 
 
-def test_the_figure_stays_inside_the_frame() -> None:
-    xy = _stick_figure()
-    present = np.ones(16, dtype=bool)
-    for seed in range(50):
-        style = _pose_style(seed, 32)
-        joints = render_pose.place_pose(xy, present, 32, style)
-        reach = max(style.limb_width / 2, style.joint_radius) + style.outline
-        centre, radius = render_pose.head_disc(joints)
-        assert (joints - reach >= 0).all() and (joints + reach <= 32).all()
-        assert (centre - radius - style.outline >= 0).all() and (centre + radius + style.outline <= 32).all()
-        # a similarity transform: distances between joints keep their ratios
-        d = np.linalg.norm(joints[:, None] - joints[None], axis=-1)
-        d0 = np.linalg.norm(xy[:, None] - xy[None], axis=-1)
-        np.testing.assert_allclose(d[d0 > 0] / d0[d0 > 0], d[0, 5] / d0[0, 5], rtol=1e-9)
-        assert abs(style.angle) <= math.radians(6)
+def test_a_joint_outside_the_frame_is_refused_naming_the_item(pose_store, centred_store, tmp_path) -> None:
+    from labeldist.store import StoreReader
+
+    # image pixels drawn in the center_scale frame: every joint lies outside
+    with pytest.raises(RenderError) as e:
+        render_store(pose_store, tmp_path / "r", size=SIZE, workers=1, frame=render_pose.CENTER_SCALE_FRAME)
+    message = str(e.value)
+    first = str(StoreReader(str(pose_store)).ids[0])
+    assert "\n" not in message and repr(first) in message and "outside the frame" in message
+    assert "(0, 0, 1.1)" in message and "20 of 20 poses" in message
+    assert "a frame that holds every pose here" in message and "same frame" in message
+    assert not (tmp_path / "r").exists()
+    # a frame that misses one joint of one pose: that pose and joint are named
+    poses = StoreReader(str(centred_store)).labels()
+    far = np.where(poses.present[..., None], np.abs(poses.xy), 0).max(axis=2)
+    i, j = np.unravel_index(int(far.argmax()), far.shape)
+    half = float(np.sort(far.ravel())[-2] + far.max()) / 2  # between the farthest joint and the next
+    with pytest.raises(RenderError, match="outside the frame") as e:
+        render_store(centred_store, tmp_path / "r", size=SIZE, workers=1, frame=(0, 0, half))
+    assert repr(str(poses.ids[i])) in str(e.value) and f"joint {j} ({MPII_JOINTS[j]})" in str(e.value)
+    assert "1 of 20 poses" in str(e.value)
+    with pytest.raises(RenderError, match="outside the frame"):  # render itself refuses too
+        render_pose.render(render_pose.item(poses, int(i), (0, 0, half)), SIZE, np.random.default_rng(0))
+    for bad in ((0, 0, 0), (0, 0, -1), (0, float("nan"), 1), (1, 2)):
+        with pytest.raises(RenderError, match="a frame is"):
+            render_store(centred_store, tmp_path / "r", size=SIZE, workers=1, frame=bad)
+
+
+def test_cli_refuses_a_joint_outside_the_frame_in_one_line(centred_store, tmp_path, capsys, monkeypatch) -> None:
+    from labeldist.store import StoreReader
+
+    poses = StoreReader(str(centred_store)).labels()
+    monkeypatch.setattr(render_pose, "CENTER_SCALE_FRAME", render_pose.Frame(0.0, 0.0, 0.2))
+    off = (np.abs(poses.xy) > 0.2).any(axis=2) & poses.present
+    first = int(np.flatnonzero(off.any(axis=1))[0])
+    assert main(["render", str(centred_store), "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "outside the frame" in err and repr(str(poses.ids[first])) in err
+    assert "Traceback" not in err and not (tmp_path / "r").exists()
+
+
+def test_render_json_records_the_frame_and_another_frame_is_another_render(pose_store, centred_store, tmp_path):
+    from labeldist.store import StoreReader
+
+    meta = render_store(centred_store, tmp_path / "c", size=SIZE, seed=0, workers=1)
+    assert meta["frame"] == [0.0, 0.0, 1.1] and meta["frame_source"] == "center_scale default"
+    assert json.loads((tmp_path / "c" / "render.json").read_text())["frame"] == [0.0, 0.0, 1.1]
+    assert render.read_frame(tmp_path / "c") == (0.0, 0.0, 1.1)
+    # another frame into the same folder: a different render, refused without --overwrite
+    with pytest.raises(RenderError, match=r"different render \(frame differ\)"):
+        render_store(centred_store, tmp_path / "c", size=SIZE, seed=0, workers=1, frame=(0, 0, 1.2))
+    meta = render_store(centred_store, tmp_path / "c", size=SIZE, seed=0, workers=1, frame=(0, 0, 1.1))
+    assert meta["frame_source"] == "given"  # the same frame given: the same render, rerun
+    # a store in image pixels: its frame is its own extent, recorded, and said to be needed by its test store
+    poses = StoreReader(str(pose_store)).labels()
+    meta = render_store(pose_store, tmp_path / "p", size=SIZE, seed=0, workers=1)
+    cx, cy, half = meta["frame"]
+    assert not render_pose.outside(poses.xy, poses.present, (cx, cy, half)).any()
+    assert "same frame" in meta["frame_source"] and "'none'" in meta["frame_source"]
+    # the train render's frame, given to another render, draws the same pixels
+    render_store(pose_store, tmp_path / "q", size=SIZE, seed=0, workers=1, frame=render.read_frame(tmp_path / "p"))
+    assert _files(tmp_path / "p") == _files(tmp_path / "q")
+    other = render_store(pose_store, tmp_path / "o", size=SIZE, seed=0, workers=1, frame=(cx + 50, cy, half * 1.5))
+    assert _images(tmp_path / "o").keys() == _images(tmp_path / "p").keys() and other["frame"] != meta["frame"]
+    assert all(not np.array_equal(a, b) for a, b in zip(_images(tmp_path / "o").values(),
+                                                        _images(tmp_path / "p").values()))  # fmt: skip
+
+
+def test_the_frame_of_a_store_is_the_centre_of_its_box_rounded() -> None:
+    xy = np.zeros((1, 16, 2))
+    present = np.zeros((1, 16), dtype=bool)
+    xy[0, :2], present[0, :2] = [[100.0, 40.0], [300.0, 80.0]], True  # and 14 joints missing at (0, 0)
+    frame = render_pose.frame_from_extent(xy, present)
+    assert (frame.cx, frame.cy) == (200.0, 60.0)
+    need = 100 * 1.05 / (1 - 2 * render_pose.REACH * 1.05 - 0.06)
+    assert need <= frame.half < need * 1.1 and frame.half == float(f"{frame.half:.2g}")
+    assert [render_pose.round_up(v) for v in (1.085, 1.1, 234.1, 0.00123)] == [1.1, 1.1, 240.0, 0.0013]
 
 
 def test_the_bones_are_the_services() -> None:
@@ -285,6 +475,25 @@ def test_a_layout_image_follows_its_map() -> None:
     differ = np.abs(a.astype(int) - b).sum(axis=2) > 60
     assert differ[2:24, 11:19].mean() > 0.8  # the part of the wall that changed surface
     assert not differ[:, :8].any() and not differ[28:, :].any()  # far from the change: the same surfaces
+
+
+def test_a_layout_is_painted_in_its_maps_own_frame(layout_store, tmp_path) -> None:
+    """A 64 x 64 map split at column 40 and row 48 draws at 32 px with its boundaries at x = 20 and y = 24: the
+    whole map, scaled, no crop or shift; render.json has no frame for layouts, and a frame is refused."""
+    label_map = np.full((64, 64), render_layout.MIDDLE_WALL, dtype=np.uint8)
+    label_map[:, 40:] = render_layout.RIGHT_WALL
+    label_map[48:, :] = render_layout.FLOOR
+    for seed in range(3):
+        image = render_layout.render(label_map, SIZE, item_rng(seed, 0)).astype(float)
+        wall = np.abs(np.diff(image[:20].mean(axis=0), axis=0)).sum(axis=1)  # across columns, above the floor
+        floor = np.abs(np.diff(image[:, :16].mean(axis=1), axis=0)).sum(axis=1)  # across rows, left of the corner
+        # the strongest change between neighbouring columns (rows) within a pixel of the boundary (edge shadows
+        # and resampling blur it over a pixel or two; a random crop or shift would move it further)
+        assert abs(int(wall.argmax()) + 1 - 20) <= 1 and abs(int(floor.argmax()) + 1 - 24) <= 1
+    meta = render_store(layout_store, tmp_path / "l", size=SIZE, workers=1, items=2)
+    assert meta["frame"] is None and render.read_frame(tmp_path / "l") is None
+    with pytest.raises(RenderError, match="takes no frame"):
+        render_store(layout_store, tmp_path / "m", size=SIZE, workers=1, frame=(0, 0, 1))
 
 
 # --------------------------------------------------------------------------------------------------------------

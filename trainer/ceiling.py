@@ -1,0 +1,342 @@
+r"""The ceiling of a rendered test set: the nDCG and MLD of a perfect model of the rendered picture (issue 18).
+
+A model trained on pictures can at best know the label *as the picture and its augmentation show it*: for a
+pose drawn in its label's frame (labeldist.trainer.render_pose) and trained under a scale and shift jitter,
+that is the label after the jitter,
+
+.. math:: \tilde y_i = c + s_i \, (y_i - c) + t_i, \qquad s_i \sim U(1 - \sigma, 1 + \sigma), \quad
+    t_i \sim U(-\tau, \tau)^2 \cdot 2h
+
+(:func:`jitter_poses`; :math:`c` the frame's centre, :math:`h` its half-side, :math:`\sigma` the scale and
+:math:`\tau` the shift jitter as a fraction of the side, one draw per item). The perfect model ranks the
+gallery by the label distance between jittered labels, :math:`D(\tilde y_q, \tilde y_g)`, and is scored as any
+model is, against the *true* label distances :math:`D(y_q, y_g)`: the modified nDCG@K (Kim et al., "Deep
+Metric Learning Beyond Binary Supervision", CVPR 2019, Eq. 12) and the mean label distance MLD@K (ibid. §5),
+:func:`labeldist.trainer.metrics.ndcg` and :func:`~labeldist.trainer.metrics.mean_label_distance`. Averaged over
+a few jitter draws. What a trained model reaches on the same test set is to be read against this number, not
+against 1: the gap between the ceiling and 1 is what the picture hides, not what the model failed to learn.
+
+- No jitter (:math:`\sigma = \tau = 0`): the ranking is the label distance's own, the oracle's, and the ceiling
+  is exactly 1 for nDCG at every K (the MLD the oracle's).
+- A pose picture normalised by its own bounding box (render version 1): the model sees
+  :func:`bbox_normalise` of the label, position and size gone (``view="bbox"``).
+- Layouts are painted in the room map's own frame with no jitter (labeldist.trainer.render_layout): the
+  ceiling is 1 by construction, and :func:`ceiling` says so in its ``note``.
+
+Measured on the MPII test split of RESULTS.md (``split_indices(2958, seed=0)``: 118 queries x 474 gallery,
+center_scale, frame (0, 0, 1.1); ``python -m labeldist.trainer.ceiling --labels data/mpii/mpii_valid_2958.csv``):
+
+- the label frame with the jitter, scale ±0.05, shift ±0.03 (5 draws): nDCG@1 0.850, nDCG@10 0.874, MLD@1 1.257,
+  MLD@10 1.418;
+- the label frame with no jitter (the oracle): nDCG 1, MLD@1 0.887, MLD@10 1.104;
+- the bounding box (render version 1, before its random rotation and fill): nDCG@1 0.798, nDCG@10 0.830,
+  MLD@1 1.417, MLD@10 1.554.
+
+The shift costs nearly all of the jitter's loss (scale ±0.05 alone: nDCG@10 0.997; shift ±0.03 alone: 0.875):
+two items shifted apart by ``d`` move all 16 joints by ``d``, up to ``16 |d|`` in the summed distance. The shift
+is a fraction of the side, so a larger frame shifts further in label units (frame half 1.0: 0.885; 0.8, which
+would hold every pose but two annotation slips (labeldist.trainer.render_pose): 0.911). The ceiling is that
+of a model invariant to the jitter it was trained under; the test pictures themselves are rendered unjittered.
+
+Usage (the MPII split of RESULTS.md, the label frame with the pose augmentation's jitter, no jitter, and the
+bounding-box render)::
+
+    python -m labeldist.trainer.ceiling --labels data/mpii/mpii_valid_2958.csv --split-seed 0 \
+        --scale 0.05 --shift 0.03
+    python -m labeldist.trainer.ceiling --store stores/mpii-test-pose --split runs/mpii/split.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from labeldist.trainer.metrics import mean_label_distance, ndcg
+
+#: what the ranking sees of a pose: its label (in the label's frame, jittered) or its bounding-box normalisation
+VIEWS = ("label", "bbox")
+#: the K of :func:`ceiling`'s ``summary``
+SUMMARY_K = (1, 5, 10, 20, 50)
+
+
+def jitter_poses(
+    xy: np.ndarray, *, scale: float, shift: float, frame: Sequence[float], rng: np.random.Generator
+) -> np.ndarray:
+    r"""(N, J, 2) joints after the training jitter, one draw per item:
+    :math:`c + s_i (y_i - c) + t_i`, :math:`s_i \sim U(1 - \text{scale}, 1 + \text{scale})`,
+    :math:`t_i \sim U(-\text{shift}, \text{shift})^2 \cdot 2\,\text{half}` with ``frame = (cx, cy, half)``.
+    Draws all scales, then all shifts (N and 2N values), whatever the jitter."""
+    cx, cy, half = (float(v) for v in frame)
+    xy = np.asarray(xy, dtype=np.float64)
+    n = xy.shape[0]
+    s = rng.uniform(1.0 - scale, 1.0 + scale, size=n)
+    t = rng.uniform(-shift, shift, size=(n, 2)) * (2.0 * half)
+    centre = np.array([cx, cy])
+    return centre + s[:, None, None] * (xy - centre) + t[:, None, :]
+
+
+def bbox_normalise(xy: np.ndarray, present: np.ndarray) -> np.ndarray:
+    r"""(N, J, 2) joints as render version 1 drew them (before its random fill, rotation and shift): centred on
+    the box of the pose's present joints and divided by its larger side, :math:`(y - m) / \max(w, h)`.
+    A pose with no present joint is left as it is; a box of size 0 is divided by 1."""
+    xy = np.asarray(xy, dtype=np.float64)
+    present = np.asarray(present, dtype=bool)
+    lo = np.where(present[..., None], xy, np.inf).min(axis=1)
+    hi = np.where(present[..., None], xy, -np.inf).max(axis=1)
+    some = present.any(axis=1)
+    mid = np.where(some[:, None], (lo + hi) / 2, 0.0)
+    side = np.where(some, (hi - lo).max(axis=1, initial=0.0), 1.0)
+    side = np.where(side > 0, side, 1.0)
+    return (xy - mid[:, None, :]) / side[:, None, None]
+
+
+def _with_xy(labels, xy: np.ndarray):
+    return type(labels)(labels.ids, xy, labels.present, labels.visible)
+
+
+def ranking(distances: np.ndarray, k: int) -> np.ndarray:
+    """(Q, k) gallery positions by increasing ``distances`` (Q, G), ties by position: what a model that knows
+    them retrieves."""
+    return np.argsort(np.asarray(distances, dtype=np.float64), axis=1, kind="stable")[:, :k]
+
+
+def score(true_distances: np.ndarray, ranking_distances: np.ndarray, k_max: int) -> dict[str, np.ndarray]:
+    """nDCG@K and MLD@K (K = 1..k_max) of the ranking by ``ranking_distances``, judged by ``true_distances``."""
+    retrieved = ranking(ranking_distances, k_max)
+    return {
+        "ndcg": ndcg(true_distances, retrieved),
+        "mean_label_distance": mean_label_distance(true_distances, retrieved),
+    }
+
+
+def ceiling(
+    labels,
+    distance,
+    queries: Sequence[int] | np.ndarray,
+    gallery: Sequence[int] | np.ndarray,
+    *,
+    scale: float = 0.0,
+    shift: float = 0.0,
+    frame: Sequence[float] | None = None,
+    view: str = "label",
+    draws: int = 5,
+    seed: int = 0,
+    k_max: int = 100,
+) -> dict[str, Any]:
+    """The nDCG@K and MLD@K of a perfect model of the rendered picture (module docstring), K = 1..k_max.
+
+    ``labels``: a LabelSet; ``queries`` / ``gallery``: positions in it; ``distance``: its LabelDistance.
+    Poses: ``frame`` ``(cx, cy, half)`` (needed for a jitter: its centre and side), ``scale`` and ``shift`` the
+    jitter (0: none), ``view`` ``"label"`` (the label's frame) or ``"bbox"`` (render version 1's bounding-box
+    normalisation, which undoes any scale and shift, so it takes no jitter). Every item gets its own jitter draw,
+    ``draws`` times (generator ``(seed, draw)``); with no jitter one draw is the answer. Other labels (layouts)
+    take no jitter and no view: their ceiling is 1 by construction.
+
+    Returns ``k``, ``ndcg`` and ``mean_label_distance`` (means over the draws) with ``*_std`` (their standard
+    deviation over the draws), ``oracle_mean_label_distance`` (the gallery sorted by the true distance),
+    ``summary`` (``ndcg@K``, ``mean_label_distance@K`` for K in :data:`SUMMARY_K` up to k_max), ``params`` and a
+    one-line ``note``.
+    """
+    from labeldist.labels.poses import Poses
+
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}; known: {', '.join(VIEWS)}")
+    if scale < 0 or shift < 0 or scale >= 1:
+        raise ValueError(f"jitter must have 0 <= scale < 1 and shift >= 0, got scale={scale}, shift={shift}")
+    if draws < 1:
+        raise ValueError(f"draws must be >= 1, got {draws}")
+    queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
+    k_max = min(int(k_max), len(gallery))
+    true = distance.block(labels.subset(queries), labels.subset(gallery))
+    jitter = bool(scale or shift)
+    if not isinstance(labels, Poses):
+        if jitter or view != "label":
+            raise ValueError(f"{type(labels).__name__} are painted in their own frame with no jitter: a ceiling "
+                             "takes no scale, shift or view for them")  # fmt: skip
+        note = ("drawn in the label's own frame with no jitter (a layout's map is its picture): a perfect model "
+                "ranks by the label distance itself, so the ceiling is 1 by construction")  # fmt: skip
+        views, used = [labels], 1
+    elif view == "bbox":
+        if jitter:
+            raise ValueError("the bounding-box view undoes any scale and shift: it takes no jitter")
+        note = ("render version 1: each pose normalised by its own bounding box, its position and size lost; "
+                "the ranking is the pose distance between the normalised poses")  # fmt: skip
+        views, used = [_with_xy(labels, bbox_normalise(labels.xy, labels.present))], 1
+    elif not jitter:
+        note = "no jitter: the ranking is the label distance's own (the oracle's), so nDCG is 1 at every K"
+        views, used = [labels], 1
+    else:
+        if frame is None:
+            raise ValueError("a jitter needs the frame (cx, cy, half): its centre and side")
+        note = (f"the label's frame {tuple(float(v) for v in frame)} with the training jitter: scale 1 ± {scale} "
+                f"about the centre, shift ± {shift} of the side, one draw per item, {draws} draws")  # fmt: skip
+        views = []
+        for d in range(draws):
+            rng = np.random.default_rng(np.random.SeedSequence([int(seed), d]))
+            views.append(_with_xy(labels, jitter_poses(labels.xy, scale=scale, shift=shift, frame=frame, rng=rng)))
+        used = draws
+    scores = [score(true, distance.block(v.subset(queries), v.subset(gallery)), k_max) for v in views]
+    out: dict[str, Any] = {"k": np.arange(1, k_max + 1)}
+    for name in ("ndcg", "mean_label_distance"):
+        stack = np.stack([s[name] for s in scores])
+        out[name], out[f"{name}_std"] = stack.mean(0), stack.std(0)
+    out["oracle_mean_label_distance"] = mean_label_distance(true, ranking(true, k_max))
+    out["summary"] = {f"{name}@{k}": float(out[name][k - 1]) for name in ("ndcg", "mean_label_distance")
+                      for k in SUMMARY_K if k <= k_max}  # fmt: skip
+    out["params"] = {"scale": float(scale), "shift": float(shift), "view": view, "draws": used, "seed": int(seed),
+                     "frame": None if frame is None else [float(v) for v in frame], "queries": len(queries),
+                     "gallery": len(gallery)}  # fmt: skip
+    out["note"] = note
+    return out
+
+
+def _split_positions(split: str | os.PathLike[str] | dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(split, dict):
+        split = json.loads(Path(split).read_text(encoding="utf-8"))
+    return np.asarray(split["queries"], dtype=np.int64), np.asarray(split["gallery"], dtype=np.int64)
+
+
+def _frame_for(labels, normalization: str | None, frame: Sequence[float] | None) -> tuple[float, float, float] | None:
+    """The frame a pose store is rendered in (labeldist.trainer.render_pose.store_frame), None for other labels."""
+    from labeldist.labels.poses import Poses
+
+    if frame is not None or not isinstance(labels, Poses):
+        return None if frame is None else tuple(float(v) for v in frame)
+    from labeldist.trainer.render_pose import store_frame
+
+    manifest = {"params": {"labels": {"normalization": normalization or "none"}}}
+    return tuple(store_frame(manifest, labels)[0])
+
+
+def store_ceiling(
+    store: str | os.PathLike[str],
+    split: str | os.PathLike[str] | dict[str, Any],
+    *,
+    scale: float = 0.0,
+    shift: float = 0.0,
+    frame: Sequence[float] | None = None,
+    view: str = "label",
+    draws: int = 5,
+    seed: int = 0,
+    k_max: int = 100,
+) -> dict[str, Any]:
+    """:func:`ceiling` of a test store (labeldist.store) and its split (a ``split.json`` of ``trainer split``, or
+    a dict, with ``queries`` and ``gallery``: positions in the store), with the store's own distance. ``frame``:
+    None for the one its render uses (fixed for a ``center_scale`` pose store; else from its extent, which for a
+    test store should be given as its train render's, labeldist.trainer.render.read_frame)."""
+    from labeldist.store import StoreReader
+
+    reader = StoreReader(os.fspath(store))
+    labels = reader.labels()
+    queries, gallery = _split_positions(split)
+    labels_params = (reader.manifest.get("params") or {}).get("labels") or {}
+    frame = _frame_for(labels, labels_params.get("normalization"), frame)
+    return ceiling(labels, reader.distance(), queries, gallery, scale=scale, shift=shift, frame=frame, view=view,
+                   draws=draws, seed=seed, k_max=k_max)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------------------
+# python -m labeldist.trainer.ceiling
+
+
+def _table(rows: dict[str, dict[str, Any]], ks: Sequence[int]) -> str:
+    head = ["ranking"] + [f"nDCG@{k}" for k in ks] + [f"MLD@{k}" for k in ks]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, result in rows.items():
+        cells = [f"{result['ndcg'][k - 1]:.3f}" for k in ks]
+        cells += [f"{result['mean_label_distance'][k - 1]:.3f}" for k in ks]
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m labeldist.trainer.ceiling",
+        description="The nDCG and MLD of a perfect model of the rendered picture of a test set: the ranking by "
+        "the label as the picture and its augmentation show it, against the true label distances. Prints the "
+        "label frame with the jitter, with none (the oracle: 1), and render version 1's bounding-box view.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--labels", help="an MPII CSV: split with --split-seed (trainer split's split), poses only")
+    src.add_argument("--store", help="a test store; --split names its queries and gallery")
+    p.add_argument("--normalization", choices=("none", "head", "center_scale"), default="center_scale",
+                   help="--labels: how the poses are read (default: %(default)s, as RESULTS.md's stores)")  # fmt: skip
+    p.add_argument("--split", help="--store: split.json (queries, gallery: positions in the store)")
+    p.add_argument("--split-seed", type=int, default=0, help="--labels: split_indices seed (default: %(default)s)")
+    p.add_argument("--test-fraction", type=float, default=0.2)
+    p.add_argument("--query-fraction", type=float, default=0.2)
+    p.add_argument("--scale", type=float, default=0.05, help="scale jitter, 1 ± SCALE (default: %(default)s)")
+    p.add_argument("--shift", type=float, default=0.03, help="shift jitter, ± SHIFT of the side (default: %(default)s)")
+    frames = p.add_mutually_exclusive_group()
+    frames.add_argument("--frame", type=float, nargs=3, metavar=("CX", "CY", "HALF"),
+                        help="the render's frame (default: the store's, as trainer render picks it)")  # fmt: skip
+    frames.add_argument("--frame-from", metavar="RENDER", help="the frame of the render in this folder (its "
+                        "render.json): the train render, for a test store not normalised center_scale")  # fmt: skip
+    p.add_argument("--draws", type=int, default=5, help="jitter draws to average (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="jitter seed (default: %(default)s)")
+    p.add_argument("--k", type=int, nargs="+", default=[1, 10, 50], help="K to print (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the summaries as JSON instead of a table")
+    args = p.parse_args(argv)
+
+    from labeldist.labels.poses import Poses
+
+    if args.frame_from:
+        from labeldist.trainer.render import RenderError, read_frame
+
+        try:
+            args.frame = read_frame(args.frame_from)
+        except RenderError as e:
+            p.error(str(e))
+
+    if args.labels:
+        from labeldist.trainer.split import split_indices
+
+        from labeldist.distances.pose import PoseDistance
+        from labeldist.labels.poses import read_mpii_csv
+
+        every = read_mpii_csv(args.labels, normalization=args.normalization)
+        split = split_indices(len(every), test_fraction=args.test_fraction, query_fraction=args.query_fraction,
+                              seed=args.split_seed)  # fmt: skip
+        # the frame of the whole file: what trainer render gives the train store, and must give the test store
+        frame = _frame_for(every, args.normalization, args.frame)
+        labels, distance = every.subset(np.asarray(split["test"])), PoseDistance()
+        queries, gallery = split["queries"], split["gallery"]
+    else:
+        if not args.split:
+            p.error("--store needs --split")
+        from labeldist.store import StoreReader
+
+        reader = StoreReader(args.store)
+        labels, distance = reader.labels(), reader.distance()
+        queries, gallery = _split_positions(args.split)
+        labels_params = (reader.manifest.get("params") or {}).get("labels") or {}
+        frame = _frame_for(labels, labels_params.get("normalization"), args.frame)
+    k_max = max(args.k)
+    common = {"frame": frame, "draws": args.draws, "seed": args.seed, "k_max": k_max}
+    rows: dict[str, dict[str, Any]] = {}
+    if isinstance(labels, Poses):
+        rows[f"label frame, jitter scale {args.scale} shift {args.shift}"] = ceiling(
+            labels, distance, queries, gallery, scale=args.scale, shift=args.shift, **common
+        )
+    rows["label frame, no jitter (oracle)"] = ceiling(labels, distance, queries, gallery, **common)
+    if isinstance(labels, Poses):
+        rows["bounding box (render version 1)"] = ceiling(labels, distance, queries, gallery, view="bbox", **common)
+    if args.json:
+        print(json.dumps({name: {**r["summary"], "params": r["params"], "note": r["note"]} for name, r in rows.items()},
+                         indent=2))  # fmt: skip
+        return 0
+    print(f"{len(queries)} queries x {len(gallery)} gallery, frame {frame}")
+    print(_table(rows, [k for k in args.k if k <= len(gallery)]))
+    for name, r in rows.items():
+        print(f"- {name}: {r['note']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
