@@ -21,6 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from labeldist.trainer.augment import AUGMENT_NAMES, AugmentationError
 from labeldist.trainer.checkpoints import CheckpointError
 from labeldist.trainer.client import ServiceError
 from labeldist.trainer.data import InputError
@@ -39,7 +40,6 @@ from labeldist.trainer.recipes import (
 
 from labeldist.options import show_defaults
 
-AUGMENT_NAMES = ("kind", "none", "imagenet")  # TODO(issue 18): from labeldist.trainer.augment
 #: losses that split a minibatch into positives and negatives by the binary rule (--positives)
 BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
 
@@ -373,7 +373,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ServiceError, InputError, WeightsError, CheckpointError, RecipeError) as e:  # the user can fix it: one line
+    except (
+        ServiceError,
+        InputError,
+        WeightsError,
+        CheckpointError,
+        RecipeError,
+        AugmentationError,
+    ) as e:  # the user can fix it: one line
         print(f"trainer {args.command}: {e}", file=sys.stderr)
         return 2
 

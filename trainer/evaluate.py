@@ -48,6 +48,9 @@ class ImageSource:
     index: str | None = None
     input_size: int | None = None
     workers: int | None = None
+    #: "resize" (the image as rendered) or "center_crop" (the ImageNet eval); None: what the checkpoint was
+    #: trained for (its augmentation's), "resize" for an untrained network
+    transform: str | None = None
 
 
 class _Items(torch.utils.data.Dataset):
@@ -121,15 +124,18 @@ def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, i
             model = ResNetEmbedding(backbone, embedding_dim or UNTRAINED_DIM, weights=weights)
         normalized = False
         info: dict[str, Any] = {"model": f"untrained {backbone}" + (f" ({weights})" if weights else " (seed 0)")}
-        size = source.input_size
+        size, transform = source.input_size, source.transform or "resize"
     else:
         model, state = checkpoint_model(checkpoint, images=True, backbone=backbone, embedding_dim=embedding_dim)
         normalized = bool(state.get("normalized"))
         info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
                 "seed": state["config"]["seed"]}  # fmt: skip
         size = source.input_size or state["inputs"]["input_size"]
+        # checkpoints from before augmentations were recorded trained on ImageNet crops: their eval is the centre crop
+        transform = source.transform or state["inputs"].get("eval_transform", "center_crop")
     inputs = open_images(source.root, client.ids(store), pattern=source.pattern, index=source.index,
-                         input_size=size, train=False)  # fmt: skip
+                         input_size=size, transform=transform)  # fmt: skip
+    info["eval_transform"] = transform
     workers = default_loader_workers() if source.workers is None else source.workers
     return embed_images(model, inputs, indices, device, workers=workers), info, normalized
 
@@ -165,14 +171,18 @@ def evaluate(
     backbone: str | None = None,
     embedding_dim: int | None = None,
     weights: str | None = None,
+    metric: str | None = None,
 ) -> dict[str, Any]:
     """Metrics of one model (``checkpoint``; None: untrained) for K = 1..k_max, over the store's ``features``
     or its ``images``. Untrained over features is the features themselves; over images, a ``backbone`` with
     an ``embedding_dim`` head as initialised (random, or from ``weights``; by default resnet34, 128-d). With a
     checkpoint, a ``backbone`` or ``embedding_dim`` given must be the checkpoint's.
 
-    Retrieval ranks by cosine for models trained with a loss that L2-normalises embeddings, else (and for
-    raw features) by squared Euclidean distance."""
+    Retrieval ranks by ``metric`` when given (``cosine`` or ``euclidean``), else by cosine for models trained with
+    a loss that L2-normalises embeddings and by squared Euclidean distance otherwise (and for raw features or an
+    untrained network). A table that compares an untrained network with trained ones should rank the untrained
+    one both ways (``metric``), so that each trained row has a like-for-like baseline; the result's ``metric``
+    says which ran."""
     if (features is None) == (images is None):
         raise ValueError("give exactly one of --features or --images")
     queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
@@ -183,17 +193,17 @@ def evaluate(
         )
         emb = np.zeros((int(needed.max()) + 1, emb_needed.shape[1]), dtype=np.float32)
         emb[needed] = emb_needed
-        metric = "cosine" if normalized else "euclidean"
+        metric = metric or ("cosine" if normalized else "euclidean")
         return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max)
     x = FeatureInputs(features).array
     x = x.reshape(len(x), -1)
     if checkpoint is None:
-        emb, metric, model_info = x, "euclidean", {"model": "input features (untrained)"}
+        emb, metric, model_info = x, metric or "euclidean", {"model": "input features (untrained)"}
     else:
         model, state = checkpoint_model(checkpoint, images=False, backbone=backbone, embedding_dim=embedding_dim,
                                         features=x.shape[1])  # fmt: skip
         emb = embed(model, x, pick_device(device))
-        metric = "cosine" if state.get("normalized") else "euclidean"
+        metric = metric or ("cosine" if state.get("normalized") else "euclidean")
         model_info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
                       "seed": state["config"]["seed"]}  # fmt: skip
     return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from labeldist.trainer.augment import augment, resolve_augmentation, step_generator
 from labeldist.trainer.checkpoints import (
     CheckpointError,
     describe_model,
@@ -38,6 +39,7 @@ from labeldist.trainer.checkpoints import (
 )
 from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream, Source
+from labeldist.trainer.images import device_images
 from labeldist.trainer.losses import make_loss
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
 from labeldist.trainer.recipes import lr_factor
@@ -79,6 +81,9 @@ class FitConfig:
     crop_scale: tuple[float, float] = (0.08, 1.0)
     #: images: decode every image once into a shared uint8 cache ("auto": when it fits the memory limit)
     image_cache: str = "auto"
+    #: images not cached: decode each step's files on the device in batch (None: on CUDA, where nvJPEG does it;
+    #: True on a CPU runs the same path with libjpeg, as the tests do)
+    decode_on_device: bool | None = None
     #: DataLoader worker processes decoding images (None: one per CPU core but one, at most 16)
     loader_workers: int | None = None
     precision: str = "auto"
@@ -190,8 +195,10 @@ def make_scheduler(config: FitConfig, optimizer: torch.optim.Optimizer,
 
 
 def make_inputs(config: FitConfig, client: Source, store: str, info: dict[str, Any], *,
-                train: bool) -> Inputs:  # fmt: skip
-    """The store's inputs: its feature array, or its images (every file found and its header read first)."""
+                encoded: bool = False) -> Inputs:  # fmt: skip
+    """The store's inputs: its feature array, or its images (every file found and its header read first): decoded
+    once into a shared cache when they fit in memory (``config.image_cache``), else decoded each step, on the
+    device when ``encoded`` (CUDA: nvJPEG), else in loader processes."""
     if (config.features is None) == (config.images is None):
         raise InputError("give exactly one of --features (a feature array) or --images (a folder of images)")
     if config.features is not None:
@@ -200,9 +207,10 @@ def make_inputs(config: FitConfig, client: Source, store: str, info: dict[str, A
     else:
         from labeldist.trainer.images import open_images
 
+        # decoded and resized only: the augmentation runs on the step's device (labeldist.trainer.augment)
         inputs = open_images(config.images, client.ids(store), pattern=config.image_pattern, index=config.image_index,
-                             input_size=config.input_size, train=train, flip=config.flip,
-                             crop_scale=config.crop_scale, progress=config.progress)  # fmt: skip
+                             input_size=config.input_size, transform="resize", cache=config.image_cache,
+                             encoded=encoded, crop_scale=config.crop_scale, progress=config.progress)  # fmt: skip
         what = f"images under {config.images} are {inputs.n_items}"
     if info.get("n_items") != inputs.n_items:
         raise InputError(f"{what} but store {store!r} has {info.get('n_items')} items: inputs must be indexed "
@@ -297,10 +305,17 @@ def rewind_log(path: Path, step: int | None) -> None:
     os.replace(tmp, path)
 
 
-def input_config(inputs: Inputs) -> dict[str, Any]:
-    """What evaluation must know of the training inputs (kept in the checkpoint)."""
-    if getattr(inputs, "needs_processes", False):
-        return {"kind": "images", "input_size": inputs.size}
+def input_config(inputs: Inputs, augmentation: Any = None) -> dict[str, Any]:
+    """What evaluation must know of the training inputs (kept in the checkpoint): for images their size, the
+    augmentation and so the evaluation transform (the image as rendered, or the ImageNet centre crop)."""
+    from labeldist.trainer.images import IMAGE_INPUTS
+
+    if isinstance(inputs, IMAGE_INPUTS):
+        info: dict[str, Any] = {"kind": "images", "input_size": inputs.size}
+        if augmentation is not None:
+            info["augmentation"] = asdict(augmentation)
+            info["eval_transform"] = augmentation.eval
+        return info
     return {"kind": "features", "shape": list(inputs.item_shape)}
 
 
@@ -318,9 +333,15 @@ def fit(config: FitConfig) -> dict[str, Any]:
         # a step 50x slower than 1 (spinning workers). One by default on CPU; a CNN keeps torch's default.
         torch.set_num_threads(1)
     client = open_source(config.stores, config.url, config.api_key)
+    augmentation = None
     try:
         info = client.store(config.store)
-        inputs = make_inputs(config, client, config.store, info, train=True)
+        if config.images is not None:  # refused before any image is read
+            augmentation = resolve_augmentation(config.augment, str(info.get("kind")),
+                                                allow_image_flip=config.allow_image_flip, flip=config.flip,
+                                                crop_scale=tuple(config.crop_scale))  # fmt: skip
+        encoded = device.type == "cuda" if config.decode_on_device is None else config.decode_on_device
+        inputs = make_inputs(config, client, config.store, info, encoded=encoded)
     except BaseException:
         client.close()
         raise
@@ -351,7 +372,7 @@ def fit(config: FitConfig) -> dict[str, Any]:
         anchors_per_request=config.anchors_per_request or (8 if config.images is None else config.batches_per_step),
         epochs=config.epochs, seed=config.seed,
         start_step=step, prefetch=config.prefetch, workers=config.workers,
-        processes=None if config.images is None else (
+        processes=None if not getattr(inputs, "needs_processes", False) else (
             default_loader_workers() if config.loader_workers is None else config.loader_workers),
         pin_memory=device.type == "cuda",
     )  # fmt: skip
@@ -370,13 +391,18 @@ def fit(config: FitConfig) -> dict[str, Any]:
             "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
             "scheduler": scheduler.state_dict(),
             "step": step, "config": asdict(config), "model_config": model.config, "loss": config.loss,
-            "normalized": loss_fn.normalized, "store": info, "inputs": input_config(inputs),
+            "normalized": loss_fn.normalized, "store": info, "inputs": input_config(inputs, augmentation),
         })  # fmt: skip
 
     log = open(out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
     start, recent, described = time.perf_counter(), [], False
     try:
-        log.write(json.dumps({"event": "start", "step": step, "device": str(device), "config": asdict(config)}) + "\n")
+        start_row = {"event": "start", "step": step, "device": str(device), "config": asdict(config)}
+        if augmentation is not None:
+            start_row["augmentation"] = asdict(augmentation)
+            if config.progress:
+                tqdm.write(f"augmentation: {augmentation.description}")
+        log.write(json.dumps(start_row) + "\n")
         model.train()
         bar = tqdm(total=total, initial=step, disable=not config.progress, desc=f"fit {config.loss}", unit="step")
         batches = iter(stream)
@@ -387,8 +413,12 @@ def fit(config: FitConfig) -> dict[str, Any]:
             except StopIteration:
                 break
             t1 = time.perf_counter()
+            inputs_now = batch.inputs
+            if augmentation is not None:  # decoded (nvJPEG on CUDA) and augmented in batch on the device
+                inputs_now = device_images(inputs_now, inputs, device)
+                inputs_now = augment(inputs_now, augmentation, step_generator(config.seed, step), inputs.size)
             with amp:
-                embeddings = forward(batch.inputs)
+                embeddings = forward(inputs_now)
             # the loss in float32 whatever the forward pass ran in: log-ratios of small distances need it
             loss = loss_fn(embeddings.float(), batch.distances.float(), batch.pairwise, indices=batch.indices)
             optimizer.zero_grad(set_to_none=True)
@@ -418,7 +448,8 @@ def fit(config: FitConfig) -> dict[str, Any]:
         bar.close()
         checkpoint()
         seconds = time.perf_counter() - start
-        summary = {"event": "end", "steps": step, "loss": float(np.mean(recent)) if recent else None,
+        summary = {"event": "end", "steps": step, "epochs": round(step / stream.steps_per_epoch, 4),
+                   "loss": float(np.mean(recent)) if recent else None,
                    "seconds": seconds, "data_wait_s": stream.waited,
                    "data_wait_share": stream.waited / seconds if seconds > 0 else None,
                    "checkpoint": str(ckpt_path)}  # fmt: skip

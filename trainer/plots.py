@@ -150,6 +150,29 @@ def draw_curves(
     return fig
 
 
+def draw_step_curves(
+    curves: dict[str, tuple[Sequence[int], Sequence[float]]],
+    *,
+    ylabel: str = "validation nDCG@10",
+    title: str = "",
+    levels: dict[str, float] | None = None,
+) -> Figure:
+    """A metric against training steps, one line per run (``curves``: label -> (steps, values)), and horizontal
+    dashed lines at fixed ``levels`` (the untrained network, the ceiling): whether each run had stopped rising."""
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for i, (label, (steps, values)) in enumerate(curves.items()):
+        ax.plot(steps, values, marker="o", markersize=3, label=label, color=f"C{i + 1}")
+    for j, (label, value) in enumerate((levels or {}).items()):
+        ax.axhline(value, linestyle="--", linewidth=1, color=("0.3", "0.6", "0.8")[j % 3], label=label)
+    ax.set(xlabel="training step", ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def save(fig: Figure, out: str | Path) -> Path:
     """Write ``fig`` as a PNG at ``out`` (its folder made); the path."""
     out = Path(out)

@@ -64,7 +64,7 @@ def fixed_batch_loss(service: str, rendered: Path, checkpoint: Path) -> float:
     model, _ = load_checkpoint(checkpoint)
     with LabelDistClient(service) as client:
         got = client.batches(STORE, anchors=np.arange(8) * 37, size=30, neighbors=5, seed=123)
-        inputs = open_images(rendered, client.ids(STORE), train=False)
+        inputs = open_images(rendered, client.ids(STORE), transform="resize")
     with torch.no_grad():
         embeddings = model(inputs(got.members))
         return float(make_loss(LOSS)(embeddings, torch.from_numpy(got.distances), None))
@@ -75,7 +75,9 @@ def test_a_small_cnn_trains_on_rendered_images_through_http(service: str, render
     assert len(losses) == STEPS and all(np.isfinite(losses))
     assert np.mean(losses[-20:]) < np.mean(losses[:20]), losses
     state = read_checkpoint(trained / "checkpoint.pt")
-    assert state["model_config"]["kind"] == "resnet18" and state["inputs"] == {"kind": "images", "input_size": SIZE}
+    assert state["model_config"]["kind"] == "resnet18"
+    assert state["inputs"]["kind"] == "images" and state["inputs"]["input_size"] == SIZE
+    assert state["inputs"]["eval_transform"] == "resize" and state["inputs"]["augmentation"]["flip"] == "batch"
     untrained = trained.parent / "untrained"
     fit(config(service, rendered, untrained, max_steps=0))  # the same initial weights (same seed), no step
     before = fixed_batch_loss(service, rendered, untrained / "checkpoint.pt")
@@ -83,15 +85,22 @@ def test_a_small_cnn_trains_on_rendered_images_through_http(service: str, render
     assert after < 0.85 * before, (before, after)
 
 
-def test_steps_and_crops_do_not_depend_on_the_worker_processes_and_resume_exactly(
+def test_every_data_path_gives_the_same_steps_and_a_resumed_run_the_same_jitter(
     service: str, rendered: Path, trained: Path, tmp_path: Path
 ) -> None:
-    # the same minibatches and the same random crops whether 0 (this process) or 3 processes decode them
+    """The decoded-once cache (the trained run: 300 small images fit), decoding in 0 (this process) or 3 loader
+    processes, and decoding each step's files in batch where the step runs (the CUDA path, nvJPEG there, libjpeg
+    here: its CPU fallback) give the same minibatches, pixels and jitter, so the same losses; and a run resumed
+    from a checkpoint draws the jitter an uninterrupted one would."""
+    assert step_losses(trained)  # the cached run
     single = tmp_path / "single"
-    fit(config(service, rendered, single, loader_workers=0, max_steps=12))
+    fit(config(service, rendered, single, image_cache="off", loader_workers=0, max_steps=12))
     assert step_losses(single) == pytest.approx(step_losses(trained)[:12], rel=1e-5)
+    on_device = tmp_path / "on-device"
+    fit(config(service, rendered, on_device, image_cache="off", decode_on_device=True, max_steps=12))
+    assert step_losses(on_device) == pytest.approx(step_losses(trained)[:12], rel=1e-5)
     resumed = tmp_path / "resumed"
-    fit(config(service, rendered, resumed, max_steps=20, loader_workers=3))
+    fit(config(service, rendered, resumed, image_cache="off", max_steps=20, loader_workers=3))
     fit(config(service, rendered, resumed, max_steps=30, resume=True))
     assert step_losses(resumed) == pytest.approx(step_losses(trained)[:30], rel=1e-5)
 
@@ -273,3 +282,16 @@ def test_a_checkpoint_of_another_backbone_is_refused_naming_both(
     assert main([*evaluation, "--features", str(tmp_path / "features.npy")]) == 2
     line = _error_line(capsys)
     assert ckpt in line and "trained on images" in line and "--images" in line, line
+
+
+def test_a_per_image_flip_of_poses_is_refused_in_one_line_unless_allowed(
+    service: str, rendered: Path, tmp_path: Path, capsys
+) -> None:
+    assert main(_cli(service, rendered, tmp_path / "flip", "--augment", "imagenet")) == 2
+    err = _error_line(capsys)
+    assert "--allow-image-flip" in err and "pose" in err
+    assert not (tmp_path / "flip" / "checkpoint.pt").exists()
+    assert main(_cli(service, rendered, tmp_path / "allowed", "--augment", "imagenet", "--allow-image-flip")) == 0
+    start = json.loads((tmp_path / "allowed" / "log.jsonl").read_text().splitlines()[0])
+    assert start["augmentation"]["name"] == "imagenet" and start["augmentation"]["flip"] == "image"
+    assert read_checkpoint(tmp_path / "allowed" / "checkpoint.pt")["inputs"]["eval_transform"] == "center_crop"
