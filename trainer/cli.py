@@ -180,17 +180,21 @@ def _split(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from labeldist.trainer.render import RenderError, render_store
+    from labeldist.trainer.render import RenderError, read_frame, render_store
 
     from labeldist.store import StoreError
 
     try:
+        frame = read_frame(args.frame_from) if args.frame_from else args.frame
         meta = render_store(args.store, args.out, size=args.size, seed=args.seed, fmt=args.format, items=args.items,
-                            workers=args.workers, overwrite=args.overwrite, progress=not args.no_progress)  # fmt: skip
+                            workers=args.workers, overwrite=args.overwrite, progress=not args.no_progress,
+                            frame=frame)  # fmt: skip
     except (RenderError, StoreError) as e:  # one line, no traceback
         print(f"trainer render: {e}", file=sys.stderr)
         return 2
     print(f"{args.out}: {meta['count']} {meta['kind']} images, {meta['size']} px, seed {meta['seed']}")
+    if meta.get("frame") is not None:
+        print(f"frame (cx, cy, half) = {tuple(meta['frame'])}: {meta['frame_source']}")
     return 0
 
 
@@ -364,6 +368,16 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--items", type=int, help="render only the first N items")
     rd.add_argument("--workers", type=int, help="processes (default: the CPU count; the images do not depend on it)")
     rd.add_argument("--overwrite", action="store_true", help="replace a different render in --out")
+    rf = rd.add_mutually_exclusive_group()
+    rf.add_argument("--frame", type=float, nargs=3, metavar=("CX", "CY", "HALF"),
+                    help="poses: the square of label coordinates the picture shows (default: 0 0 1.1 for a "
+                    "center_scale store, else the store's own extent); a test store takes its train "
+                    "render's")  # fmt: skip
+    rf.add_argument(
+        "--frame-from",
+        metavar="RENDER",
+        help="poses: the frame of the render in this folder (the train store's render)",
+    )
     rd.add_argument("--no-progress", action="store_true")
     rd.set_defaults(func=_render)
     return show_defaults(parser)
