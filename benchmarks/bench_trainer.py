@@ -154,7 +154,8 @@ def data_rate(client: LabelDistClient, args: argparse.Namespace, inputs, steps: 
     return rate
 
 
-def fit_rate(url: str, args: argparse.Namespace, size: int, workers: int) -> tuple[float, float, float]:
+def fit_rate(url: str, args: argparse.Namespace, size: int, workers: int,
+             cache: str = "auto") -> tuple[float, float, float]:  # fmt: skip
     """``trainer fit`` for warm-up + ``--steps`` steps: images/s, data-wait share and median step seconds of
     the timed steps (read from its log.jsonl)."""
     out = Path(tempfile.mkdtemp(prefix="bench-fit-"))
@@ -162,7 +163,8 @@ def fit_rate(url: str, args: argparse.Namespace, size: int, workers: int) -> tup
         config = FitConfig(url=url, store=args.store, out=str(out), images=args.images, backbone=args.backbone,
                            input_size=size, size=args.size, max_steps=args.warmup + args.steps, seed=1,
                            progress=False, checkpoint_every=10**9, loader_workers=workers, device=args.device,
-                           precision=args.precision, compile=args.compile, prefetch=args.prefetch)  # fmt: skip
+                           precision=args.precision, compile=args.compile, prefetch=args.prefetch,
+                           image_cache=cache, threads=args.threads)  # fmt: skip
         fit(config)
         rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
         steps = [r for r in rows if r["event"] == "step"][args.warmup :]
@@ -175,13 +177,15 @@ def fit_rate(url: str, args: argparse.Namespace, size: int, workers: int) -> tup
 
 def images_mode(args: argparse.Namespace, url: str) -> None:
     device = pick_device(args.device)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     workers = default_loader_workers() if args.loader_workers is None else args.loader_workers
     name = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {name}; {args.backbone}, minibatch {args.size}, precision {args.precision}, "
           f"{workers} loader processes, compile {args.compile}")  # fmt: skip
-    print("| input px | bare backbone img/s (baseline) | data path alone img/s | service alone img/s | "
+    print("| input px | image cache | bare backbone img/s (baseline) | data path alone img/s | service alone img/s | "
           "trainer fit img/s | fit / bare | data wait share | bare step ms | fit step ms |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with LabelDistClient(url) as client:
         ids = client.ids(args.store)
         for i, size in enumerate(args.input_size):
@@ -191,12 +195,18 @@ def images_mode(args: argparse.Namespace, url: str) -> None:
             dummy = FeatureInputs(np.zeros((len(ids), 1), dtype=np.float32))
             # 8 minibatches a request and 8 requests ahead: time enough of them that the queue's fill does not count
             service = data_rate(client, args, dummy, 20 * args.data_steps, args.seed + 2 * i + 1, None) * args.size
-            rate, wait, step = fit_rate(url, args, size, workers)
-            # the baseline measured before and after the fit, so that a change of load on a shared machine
-            # weighs on both sides of the ratio
-            bare = float(np.median(before + bare_step(args, size, device, args.repeats)))
-            print(f"| {size} | {args.size / bare:.0f} | {decoded:.0f} | {service:.0f} | {rate:.0f} | "
-                  f"{rate * bare / args.size:.2f} | {wait:.1%} | {bare * 1e3:.1f} | {step * 1e3:.1f} |")  # fmt: skip
+            for cache in args.image_cache:
+                # "off": decoded in the loader's processes every step; "on": decoded once into shared memory,
+                # each step a gather, augmented on the device
+                rate, wait, step = fit_rate(url, args, size, workers, cache)
+                # the baseline measured before and after each fit, so that a change of load on a shared machine
+                # weighs on both sides of the ratio
+                after = bare_step(args, size, device, args.repeats)
+                bare = float(np.median(before + after))
+                before = after
+                ratio = rate * bare / args.size
+                print(f"| {size} | {cache} | {args.size / bare:.0f} | {decoded:.0f} | {service:.0f} | {rate:.0f} | "
+                      f"{ratio:.2f} | {wait:.1%} | {bare * 1e3:.1f} | {step * 1e3:.1f} |")  # fmt: skip
 
 
 def main() -> int:
@@ -213,6 +223,14 @@ def main() -> int:
     p.add_argument("--compile", action="store_true", help="images: torch.compile the model")
     p.add_argument("--device", default="auto")
     p.add_argument("--loader-workers", type=int, help="images: decoding processes (default: the trainer's)")
+    p.add_argument(
+        "--image-cache",
+        nargs="+",
+        default=["on", "off"],
+        choices=("on", "off", "auto"),
+        help="images: fit with the decoded-once cache, without it, or both (default: %(default)s)",
+    )
+    p.add_argument("--threads", type=int, help="torch CPU threads of the fit and the bare step (default: torch's)")
     p.add_argument("--prefetch", type=int, default=8, help="requests in flight ahead of the consumer")
     p.add_argument("--warmup", type=int, default=3, help="images: steps before timing")
     p.add_argument("--repeats", type=int, default=10, help="images: bare backbone steps timed")
