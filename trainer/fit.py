@@ -19,6 +19,7 @@ import functools
 import json
 import os
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from labeldist.trainer.data import FeatureInputs, InputError, Inputs, MinibatchS
 from labeldist.trainer.images import device_images
 from labeldist.trainer.losses import make_loss
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
+from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value
 from labeldist.trainer.recipes import lr_factor
 from tqdm import tqdm
 
@@ -396,6 +398,8 @@ def fit(config: FitConfig) -> dict[str, Any]:
 
     log = open(out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
     start, recent, described = time.perf_counter(), [], False
+    # judged afresh after a resume: its windows are a few dozen steps, which a resumed run refills at once
+    watch = TrainingWatch(config.loss, flat_at=flat_value(loss_fn))
     try:
         start_row = {"event": "start", "step": step, "device": str(device), "config": asdict(config)}
         if augmentation is not None:
@@ -432,12 +436,20 @@ def fit(config: FitConfig) -> dict[str, Any]:
             lr_used = optimizer.param_groups[0]["lr"]  # the rate of this step, before the schedule moves on
             scheduler.step()
             value = float(loss.detach())
+            spread = embedding_spread(embeddings)
             step += 1
             recent = (recent + [value])[-10:]
             log.write(json.dumps({"event": "step", "step": step, "epoch": (step - 1) // stream.steps_per_epoch,
-                                  "loss": value, "lr": lr_used,
+                                  "loss": value, "lr": lr_used, "mean_cosine": round(spread["mean_cosine"], 6),
+                                  "spread_var": round(spread["variance"], 6),
                                   "data_wait_s": round(t1 - t0, 6),
                                   "step_s": round(time.perf_counter() - t1, 6)}) + "\n")  # fmt: skip
+            said = len(watch.warnings)
+            warning = watch.update(step, value, spread)
+            if warning:  # printed whether or not the bar shows: a run going wrong is worth saying in any log
+                tqdm.write(warning, file=sys.stderr)
+                for row in watch.warnings[said:]:  # one row per kind seen (collapse, flat), the same message
+                    log.write(json.dumps({"event": "warning", **row}) + "\n")
             if not described and loss_fn.describe():  # what the first batch decided (ladder thresholds)
                 log.write(json.dumps({"event": "loss", "step": step, **loss_fn.describe()}) + "\n")
                 described = True
@@ -455,6 +467,8 @@ def fit(config: FitConfig) -> dict[str, Any]:
                    "checkpoint": str(ckpt_path)}  # fmt: skip
         if loss_fn.describe():
             summary["loss_info"] = loss_fn.describe()
+        if watch.warnings:
+            summary["warnings"] = watch.warnings
         log.write(json.dumps(summary) + "\n")
     finally:
         if "batches" in locals():
