@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from labeldist.trainer.augment import kind_augmentation
 from labeldist.trainer.metrics import mean_label_distance, ndcg
 
 #: what the ranking sees of a pose: its label (in the label's frame, jittered) or its bounding-box normalisation
@@ -271,8 +272,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split-seed", type=int, default=0, help="--labels: split_indices seed (default: %(default)s)")
     p.add_argument("--test-fraction", type=float, default=0.2)
     p.add_argument("--query-fraction", type=float, default=0.2)
-    p.add_argument("--scale", type=float, default=0.05, help="scale jitter, 1 ± SCALE (default: %(default)s)")
-    p.add_argument("--shift", type=float, default=0.03, help="shift jitter, ± SHIFT of the side (default: %(default)s)")
+    pose = kind_augmentation("pose").augmentation  # the jitter the trainer's pose augmentation uses
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=pose.scale,
+        help="scale jitter, 1 ± SCALE (default: %(default)s, the pose augmentation's)",
+    )
+    p.add_argument(
+        "--shift",
+        type=float,
+        default=pose.shift,
+        help="shift jitter, ± SHIFT of the side (default: %(default)s, the pose augmentation's)",
+    )
     frames = p.add_mutually_exclusive_group()
     frames.add_argument("--frame", type=float, nargs=3, metavar=("CX", "CY", "HALF"),
                         help="the render's frame (default: the store's, as trainer render picks it)")  # fmt: skip

@@ -83,11 +83,15 @@ def _curve(config: FitConfig, evaluate_at: Any, every: int, total: int, path: Pa
         stop = min(stop, total)
         if stop in curve["steps"]:
             continue
-        fit(replace(config, max_steps=stop, resume=True))
+        done = fit(replace(config, max_steps=stop, resume=True))["steps"]
+        if done in curve["steps"]:  # the run's epochs ended before this stop
+            break
         result = evaluate_at(str(Path(config.out) / "checkpoint.pt"))
-        curve["steps"].append(stop)
+        curve["steps"].append(done)
         curve["ndcg@10"].append(result["summary"]["ndcg@10"])
         path.write_text(json.dumps(curve), encoding="utf-8")
+        if done < stop:
+            break
     return curve
 
 
@@ -183,10 +187,13 @@ def reproduce(
              "|---" * (1 + 2 * len(TABLE_K)) + "|"]  # fmt: skip
     ceiling_row = None
     if stores is not None and images:
+        from labeldist.trainer.augment import kind_augmentation
         from labeldist.trainer.ceiling import store_ceiling
 
-        jitter = ceiling or {}
-        ceiling_row = store_ceiling(str(stores / test), queries, gallery, k_max=k_max, **jitter)
+        kind_aug = kind_augmentation(kind).augmentation  # the jitter the kind's own augmentation trains with
+        jitter = ceiling or {"scale": kind_aug.scale, "shift": kind_aug.shift}
+        ceiling_row = store_ceiling(str(stores / test), {"queries": queries, "gallery": gallery}, k_max=k_max,
+                                    **jitter)  # fmt: skip
         lines.append(_row(f"ceiling: a perfect model of the test pictures ({ceiling_row['note']})", [ceiling_row]))
     for metric, result in untrained.items():
         lines.append(_row(f"{untrained_name}, ranked by {_ranked(metric)}", [result]))
@@ -259,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--curve-every", type=int, help="evaluate the first seed of each method every N steps")
     p.add_argument("--tag", default="", help="suffix of the run folders and outputs (another augmentation, ...)")
     p.add_argument("--jitter", type=float, nargs=2, metavar=("SCALE", "SHIFT"), help="the ceiling's jitter "
-                   "(default: the pose augmentation's 0.05 0.03 for poses, none for layouts)")  # fmt: skip
+                   "(default: the kind's own augmentation's: 0.05 0.015 for poses, none for layouts)")  # fmt: skip
     args = p.parse_args(argv)
     jitter = None if args.jitter is None else {"scale": args.jitter[0], "shift": args.jitter[1]}
     print(reproduce(args.url, args.dataset, args.runs, epochs=args.epochs, seeds=args.seeds, dims=args.dims,
