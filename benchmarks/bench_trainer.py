@@ -9,10 +9,12 @@ measured in the same run (the baseline), on CPU or CUDA:
 prints, per input size: (a) the bare backbone step (embedding head + log-ratio loss on uint8 images already on
 the device: normalisation, mixed precision and channels-last as the trainer does; the median of steps timed
 before and after the others, so that a change of load weighs on both sides), in images/s; (b) the data
-path alone: the service's minibatches and the images decoded and augmented by the loader's worker processes,
-consumed as fast as they come; (c) the service alone (indices and distances, no image); (d) ``trainer fit``
-itself for ``--steps`` steps (after a warm-up), its images/s as a ratio of (a) and the share of its wall time
-spent waiting for data. What limits (d) is the slowest of (a), (b) and (c).
+path alone: the service's minibatches and the images decoded by the loader's worker processes, consumed as
+fast as they come; (c) the service alone (indices and distances, no image); (d) ``trainer fit`` itself for
+``--steps`` steps (after a warm-up), with each ``--image-cache`` (``on``: decoded once into a shared uint8
+cache, each step a gather; ``off``: decoded in the loader's processes every step), the kind's augmentation
+applied in batch on the device, its images/s as a ratio of (a) and the share of its wall time spent waiting
+for data. What limits (d) is the slowest of (a), (b) and (c), plus the augmentation's own cost.
 
 **Features** (``--features``): minibatches per second that the trainer's client delivers through HTTP (with
 and without the prefetch queue) against the time of one training step of the MLP head.
