@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.engine import DENSE_LIMIT
 from labeldist.labels.base import LabelError
 from labeldist.options import (  # noqa: F401 - re-exported: sts.commands and tests import them from here
     UsageError,
+    byte_size,
     check_file,
     check_folder,
     check_k,
@@ -65,10 +67,17 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
     p.add_argument("--dataset", help="dataset name recorded in the manifest (default: from the input)")
     p.add_argument("--k", type=positive_int, default=default_k,
                    help="neighbours per item, fewer than the items (default: %(default)s)")  # fmt: skip
+    # one dest for two flags: each states the default in words (the formatter would print "default: True" for both)
     dense = p.add_mutually_exclusive_group()
     dense.add_argument("--dense", dest="dense", action="store_true", default=True,
-                       help="also store the full N x N matrix (default)")  # fmt: skip
-    dense.add_argument("--knn-only", dest="dense", action="store_false", help="store the kNN lists only")
+                       help="also store the full N x N float32 matrix (default: on, up to --dense-limit; above it "
+                            "the command refuses before writing anything)")  # fmt: skip
+    dense.add_argument("--knn-only", dest="dense", action="store_false",
+                       help="store the kNN lists only, no dense matrix (default: off; needed above "
+                            "--dense-limit)")  # fmt: skip
+    p.add_argument("--dense-limit", type=byte_size, default=DENSE_LIMIT, metavar="SIZE",
+                   help="largest dense matrix to build, 4 N^2 bytes: 1GiB holds 16,384 items, 4GiB 32,768 (default: "
+                        "1GiB)")  # fmt: skip
     p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786 "
                    "(default: a LocalCluster on this machine)")  # fmt: skip
     p.add_argument("--workers", type=positive_int,
@@ -91,7 +100,8 @@ def _precompute(args: argparse.Namespace) -> int:
     check_output(out)
     try:
         result = precompute(
-            labels, distance, out, dataset=dataset, k=args.k, dense=args.dense, block_rows=args.block_rows,
+            labels, distance, out, dataset=dataset, k=args.k, dense=args.dense, dense_limit=args.dense_limit,
+            block_rows=args.block_rows,
             scheduler=args.scheduler, n_workers=args.workers, overwrite=args.overwrite,
             progress=False if args.no_progress else None,
         )  # fmt: skip

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shutil
 import sys
@@ -75,6 +76,10 @@ log = logging.getLogger(__name__)
 #: memory one task's (block_rows, N) float64 distance block may take
 BLOCK_BYTES = 128 * 2**20
 MAX_BLOCK_ROWS = 256
+#: the largest dense matrix (N x N float32: 4 N^2 bytes) a store gets unless told otherwise: 1 GiB, 16,384 items.
+#: Above it precompute refuses before writing anything (``dense_limit=``, ``--dense-limit`` raise it; ``--knn-only``
+#: stores the kNN lists alone): at 50,000 items a dense matrix is 10 GB, and was written with no warning (issue 19)
+DENSE_LIMIT = 2**30
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,31 @@ class PrecomputeResult:
     symmetric: bool = False
     #: upper strips (phase 1 of the symmetric mode) computed by this run
     upper_computed: int = 0
+
+
+def dense_bytes(n_items: int) -> int:
+    """Bytes of the dense N x N float32 matrix of ``n_items`` items."""
+    return 4 * n_items * n_items
+
+
+def check_dense_size(n_items: int, limit: int | None, what: str = "items") -> None:
+    """ValueError naming the size, the limit and ``--knn-only`` when a dense matrix of ``n_items`` would exceed
+    ``limit`` bytes (None: no limit)."""
+    from dask.utils import format_bytes
+
+    size = dense_bytes(n_items)
+    if limit is not None and size > limit:
+        most = math.isqrt(limit // 4)
+        raise ValueError(f"a dense matrix of {n_items:,} {what} (N x N float32) takes {format_bytes(size)}, over "
+                         f"the dense limit of {format_bytes(limit)} ({most:,} {what} at most); nothing was written. "
+                         f"Pass --knn-only to store the kNN lists alone (dense=False), or --dense-limit "
+                         f"{_limit_needed(size)} to build it anyway (dense_limit=)")  # fmt: skip
+
+
+def _limit_needed(size: int) -> str:
+    """A ``--dense-limit`` value at least ``size``, in whole GiB (or MiB)."""
+    unit, name = (2**30, "GiB") if size >= 2**30 else (2**20, "MiB")
+    return f"{-(-size // unit)}{name}"
 
 
 def default_block_rows(n_items: int) -> int:
@@ -170,11 +200,14 @@ def pruned_block_kernel(
 def compute_block(
     block: int, *, labels: LabelSet, distance: LabelDistance, url: str, k: int, block_rows: int, dense: bool
 ) -> int:
-    """One Dask task: compute row block ``block`` and write it into the store at ``url``."""
+    """One Dask task: compute row block ``block`` and write it into the store at ``url``. Its kNN lists come from
+    the distance's own search where it has one and the store is kNN-only (:meth:`LabelDistance.knn_block`: FAISS
+    for vectors), else from lower-bound pruning where it has a bound, else from whole rows."""
     start, stop = block_range(block, len(labels), block_rows)
-    pruned = None if dense else pruned_block_kernel(labels, distance, start, stop, k)
-    if pruned is not None:
-        indices, dists, n_exact = pruned
+    searched = None if dense else distance.knn_block(labels, start, stop, k)
+    pruned = None if dense or searched is not None else pruned_block_kernel(labels, distance, start, stop, k)
+    if searched is not None or pruned is not None:
+        indices, dists, n_exact = searched if searched is not None else pruned
         rows = None
     else:
         rows, indices, dists = block_kernel(labels, distance, start, stop, k)
@@ -351,6 +384,7 @@ def precompute(
     dataset: str,
     k: int = 100,
     dense: bool = True,
+    dense_limit: int | None = DENSE_LIMIT,
     block_rows: int | None = None,
     scheduler: str | None = None,
     n_workers: int | None = None,
@@ -364,6 +398,10 @@ def precompute(
     (StoreMismatchError) to touch a store made with other ones unless ``overwrite``. ``client`` runs on an
     existing distributed Client; otherwise ``scheduler`` or a new LocalCluster is used. The job holds the store's
     lock (:mod:`labeldist.lock`) throughout: a second job on the same local output is refused (StoreLockedError).
+
+    A dense matrix larger than ``dense_limit`` bytes (:data:`DENSE_LIMIT`, 1 GiB; None for no limit) is refused
+    with a ValueError before anything is written. ``block_rows`` defaults to the distance's own choice for its kNN
+    search in a kNN-only store (:meth:`LabelDistance.knn_block_rows`), else to :func:`default_block_rows`.
     """
     # every argument checked before anything is written: a bad one must not leave a half-made store behind
     if k < 1:
@@ -380,12 +418,16 @@ def precompute(
     if not isinstance(labels, distance.labels_class):
         raise TypeError(f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, "
                         f"got {type(labels).__name__}")  # fmt: skip
+    if dense_limit is not None and dense_limit < 0:
+        raise ValueError(f"dense_limit must be at least 0 bytes (or None for no limit), got {dense_limit}")
+    if dense:
+        check_dense_size(len(labels), dense_limit)
     url = store_url(output)
     if read_manifest(url) is None:  # no store yet: a distance that misbehaves (a plugin's) is refused unwritten
         from labeldist.kinds import probe
 
         probe(distance, labels)
-    block_rows = block_rows or default_block_rows(len(labels))
+    block_rows = block_rows or (None if dense else distance.knn_block_rows(labels)) or default_block_rows(len(labels))
     symmetric = dense and distance.symmetric
     manifest = build_manifest(
         dataset=dataset, kind=distance.kind, params=distance.params(), labels=labels, k=k, dense=dense,

@@ -117,3 +117,60 @@ def pruned_topk(
     count += compute(lb <= widened[:, None] * (1 + 1e-9))
     indices, dists = topk_rows(values, k, exclude=exclude)
     return indices, dists, count
+
+
+def round_down_f32(x: np.ndarray) -> np.ndarray:
+    """The largest float32 at most ``x`` (float64), elementwise: a float64 lower bound made a float32 one.
+
+    >>> float(round_down_f32(np.array([1 + 1e-12]))[0]) == 1.0, float(round_down_f32(np.array([1 - 1e-12]))[0]) < 1
+    (True, True)
+    """
+    x = np.asarray(x, dtype=np.float64)
+    f = x.astype(np.float32)
+    return np.where(f.astype(np.float64) > x, np.nextafter(f, np.float32(-np.inf)), f)
+
+
+def rerank_topk(
+    candidates: np.ndarray, exact: np.ndarray, lower: np.ndarray, k: int, exclude: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""The k nearest of each row among its candidates, by exact distance, and whether they are its exact k nearest
+    among all columns.
+
+    A fast search (FAISS, in float32) proposes each row's candidates; their exact distances are computed; the
+    rest of the row is known only by ``lower``, a bound :math:`L_i \le D_{ij}` for every column :math:`j` not
+    among row :math:`i`'s candidates. Selection is on the float32 values a store keeps, ties broken by column
+    index, as :func:`topk_rows`. A row is *certified* when no column outside its candidates can enter its top k:
+    every such column's float32 value is at least :math:`\lfloor L_i \rfloor_{32}` (:func:`round_down_f32`), so
+    it suffices that this is above the k-th value kept (strictly: an equal value with a lower index would win the
+    tie). Rows not certified must be computed another way (the caller computes their whole row).
+
+    Parameters
+    ----------
+    candidates : (n, c) column indices, distinct within a row; -1 for no candidate.
+    exact : (n, c) float64 exact distances of those pairs (ignored where the candidate is -1).
+    lower : (n,) float64 lower bound on the exact distance of every column that is not a candidate of the row.
+    k : neighbours per row.  exclude : (n,) column of each row's own item (dropped from its candidates), or None.
+
+    Returns
+    -------
+    indices (n, k) int32, distances (n, k) float32 (-1 / +inf padded), certified (n,) bool.
+
+    >>> idx, dist, ok = rerank_topk(np.array([[4, 2, 7]]), np.array([[1.0, 1.0, 3.0]]), np.array([2.0]), 2, None)
+    >>> idx.tolist(), ok.tolist()
+    ([[2, 4]], [True])
+    """
+    cand = np.asarray(candidates, dtype=np.int64)
+    if exclude is not None:
+        cand = np.where(cand == np.asarray(exclude)[:, None], -1, cand)
+    missing = cand < 0
+    values = np.where(missing, np.inf, exact).astype(np.float32)
+    order = np.lexsort((np.where(missing, np.iinfo(np.int64).max, cand), values), axis=1)[:, :k]
+    indices = np.take_along_axis(cand, order, axis=1)
+    dists = np.take_along_axis(values, order, axis=1)
+    n, kk = indices.shape
+    if kk < k:  # fewer candidates than k: padded, and never certified
+        indices = np.concatenate([indices, np.full((n, k - kk), -1, dtype=np.int64)], axis=1)
+        dists = np.concatenate([dists, np.full((n, k - kk), np.inf, dtype=np.float32)], axis=1)
+    dists[indices < 0] = np.inf
+    certified = (indices[:, -1] >= 0) & (round_down_f32(lower) > dists[:, -1])
+    return indices.astype(np.int32), dists, certified

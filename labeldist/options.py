@@ -59,6 +59,20 @@ finite_float = number_option(float)
 share_float = number_option(float, 0, 1, above=True)
 
 
+def byte_size(text: str) -> int:
+    """An argparse ``type=``: a size in bytes, a number or with a unit as ``dask.utils.parse_bytes`` reads it
+    (``1GiB``, ``500MB``, ``2e9``); at least 0."""
+    from dask.utils import parse_bytes
+
+    try:
+        value = parse_bytes(text)
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"expected a size such as 1GiB, 500MB or 2e9, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a size of at least 0 bytes, got {text}")
+    return int(value)
+
+
 def check_k(k: int, n_items: int) -> None:
     """ValueError naming ``--k`` when a kNN list of ``k`` cannot be filled: an item has only N - 1 others."""
     if n_items >= 2 and k >= n_items:  # fewer than 2 items: precompute() says that itself

@@ -89,6 +89,21 @@ class LabelDistance(ABC):
         """
         return None
 
+    def knn_block(self, labels: LabelSet, start: int, stop: int, k: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The exact k nearest of rows ``start:stop`` among all ``labels`` (the item itself excluded), found by a
+        search faster than the whole rows, or None when the distance has none (the default).
+
+        It must give what :func:`labeldist.knn.topk_rows` picks from the float32 rows of :meth:`block`: the same
+        lists, ties broken by index. Returns indices (n, k) int32, distances (n, k) float32 and the number of exact
+        distances computed. A kNN-only store uses it before :meth:`lower_bound_block`.
+        """
+        return None
+
+    def knn_block_rows(self, labels: LabelSet) -> int | None:
+        """Rows per task that :meth:`knn_block` works best with, or None for the engine's default (which bounds a
+        task's float64 block of whole rows)."""
+        return None
+
     def pairs(self, labels: LabelSet, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """Distances for index pairs ``(i[t], j[t])``; the default computes one small block per pair."""
         out = np.empty(len(i), dtype=np.float64)

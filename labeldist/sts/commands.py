@@ -27,6 +27,7 @@ from labeldist.cli import (
     seed_int,
     share_float,
 )
+from labeldist.engine import check_dense_size
 from labeldist.labels.sentences import EMPTY_SENTENCE_POLICIES, SENTENCE_FORMATS
 from labeldist.sts.cascade import DEFAULT_PASS_SHARE
 
@@ -36,8 +37,6 @@ from labeldist.sts.cascade import DEFAULT_PASS_SHARE
 #: folder (a relative "data/stsb/sts-train.csv" failed with "cannot read" outside the repository).
 STSB_DIR = Path(__file__).resolve().parents[2] / "data" / "stsb"
 TRAIN_FILE, DEV_FILE = "sts-train.csv", "sts-dev.csv"
-#: above this many bytes a dense float32 N x N matrix is refused (2.5 GB for the 25,009 Karpathy-test captions)
-DENSE_LIMIT = 2**30
 #: what --empty means, shared by ``sts eval`` and ``precompute sentences`` (each fills in its drop and default)
 EMPTY_HELP = (
     "a sentence none of whose words has a word vector (all stop words, e.g. 'You should do it.') has no CBoW "
@@ -299,9 +298,8 @@ def load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
         stsb_file(args, "train")
     labels = read_sentences(args.input, format=args.format, column=args.column, id_column=args.id_column,
                             empty=args.empty, limit=args.limit, needs_cbow=args.scorer != "bert")  # fmt: skip
-    if args.dense and 4 * len(labels) ** 2 > DENSE_LIMIT:
-        raise ValueError(f"a dense matrix of {len(labels)} sentences takes {4 * len(labels) ** 2 / 1e9:.1f} GB; "
-                         "pass --knn-only")  # fmt: skip
+    if args.dense:  # the engine checks too; here before the model is loaded and its thresholds calibrated
+        check_dense_size(len(labels), args.dense_limit, "sentences")
     distance = build_distance(args, labels)  # its prepare() embeds each sentence once, if the store needs it
     dataset = args.dataset or Path(args.input).stem + (f"-first{args.limit}" if args.limit else "")
     return labels, distance, dataset
