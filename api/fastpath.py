@@ -10,7 +10,7 @@ served store, a canonical index (at most 2**31 - 1), ``k`` absent or a plain num
 (with a Content-Length) that the route's own pydantic models accept, no query string and no ``.npz`` wanted.
 Past the schema it runs the routes' own code, not copies of their checks:
 :func:`labeldist.api.routers.neighbors.check_neighbors` (``k`` over the limits, an index past the store), then the
-answer functions (:func:`labeldist.api.routers.neighbors.neighbors_response`,
+answer functions (:func:`labeldist.api.routers.neighbors.neighbors_answer`,
 :func:`labeldist.api.routers.batches.batches_response`, which also bounds on-demand computation); an
 :class:`~labeldist.api.errors.APIError` they raise is answered by the same handler, so the bytes are the same.
 :data:`ROUTE_INPUTS` lists what FastAPI solves for each route, and a test fails when a route gains an input (a
@@ -31,7 +31,7 @@ from labeldist.api.deps import compute_allowed
 from labeldist.api.errors import APIError, api_error_handler
 from labeldist.api.registry import ServedStore
 from labeldist.api.routers.batches import batches_response
-from labeldist.api.routers.neighbors import check_neighbors, neighbors_response
+from labeldist.api.routers.neighbors import check_neighbors, neighbors_answer
 from labeldist.api.schemas import BatchesByAnchors, BatchesByCount
 from pydantic import TypeAdapter
 from starlette.requests import Request
@@ -101,7 +101,7 @@ class FastPath:
             return False
         try:
             check_neighbors(store, state.settings, index, k)  # the route's own checks, not a copy of them
-            response = neighbors_response(store, index, k)
+            response = await neighbors_answer(store, index, k)
         except APIError as exc:
             response = await api_error_handler(Request(scope), exc)
         await response(scope, _no_receive, send)

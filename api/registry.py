@@ -1,5 +1,5 @@
-"""The stores a service process serves: opened read-only, hot arrays held in memory, and reloaded when the store
-on disk changes.
+"""The stores a service process serves: opened read-only, rows read on demand through bounded caches, and
+reloaded when the store on disk changes.
 
 Every subfolder of the stores folder that holds a labeldist manifest is a store, named after the folder. A
 complete one is served (:class:`ServedStore`); an incomplete one (being written, or abandoned) is listed as
@@ -10,8 +10,8 @@ was opened from (its root ``zarr.json``'s inode, times and size: one ``stat``). 
 folder's identity now: when the store was rebuilt (``precompute --overwrite``), published, shrunk, grown or removed,
 the registry opens the new one (in a worker thread, atomically: the old object keeps answering the requests that
 already hold it) and serves it from then on; a new folder is served on its first request, and a removed one answers
-404. A request that already holds the old object answers from it alone: its ids and kNN lists are in its memory, and
-each of its reads from disk (dense rows, labels) is checked against its identity afterwards, so a read that met the
+404. A request that already holds the old object answers from it alone: its ids are in its memory, and each of its
+reads from disk (kNN and dense row blocks, labels) is checked against its identity afterwards, so a read that met the
 new store's files is refused with 503 "the store changed; retry" (:class:`StoreChanged`) rather than mixed into the
 old store's answer. (Before 0.3 the service never looked again: after an ``--overwrite`` it answered neighbour lists
 and cached rows of the old store and uncached rows of the new one in the same answer.)
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from labeldist.api.caches import PairCache, RowBlockCache
+from labeldist.api.caches import PairCache
 from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import BadParameter, NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
@@ -46,6 +46,7 @@ from labeldist.pairs import (  # noqa: F401 - PairPlan, compute_pairs: re-export
     compute_planned,
     plan_pairs,
 )
+from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import (
     StoreCorruptError,
     StoreError,
@@ -132,8 +133,13 @@ def search_labels(
 
 
 class ServedStore:
-    """A complete store, read-only: ids and kNN lists in memory, dense rows through a bounded LRU cache,
-    labels loaded on first need (distances computed on demand, label views)."""
+    """A complete store, read-only: ids in memory; kNN lists and dense rows read a row block at a time, through
+    bounded LRU caches (:mod:`labeldist.rowcache`; ``LABELDIST_KNN_CACHE_MB``, ``LABELDIST_DENSE_CACHE_MB``), so that
+    the memory of a worker does not grow with the store's items; labels loaded on first need (distances computed on
+    demand, label views).
+
+    Opening checks every chunk of the kNN lists (each read once, its CRC32C checked, nothing kept), so that a store
+    whose lists are damaged is refused whole; each block is checked again when it is read into the cache."""
 
     available = True
 
@@ -147,13 +153,12 @@ class ServedStore:
         self.digest = manifest_digest(self.manifest)
         self.n_items, self.k = self.reader.n_items, self.reader.k
         self.ids = self.reader.ids
-        indices, distances = self.reader.knn()
-        self.knn_indices = np.ascontiguousarray(indices, dtype=np.int32)
-        self.knn_distances = np.ascontiguousarray(distances, dtype=np.float32)
-        #: valid (non-padding) neighbours of each item; padding (-1) sits at the end of a row
-        self.knn_counts = (self.knn_indices >= 0).sum(axis=1)
-        for arr in (self.ids, self.knn_indices, self.knn_distances, self.knn_counts):
-            arr.flags.writeable = False
+        self.ids.flags.writeable = False
+        # every chunk of the lists checked now (a store with damaged lists is refused whole), none kept in memory
+        self.reader.check_knn()
+        #: the kNN lists, read a row block at a time (each checked again as it is read) and kept within the limit
+        self.knn = KnnRows(self._read_knn_rows, self.n_items, self.k, self.reader.knn_block_rows,
+                           settings.knn_cache_mb << 20)  # fmt: skip
         self.dense: RowBlockCache | None = None
         if self.reader.has_dense:
             rows = self.reader.dense_block_rows
@@ -174,7 +179,11 @@ class ServedStore:
 
     def _read_dense_rows(self, start: int, stop: int) -> np.ndarray:
         with self.refusing_damage():
-            return self.reader.dense_rows(start, stop)
+            return np.ascontiguousarray(self.reader.dense_rows(start, stop), dtype=np.float32)
+
+    def _read_knn_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        with self.refusing_damage():
+            return self.reader.knn_rows(start, stop)
 
     @contextlib.contextmanager
     def refusing_damage(self) -> Iterator[None]:
@@ -241,9 +250,9 @@ class ServedStore:
         return self.dense is not None and self.dense.holds(rows)
 
     def neighbors(self, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` nearest of ``index`` (fewer when the store has fewer): indices and distances."""
-        kk = min(k, int(self.knn_counts[index]))
-        return self.knn_indices[index, :kk], self.knn_distances[index, :kk]
+        """The ``k`` nearest of ``index`` (fewer when the store has fewer): indices and distances (its row block read
+        from disk if ``self.knn`` does not hold it)."""
+        return self.knn.neighbors(index, k)
 
     def stored(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Distances of the pairs held by the store: ``(values, found)``; values are NaN where not found.
@@ -252,9 +261,7 @@ class ServedStore:
         """
         if self.dense is not None:
             return self.dense.gather(i, j), np.ones(len(i), dtype=bool)
-        from labeldist.knnlookup import knn_lookup  # numba: imported only where a store has no dense matrix
-
-        return knn_lookup(self.knn_indices, self.knn_distances, i, j)
+        return self.knn.lookup(i, j)
 
     def distances(
         self, i: np.ndarray, j: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None

@@ -24,7 +24,7 @@ class Settings(BaseSettings):
     stores: Path = Field(Path("stores"), description="folder whose subfolders are labeldist stores")
     host: str = Field("127.0.0.1", description="bind address")
     port: int = Field(8000, ge=0, le=65535, description="port")
-    workers: int = Field(1, ge=1, description="uvicorn worker processes (each loads every store)")
+    workers: int = Field(1, ge=1, description="uvicorn worker processes (each opens every store)")
     access_log: bool = Field(True, description="log one line per request")
     worker_healthcheck_s: int = Field(
         120,
@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     # caches
     dense_cache_mb: int = Field(
         512, ge=0, description="memory for dense-matrix row blocks, per store (least recently used go first)"
+    )
+    knn_cache_mb: int = Field(
+        128,
+        ge=0,
+        description="memory for kNN-list row blocks, per store (least recently used go first): the lists are read "
+        "from disk a row block at a time, so a worker's memory does not grow with the store's items",
     )
     pair_cache_entries: int = Field(
         1 << 20, ge=0, description="distances computed on demand kept per store (12 bytes an entry)"

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,8 @@ import numpy as np
 from labeldist.client.http import Batches, RequestRejected, StoreNotFound
 
 from labeldist.batching import draw_items
-from labeldist.knnlookup import knn_lookup
 from labeldist.pairs import compute_pairs
+from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import StoreError, StoreReader, read_manifest
 
 #: the largest seed the service takes (JSON-safe); a missing seed is drawn below it
@@ -42,8 +41,7 @@ MAX_SEED = 2**53 - 1
 
 
 def draw_batch_items(
-    knn_indices: np.ndarray,
-    knn_counts: np.ndarray,
+    knn: KnnRows | np.ndarray,
     *,
     anchors: np.ndarray | list[int] | None,
     count: int | None,
@@ -55,14 +53,15 @@ def draw_batch_items(
     :func:`labeldist.batching.draw_items`: the same seed gives the same minibatches).
 
     With ``anchors=None``, ``count`` anchors are drawn first (without replacement when the store has enough items).
-    Then, for each anchor in order, its items: the anchor's ``neighbors`` nearest (the first of its kNN list
-    ``knn_indices[a]``, of which ``knn_counts[a]`` are valid), then ``size - 1 - neighbors`` others drawn
-    uniformly without replacement from the items that are neither the anchor nor those nearest
+    Then, for each anchor in order, its items: the anchor's ``neighbors`` nearest (the first of its kNN list, -1
+    padding left out: ``knn`` is a store's :class:`~labeldist.rowcache.KnnRows`, which reads the anchors' lists
+    only, or its whole (N, k) ``indices`` array), then ``size - 1 - neighbors`` others drawn uniformly without
+    replacement from the items that are neither the anchor nor those nearest
     (:func:`sample_excluding`), all from one ``numpy.random.default_rng(seed)``. Returns anchors ``(B,)`` and
     items ``(B, size - 1)``, both int64. ValueError, with the service's message, for a request it refuses as
     a bad parameter (422); anchors must already be checked to be items of the store.
     """
-    n, k = knn_indices.shape
+    n, k = (knn.n_items, knn.k) if isinstance(knn, KnnRows) else knn.shape
     if size < 2:
         raise ValueError(f"size={size} must be at least 2 (the anchor and one item)")
     if neighbors < 0:
@@ -82,63 +81,27 @@ def draw_batch_items(
         anchor_arr = np.asarray(anchors, dtype=np.int64).reshape(-1)
         if not anchor_arr.size:
             raise ValueError("anchors must name at least one item")
-    items = draw_items(rng, knn_indices, knn_counts, anchor_arr, size, neighbors)
+    if not neighbors:
+        rows = np.empty((anchor_arr.size, 0), dtype=np.int32)
+    else:
+        rows = knn.rows(anchor_arr)[0] if isinstance(knn, KnnRows) else np.asarray(knn)[anchor_arr]
+    items = draw_items(rng, n, anchor_arr, rows, size, neighbors)
     return anchor_arr, items
 
 
-class DenseRows:
-    """Row blocks of a store's dense matrix, each read whole (one shard read) and kept, least recently used out
-    first, within ``max_bytes``. Thread-safe (the prefetch threads share it)."""
-
-    def __init__(self, reader: StoreReader, max_bytes: int) -> None:
-        self.reader, self.max_bytes = reader, max_bytes
-        self.n_items, self.block_rows = reader.n_items, reader.dense_block_rows
-        self._blocks: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def block(self, b: int) -> np.ndarray:
-        with self._lock:
-            arr = self._blocks.get(b)
-            if arr is not None:
-                self._blocks.move_to_end(b)
-                return arr
-        start = b * self.block_rows
-        arr = np.ascontiguousarray(self.reader.dense_rows(start, min(start + self.block_rows, self.n_items)),
-                                   dtype=np.float32)  # fmt: skip
-        arr.flags.writeable = False
-        with self._lock:
-            if b not in self._blocks:
-                self._blocks[b] = arr
-                self._bytes += arr.nbytes
-                while self._bytes > self.max_bytes and len(self._blocks) > 1:
-                    _, old = self._blocks.popitem(last=False)
-                    self._bytes -= old.nbytes
-        return arr
-
-    def gather(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """Entries ``(i[t], j[t])``, float32."""
-        out = np.empty(len(i), dtype=np.float32)
-        blocks = i // self.block_rows
-        for b in np.unique(blocks).tolist():
-            sel = np.flatnonzero(blocks == b)
-            out[sel] = self.block(b)[i[sel] - b * self.block_rows, j[sel]]
-        return out
-
-
 class _Store:
-    """One opened store: ids and kNN lists in memory, dense rows through :class:`DenseRows`, labels and distance
-    loaded on first need."""
+    """One opened store: kNN lists and dense rows read a row block at a time through bounded caches
+    (:mod:`labeldist.rowcache`, as the service reads them), labels and distance loaded on first need."""
 
-    def __init__(self, name: str, url: str, dense_cache_bytes: int) -> None:
+    def __init__(self, name: str, url: str, dense_cache_bytes: int, knn_cache_bytes: int) -> None:
         self.name = name
         self.reader = StoreReader(url)
         self.n_items, self.k = self.reader.n_items, self.reader.k
-        indices, distances = self.reader.knn()
-        self.knn_indices = np.ascontiguousarray(indices, dtype=np.int32)
-        self.knn_distances = np.ascontiguousarray(distances, dtype=np.float32)
-        self.knn_counts = (self.knn_indices >= 0).sum(axis=1)
-        self.dense = DenseRows(self.reader, dense_cache_bytes) if self.reader.has_dense else None
+        self.reader.check_knn()  # every chunk of the lists checked once, as the service does: damage refused now
+        self.knn = KnnRows(self.reader.knn_rows, self.n_items, self.k, self.reader.knn_block_rows, knn_cache_bytes)
+        self.dense: RowBlockCache | None = None
+        if self.reader.has_dense:
+            self.dense = RowBlockCache(self._dense_rows, self.n_items, self.reader.dense_block_rows, dense_cache_bytes)
         self._lock = threading.Lock()
         self._labels: Any = None
         self._distance: Any = None
@@ -159,6 +122,9 @@ class _Store:
             message = f"store {self.name!r} has no {what} {value} (items are 0..{self.n_items - 1})"
             raise StoreNotFound(message, 404, message)
 
+    def _dense_rows(self, start: int, stop: int) -> np.ndarray:
+        return np.ascontiguousarray(self.reader.dense_rows(start, stop), dtype=np.float32)
+
     def labels_and_distance(self) -> tuple[Any, Any]:
         with self._lock:
             if self._labels is None:
@@ -172,7 +138,7 @@ class _Store:
         j = np.asarray(j, dtype=np.int64).reshape(-1)
         if self.dense is not None:
             return self.dense.gather(i, j)
-        values, found = knn_lookup(self.knn_indices, self.knn_distances, i, j)
+        values, found = self.knn.lookup(i, j)
         if found.all():
             return values
         miss = np.flatnonzero(~found)
@@ -209,6 +175,8 @@ class LocalSource:
         names a store by its folder, as ``labeldist serve --stores stores`` does; a name may also be a path
         (absolute, or relative to ``root``).
     dense_cache_mb : memory for the row blocks of dense matrices kept in memory (per store).
+    knn_cache_mb : memory for the row blocks of kNN lists kept in memory (per store): the lists are read a block at
+        a time, so that memory does not grow with a store's items.
 
     Thread-safe (the prefetch threads share it). Unknown stores and items raise
     :class:`~labeldist.client.http.StoreNotFound` and refused parameters
@@ -216,9 +184,11 @@ class LocalSource:
     :class:`~labeldist.store.StoreError` that :class:`~labeldist.store.StoreReader` raises.
     """
 
-    def __init__(self, root: str | os.PathLike[str] = ".", *, dense_cache_mb: int = 1024) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str] = ".", *, dense_cache_mb: int = 1024, knn_cache_mb: int = 256
+    ) -> None:
         self.root = Path(root)
-        self.dense_cache_mb = dense_cache_mb
+        self.dense_cache_mb, self.knn_cache_mb = dense_cache_mb, knn_cache_mb
         self._stores: dict[str, _Store] = {}
         self._lock = threading.Lock()
 
@@ -227,14 +197,15 @@ class LocalSource:
 
     # a DataLoader that spawns its workers pickles the stream: the stores are opened again there
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "dense_cache_mb": self.dense_cache_mb}
+        return {"root": self.root, "dense_cache_mb": self.dense_cache_mb, "knn_cache_mb": self.knn_cache_mb}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["root"], dense_cache_mb=state["dense_cache_mb"])  # type: ignore[misc]
+        self.__init__(state["root"], dense_cache_mb=state["dense_cache_mb"],  # type: ignore[misc]
+                      knn_cache_mb=state.get("knn_cache_mb", 256))  # fmt: skip
 
     def fresh(self) -> LocalSource:
         """A new source over the same root, opening its stores again: what a forked worker process uses."""
-        return LocalSource(self.root, dense_cache_mb=self.dense_cache_mb)
+        return LocalSource(self.root, dense_cache_mb=self.dense_cache_mb, knn_cache_mb=self.knn_cache_mb)
 
     def __enter__(self) -> LocalSource:
         return self
@@ -261,7 +232,7 @@ class LocalSource:
                 known = ", ".join(s["name"] for s in self.stores()) or "none"
                 message = f"unknown store {name!r}: no labeldist store at {path} (stores under {self.root}: {known})"
                 raise StoreNotFound(message, 404, message)
-            store = self._stores[name] = _Store(name, str(path), self.dense_cache_mb << 20)
+            store = self._stores[name] = _Store(name, str(path), self.dense_cache_mb << 20, self.knn_cache_mb << 20)
             return store
 
     def stores(self) -> list[dict[str, Any]]:
@@ -300,8 +271,8 @@ class LocalSource:
         if k is not None and not 1 <= k <= s.k:
             message = f"k={k} must lie in 1..{s.k} (the store's k, the length of its neighbour lists)"
             raise RequestRejected(message, 422, message)
-        kk = int(s.knn_counts[index]) if k is None else min(k, int(s.knn_counts[index]))
-        return s.knn_indices[index, :kk].astype(np.int64), s.knn_distances[index, :kk].copy()
+        indices, distances = s.knn.neighbors(index, s.k if k is None else k)
+        return indices.astype(np.int64), distances.copy()
 
     def distances(self, store: str, anchor: int, items: np.ndarray | list[int]) -> np.ndarray:
         """Label distances from ``anchor`` to each of ``items``, in that order (float32)."""
@@ -343,8 +314,8 @@ class LocalSource:
             s.check_index(anchors, "anchor")
         seed = secrets.randbits(53) if seed is None else int(seed)
         try:
-            drawn, items = draw_batch_items(s.knn_indices, s.knn_counts, anchors=anchors, count=count, size=size,
-                                            neighbors=neighbors, seed=seed)  # fmt: skip
+            drawn, items = draw_batch_items(s.knn, anchors=anchors, count=count, size=size, neighbors=neighbors,
+                                            seed=seed)  # fmt: skip
         except ValueError as e:
             raise RequestRejected(f"store {store!r}: {e}", 422, str(e)) from None
         b, m = items.shape

@@ -22,16 +22,18 @@ def sample_excluding(rng: np.random.Generator, n: int, count: int, exclude: np.n
 
 
 def draw_items(
-    rng: np.random.Generator, knn_indices: np.ndarray, knn_counts: np.ndarray, anchors: np.ndarray, size: int,
-    neighbors: int,
-) -> np.ndarray:  # fmt: skip
+    rng: np.random.Generator, n_items: int, anchors: np.ndarray, knn_rows: np.ndarray, size: int, neighbors: int
+) -> np.ndarray:
     """``(B, size - 1)`` int64 items of one minibatch per anchor, in order: the anchor's ``neighbors`` nearest (the
-    first of its kNN list, of which ``knn_counts[a]`` are valid), then ``size - 1 - neighbors`` others drawn
-    uniformly without replacement from the items that are neither the anchor nor those nearest."""
-    n, m = knn_indices.shape[0], size - 1
+    first of its kNN list ``knn_rows[t]``, the list of ``anchors[t]``, whose -1 padding does not count), then
+    ``size - 1 - neighbors`` others drawn uniformly without replacement from the ``n_items`` items that are neither
+    the anchor nor those nearest. ``knn_rows`` (B, k) holds the anchors' lists only (read on demand from a store:
+    :class:`labeldist.rowcache.KnnRows`); with ``neighbors=0`` it may be (B, 0)."""
+    m = size - 1
     items = np.empty((len(anchors), m), dtype=np.int64)
     for t, a in enumerate(np.asarray(anchors).tolist()):
-        nearest = knn_indices[a, : min(neighbors, int(knn_counts[a]))]
+        row = knn_rows[t]
+        nearest = row[: min(neighbors, int(np.count_nonzero(row >= 0)))]
         items[t, : nearest.size] = nearest
-        items[t, nearest.size :] = sample_excluding(rng, n, m - nearest.size, np.append(nearest, a))
+        items[t, nearest.size :] = sample_excluding(rng, n_items, m - nearest.size, np.append(nearest, a))
     return items

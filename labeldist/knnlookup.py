@@ -42,3 +42,23 @@ def knn_lookup(
     _scan(indices, distances, i, j, values, found)
     _scan(indices, distances, j, i, values, found)
     return values, found
+
+
+def lookup_in_rows(
+    indices: np.ndarray, distances: np.ndarray, rows: np.ndarray, items: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, found)``: the stored distance where ``items[t]`` is in the kNN list ``indices[rows[t]]``, NaN
+    elsewhere; one direction only, for lists read a few rows at a time (:class:`labeldist.rowcache.KnnRows`).
+
+    >>> idx = np.array([[1, 2], [0, -1]], dtype=np.int32)
+    >>> dist = np.array([[1.0, 2.0], [1.0, np.inf]], dtype=np.float32)
+    >>> values, found = lookup_in_rows(idx, dist, np.array([0, 1, 1]), np.array([2, 0, 2]))
+    >>> values.tolist(), found.tolist()
+    ([2.0, 1.0, nan], [True, True, False])
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    items = np.ascontiguousarray(items, dtype=np.int64)
+    found = np.zeros(rows.size, dtype=bool)
+    values = np.full(rows.size, np.nan, dtype=np.float32)
+    _scan(indices, distances, rows, items, values, found)
+    return values, found

@@ -204,12 +204,87 @@ def read_rows(url: str, path: str, array: zarr.Array, start: int = 0, stop: int 
     stop = array.shape[0] if stop is None and array.ndim else stop
     missing = missing_chunks(array, start, stop)
     if missing:
-        a, b = _rows_of(array, missing[0])
-        raise StoreCorruptError(f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, missing[0]))} is missing "
-                                f"({len(missing)} missing in rows {start}:{stop}): refusing to read fill values as "
-                                f"data; `labeldist verify {url}` lists every damaged chunk", array=path)  # fmt: skip
+        raise _missing_error(url, path, array, missing[0], len(missing), start, stop)
     with checked_read(url, path, f"rows {start}:{stop}"):
         return array[...] if array.ndim == 0 else array[start:stop]
+
+
+def _missing_error(
+    url: str, path: str, array: zarr.Array, coords: tuple[int, ...], count: int, start: int, stop: int
+) -> StoreCorruptError:
+    a, b = _rows_of(array, coords)
+    return StoreCorruptError(f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, coords))} is missing ({count} "
+                             f"missing in rows {start}:{stop}): refusing to read fill values as data; `labeldist "
+                             f"verify {url}` lists every damaged chunk", array=path)  # fmt: skip
+
+
+class ChunkFiles:
+    """Rows of a 2-D array read straight from its chunk files, for the arrays whose rows a server reads one block at
+    a time (the kNN lists): each chunk's file read, its CRC32C checked, its Zstandard frame decoded, as Zarr's own
+    codecs do, for about a tenth of the CPU of a read through zarr-python (0.1 against 1 ms a 67 kB chunk).
+
+    Only for what this module writes there: a local folder, chunks spanning every column, no sharding, and the
+    codecs bytes (little-endian), zstd, crc32c; :meth:`of` answers None for any other array, which is then read
+    through Zarr (:func:`read_rows`). Damage is refused as :func:`read_rows` refuses it: a missing chunk file and a
+    chunk failing its checksum or its decoding raise StoreCorruptError with the same messages.
+    """
+
+    def __init__(self, url: str, path: str, array: zarr.Array) -> None:
+        from numcodecs.zstd import Zstd
+
+        self.url, self.path, self.array = url, path, array
+        self.folder = os.path.join(url, *array.store_path.path.split("/"))
+        self.shape = tuple(int(x) for x in array.shape)
+        self.chunk = _stored_chunk_shape(array)
+        self.dtype = np.dtype(array.dtype).newbyteorder("<")  # the array's dtype: a NumPy dtype
+        self._zstd = Zstd()
+
+    @classmethod
+    def of(cls, url: str, path: str, array: zarr.Array) -> ChunkFiles | None:
+        """A direct reader of ``array``, or None when it is not laid out as this module writes the kNN lists."""
+        from zarr.codecs import BytesCodec
+
+        codecs = array.metadata.codecs if array.metadata.zarr_format == 3 else ()
+        if not (is_local(url) and array.ndim == 2 and len(codecs) == 3):
+            return None
+        first, zstd, crc = codecs
+        if not (isinstance(first, BytesCodec) and isinstance(zstd, ZstdCodec) and isinstance(crc, Crc32cCodec)):
+            return None
+        if first.endian is not None and first.endian.value != "little":
+            return None
+        if _stored_chunk_shape(array)[1] < array.shape[1] or np.dtype(array.dtype).kind not in "iuf":
+            return None
+        return cls(url, path, array)
+
+    def _chunk(self, c: int, start: int, stop: int) -> np.ndarray:
+        """Chunk row ``c``, whole (edge chunks are stored at the full chunk shape), read-only."""
+        key = self.array.metadata.encode_chunk_key((c, 0))
+        try:
+            with open(os.path.join(self.folder, *key.split("/")), "rb") as f:
+                data = f.read()
+        except (FileNotFoundError, NotADirectoryError):
+            raise _missing_error(self.url, self.path, self.array, (c, 0), 1, start, stop) from None
+        import google_crc32c  # zarr's own CRC32C (its Crc32cCodec's)
+
+        a, b = c * self.chunk[0], min((c + 1) * self.chunk[0], self.shape[0])
+        with checked_read(self.url, self.path, f"rows {a}:{b}"):
+            body = np.frombuffer(data, dtype=np.uint8)
+            if body.size < 4 or int(google_crc32c.value(body[:-4])) != int.from_bytes(data[-4:], "little"):
+                raise ValueError("Stored and computed checksum do not match")
+            raw = self._zstd.decode(body[:-4])
+            return np.frombuffer(raw, dtype=self.dtype).reshape(self.chunk)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` (a read-only view where they lie in one chunk)."""
+        r = self.chunk[0]
+        first, last = start // r, max(start, stop - 1) // r
+        if first == last:
+            return self._chunk(first, start, stop)[start - first * r : stop - first * r, : self.shape[1]]
+        out = np.empty((stop - start, self.shape[1]), dtype=self.dtype)
+        for c in range(first, last + 1):
+            a, b = max(start, c * r), min(stop, (c + 1) * r)
+            out[a - start : b - start] = self._chunk(c, start, stop)[a - c * r : b - c * r, : self.shape[1]]
+        return out
 
 
 def has_checksums(array: zarr.Array) -> bool:
@@ -623,13 +698,54 @@ class StoreReader:
         return ids
 
     def knn(self) -> tuple[np.ndarray, np.ndarray]:
-        """All neighbour lists: indices (N, k) int32 and distances (N, k) float32."""
+        """All neighbour lists: indices (N, k) int32 and distances (N, k) float32 (8 N k bytes: a server reads them
+        a block at a time instead, :meth:`knn_rows`)."""
         indices, distances = self._read("knn/indices"), self._read("knn/distances")
         for path, arr in (("knn/indices", indices), ("knn/distances", distances)):
             if arr.shape != (self.n_items, self.k):
                 raise StoreCorruptError(f"{self.url}: {path} has shape {arr.shape}, the manifest says "
                                         f"({self.n_items}, {self.k})")  # fmt: skip
         return indices, distances
+
+    @property
+    def knn_block_rows(self) -> int:
+        """Rows of the neighbour lists stored together (one chunk, one checksum): the unit a reader should fetch."""
+        return _stored_chunk_shape(self._array("knn/indices"))[0]
+
+    def knn_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Neighbour lists of rows ``start:stop``: indices (stop - start, k) int32 and distances float32. Each chunk
+        read is checked as it is decoded: one missing or failing its CRC32C raises StoreCorruptError naming the
+        array and the rows."""
+        if not 0 <= start <= stop <= self.n_items:
+            raise IndexError(f"{self.url}: rows {start}:{stop} are outside the store's {self.n_items} items")
+        indices, distances = (self._read_knn(path, start, stop) for path in ("knn/indices", "knn/distances"))
+        for path, arr in (("knn/indices", indices), ("knn/distances", distances)):
+            if arr.shape != (stop - start, self.k):
+                raise StoreCorruptError(f"{self.url}: {path} rows {start}:{stop} have shape {arr.shape}, the "
+                                        f"manifest says k={self.k}", array=path)  # fmt: skip
+        return indices, distances
+
+    @cached_property
+    def _knn_files(self) -> dict[str, ChunkFiles | None]:
+        return {path: ChunkFiles.of(self.url, path, self._array(path)) for path in ("knn/indices", "knn/distances")}
+
+    def _read_knn(self, path: str, start: int, stop: int) -> np.ndarray:
+        files = self._knn_files[path]
+        return self._read(path, start, stop) if files is None else files.rows(start, stop)
+
+    def check_knn(self) -> None:
+        """Check the neighbour lists without keeping them: both arrays have the manifest's shape (N, k), and every
+        chunk is there and passes its CRC32C (each read once, a row block at a time: the memory of one block, the
+        time of reading them all). What a server runs when it opens a store, so that a store with damaged lists
+        is refused whole, as when it held them in memory; each block is checked again whenever it is read."""
+        for path in ("knn/indices", "knn/distances"):
+            shape = tuple(self._array(path).shape)
+            if shape != (self.n_items, self.k):
+                raise StoreCorruptError(f"{self.url}: {path} has shape {shape}, the manifest says "
+                                        f"({self.n_items}, {self.k})", array=path)  # fmt: skip
+        rows = self.knn_block_rows
+        for start in range(0, self.n_items, rows):
+            self.knn_rows(start, min(start + rows, self.n_items))
 
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of the dense matrix. A NaN (the fill value: never written) is refused as damage."""

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
-from labeldist.api.batching import draw_batches, fill_distances
+from labeldist.api.batching import draw_anchors, draw_and_fill, draw_batch_items, fill_distances
 from labeldist.api.compute import ComputeGuard, guard_for, run_cancellable
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
@@ -81,13 +81,20 @@ async def batches_response(
     seed = body.seed if body.seed is not None else secrets.randbits(53)
     anchors = body.anchors if isinstance(body, BatchesByAnchors) else None
     count = body.count if isinstance(body, BatchesByCount) else None
-    result = draw_batches(store, anchors=anchors, count=count, size=body.size, neighbors=body.neighbors, seed=seed)
-    needed = result.members if body.pairwise else result.anchors
-    if store.in_memory(needed):  # cached dense rows: a few NumPy gathers, answered right here
-        fill_distances(store, result, pairwise=body.pairwise, allow_compute=allow_compute)
-    else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
-        await run_cancellable(receive, guard, fill_distances, store, result, pairwise=body.pairwise,
-                              allow_compute=allow_compute, guard=guard)  # fmt: skip
+    result, rng = draw_anchors(store, anchors=anchors, count=count, size=body.size, neighbors=body.neighbors,
+                               seed=seed)  # fmt: skip
+    if body.neighbors and not store.knn.holds(result.anchors):  # kNN lists to read from disk: all in a worker thread
+        await run_cancellable(receive, guard, draw_and_fill, store, result, rng, size=body.size,
+                              neighbors=body.neighbors, pairwise=body.pairwise, allow_compute=allow_compute,
+                              guard=guard)  # fmt: skip
+    else:
+        draw_batch_items(store, result, rng, size=body.size, neighbors=body.neighbors)
+        needed = result.members if body.pairwise else result.anchors
+        if store.in_memory(needed):  # cached dense rows: a few NumPy gathers, answered right here
+            fill_distances(store, result, pairwise=body.pairwise, allow_compute=allow_compute)
+        else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
+            await run_cancellable(receive, guard, fill_distances, store, result, pairwise=body.pairwise,
+                                  allow_compute=allow_compute, guard=guard)  # fmt: skip
     big = result.items.size + (0 if result.pairwise is None else result.pairwise.size) > BIG_ANSWER
     if npz:
         arrays = {"anchors": result.anchors, "items": result.items, "distances": result.distances,

@@ -12,6 +12,7 @@ from labeldist.api.labelview import render_label
 from labeldist.api.registry import ServedStore
 from labeldist.api.schemas import LabelView, Neighbors
 from labeldist.api.settings import Settings
+from starlette.concurrency import run_in_threadpool
 
 router = APIRouter(prefix="/v1/stores/{store}/items", tags=["items"])
 
@@ -29,7 +30,7 @@ async def neighbors(
     check_neighbors(
         store, request.app.state.settings, index, k
     )  # settings not a dependency: see labeldist.api.deps.APIKey
-    return neighbors_response(store, index, k)
+    return await neighbors_answer(store, index, k)
 
 
 def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int | None) -> None:
@@ -42,6 +43,14 @@ def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int |
         raise BadParameter(
             f"k={k} is more than the store's k={store.k} (the length of its neighbour lists)", ("query", "k"), k
         )
+
+
+async def neighbors_answer(store: ServedStore, index: int, k: int | None) -> Response:
+    """:func:`neighbors_response`, right here when the item's kNN list is in memory, else in a worker thread (its
+    row block is read from disk, off the event loop); also awaited by :mod:`labeldist.api.fastpath`."""
+    if store.knn.holds(index):
+        return neighbors_response(store, index, k)
+    return await run_in_threadpool(neighbors_response, store, index, k)
 
 
 def neighbors_response(store: ServedStore, index: int, k: int | None) -> Response:

@@ -1,67 +1,19 @@
-"""The service's caches and on-demand computation, unit by unit; and that no request changes a store."""
+"""The service's caches and on-demand computation, unit by unit; and that no request changes a store. (The row-block
+cache of kNN lists and dense rows, shared with labeldist.client, is tested in tests/test_rowcache.py.)"""
 
 from __future__ import annotations
 
 import hashlib
-import threading
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
-from labeldist.api.caches import PairCache, RowBlockCache
+from labeldist.api.caches import PairCache
 from labeldist.api.registry import compute_pairs
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN
-
-
-def _matrix(n: int = 50) -> np.ndarray:
-    return np.arange(n * n, dtype=np.float32).reshape(n, n)
-
-
-def test_row_block_cache_answers_the_matrix() -> None:
-    m = _matrix()
-    cache = RowBlockCache(lambda a, b: m[a:b], 50, 8, max_bytes=1 << 20)
-    rng = np.random.default_rng(0)
-    i, j = rng.integers(0, 50, 500), rng.integers(0, 50, 500)
-    assert np.array_equal(cache.gather(i, j), m[i, j])
-    rows, cols = rng.permutation(50)[:17], rng.integers(0, 50, 9)
-    assert np.array_equal(cache.submatrix(rows, cols), m[np.ix_(rows, cols)])
-    assert cache.reads == 7  # every block read once, then served from memory
-    cache.gather(i, j)
-    assert cache.reads == 7
-
-
-def test_row_block_cache_stays_within_its_bytes() -> None:
-    m = _matrix()
-    block_bytes = 8 * 50 * 4
-    cache = RowBlockCache(lambda a, b: m[a:b], 50, 8, max_bytes=2 * block_bytes)
-    for b in (0, 1, 2, 0):
-        cache.block(b)
-        assert cache.nbytes <= 2 * block_bytes
-    assert cache.reads == 4  # block 0 was evicted (least recently used) by block 2
-    cache.block(2)
-    assert cache.reads == 4
-    assert not cache.block(1).flags.writeable, "cached blocks are read-only"
-
-
-def test_row_block_cache_reads_a_block_once_under_concurrency() -> None:
-    m = _matrix()
-    calls = []
-
-    def slow_read(a: int, b: int) -> np.ndarray:
-        calls.append(a)
-        threading.Event().wait(0.05)
-        return m[a:b]
-
-    cache = RowBlockCache(slow_read, 50, 25, max_bytes=1 << 20)
-    threads = [threading.Thread(target=cache.block, args=(1,)) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert calls == [25]
 
 
 def test_pair_cache_hits_misses_and_collisions() -> None:

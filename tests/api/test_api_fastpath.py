@@ -92,7 +92,7 @@ def pair(stores_dir: Path) -> Iterator[tuple[TestClient, TestClient]]:
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the answers the fast path built (the routes call their own module's functions)."""
     calls: list[str] = []
-    for name in ("neighbors_response", "batches_response"):
+    for name in ("neighbors_answer", "batches_response"):
         original = getattr(labeldist.api.fastpath, name)
 
         def wrapped(*args: Any, _name: str = name, _original: Any = original) -> Any:
@@ -110,7 +110,7 @@ def test_neighbors_answers_are_the_routes(pair: tuple[TestClient, TestClient], s
         got = _answer(fast.get(path, follow_redirects=False))
         want = _answer(slow.get(path, follow_redirects=False))
         assert got == want, path
-        assert spy == (["neighbors_response"] if path in FAST_GETS else []), path
+        assert spy == (["neighbors_answer"] if path in FAST_GETS else []), path
         assert want[0] == 200 or path not in FAST_GETS, path
 
 

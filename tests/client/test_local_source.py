@@ -21,8 +21,10 @@ from labeldist.client import (
     draw_batch_items,
 )
 
+from labeldist.rowcache import KnnRows
 from labeldist.store import StoreReader
 from tests.client.conftest import DENSE, KNN
+from tests.conftest import flip_bit
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +57,8 @@ def test_draws_equal_the_service_drawing_code(stores: Path, name: str) -> None:
 
     reader = StoreReader(str(stores / name))
     indices, _ = reader.knn()
-    counts = (indices >= 0).sum(axis=1)
-    served = SimpleNamespace(n_items=reader.n_items, k=reader.k, knn_indices=indices, knn_counts=counts,
-                             check_index=lambda *a: None)  # fmt: skip
+    knn = KnnRows(reader.knn_rows, reader.n_items, reader.k, reader.knn_block_rows, 1 << 20)
+    served = SimpleNamespace(n_items=reader.n_items, k=reader.k, knn=knn, check_index=lambda *a: None)
     cases = [dict(anchors=[0, 7, 7, 199], count=None, size=12, neighbors=5),
              dict(anchors=None, count=9, size=40, neighbors=0),
              dict(anchors=None, count=250, size=3, neighbors=2),  # more anchors than... some draws with replacement
@@ -65,9 +66,10 @@ def test_draws_equal_the_service_drawing_code(stores: Path, name: str) -> None:
     for case in cases:
         for seed in (0, 1, 2**53 - 1):
             want = draw_batches(served, seed=seed, **case)
-            anchors, items = draw_batch_items(indices, counts, seed=seed, **case)
-            np.testing.assert_array_equal(anchors, want.anchors)
-            np.testing.assert_array_equal(items, want.items)
+            for source in (knn, indices):  # the lists read on demand, or the whole array in memory
+                anchors, items = draw_batch_items(source, seed=seed, **case)
+                np.testing.assert_array_equal(anchors, want.anchors)
+                np.testing.assert_array_equal(items, want.items)
 
 
 # ------------------------------------------------------------------ the same answers as the service
@@ -96,6 +98,33 @@ def test_lookups_equal_the_services(local: LocalSource, http: LabelDistClient, n
     pairs = [[0, 1], [5, 4], [199, 3], [8, 8]]
     np.testing.assert_array_equal(local.pair_distances(name, pairs), http.pair_distances(name, pairs))
     assert {s["name"] for s in local.stores()} == {s["name"] for s in http.stores()} == {DENSE, KNN}
+
+
+@pytest.mark.parametrize("name", [DENSE, KNN])
+def test_lists_read_from_disk_every_time_give_the_services_batches(
+    stores: Path, http: LabelDistClient, name: str
+) -> None:
+    """knn_cache_mb=0 and dense_cache_mb=0: no row block kept, every list and row read from disk when asked."""
+    with LocalSource(stores, knn_cache_mb=0, dense_cache_mb=0) as uncached:
+        kw = dict(anchors=[0, 5, 5, 150, 199], size=20, neighbors=5, pairwise=True, seed=3)
+        assert_same_batches(uncached.batches(name, **kw), http.batches(name, **kw))
+        for index in (0, 99, 199):
+            for got, want in zip(uncached.neighbors(name, index), http.neighbors(name, index)):
+                np.testing.assert_array_equal(got, want)
+        store = uncached._open(name)
+        assert len(store.knn.cache) == 0 and store.knn.cache.reads > 0
+        assert store.dense is None or len(store.dense) == 0
+
+
+def test_a_store_with_a_damaged_list_is_refused_when_opened(stores: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from labeldist.store import StoreCorruptError
+
+    shutil.copytree(stores / KNN, tmp_path / KNN)
+    flip_bit(tmp_path / KNN / "knn" / "distances" / "c" / "1" / "0")  # rows 100:200
+    with pytest.raises(StoreCorruptError, match="knn/distances rows 100:200 failed its CRC32C checksum"):
+        LocalSource(tmp_path).batches(KNN, anchors=[0], size=4, seed=0)  # item 0's list is whole: refused all the same
 
 
 def test_refuses_what_the_service_refuses_with_the_same_errors(local: LocalSource, http: LabelDistClient) -> None:
