@@ -149,14 +149,15 @@ def _matches(answer: Answer, s: Snapshot) -> bool:
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, LogFollower]]]]:
     """A stores folder holding the first 800 MPII poses in MPII's person frame (center_scale), and two live servers
-    over it: the default dense-row cache, and none (every dense read goes to disk)."""
+    over it: the default row caches, and none (every kNN list and dense row read from disk when asked, so that reads
+    meet the new store's files while it replaces the old one)."""
     stores = tmp_path / "stores"
     precompute(write_csv(tmp_path / "poses800.csv", 800), stores / NAME, "--normalization", "center_scale")
     running: list[tuple[str, LogFollower]] = []
     try:
         for cache_mb in (None, "0"):
             port = free_port()
-            env = {} if cache_mb is None else {"LABELDIST_DENSE_CACHE_MB": cache_mb}
+            env = {} if cache_mb is None else {"LABELDIST_DENSE_CACHE_MB": cache_mb, "LABELDIST_KNN_CACHE_MB": cache_mb}
             proc = start_server(stores, port, verbose=True, **env)
             running.append((f"http://127.0.0.1:{port}", LogFollower(proc)))
         for url, log in running:

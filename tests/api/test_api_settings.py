@@ -56,6 +56,30 @@ def test_zero_dense_cache_still_answers(stores_dir: Path, store_arrays: dict) ->
             assert np.array_equal(np.float32(body["distances"]), store_arrays[DENSE]["dense"][250, [1, 2, 3]])
 
 
+@pytest.mark.parametrize("store", [DENSE, KNN])
+def test_zero_knn_cache_reads_every_list_from_disk_and_answers_the_same(
+    stores_dir: Path, store_arrays: dict, client: TestClient, store: str
+) -> None:
+    """LABELDIST_KNN_CACHE_MB=0: no row block of the kNN lists kept; neighbour lists and batches (drawn and filled in
+    a worker thread, since the anchors' lists are not in memory) equal the cached service's, draw for draw."""
+    import numpy as np
+
+    arrays = store_arrays[store]
+    with TestClient(create_app(make_settings(stores=stores_dir, knn_cache_mb=0))) as uncached:
+        for index in (0, 255, 256, 299):  # the stores' lists are chunked by 256 rows
+            body = uncached.get(f"/v1/stores/{store}/items/{index}/neighbors").json()
+            assert body["indices"] == arrays["indices"][index].tolist()
+            assert np.array_equal(np.float32(body["distances"]), arrays["distances"][index])
+        for batch in ({"anchors": [3, 3, 290], "size": 30, "neighbors": 5, "pairwise": True, "seed": 4},
+                      {"count": 5, "size": 12, "neighbors": 2, "seed": 9}):  # fmt: skip
+            got = uncached.post(f"/v1/stores/{store}/batches", json=batch)
+            want = client.post(f"/v1/stores/{store}/batches", json=batch)
+            assert got.status_code == want.status_code == 200
+            assert got.json()["batches"] == want.json()["batches"]  # ("computed" depends on what each pair cache holds)
+        served = uncached.app.state.registry.get(store)
+        assert len(served.knn.cache) == 0 and served.knn.cache.reads > 0
+
+
 def test_serve_hands_workers_and_the_worker_healthcheck_to_uvicorn(
     clean_settings: pytest.MonkeyPatch, stores_dir: Path
 ) -> None:
