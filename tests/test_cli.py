@@ -384,3 +384,40 @@ def test_help_shows_every_default():
         if a.default is not None and not isinstance(a, flags) and "%(default)s" not in (a.help or "")
     ]
     assert not missing, f"options whose --help hides their default: {missing}"
+
+
+# ---------------------------------------------------------------- the dense limit (issue 19)
+@pytest.mark.parametrize("kind", ["pose", "layout", "captions", "sentences", "vectors"])
+def test_precompute_help_states_the_real_dense_default(kind, capsys):
+    rc, out, _ = run_cli(capsys, "precompute", kind, "--help")
+    assert rc == 0
+    text = " ".join(out.split())  # argparse wraps lines
+    assert "default: True" not in text  # both --dense and --knn-only said so (one dest, default True)
+    assert "--dense also store the full N x N float32 matrix (default: on, up to --dense-limit;" in text
+    assert "--knn-only store the kNN lists only, no dense matrix (default: off;" in text
+    assert "--dense-limit SIZE largest dense matrix to build" in text and "(default: 1GiB)" in text
+
+
+def test_vectors_over_the_dense_limit_are_refused_naming_the_size(tmp_path, capsys, untouched):
+    values = tmp_path / "v.npy"
+    np.save(values, np.random.default_rng(0).normal(size=(16_385, 2)))  # one item past the default 1 GiB
+    out = tmp_path / "out"
+    rc, _, err = run_cli(capsys, "precompute", "vectors", values, "--out", out)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "a dense matrix of 16,385 items (N x N float32) takes 1.00 GiB, over the dense limit of 1.00 GiB" in err
+    assert "--knn-only" in err and "--dense-limit 2GiB" in err
+    assert not out.exists()
+    rc, _, err = run_cli(capsys, "precompute", "vectors", values, "--out", out, "--dense-limit", "1KiB")
+    assert rc == 2 and "over the dense limit of 1.00 kiB (16 items at most)" in err and not out.exists()
+    rc, _, err = run_cli(capsys, "precompute", "vectors", values, "--out", out, "--dense-limit", "a lot")
+    assert rc == 2 and "argument --dense-limit: expected a size such as 1GiB" in err
+
+
+def test_sentences_use_the_same_dense_limit(tmp_path, capsys, untouched):
+    text = tmp_path / "s.txt"
+    text.write_text("".join(f"sentence number {i}\n" for i in range(200)))
+    out = tmp_path / "out"
+    rc, _, err = run_cli(capsys, "precompute", "sentences", text, "--scorer", "bert", "--out", out,
+                         "--dense-limit", "100KiB")  # fmt: skip
+    assert rc == 2 and "a dense matrix of 200 sentences" in err and "--knn-only" in err, err
+    assert not out.exists()

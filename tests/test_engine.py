@@ -142,3 +142,19 @@ def test_prepare_runs_once_per_job_that_computes_and_never_for_a_reused_store(po
     assert first.blocks_computed == 5 and CountedPrepare.calls == 1  # once in the driver, not once per block
     again = precompute(poses, CountedPrepare(), out, dataset="mpii301", k=25, block_rows=70, client=dask_client)
     assert again.reused and CountedPrepare.calls == 1
+
+
+def test_a_dense_matrix_over_the_limit_is_refused_before_anything_is_written(poses, tmp_path):
+    from labeldist.engine import DENSE_LIMIT, check_dense_size
+
+    out = tmp_path / "big"
+    limit = 4 * len(poses) ** 2 - 1  # one byte short of the 301 x 301 float32 matrix
+    with pytest.raises(ValueError) as refused:
+        precompute(poses, PoseDistance(), out, dataset="mpii301", k=5, dense_limit=limit)  # no cluster is started
+    message = str(refused.value)
+    assert "301 items" in message and "353.91 kiB" in message and "--knn-only" in message and "--dense-limit" in message
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing written, not even a lock
+    check_dense_size(len(poses), 4 * len(poses) ** 2)  # exactly at the limit: built
+    check_dense_size(16_384, DENSE_LIMIT)  # the default, 1 GiB: 16,384 items
+    with pytest.raises(ValueError, match=r"16,385 items .* 1.00 GiB, over the dense limit of 1.00 GiB"):
+        check_dense_size(16_385, DENSE_LIMIT)

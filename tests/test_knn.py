@@ -75,3 +75,29 @@ def test_pruned_topk_keeps_ties_broken_by_index():
     values = np.array([[0.0, 1.0, 1.0, 1.0, 2.0, 1.0]])
     idx, _, _ = pruned_topk(np.zeros_like(values), lambda r, c: values[r, c], 3, exclude=np.array([0]))
     assert idx.tolist() == [[1, 2, 3]]
+
+
+def test_rerank_keeps_the_k_nearest_candidates_and_certifies_only_what_the_bound_proves():
+    from labeldist.knn import rerank_topk
+
+    cand = np.array([[3, 0, 5, 1], [2, 0, 1, 3], [0, 1, 2, 3]])
+    exact = np.array([[1.0, 2.0, 1.0, 0.0], [0.5, 0.5, 0.7, 9.0], [1.0, 2.0, 3.0, 4.0]])
+    lower = np.array([2.5, 0.7, 3.0])
+    idx, dist, ok = rerank_topk(cand, exact, lower, 2, exclude=np.array([1, 9, 2]))
+    assert idx.tolist() == [[3, 5], [0, 2], [0, 1]]  # row 0: item 1 is the row's own; ties broken by index
+    np.testing.assert_array_equal(dist, np.array([[1, 1], [0.5, 0.5], [1, 2]], dtype=np.float32))
+    # row 1: an item outside the candidates may sit at 0.7 > 0.5: certified; row 0: at 2.5 > 1
+    assert ok.tolist() == [True, True, True]
+    # a bound equal to the k-th value: an outside item could tie it with a lower index, so not certified
+    _, _, ok = rerank_topk(cand, exact, np.array([1.0, 0.5, 2.0]), 2, exclude=np.array([1, 9, 2]))
+    assert ok.tolist() == [False, False, False]
+    # a bound a hair above the k-th value that rounds down to it in float32: not certified either
+    _, _, ok = rerank_topk(cand[:1], exact[:1], np.array([1.0 + 1e-12]), 2, exclude=None)
+    assert ok.tolist() == [False]
+
+
+def test_rerank_pads_and_refuses_rows_with_too_few_candidates():
+    from labeldist.knn import rerank_topk
+
+    idx, dist, ok = rerank_topk(np.array([[4, -1, 0]]), np.array([[2.0, 0.0, 1.0]]), np.array([np.inf]), 3, None)
+    assert idx.tolist() == [[0, 4, -1]] and np.isinf(dist[0, 2]) and ok.tolist() == [False]

@@ -286,3 +286,26 @@ def test_values_that_fit_are_kept(tmp_path: Path) -> None:
     VectorDistance("euclidean").check_labels(apart)
     with pytest.raises(LabelError, match="too large for the sqeuclidean distance"):
         VectorDistance("sqeuclidean").check_labels(apart)  # (1e20)^2 = 1e40: float32 holds at most 3.4e38
+
+
+@pytest.mark.parametrize("block_rows", [None, 50])
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean", "cosine"])
+def test_a_knn_only_store_searched_by_faiss_equals_scipy(metric: str, block_rows: int | None, tmp_path: Path,
+                                                         dask_client) -> None:  # fmt: skip
+    """Issue 19: FAISS blocks spread over a real cluster (one block of all N by default, or 50 rows each) give
+    cdist's lists: distances to float32, indices equal except among tied items."""
+    vectors = labels()
+    out = tmp_path / metric
+    result = precompute(vectors, VectorDistance(metric), out, dataset="v", k=K, dense=False, block_rows=block_rows,
+                        client=dask_client)  # fmt: skip
+    assert result.manifest["block_rows"] == (block_rows or N)  # FAISS's blocks: at least 2048 rows, here all N
+    assert check_store(out).strip().endswith(": ok")
+    indices, distances = StoreReader(str(out)).knn()
+    brute = cdist(vectors.values, vectors.values, metric)
+    np.fill_diagonal(brute, np.inf)
+    expected = np.argsort(brute.astype(np.float32), axis=1, kind="stable")[:, :K]
+    np.testing.assert_allclose(distances, np.take_along_axis(brute, expected, 1).astype(np.float32), rtol=2.5e-7,
+                               atol=1e-12)  # fmt: skip
+    differ = indices != expected
+    np.testing.assert_allclose(np.take_along_axis(brute, indices.astype(np.int64), 1)[differ],
+                               np.take_along_axis(brute, expected, 1)[differ], rtol=2.5e-7)  # fmt: skip
