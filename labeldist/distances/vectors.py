@@ -191,7 +191,9 @@ def search_threads() -> int | None:
         worker = get_worker()
     except (ImportError, ValueError):  # ValueError: not in a worker
         return None
-    budget = int(os.environ.get("OMP_NUM_THREADS") or len(os.sched_getaffinity(0)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    setting = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()  # "4,2": 4 at the outer level
+    budget = int(setting) if setting.isdigit() and int(setting) > 0 else cores
     return max(1, budget // max(1, int(getattr(worker.state, "nthreads", 1))))
 
 
