@@ -129,8 +129,9 @@ def ceiling(
     draws: int = 5,
     seed: int = 0,
     k_max: int = 100,
+    mirror: bool = False,
 ) -> dict[str, Any]:
-    """The nDCG@K and MLD@K of a perfect model of the rendered picture (module docstring), K = 1..k_max.
+    r"""The nDCG@K and MLD@K of a perfect model of the rendered picture (module docstring), K = 1..k_max.
 
     ``labels``: a LabelSet; ``queries`` / ``gallery``: positions in it; ``distance``: its LabelDistance.
     Poses: ``frame`` ``(cx, cy, half)`` (needed for a jitter: its centre and side), ``scale`` and ``shift`` the
@@ -138,6 +139,12 @@ def ceiling(
     normalisation, which undoes any scale and shift, so it takes no jitter). Every item gets its own jitter draw,
     ``draws`` times (generator ``(seed, draw)``); with no jitter one draw is the answer. Other labels (layouts)
     take no jitter and no view: their ceiling is 1 by construction.
+
+    ``mirror``: the model was trained with an independent per-image flip while the served distances stayed those
+    of the unflipped poses (the old ImageNet augmentation), so it cannot tell a picture from its mirror image: it
+    ranks gallery pose :math:`q` by :math:`\min(D(p, q), D(p, \bar q))`, :math:`\bar q` the pose with x mirrored
+    about the picture's centre and each joint keeping its name (a pixel flip moves the lighter left limbs to the
+    right; it does not relabel them). Poses only.
 
     Returns ``k``, ``ndcg`` and ``mean_label_distance`` (means over the draws) with ``*_std`` (their standard
     deviation over the draws), ``oracle_mean_label_distance`` (the gallery sorted by the true distance),
@@ -182,7 +189,21 @@ def ceiling(
             rng = np.random.default_rng(np.random.SeedSequence([int(seed), d]))
             views.append(_with_xy(labels, jitter_poses(labels.xy, scale=scale, shift=shift, frame=frame, rng=rng)))
         used = draws
-    scores = [score(true, distance.block(v.subset(queries), v.subset(gallery)), k_max) for v in views]
+    if mirror and not isinstance(labels, Poses):
+        raise ValueError("mirror is a pose ceiling: a layout's flip is its own label's")
+
+    def seen(v) -> np.ndarray:  # the distances the perfect model of the pictures ranks by
+        block = distance.block(v.subset(queries), v.subset(gallery))
+        if not mirror:
+            return block
+        cx = 0.0 if view == "bbox" or frame is None else float(frame[0])
+        flipped = v.xy.copy()
+        flipped[..., 0] = 2 * cx - flipped[..., 0]
+        return np.minimum(block, distance.block(v.subset(queries), _with_xy(v, flipped).subset(gallery)))
+
+    if mirror:
+        note += "; and a per-image flip: mirror images look alike to it"
+    scores = [score(true, seen(v), k_max) for v in views]
     out: dict[str, Any] = {"k": np.arange(1, k_max + 1)}
     for name in ("ndcg", "mean_label_distance"):
         stack = np.stack([s[name] for s in scores])
@@ -190,7 +211,8 @@ def ceiling(
     out["oracle_mean_label_distance"] = mean_label_distance(true, ranking(true, k_max))
     out["summary"] = {f"{name}@{k}": float(out[name][k - 1]) for name in ("ndcg", "mean_label_distance")
                       for k in SUMMARY_K if k <= k_max}  # fmt: skip
-    out["params"] = {"scale": float(scale), "shift": float(shift), "view": view, "draws": used, "seed": int(seed),
+    out["params"] = {"scale": float(scale), "shift": float(shift), "view": view, "mirror": bool(mirror),
+                     "draws": used, "seed": int(seed),
                      "frame": None if frame is None else [float(v) for v in frame], "queries": len(queries),
                      "gallery": len(gallery)}  # fmt: skip
     out["note"] = note
@@ -339,6 +361,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows["label frame, no jitter (oracle)"] = ceiling(labels, distance, queries, gallery, **common)
     if isinstance(labels, Poses):
         rows["bounding box (render version 1)"] = ceiling(labels, distance, queries, gallery, view="bbox", **common)
+        rows["bounding box and a per-image flip (the old render and augmentation)"] = ceiling(
+            labels, distance, queries, gallery, view="bbox", mirror=True, **common
+        )
+        rows[f"label frame, jitter scale {args.scale} shift {args.shift}, and a per-image flip"] = ceiling(
+            labels, distance, queries, gallery, scale=args.scale, shift=args.shift, mirror=True, **common
+        )
     if args.json:
         print(json.dumps({name: {**r["summary"], "params": r["params"], "note": r["note"]} for name, r in rows.items()},
                          indent=2))  # fmt: skip

@@ -121,6 +121,25 @@ def test_one_draw_ranks_by_the_jittered_distance_and_scores_by_the_true_one(pose
     assert (result["ndcg_std"] == 0).all()
 
 
+def test_a_mirror_blind_model_ranks_by_the_nearer_of_a_pose_and_its_mirror(poses) -> None:
+    """The old augmentation's per-image flip: the loops rank each gallery pose by the smaller of its distance and
+    its mirror image's (x -> 2 cx - x, joints keeping their names), scored by the true distance."""
+    q, g = QUERIES[:6], GALLERY[:30]
+    mirrored = poses.xy.copy()
+    mirrored[..., 0] = 2 * FRAME[0] - mirrored[..., 0]
+    true = np.array([[_slow_pose_distance(poses.xy[a], poses.present[a], poses.xy[b], poses.present[b]) for b in g]
+                     for a in q])  # fmt: skip
+    blind = np.array([[min(true[i, j], _slow_pose_distance(poses.xy[a], poses.present[a], mirrored[b],
+                                                             poses.present[b])) for j, b in enumerate(g)]
+                      for i, a in enumerate(q)])  # fmt: skip
+    assert (blind < true).any()  # some poses are nearer someone's mirror image: the flip changes the ranking
+    ndcg, mld = _slow_scores(true, blind, 10)
+    result = ceil.ceiling(poses, _distance(), q, g, frame=FRAME, mirror=True, k_max=10)
+    np.testing.assert_allclose(result["ndcg"], ndcg, rtol=1e-9)
+    np.testing.assert_allclose(result["mean_label_distance"], mld, rtol=1e-9)
+    assert result["ndcg"][9] < 1.0 and "per-image flip" in result["note"]
+
+
 def test_with_jitter_the_ceiling_is_below_one_and_falls_as_the_jitter_grows(poses) -> None:
     results = [ceil.ceiling(poses, _distance(), QUERIES, GALLERY, scale=scale, shift=shift, frame=FRAME, k_max=20)
                for scale, shift in ((0.02, 0.01), (0.05, 0.03), (0.1, 0.06), (0.2, 0.12))]  # fmt: skip
@@ -129,8 +148,8 @@ def test_with_jitter_the_ceiling_is_below_one_and_falls_as_the_jitter_grows(pose
     assert all(x < 1 for x in ndcg10) and ndcg10 == sorted(ndcg10, reverse=True), ndcg10
     assert mld10 == sorted(mld10) and mld10[0] > results[0]["oracle_mean_label_distance"][9]
     assert all((r["ndcg"] < 1).all() for r in results)
-    assert results[1]["params"] == {"scale": 0.05, "shift": 0.03, "view": "label", "draws": 5, "seed": 0,
-                                    "frame": list(FRAME), "queries": 40, "gallery": 160}  # fmt: skip
+    assert results[1]["params"] == {"scale": 0.05, "shift": 0.03, "view": "label", "mirror": False, "draws": 5,
+                                    "seed": 0, "frame": list(FRAME), "queries": 40, "gallery": 160}  # fmt: skip
     # the draws differ, and their mean is what is reported
     assert (results[1]["ndcg_std"] > 0).any()
     # a jitter needs the frame: its centre and side
@@ -164,6 +183,8 @@ def test_a_layout_ceiling_is_one_by_construction() -> None:
     assert "1 by construction" in result["note"]
     with pytest.raises(ValueError, match="no jitter"):
         ceil.ceiling(layouts, LayoutMIoU(), np.arange(6), np.arange(6, 30), scale=0.05, frame=(0, 0, 1))
+    with pytest.raises(ValueError, match="pose ceiling"):
+        ceil.ceiling(layouts, LayoutMIoU(), np.arange(6), np.arange(6, 30), mirror=True)
 
 
 def test_a_store_ceiling_is_the_ceiling_of_its_labels(pose_store) -> None:
@@ -187,9 +208,10 @@ def test_the_command_prints_the_three_ceilings(tmp_path, capsys) -> None:
     small.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert ceil.main(["--labels", str(small), "--draws", "2", "--k", "1", "10", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert len(out) == 3
-    jitter, oracle, box = out.values()
+    assert len(out) == 5
+    jitter, oracle, box, box_flip, jitter_flip = out.values()
     assert oracle["ndcg@10"] == 1.0 and jitter["ndcg@10"] < 1.0 and box["ndcg@10"] < 1.0
+    assert box_flip["params"]["mirror"] and jitter_flip["params"]["mirror"] and not jitter["params"]["mirror"]
     assert jitter["params"]["frame"] == list(FRAME) and jitter["params"]["draws"] == 2
     assert (jitter["params"]["queries"], jitter["params"]["gallery"]) == (12, 48)  # 300 -> 60 test -> 12 queries
     assert ceil.main(["--labels", str(small), "--draws", "1", "--k", "10"]) == 0
@@ -211,5 +233,5 @@ def test_the_command_takes_a_store_and_its_renders_frame(pose_store, tmp_path, c
     args = ["--store", str(store), "--split", str(split), "--draws", "1", "--k", "5", "--json"]
     assert ceil.main([*args, "--frame-from", str(tmp_path / "r")]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [r["params"]["frame"] for r in out.values()] == [list(frame)] * 3
+    assert [r["params"]["frame"] for r in out.values()] == [list(frame)] * 5
     assert list(out.values())[1]["ndcg@5"] == 1.0
