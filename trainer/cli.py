@@ -55,7 +55,8 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
         options["positives"] = args.positives
     if args.loss == "log_ratio" and (args.unsquared or args.squared):
         options["squared"] = bool(args.squared)
-    if args.loss == "ladder":
+    ladder_flags = args.ladder_calibrate or args.ladder_percentiles or args.ladder_shares
+    if args.loss == "ladder" or (args.loss is None and ladder_flags):  # the recipe's ladder (zhou2020)
         if args.thresholds:
             options["thresholds"] = args.thresholds
         if args.relevance:
@@ -64,6 +65,13 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
             options["calibrate"] = args.ladder_calibrate
         if args.ladder_shares:
             options["shares"] = args.ladder_shares
+        if args.ladder_percentiles:
+            if args.ladder_calibrate != "percentile":
+                raise SystemExit("--ladder-percentiles needs --ladder-calibrate percentile")
+            options["percentiles"] = args.ladder_percentiles
+    elif ladder_flags:
+        raise SystemExit(f"--ladder-calibrate, --ladder-percentiles and --ladder-shares are options of the ladder "
+                         f"loss, not of {args.loss}")  # fmt: skip
     return options
 
 
@@ -251,9 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "Eq. 5 (labeldist-v1's choice)")  # fmt: skip
     fit.add_argument("--thresholds", type=float, nargs="+", help="ladder: relevance thresholds, decreasing")
     fit.add_argument("--relevance", choices=("one_minus", "inverse"), help="ladder: relevance from distance")
-    fit.add_argument("--ladder-calibrate", choices=("auto", "quantile", "off"), help="ladder: auto (default) keeps "
-                     "the thresholds where the first batch's relevances lie in [0, 1] and form a rung, else sets them "
-                     "at quantiles of its label distances (quantile: always; off: never, an error)")  # fmt: skip
+    fit.add_argument("--ladder-calibrate", choices=("auto", "quantile", "off", "percentile"), help="ladder: auto "
+                     "(default) keeps the thresholds where the first batch's relevances lie in [0, 1] and form a rung, "
+                     "else sets them at quantiles of its label distances (quantile: always; off: never, an error); "
+                     "percentile: Zhou et al.'s adaptive thresholds, per anchor at percentiles of its own relevances "
+                     "to the minibatch (--ladder-percentiles)")  # fmt: skip
+    fit.add_argument("--ladder-percentiles", type=float, nargs="+", help="ladder, --ladder-calibrate percentile: "
+                     "one per rung, decreasing (default 95 85, the authors' code)")  # fmt: skip
     fit.add_argument("--ladder-shares", type=float, nargs="+", help="ladder: shares of the first batch's pairs at "
                      "or below each calibrated threshold, one per rung, increasing (default 0.05 0.2)")  # fmt: skip
     fit.add_argument("--recipe", default="auto", choices=("auto", *RECIPES), help="the paper's training settings "

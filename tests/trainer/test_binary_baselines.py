@@ -153,11 +153,29 @@ def test_registry_builds_proxies_for_the_run() -> None:
         (["--loss", "multi_similarity"], {}),
         (["--loss", "ladder", "--ladder-calibrate", "off"], {"calibrate": "off"}),
         (["--loss", "ladder", "--ladder-shares", "0.1", "0.3"], {"shares": [0.1, 0.3]}),
+        (
+            ["--loss", "ladder", "--ladder-calibrate", "percentile", "--ladder-percentiles", "90", "70"],
+            {"calibrate": "percentile", "percentiles": [90.0, 70.0]},
+        ),
+        (["--recipe", "zhou2020", "--ladder-calibrate", "percentile"], {"calibrate": "percentile"}),
     ],
 )
 def test_the_command_line_reaches_the_new_losses(argv: list[str], options: dict) -> None:
     args = build_parser().parse_args(["fit", "--store", "s", "--features", "f.npy", "--out", "o", *argv])
     assert _loss_options(args) == options
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--loss", "ladder", "--ladder-percentiles", "90"], "needs --ladder-calibrate percentile"),
+        (["--loss", "dense_triplet", "--ladder-calibrate", "percentile"], "not of dense_triplet"),
+    ],
+)
+def test_ladder_options_out_of_place_are_refused(argv: list[str], says: str) -> None:
+    args = build_parser().parse_args(["fit", "--store", "s", "--features", "f.npy", "--out", "o", *argv])
+    with pytest.raises(SystemExit, match=says):
+        _loss_options(args)
 
 
 def test_margin_is_refused_where_the_paper_has_none() -> None:
