@@ -3,6 +3,12 @@
     .venv/bin/labeldist precompute pose data/mpii/mpii_valid_2958.csv --out stores/mpii-pose
     .venv/bin/python benchmarks/bench_api.py --stores stores --store mpii-pose --workers 2
 
+A big store next to a small one, in the same run (issue 19: a 1,000,000-item store served within 500 MiB a
+worker, p99 <= 10 ms at 64 clients):
+
+    .venv/bin/python benchmarks/bench_api.py --stores stores --store mpii-pose,vec1m --scenarios neighbors \
+        --workers 2 --repeats 3 --p99-target-ms 10 --worker-rss-target-mib 500
+
 Starts ``labeldist serve`` (uvicorn, ``--workers`` processes) on 127.0.0.1 over the stores folder, then, for
 each scenario and number of concurrent clients, a closed-loop load generator (each client sends its next
 request when the previous one is answered, on its own keep-alive connection) for ``--duration`` seconds:
@@ -14,13 +20,23 @@ request when the previous one is answered, on its own keep-alive connection) for
 - ``--generator httpx``: httpx sync clients in threads in ``--client-procs`` separate Python processes, about
   0.45 ms of CPU a request: on a 2-core machine it takes half the cores from the server it measures.
 
+With ``--store A,B``, each scenario is measured on each store in turn (``--repeats R``: R times, the stores
+alternating, and the medians reported), and each figure is also given as a ratio to the first store's, measured
+in the same minutes. When a store has more items than the wrk script's table, every request draws its own item
+(uniformly, in wrk's Lua), for every store of the run: a table cycled over a million items would ask the same
+4,096 again and again, and measure a cache that holds them all.
+
 Prints throughput and p50/p99 latency, each with its ratio to the issue's target (2,000 neighbour requests/s,
-500 minibatches/s, p99 <= 50 ms at 64 clients) and to ``healthz`` (no store, no parameters, through FastAPI's
-routing: the framework's floor on the same machine, always measured first in the same run; the neighbour and
-batch requests that api/fastpath.py answers skip that routing, and can beat it); the server's CPU time per request
-(psutil, workers included; steadier than throughput on a shared machine) and the load generator's; the load
-average before and after; the server's resident memory with every store loaded. A scenario with any answer
-other than 200 is reported as FAILED and makes the script exit with status 1. Server and load generator share
+500 minibatches/s, p99 <= 50 ms at 64 clients, or ``--p99-target-ms``) and to ``healthz`` (no store, no
+parameters, through FastAPI's routing: the framework's floor on the same machine, always measured first in the same
+run; the neighbour and batch requests that api/fastpath.py answers skip that routing, and can beat it); the
+server's CPU time per request (psutil, workers included; steadier than throughput on a shared machine) and the load
+generator's; the load average before and after; how long the server took to come up (every worker opens every
+store, and checks every chunk of its kNN lists); the resident memory of the server and of each worker (now and its
+peak) after the runs, against ``--worker-rss-target-mib``. Before measuring, one request of each scenario opens
+what it needs on each measured store (labels for distances computed on demand). ``--setting NAME=VALUE`` passes
+``LABELDIST_NAME`` to the server (e.g. ``knn_cache_mb=64``). A scenario with any answer other than 200 is reported
+as FAILED and makes the script exit with status 1. Server and load generator share
 this machine's cores, so the figures are a lower bound of what the server alone would do. Every run is bounded
 in time (``--duration``) and targets 127.0.0.1 only.
 """
@@ -40,6 +56,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from serving import tree_cpu_seconds  # benchmarks/serving.py (scripts run from benchmarks/)
@@ -128,7 +145,29 @@ def _lua_string(text: str) -> str:
     return json.dumps(text)  # a JSON string of ASCII text is a valid Lua string literal
 
 
-def _wrk_script(folder: Path, scenario: str, store: str, n_items: int, seed: int) -> Path:
+#: what replaces the table's init() and request() when each request draws its own item (math.random in wrk's Lua)
+_WRK_LUA_RANDOM = r"""
+math.randomseed(%(seed)d)
+function init(args) end
+
+function request()
+  local index = math.random(0, %(n_items)d - 1)
+  if %(kind)s == "neighbors" then
+    return wrk.format("GET", %(prefix)s .. index .. "/neighbors?k=30")
+  elseif %(kind)s == "healthz" then
+    return wrk.format("GET", "/healthz")
+  end
+  local body = string.format(%(body)s, index, math.random(0, 2147483646))
+  return wrk.format("POST", %(path)s, {["Content-Type"] = "application/json"}, body)
+end
+"""
+
+
+def _wrk_script(folder: Path, scenario: str, store: str, n_items: int, seed: int, uniform: bool = False) -> Path:
+    """The Lua script of a scenario: a table of :data:`WRK_TABLE` requests on random items, cycled; or, with
+    ``uniform``, a new random item drawn for every request (by wrk's Lua: a few us a request), so that a store with
+    far more items than the table is asked for all of them, as a training job would (a table cycled over a
+    million-item store would ask the same 4,096 items again and again: all of them cached after one round)."""
     rng = np.random.default_rng(seed)
     reqs = [_request(scenario, store, n_items, rng) for _ in range(WRK_TABLE)]
     text = _WRK_LUA % {
@@ -137,7 +176,20 @@ def _wrk_script(folder: Path, scenario: str, store: str, n_items: int, seed: int
         "paths": ", ".join(_lua_string(p) for _, p, _ in reqs),
         "bodies": ", ".join(_lua_string((b or b"").decode()) for _, _, b in reqs),
     }
-    path = folder / f"{scenario}.lua"
+    if uniform:
+        method, path, body = _request(scenario, store, n_items, rng)
+        template = json.loads(body) if body else {}
+        if body:
+            template.update(anchors=["ANCHOR"], seed="SEED")
+        body_format = json.dumps(template).replace('["ANCHOR"]', "[%d]").replace('"SEED"', "%d")
+        kind = FLOOR if scenario == FLOOR else ("neighbors" if scenario == "neighbors" else "batches")
+        start, end = text.index("function init(args)"), text.index("function response(")
+        prefix = _lua_string(f"/v1/stores/{store}/items/")
+        text = text[:start] + _WRK_LUA_RANDOM % {
+            "seed": seed, "n_items": n_items, "kind": _lua_string(kind), "prefix": prefix,
+            "body": _lua_string(body_format), "path": _lua_string(path),
+        } + "\n" + text[end:]  # fmt: skip
+    path = folder / f"{scenario}-{store}.lua"
     path.write_text(text)
     return path
 
@@ -321,20 +373,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(stores: str, port: int, workers: int) -> subprocess.Popen:
-    env = {**os.environ, "LABELDIST_ACCESS_LOG": "false", "LABELDIST_WORKERS": str(workers)}
+def _start_server(stores: str, port: int, workers: int, settings: dict[str, str], log: Any) -> subprocess.Popen:
+    """``labeldist serve`` with ``settings`` (``LABELDIST_<NAME>`` variables); its stderr into the file ``log`` (a pipe
+    nobody reads could fill and stall it)."""
+    env = {**os.environ, "LABELDIST_ACCESS_LOG": "false", "LABELDIST_WORKERS": str(workers),
+           **{f"LABELDIST_{name.upper()}": value for name, value in settings.items()}}  # fmt: skip
     command = [sys.executable, "-m", "labeldist.cli", "serve", "--stores", stores, "--host", "127.0.0.1",
                "--port", str(port)]  # fmt: skip
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
 
 
-def _wait(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+def _wait(url: str, proc: subprocess.Popen, log: Any, timeout: float = 900.0) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}: {proc.stderr.read()[-2000:]}")
+            log.seek(0)
+            raise SystemExit(f"server exited with {proc.returncode}: {log.read()[-2000:]}")
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 return
@@ -366,6 +422,18 @@ class ServerCPU:
         procs = [self._parent, *self._parent.children(recursive=True)]
         return sum(p.memory_info().rss for p in procs) / 2**20
 
+    def workers(self) -> list[dict]:
+        """Each process that serves requests (uvicorn's workers; the server itself when it runs one): its pid,
+        resident memory now and its peak (VmHWM), MiB."""
+        children = [p for p in self._parent.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+        out = []
+        for p in children or [self._parent]:
+            status = Path(f"/proc/{p.pid}/status").read_text()
+            peak = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+            out.append({"pid": p.pid, "rss_mib": p.memory_info().rss / 2**20,
+                        "peak_mib": int(peak.group(1)) / 1024 if peak else float("nan")})  # fmt: skip
+        return out
+
 
 # ---------------------------------------------------------------- driver
 def _ratio(value: float, base: float | None) -> str:
@@ -386,10 +454,23 @@ def main(argv: list[str] | None = None) -> int:
                        ("duration", float), ("seed", int)):  # fmt: skip
         client.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, required=True)
     parser.add_argument("--stores", default="stores", help="stores folder to serve (default: %(default)s)")
-    parser.add_argument("--store", help="store to query (default: the first complete one)")
+    parser.add_argument(
+        "--store",
+        help="store(s) to query, comma-separated: each scenario is measured on each, in turn, and compared with the "
+        "first (default: the first complete one)",
+    )
     parser.add_argument("--clients", default="1,16,64", help="concurrent clients (default: %(default)s)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement (whole seconds for wrk)")
+    parser.add_argument("--repeats", type=int, default=1, help="measurements of each case, alternating stores; "
+                        "the medians are reported (default: %(default)s)")  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a service setting, as LABELDIST_NAME=VALUE in its environment (e.g. knn_cache_mb=128); repeatable",
+    )
     parser.add_argument(
         "--generator",
         choices=("wrk", "httpx"),
@@ -402,6 +483,10 @@ def main(argv: list[str] | None = None) -> int:
         help="besides healthz, always measured first (the framework's floor: no store, no parameters); "
         "pairwise: 151x151 matrices (default: %(default)s)",
     )
+    parser.add_argument("--p99-target-ms", type=float, default=P99_TARGET_MS,
+                        help=f"the p99 target at {P99_CLIENTS}+ clients (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--worker-rss-target-mib", type=float,
+                        help="the most resident memory of a worker at the end (default: not checked)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the random items asked")
     parser.add_argument("--verbose", action="store_true", help="print wrk's own output of every run")
     args = parser.parse_args(argv)
@@ -416,40 +501,56 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = [FLOOR] + [s for s in args.scenarios.split(",") if s and s != FLOOR]
     client_counts = [int(c) for c in args.clients.split(",")]
     seconds = max(1, round(args.duration)) if generator == "wrk" else args.duration
+    settings = dict(_setting(text) for text in args.setting)
+    p99_target = args.p99_target_ms
 
     import httpx
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     load_before = _load_average()
-    proc = _start_server(args.stores, port, args.workers)
+    log = tempfile.TemporaryFile(mode="w+")
+    t_start = time.perf_counter()
+    proc = _start_server(args.stores, port, args.workers, settings, log)
     failed: list[str] = []
     broken: list[str] = []
     try:
-        _wait(url, proc)
+        _wait(url, proc, log)
+        up_s = time.perf_counter() - t_start
         server = ServerCPU(proc)
         stores = httpx.get(f"{url}/v1/stores").json()["stores"]
         served = [s for s in stores if s["available"]]
         if not served:
             raise SystemExit(f"no complete store in {args.stores!r}; build one, e.g.\n  {__doc__.splitlines()[2]}")
-        info = next((s for s in served if s["name"] == args.store), None) if args.store else served[0]
-        if info is None:
-            raise SystemExit(f"store {args.store!r} is not served; served: {[s['name'] for s in served]}")
-        for s in served:  # load every store's labels and caches before measuring memory
-            httpx.post(f"{url}/v1/stores/{s['name']}/batches", json={"count": 4, "size": 32, "pairwise": True},
-                       timeout=600)  # fmt: skip
+        by_name = {s["name"]: s for s in served}
+        names = args.store.split(",") if args.store else [served[0]["name"]]
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise SystemExit(f"store(s) {unknown} not served; served: {sorted(by_name)}")
+        infos = [by_name[n] for n in names]
+        uniform = generator == "wrk" and max(i["n_items"] for i in infos) > WRK_TABLE
+        for info in infos:  # open what the scenarios use (labels, caches' first blocks) before measuring
+            for scenario in scenarios[1:]:
+                method, path, body = _request(scenario, info["name"], info["n_items"], np.random.default_rng(0))
+                httpx.request(method, f"{url}{path}", content=body, timeout=600,
+                              headers={"content-type": "application/json"} if body else None)  # fmt: skip
         import uvicorn
 
         extras = [m for m in ("httptools", "uvloop", "orjson") if _importable(m)]
-        kind = "dense" if info.get("has_dense") else "kNN only"
-        print(f"labeldist API load test: store {info['name']!r} ({info['kind']}, {info['n_items']} items, "
-              f"k={info['k']}, {kind}); {len(served)} store(s) served")  # fmt: skip
+        for info in infos:
+            kind = "dense" if info.get("has_dense") else "kNN only"
+            print(f"labeldist API load test: store {info['name']!r} ({info['kind']}, {info['n_items']:,} items, "
+                  f"k={info['k']}, {kind})")  # fmt: skip
+        print(f"{len(served)} store(s) served; server up (stores opened and checked) in {up_s:.1f} s")
         print(f"server: uvicorn {uvicorn.__version__}, {args.workers} worker(s), access log off, with "
-              f"{', '.join(extras) or 'no httptools/uvloop/orjson'}; 127.0.0.1:{port}")  # fmt: skip
+              f"{', '.join(extras) or 'no httptools/uvloop/orjson'}; 127.0.0.1:{port}"
+              + (f"; settings {settings}" if settings else ""))  # fmt: skip
         if generator == "wrk":
             version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()[:1]
+            asked = ("each request on an item drawn at random by wrk's Lua" if uniform else
+                     f"{WRK_TABLE} requests on random items cycled")  # fmt: skip
             print(f"load generator: wrk ({' '.join(version).strip()}), 1 thread, one keep-alive connection per "
-                  f"client, {WRK_TABLE} requests on random items cycled, --timeout {WRK_TIMEOUT_S}s")  # fmt: skip
+                  f"client, {asked}, --timeout {WRK_TIMEOUT_S}s")  # fmt: skip
         else:
             import httpcore
 
@@ -457,50 +558,63 @@ def main(argv: list[str] | None = None) -> int:
                   f"threads, in {args.client_procs} separate processes")  # fmt: skip
         print(f"{os.cpu_count()} CPU cores shared by server and load generator; load average (1, 5, 15 min) before: "
               f"{load_before}")  # fmt: skip
-        print(f"neighbours: k=30; batches: 1 batch of 150 items (size 151), 5 nearest; {seconds:g} s each\n")
-        header = (f"{'scenario':<22}{'clients':>7}{'req/s':>8}{'/target':>8}{'/floor':>7}{'p50 ms':>8}{'p99 ms':>8}"
-                  f"{'/50ms':>7}{'/floor':>7}{'non200':>7}{'srv us':>8}{'gen us':>7}  verdict")  # fmt: skip
+        repeats = f"; medians of {args.repeats} runs, stores alternating" if args.repeats > 1 else ""
+        print(f"neighbours: k=30; batches: 1 batch of 150 items (size 151), 5 nearest; {seconds:g} s each{repeats}\n")
+        base_name = infos[0]["name"]
+        header = (f"{'scenario':<22}{'store':<16}{'clients':>7}{'req/s':>8}{'/target':>8}{'/floor':>7}{'/first':>7}"
+                  f"{'p50 ms':>8}{'p99 ms':>8}{'/p99 t':>7}{'/floor':>7}{'/first':>7}{'non200':>7}{'srv us':>8}"
+                  f"{'gen us':>7}  verdict")  # fmt: skip
         print(header)
         print("-" * len(header))
         floor: dict[int, dict] = {}
         with tempfile.TemporaryDirectory(prefix="bench_api-") as tmp:
             for scenario in scenarios:
+                targets = [infos[0]] if scenario == FLOOR else infos
+                scripts = {}
                 if generator == "wrk":
-                    script = _wrk_script(Path(tmp), scenario, info["name"], info["n_items"], args.seed)
-                    _run_wrk(url, script, max(client_counts), WARMUP_S)  # connect, warm the caches; not counted
+                    for info in targets:
+                        scripts[info["name"]] = script = _wrk_script(Path(tmp), scenario, info["name"],
+                                                                     info["n_items"], args.seed, uniform)  # fmt: skip
+                        _run_wrk(url, script, max(client_counts), WARMUP_S)  # connect, warm the caches; not counted
                 for clients in client_counts:
-                    if generator == "wrk":
-                        r = _measure_wrk(url, script, clients, seconds, server)
-                    else:
-                        r = _measure_httpx(url, scenario, info["name"], info["n_items"], clients, seconds,
-                                           args.client_procs, server)  # fmt: skip
-                    if scenario == FLOOR:
-                        floor[clients] = r
-                    base = floor.get(clients) if scenario != FLOOR else None
-                    target = TARGETS.get(scenario)
-                    verdict = ""
-                    if target is not None and clients > 1:  # one client is bound by its own round trip
-                        ok = r["rps"] >= target and (clients < P99_CLIENTS or r["p99_ms"] <= P99_TARGET_MS)
-                        verdict = (f">= {target:g}/s{', p99 <= 50 ms' if clients >= P99_CLIENTS else ''}: "
-                                   f"{'ok' if ok else 'MISSED'}")  # fmt: skip
-                        if not ok:
-                            failed.append(f"{scenario}@{clients}")
-                    if r["non200"] or r["socket_errors"]:
-                        verdict = (f"FAILED: {r['non200']} of {r['requests']} answers not 200 {r['statuses']} "
-                                   f"{r['socket_errors'] or ''} {r['sample'][:200]!r}")  # fmt: skip
-                        broken.append(f"{scenario}@{clients}")
-                    p99_vs = _ratio(r["p99_ms"], P99_TARGET_MS) if clients >= P99_CLIENTS else "-"
-                    print(f"{scenario:<22}{clients:>7}{r['rps']:>8.0f}{_ratio(r['rps'], target):>8}"
-                          f"{_ratio(r['rps'], base and base['rps']):>7}{r['p50_ms']:>8.2f}{r['p99_ms']:>8.2f}"
-                          f"{p99_vs:>7}{_ratio(r['p99_ms'], base and base['p99_ms']):>7}{r['non200']:>7}"
-                          f"{r['server_us']:>8.0f}{r['client_us']:>7.0f}  {verdict}", flush=True)  # fmt: skip
-                    if args.verbose and generator == "wrk":
-                        print(r.get("text", ""))
-        print(f"\n/target: req/s over the target; p99 /50ms: p99 over 50 ms (at {P99_CLIENTS}+ clients); /floor: "
-              f"over healthz at the same clients; srv us / gen us: CPU microseconds per request of the server "
-              f"(workers included) and of the load generator")  # fmt: skip
+                    runs: dict[str, list[dict]] = {info["name"]: [] for info in targets}
+                    for _ in range(args.repeats):
+                        for info in targets:
+                            if generator == "wrk":
+                                r = _measure_wrk(url, scripts[info["name"]], clients, seconds, server)
+                            else:
+                                r = _measure_httpx(url, scenario, info["name"], info["n_items"], clients, seconds,
+                                                   args.client_procs, server)  # fmt: skip
+                            runs[info["name"]].append(r)
+                    medians = {name: _median(rs) for name, rs in runs.items()}
+                    for info in targets:
+                        r = medians[info["name"]]
+                        first = medians[base_name] if info["name"] != base_name else None
+                        if scenario == FLOOR:
+                            floor[clients] = r
+                        base = floor.get(clients) if scenario != FLOOR else None
+                        case = f"{scenario}@{info['name']}@{clients}"
+                        line, missed, bad = _row(scenario, info["name"], clients, r, base, first, p99_target)
+                        print(line, flush=True)
+                        failed += [case] if missed else []
+                        broken += [case] if bad else []
+                        if args.verbose and generator == "wrk":
+                            for run in runs[info["name"]]:
+                                print(run.get("text", ""))
+        print(f"\n/target: req/s over the target; /p99 t: p99 over {p99_target:g} ms (at {P99_CLIENTS}+ clients); "
+              f"/floor: over healthz at the same clients; /first: over the first store ({base_name}) at the same "
+              "clients; srv us / gen us: CPU microseconds per request of the server (workers included) and of the "
+              "load generator")  # fmt: skip
         print(f"load average (1, 5, 15 min) after: {_load_average()}")
-        print(f"server RSS with {len(served)} store(s) loaded: {server.rss_mib():.0f} MiB")
+        print(f"server RSS with {len(served)} store(s) open, after the runs: {server.rss_mib():.0f} MiB")
+        for w in server.workers():
+            verdict = ""
+            if args.worker_rss_target_mib is not None:
+                ok = w["rss_mib"] <= args.worker_rss_target_mib
+                verdict = f"  <= {args.worker_rss_target_mib:g} MiB: {'ok' if ok else 'MISSED'}"
+                if not ok:
+                    failed.append(f"RSS of worker {w['pid']}")
+            print(f"  worker pid {w['pid']}: RSS {w['rss_mib']:.0f} MiB, peak {w['peak_mib']:.0f} MiB{verdict}")
         if failed:
             print("targets missed: " + ", ".join(failed))
         elif not broken:
@@ -515,6 +629,58 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: answers other than 200 in {', '.join(broken)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _row(
+    scenario: str, store: str, clients: int, r: dict, floor: dict | None, first: dict | None, p99_target: float
+) -> tuple[str, bool, bool]:
+    """One line of the table, whether it missed its target, and whether it had answers other than 200."""
+    target = TARGETS.get(scenario)
+    verdict, missed = "", False
+    if target is not None and clients > 1:  # one client is bound by its own round trip
+        missed = not (r["rps"] >= target and (clients < P99_CLIENTS or r["p99_ms"] <= p99_target))
+        p99 = f", p99 <= {p99_target:g} ms" if clients >= P99_CLIENTS else ""
+        verdict = f">= {target:g}/s{p99}: {'MISSED' if missed else 'ok'}"
+    bad = bool(r["non200"] or r["socket_errors"])
+    if bad:
+        verdict = (f"FAILED: {r['non200']} of {r['requests']} answers not 200 {r['statuses']} "
+                   f"{r['socket_errors'] or ''} {r['sample'][:200]!r}")  # fmt: skip
+    p99_vs = _ratio(r["p99_ms"], p99_target) if clients >= P99_CLIENTS else "-"
+    store_col = "-" if scenario == FLOOR else store[:15]
+    line = (f"{scenario:<22}{store_col:<16}{clients:>7}{r['rps']:>8.0f}{_ratio(r['rps'], target):>8}"
+            f"{_ratio(r['rps'], floor and floor['rps']):>7}{_ratio(r['rps'], first and first['rps']):>7}"
+            f"{r['p50_ms']:>8.2f}{r['p99_ms']:>8.2f}{p99_vs:>7}{_ratio(r['p99_ms'], floor and floor['p99_ms']):>7}"
+            f"{_ratio(r['p99_ms'], first and first['p99_ms']):>7}{r['non200']:>7}{r['server_us']:>8.0f}"
+            f"{r['client_us']:>7.0f}  {verdict}")  # fmt: skip
+    return line, missed, bad
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise SystemExit(f"--setting wants NAME=VALUE, got {text!r}")
+    return name.strip().removeprefix("LABELDIST_").removeprefix("labeldist_"), value
+
+
+def _median(runs: list[dict]) -> dict:
+    """The median of each figure over repeated runs (counts summed); one run is itself."""
+    if len(runs) == 1:
+        return runs[0]
+    out = dict(runs[0])
+    for key in ("rps", "p50_ms", "p99_ms", "server_us", "client_us"):
+        out[key] = float(np.median([r[key] for r in runs]))
+    out["requests"] = sum(r["requests"] for r in runs)
+    out["non200"] = sum(r["non200"] for r in runs)
+    statuses: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    for r in runs:
+        for code, n in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + n
+        for kind, n in r["socket_errors"].items():
+            errors[kind] = errors.get(kind, 0) + n
+    out["statuses"], out["socket_errors"] = statuses, errors
+    out["sample"] = next((r["sample"] for r in runs if r["sample"]), "")
+    return out
 
 
 def _importable(name: str) -> bool:

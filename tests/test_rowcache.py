@@ -239,3 +239,15 @@ def test_a_chunk_that_passes_its_checksum_but_is_no_zstd_frame_is_refused(knn_st
     (hit / "knn" / "indices" / "c" / "1" / "0").write_bytes(body + int(google_crc32c.value(body)).to_bytes(4, "little"))
     with pytest.raises(StoreCorruptError, match="knn/indices rows 7:14 cannot be decoded"):
         StoreReader(str(hit)).knn_rows(7, 14)
+
+
+def test_direct_reads_under_an_odd_folder_name(knn_store: Path, tmp_path: Path) -> None:
+    """The chunk file names are built from the folder's path: braces, spaces and digits in it change nothing."""
+    import shutil
+
+    odd = tmp_path / "a {0} store 987654321"
+    shutil.copytree(knn_store, odd)
+    reader, whole = StoreReader(str(odd)), StoreReader(str(knn_store))
+    assert all(isinstance(f, ChunkFiles) for f in reader._knn_files.values())
+    for got, want in zip(reader.knn_rows(3, 40), whole.knn_rows(3, 40)):
+        np.testing.assert_array_equal(got, want)
