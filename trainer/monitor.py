@@ -24,6 +24,7 @@ import math
 from collections import deque
 from typing import Any
 
+import numpy as np
 import torch
 
 #: mean pairwise cosine above which a minibatch's embeddings count as collapsed. An untrained ImageNet-style
@@ -48,12 +49,23 @@ FLAT_STD = 0.05
 FLAT_AT_TOL = 0.05
 #: the flat test without a known stuck value: stricter, since a converged loss is also fairly flat
 FLAT_STD_ANY = 0.005
+#: a triplet loss at its margin while the embeddings stay this close together is on the plateau of embeddings
+#: that do not order their triplets: for label-blind embeddings the dense triplet loss equals its margin (0.03)
+#: wherever their mean pairwise cosine is above about 0.96, and rises below (benchmarks/
+#: study_dense_triplet_collapse.py --chance), so descent leads there and nothing leads out. The dense triplet run
+#: of RESULTS.md's CPU pose table sat there (loss 0.029 +- 8 %, cosine 0.965) for 2,000 steps, too noisy per step
+#: for the flat test above; a run that learns spreads its embeddings below 0.9 as its loss passes the margin.
+PLATEAU_COSINE = 0.9
+#: ... for this many windows in a row: every dense-triplet run of a CNN from random weights starts on the plateau
+#: (an untrained ResNet's embeddings have cosines of 0.91-0.97), so only a run that stays there is stuck
+PLATEAU_WINDOWS = 4
 
 #: what to try, per loss; :data:`GENERIC_ADVICE` otherwise
 ADVICE: dict[str, str] = {
     "dense_triplet": (
-        "the papers' recipe (--optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4) instead of Adam 1e-3, "
-        "a larger --margin (0.2: unit vectors are up to 4 apart in squared distance), or a lower --lr"
+        "--loss log_ratio (it has no margin, so no plateau at it), pretrained --weights, or, if this ran Adam, the "
+        "papers' recipe (--recipe kim2019-pose: SGD lr 0.01, momentum 0.9, weight decay 5e-4), under which the "
+        "embeddings stay further apart"
     ),
     "binary_triplet": (
         "the papers' recipe (--optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4), a lower --lr, or "
@@ -126,9 +138,12 @@ class TrainingWatch:
 
     - ``collapse``: the mean pairwise cosine of the step's embeddings (:func:`embedding_spread`) stayed above
       ``collapse_cosine`` for ``window`` consecutive steps, after ``warmup`` steps;
-    - ``flat``: over the last ``window`` steps (after ``warmup``) the loss's standard deviation is below
-      ``flat_std`` of its mean, and the mean lies within :data:`FLAT_AT_TOL` of ``flat_at`` (the value of the loss
-      for collapsed embeddings, :func:`flat_value`); without ``flat_at``, below :data:`FLAT_STD_ANY` of the mean.
+    - ``flat``: over the last ``window`` steps (after ``warmup``) the loss's mean lies within :data:`FLAT_AT_TOL`
+      of ``flat_at`` (the value of the loss for collapsed embeddings, :func:`flat_value`) and either its standard
+      deviation is below ``flat_std`` of the mean, or the mean pairwise cosine stayed above
+      :data:`PLATEAU_COSINE` with the mean's standard error below ``flat_std``, :data:`PLATEAU_WINDOWS` windows
+      running (the margin's plateau); without
+      ``flat_at``, the standard deviation below :data:`FLAT_STD_ANY` of the mean.
 
     The warning names the loss, what was seen (with the numbers) and what to try (:data:`ADVICE`). When both
     fire at the same step they share one line. ``warnings`` keeps ``{"step", "kind", "message"}`` of each, for
@@ -150,6 +165,8 @@ class TrainingWatch:
         self.loss, self.flat_at, self.window, self.warmup = loss, flat_at, window, warmup
         self.collapse_cosine, self.flat_std = collapse_cosine, flat_std
         self.losses: deque[float] = deque(maxlen=window)
+        self.cosines: deque[float] = deque(maxlen=window)
+        self.plateau_for = 0  # consecutive judged steps whose window was on the margin's plateau
         self.collapsed_for = 0  # consecutive judged steps above the cosine threshold
         self.last_cosine = math.nan
         self.warnings: list[dict[str, Any]] = []
@@ -162,6 +179,7 @@ class TrainingWatch:
         self.losses.append(float(loss))
         if spread is not None:
             self.last_cosine = spread["mean_cosine"]
+            self.cosines.append(self.last_cosine)
             self.collapsed_for = self.collapsed_for + 1 if self.last_cosine > self.collapse_cosine else 0
         seen: list[tuple[str, str]] = []
         if "collapse" not in self.fired and self.collapsed_for >= self.window:
@@ -189,7 +207,21 @@ class TrainingWatch:
         ratio = std / abs(mean)
         said = f"its loss sat at {mean:.4g} +- {std:.2g} for {self.window} steps"
         if self.flat_at is not None:
-            if ratio < self.flat_std and abs(mean - self.flat_at) <= FLAT_AT_TOL * abs(self.flat_at):
+            if abs(mean - self.flat_at) > FLAT_AT_TOL * abs(self.flat_at):
+                return None
+            if ratio < self.flat_std:
                 return said + f", the value of collapsed embeddings ({self.flat_at:g}, its margin)"
+            cosine = float(np.mean(self.cosines)) if len(self.cosines) == self.window else math.nan
+            # noisier per step, but its mean pinned at the margin (standard error within flat_std) while the
+            # embeddings stay bunched, window after window: the plateau of PLATEAU_COSINE
+            if cosine > PLATEAU_COSINE and ratio / math.sqrt(self.window) < self.flat_std:
+                self.plateau_for += 1
+                if self.plateau_for >= (PLATEAU_WINDOWS - 1) * self.window + 1:
+                    return (f"its loss sat at {mean:.4g} +- {std:.2g}, its margin ({self.flat_at:g}), for "
+                            f"{self.plateau_for + self.window - 1} steps with the embeddings bunched (mean pairwise "
+                            f"cosine {cosine:.3f}): the value of embeddings that do not order their "
+                            "triplets")  # fmt: skip
+                return None
+            self.plateau_for = 0
             return None
         return said if ratio < FLAT_STD_ANY else None
