@@ -251,3 +251,30 @@ def test_direct_reads_under_an_odd_folder_name(knn_store: Path, tmp_path: Path) 
     assert all(isinstance(f, ChunkFiles) for f in reader._knn_files.values())
     for got, want in zip(reader.knn_rows(3, 40), whole.knn_rows(3, 40)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_knn_chunks_are_cut_from_big_row_blocks(mpii_poses, tmp_path: Path) -> None:
+    """A row block of 64 lists of k = 100 (25.6 kB an array) is stored as two chunks of 32 rows: each written by the
+    block's one task, each read and checked on its own, the lists the same as the whole arrays'."""
+    import zarr
+
+    from labeldist.store import knn_chunk_rows
+
+    store = write_store(tmp_path / "big-blocks", mpii_poses.subset(slice(0, 200)), PoseDistance(), dataset="t",
+                        k=100, dense=False, block_rows=64)  # fmt: skip
+    group = zarr.open_group(str(store), mode="r")
+    assert knn_chunk_rows(64, 100) == 32
+    assert group["knn/indices"].chunks == group["knn/distances"].chunks == (32, 100)
+    reader = StoreReader(str(store))
+    assert reader.manifest["block_rows"] == 64 and reader.knn_block_rows == 32
+    whole_i, whole_d = reader.knn()
+    assert (whole_i >= 0).all() and np.isfinite(whole_d).all(), "every row block written whole"
+    knn = KnnRows(reader.knn_rows, reader.n_items, reader.k, reader.knn_block_rows, 3 * 32 * 100 * 8)
+    rows = np.random.default_rng(2).integers(0, 200, 120)
+    for got, want in zip(knn.rows(rows), (whole_i[rows], whole_d[rows])):
+        np.testing.assert_array_equal(got, want)
+    assert len(knn.cache) <= 3
+    reader.check_knn()
+    flip_bit(store / "knn" / "indices" / "c" / "1" / "0")
+    with pytest.raises(StoreCorruptError, match="knn/indices rows 32:64 failed its CRC32C"):
+        StoreReader(str(store)).check_knn()
