@@ -64,11 +64,20 @@ def _ranked(metric: str) -> str:
     return "cosine" if metric == "cosine" else "Euclidean"
 
 
+def training_seconds(log: Path) -> float:
+    """Seconds a run spent in its steps (each step's time and data wait, from its log): the same whether it
+    trained at once or in segments between evaluations (``--curve-every``), which the last segment's summary
+    alone would not count."""
+    rows = (json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip())
+    return float(sum(r.get("step_s", 0.0) + r.get("data_wait_s", 0.0) for r in rows if r.get("event") == "step"))
+
+
 def _fit_and_eval(config: FitConfig, evaluate_at: Any, eval_path: Path) -> dict[str, Any]:
     """Train one run (resuming a finished or interrupted one), evaluate its checkpoint, keep the result."""
     summary = fit(config)
     result = evaluate_at(str(Path(config.out) / "checkpoint.pt"))
-    result.update(train_seconds=summary["seconds"], data_wait_share=summary["data_wait_share"],
+    result.update(train_seconds=training_seconds(Path(config.out) / "log.jsonl"),
+                  data_wait_share=summary["data_wait_share"],
                   steps=summary["steps"], epochs=summary["epochs"], recipe=config.recipe,
                   augment=config.augment)  # fmt: skip
     eval_path.write_text(json.dumps(result), encoding="utf-8")

@@ -64,6 +64,13 @@ def test_the_image_table_has_its_ceiling_untrained_both_ways_and_a_curve(runs) -
     assert euclid[1:] != cosine[1:]  # two rankings of one network
     (trained,) = [line for line in table.splitlines() if "8-d" in line]
     assert "ranked by Euclidean" in trained and "4 steps" in trained  # the recipe's log-ratio: no normalisation
+    # trained in two segments (the curve), the minutes count both: the steps' times in the log
+    rows = [json.loads(line) for line in (root / "mpii" / "log_ratio-d8-s0" / "log.jsonl").read_text().splitlines()]
+    seconds = sum(r["step_s"] + r["data_wait_s"] for r in rows if r["event"] == "step")
+    saved = json.loads((root / "mpii" / "log_ratio-d8-s0" / "eval.json").read_text())
+    assert saved["train_seconds"] == pytest.approx(seconds) and f"{seconds / 60:.1f} min/run" in trained
+    last = [r for r in rows if r["event"] == "end"][-1]  # the last segment's own time: less than both
+    assert last["seconds"] < seconds  # the final resume (curve done) trained nothing
     epochs = 4 / (N_ITEMS // 1)  # an epoch: every training item an anchor once, one anchor a step
     assert f"= {epochs:.2f} epochs" in trained
     curve = json.loads((root / "mpii" / "log_ratio-d8-s0" / "curve.json").read_text())
