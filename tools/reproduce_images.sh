@@ -17,7 +17,7 @@
 #   DATASETS  which of "mpii lsun" to train           (default: both)
 #   LSUN_N    generated layouts: train and test       (default: "2000 500")
 #   METHODS   labeldist.trainer.reproduce methods               (default: all but the unsquared log-ratio variant)
-#   EXTRA     more reproduce options (e.g. "--augment imagenet --allow-image-flip --tag -imagenet")
+#   EXTRA     more reproduce options (e.g. "--augment imagenet --allow-image-flip --tag imagenet")
 #
 # Reruns reuse the stores, images and finished runs. On a 2-core CPU, size it down (PX=64 STEPS=2000 SIZE=32
 # SEEDS=0 METHODS=log_ratio DATASETS=mpii: RESULTS.md's CPU rows).

@@ -273,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--loader-workers", type=int, help="--images: decoding processes (default: the trainer's)")
     p.add_argument("--max-steps", type=int, help="stop each run after this many steps (default: the epochs')")
     p.add_argument("--curve-every", type=int, help="evaluate the first seed of each method every N steps")
-    p.add_argument("--tag", default="", help="suffix of the run folders and outputs (another augmentation, ...)")
+    p.add_argument("--tag", default="", help="name of a variant (another augmentation, ...): its run folders and "
+                   "outputs end in -TAG")  # fmt: skip
     p.add_argument("--jitter", type=float, nargs=2, metavar=("SCALE", "SHIFT"), help="the ceiling's jitter "
                    "(default: the kind's own augmentation's: 0.05 0.015 for poses, none for layouts)")  # fmt: skip
     args = p.parse_args(argv)
@@ -283,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     methods=args.methods, images=args.images, backbone=args.backbone, input_size=args.input_size,
                     loader_workers=args.loader_workers, max_steps=args.max_steps, recipe=args.recipe,
                     stores=args.stores, augment=args.augment, allow_image_flip=args.allow_image_flip,
-                    size=args.size, curve_every=args.curve_every, tag=args.tag, ceiling=jitter))  # fmt: skip
+                    size=args.size, curve_every=args.curve_every, ceiling=jitter,
+                    tag=args.tag if not args.tag or args.tag.startswith("-") else f"-{args.tag}"))  # fmt: skip
     return 0
 
 
