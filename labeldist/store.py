@@ -5,7 +5,7 @@ Layout of one store (a Zarr v3 group)::
     attrs["labeldist"]      manifest; ``complete`` turns true last, only when every array is whole
     ids                     (N,) string item ids
     knn/indices             (N, k) int32, nearest first, the item itself excluded, -1 padding at the end; chunks
-                            of a row block or a divisor of it (:func:`knn_chunk_rows`: small enough to read a row)
+                            of a row block, or of a divisor of it in big stores (:func:`knn_chunk_rows`)
     knn/distances           (N, k) float32, +inf where the index is -1; chunked as knn/indices
     dense/distances         (N, N) float32, optional; one shard per row block, so a row block is one read
     labels/<name>           the label arrays (``LabelSet.to_arrays``) from which any entry can be recomputed
@@ -68,8 +68,11 @@ FINGERPRINT_KEYS = (
     "block_rows", "symmetric",
 )  # fmt: skip
 DENSE_TILE = 512
-#: bytes a chunk of the kNN lists (one array) is cut to at most, when a row block would make it larger: a server
-#: reading rows on demand (:mod:`labeldist.rowcache`) decodes a whole chunk to answer one row
+#: the kNN lists (both arrays) of a store up to this size are chunked by row block: a server holds them whole after
+#: its first requests (the service's default LABELDIST_KNN_CACHE_MB), so how they are cut does not matter to it
+KNN_WHOLE_BYTES = 128 << 20
+#: bytes a chunk of bigger kNN lists (one array) is cut to at most, when a row block would make it larger: a server
+#: reading their rows on demand (:mod:`labeldist.rowcache`) decodes a whole chunk to answer one row
 KNN_CHUNK_BYTES = 16 << 10
 #: the fewest rows a kNN chunk cut from a row block may have (smaller chunks: more files than the decoding saves)
 KNN_MIN_CHUNK_ROWS = 16
@@ -319,18 +322,20 @@ def block_range(block: int, n_items: int, block_rows: int) -> tuple[int, int]:
     return start, min(start + block_rows, n_items)
 
 
-def knn_chunk_rows(block_rows: int, k: int) -> int:
-    """Rows of one chunk of ``knn/indices`` and ``knn/distances``: the whole row block when its chunk holds at most
-    :data:`KNN_CHUNK_BYTES`; else the largest divisor of ``block_rows`` whose chunk fits (a divisor, so that every
-    chunk lies in one row block, written by one task), when it has at least :data:`KNN_MIN_CHUNK_ROWS` rows; else
-    the whole row block. A 2,048-row block of k = 100 lists is cut into 64 chunks of 32 rows (12.8 kB), so a
-    server asked for one row decodes 12.8 kB rather than 800 kB.
+def knn_chunk_rows(block_rows: int, k: int, n_items: int) -> int:
+    """Rows of one chunk of ``knn/indices`` and ``knn/distances``: the row block, unless the lists are bigger than
+    :data:`KNN_WHOLE_BYTES` (8 N k bytes) and a block's chunk bigger than :data:`KNN_CHUNK_BYTES`; then the largest
+    divisor of ``block_rows`` whose chunk fits (a divisor, so that every chunk lies in one row block, written by one
+    task), when it has at least :data:`KNN_MIN_CHUNK_ROWS` rows. A server reading rows of a 1,000,000-item store
+    on demand decodes 12.8 kB for a row of 32-row chunks, 800 kB for one of 2,048-row chunks (0.12 against 3.9 ms
+    of CPU); writing 64 chunks rather than one costs about 0.1 s a 2,048-row block (1 % of a 1,000,000-item build),
+    which smaller stores, held whole by a server, do not pay.
 
-    >>> [knn_chunk_rows(rows, 100) for rows in (16, 167, 256, 2048)], knn_chunk_rows(70, 25)
-    ([16, 167, 32, 32], 70)
+    >>> [knn_chunk_rows(rows, 100, 1_000_000) for rows in (16, 167, 256, 2048)], knn_chunk_rows(2048, 100, 100_000)
+    ([16, 167, 32, 32], 2048)
     """
     row_bytes = 4 * max(k, 1)
-    if block_rows * row_bytes <= KNN_CHUNK_BYTES:
+    if 2 * n_items * row_bytes <= KNN_WHOLE_BYTES or block_rows * row_bytes <= KNN_CHUNK_BYTES:
         return block_rows
     for rows in range(min(KNN_CHUNK_BYTES // row_bytes, block_rows), KNN_MIN_CHUNK_ROWS - 1, -1):
         if block_rows % rows == 0:
@@ -497,7 +502,7 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
         )
         if arr.size:
             out[...] = arr
-    knn_rows = knn_chunk_rows(rows, k)
+    knn_rows = knn_chunk_rows(rows, k, n)
     group.create_array(
         "knn/indices", shape=(n, k), dtype="int32", chunks=(knn_rows, max(k, 1)), compressors=_codecs(),
         fill_value=-1, config=_WRITE_CONFIG,

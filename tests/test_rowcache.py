@@ -253,17 +253,21 @@ def test_direct_reads_under_an_odd_folder_name(knn_store: Path, tmp_path: Path) 
         np.testing.assert_array_equal(got, want)
 
 
-def test_knn_chunks_are_cut_from_big_row_blocks(mpii_poses, tmp_path: Path) -> None:
-    """A row block of 64 lists of k = 100 (25.6 kB an array) is stored as two chunks of 32 rows: each written by the
-    block's one task, each read and checked on its own, the lists the same as the whole arrays'."""
+def test_knn_chunks_are_cut_from_big_row_blocks(mpii_poses, tmp_path: Path, monkeypatch) -> None:
+    """In a store whose lists are big (here: any, the limit lowered), a row block of 64 lists of k = 100 (25.6 kB an
+    array) is stored as two chunks of 32 rows: each written by the block's one task, each read and checked on its
+    own, the lists the same as the whole arrays'."""
     import zarr
 
+    import labeldist.store
     from labeldist.store import knn_chunk_rows
 
+    assert knn_chunk_rows(64, 100, 200) == 64, "small stores: chunked by row block"
+    monkeypatch.setattr(labeldist.store, "KNN_WHOLE_BYTES", 0)
     store = write_store(tmp_path / "big-blocks", mpii_poses.subset(slice(0, 200)), PoseDistance(), dataset="t",
                         k=100, dense=False, block_rows=64)  # fmt: skip
     group = zarr.open_group(str(store), mode="r")
-    assert knn_chunk_rows(64, 100) == 32
+    assert knn_chunk_rows(64, 100, 200) == 32
     assert group["knn/indices"].chunks == group["knn/distances"].chunks == (32, 100)
     reader = StoreReader(str(store))
     assert reader.manifest["block_rows"] == 64 and reader.knn_block_rows == 32
