@@ -111,7 +111,7 @@ class RowBlockCache:
             _, old = self._blocks.popitem(last=False)
             self._bytes -= sum(arr.nbytes for arr in _arrays(old))
 
-    def _by_block(self, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    def by_block(self, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """``(block, positions in rows)`` for every block that ``rows`` touch."""
         blocks = rows // self.block_rows
         if blocks.size and (blocks == blocks[0]).all():
@@ -122,7 +122,7 @@ class RowBlockCache:
         """Entries ``(i[t], j[t])`` of the matrix, float32."""
         i, j = np.asarray(i), np.asarray(j)
         out = np.empty(len(i), dtype=np.float32)
-        for b, sel in self._by_block(i):
+        for b, sel in self.by_block(i):
             out[sel] = self.block(b)[i[sel] - b * self.block_rows, j[sel]]  # type: ignore[call-overload]
         return out
 
@@ -130,7 +130,7 @@ class RowBlockCache:
         """The (len(rows), len(cols)) submatrix, float32."""
         rows = np.asarray(rows)
         out = np.empty((len(rows), len(cols)), dtype=np.float32)
-        for b, sel in self._by_block(rows):
+        for b, sel in self.by_block(rows):
             out[sel] = self.block(b)[np.ix_(rows[sel] - b * self.block_rows, cols)]  # type: ignore[call-overload]
         return out
 
@@ -198,7 +198,7 @@ class KnnRows:
         items = np.asarray(items, dtype=np.int64).reshape(-1)
         indices = np.empty((items.size, self.k), dtype=np.int32)
         distances = np.empty((items.size, self.k), dtype=np.float32)
-        for b, sel in self.cache._by_block(items):
+        for b, sel in self.cache.by_block(items):
             ind, dist = self.cache.block(b)
             local = items[sel] - b * self.block_rows
             indices[sel], distances[sel] = ind[local], dist[local]
