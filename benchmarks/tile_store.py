@@ -8,9 +8,11 @@ check every chunk, read row blocks on demand) does not depend on what its lists 
 ``--items`` items whose copy ``r`` of source item ``i`` is item ``r * n + i`` (n: the source's items), with the
 source's list of ``i`` shifted to the same copy, and as labels the source's vectors shifted by ``1000 r`` along
 their first axis (so that copies lie far apart and each copy's lists are, up to float32 rounding of the shifted
-coordinates, its own exact lists). Its chunks hold real lists (as compressible as real ones), ``--block-rows`` rows
-each (default: what ``precompute`` chooses for that many items). The manifest's dataset says ``tiled``: a store for
-benchmarks of the serving path, not for training.
+coordinates, its own exact lists). Its chunks hold real lists (as compressible as real ones), laid out by the
+store's own code for ``--block-rows`` rows a block (default: what ``precompute`` chooses for that many items). The
+manifest's dataset says ``tiled``: a store for benchmarks of the serving path, not for training. With ``--items``
+equal to the source's, it is one copy: the source's lists, ids and vectors in the current layout (a store laid
+out before its big kNN chunks were cut, re-chunked).
 """
 
 from __future__ import annotations
