@@ -75,9 +75,10 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
     dense.add_argument("--knn-only", dest="dense", action="store_false",
                        help="store the kNN lists only, no dense matrix (default: off; needed above "
                             "--dense-limit)")  # fmt: skip
-    p.add_argument("--dense-limit", type=byte_size, default=DENSE_LIMIT, metavar="SIZE",
+    # a string default goes through type= as a typed value would: --help shows "1GiB", the job gets bytes
+    p.add_argument("--dense-limit", type=byte_size, default=f"{DENSE_LIMIT >> 30}GiB", metavar="SIZE",
                    help="largest dense matrix to build, 4 N^2 bytes: 1GiB holds 16,384 items, 4GiB 32,768 (default: "
-                        "1GiB)")  # fmt: skip
+                        "%(default)s)")  # fmt: skip
     p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786 "
                    "(default: a LocalCluster on this machine)")  # fmt: skip
     p.add_argument("--workers", type=positive_int,
