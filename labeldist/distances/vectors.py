@@ -86,6 +86,8 @@ UNIT32 = float(np.finfo(np.float32).eps) / 2
 #: 128,000 in faiss-cpu 1.15) FAISS scans pair by pair instead of one BLAS product, 3-5x slower at k = 100
 #: (measured at D = 8, 32, 64); a block of rows is one search, so blocks are made large enough for BLAS
 FAISS_MIN_BLOCK_ROWS = 2048
+#: rows of the labels centred (or normalised) and copied into the index at a time
+INDEX_CHUNK = 65536
 #: at least this many candidates beyond k (and the item itself) are re-ranked exactly, so that FAISS's float32
 #: rounding near the k-th neighbour seldom leaves a row uncertified
 MARGIN = 8
@@ -162,16 +164,15 @@ def faiss_index(labels: LabelSet, metric: str) -> FaissIndex:
     if metric in cached:
         return cached[metric]
     x = labels.values
-    norms = None
-    if metric == "cosine":
-        norms = np.linalg.norm(x, axis=1)  # check_labels refused zero and underflowing norms
-        y = x / norms[:, None]
-        index = faiss.IndexFlatIP(x.shape[1])
-    else:
-        y = x - x.mean(axis=0)
-        index = faiss.IndexFlatL2(x.shape[1])
-    squared = np.einsum("ij,ij->i", y, y)
-    index.add(np.ascontiguousarray(y, dtype=np.float32))  # the index keeps its own float32 copy
+    norms = np.linalg.norm(x, axis=1) if metric == "cosine" else None  # check_labels refused zero norms
+    mean = x.mean(axis=0)
+    index = faiss.IndexFlatIP(x.shape[1]) if metric == "cosine" else faiss.IndexFlatL2(x.shape[1])
+    squared = np.empty(len(x))
+    for start in range(0, len(x), INDEX_CHUNK):  # in chunks: no whole float64 copy beside the labels and the index
+        part = slice(start, start + INDEX_CHUNK)
+        y = x[part] / norms[part, None] if norms is not None else x[part] - mean
+        squared[part] = np.einsum("ij,ij->i", y, y)
+        index.add(np.ascontiguousarray(y, dtype=np.float32))  # the index keeps its own float32 copy
     cached[metric] = FaissIndex(index, squared, norms)
     return cached[metric]
 

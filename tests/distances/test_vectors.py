@@ -60,6 +60,18 @@ def test_faiss_lists_equal_cdist(metric: str, data: str) -> None:
         assert n_exact == candidates  # every row certified from FAISS's candidates alone
 
 
+def test_the_index_built_in_chunks_gives_the_same_lists(monkeypatch) -> None:
+    import labeldist.distances.vectors as vectors
+
+    for metric in FAISS_METRICS:
+        whole = VectorDistance(metric).knn_block(_labels("offset"), 0, N, K)
+        monkeypatch.setattr(vectors, "INDEX_CHUNK", 70)  # 300 rows: four full chunks and one of 20
+        chunked = VectorDistance(metric).knn_block(_labels("offset"), 0, N, K)  # new labels: a new index
+        monkeypatch.undo()
+        for a, b in zip(whole, chunked):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_exact_ties_are_broken_by_index() -> None:
     labels = _labels("ties")
     indices, _, _ = VectorDistance("euclidean").knn_block(labels, 0, N, K)
