@@ -115,22 +115,15 @@ def embedding_spread(embeddings: torch.Tensor) -> dict[str, float]:
     total = f.sum(1)  # (B, d)
     cosine = (total.pow(2).sum(-1) - sq.sum(1)) / (n * (n - 1))
     variance = sq.mean(1) - (total / n).pow(2).sum(-1)
-    return {
-        "mean_cosine": float(cosine.mean()),
-        "variance": max(float(variance.mean()), 0.0),
-        "norm": float(norms.mean()),
-    }
+    mean_cosine, var, norm = torch.stack([cosine.mean(), variance.mean(), norms.mean()]).tolist()
+    return {"mean_cosine": mean_cosine, "variance": max(var, 0.0), "norm": norm}
 
 
 def flat_value(loss_fn: Any) -> float | None:
-    """The value a loss takes when every embedding coincides, where a collapsed run's loss sits: the margin of a
-    triplet loss (every hinge is then exactly the margin), None for a loss without one known here."""
-    name = type(loss_fn).__name__
-    if name == "DenseTripletLoss":
-        return float(loss_fn.margin)
-    if name == "BinaryTripletLoss":
-        return float(loss_fn.triplet.margin)
-    return None
+    """The value a loss takes when every embedding coincides, where a collapsed run's loss sits: what the loss
+    declares (``BatchLoss.collapsed_value``: a triplet loss's margin), None for a loss without one."""
+    collapsed = getattr(loss_fn, "collapsed_value", None)
+    return None if collapsed is None else collapsed()
 
 
 class TrainingWatch:
@@ -200,8 +193,8 @@ class TrainingWatch:
 
     def flat_reason(self) -> str | None:
         """What makes the last window's loss flat, or None."""
-        x = torch.tensor(list(self.losses), dtype=torch.float64)
-        mean, std = float(x.mean()), float(x.std(unbiased=False))
+        x = np.asarray(self.losses, dtype=np.float64)
+        mean, std = float(x.mean()), float(x.std())
         if mean == 0.0:
             return None  # a loss of exactly zero (every triplet satisfied) is not stuck
         ratio = std / abs(mean)

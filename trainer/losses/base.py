@@ -48,6 +48,11 @@ class BatchLoss(nn.Module):
         """What the run log records about this loss beyond its options (nothing, for most losses)."""
         return {}
 
+    def collapsed_value(self) -> float | None:
+        """The loss when every embedding coincides, where a collapsed run's loss sits (a triplet loss: its margin),
+        or None where it is not a constant (labeldist.trainer.monitor watches for it)."""
+        return None
+
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         """Per-minibatch losses ``(B,)`` from checked inputs."""
         raise NotImplementedError

@@ -83,6 +83,9 @@ class BinaryTripletLoss(BatchLoss):
             margin=margin, distance=LpDistance(normalize_embeddings=True, p=2, power=2), reducer=MeanReducer()
         )
 
+    def collapsed_value(self) -> float:
+        return float(self.triplet.margin)  # every hinge is [0 - 0 + margin]_+
+
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         check_positives(self.positives, distances.shape[1])
         losses = [

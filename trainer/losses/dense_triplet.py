@@ -26,6 +26,9 @@ class DenseTripletLoss(BatchLoss):
         super().__init__(reduction)
         self.margin = margin
 
+    def collapsed_value(self) -> float:
+        return float(self.margin)  # every hinge is [0 - 0 + margin]_+
+
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         f = F.normalize(embeddings, dim=-1)
         d_f = (f[:, 1:] - f[:, :1]).pow(2).sum(-1)  # (B, m)
