@@ -241,18 +241,14 @@ def store_ceiling(
     store: str | os.PathLike[str],
     split: str | os.PathLike[str] | dict[str, Any],
     *,
-    scale: float = 0.0,
-    shift: float = 0.0,
     frame: Sequence[float] | None = None,
-    view: str = "label",
-    draws: int = 5,
-    seed: int = 0,
-    k_max: int = 100,
+    **options: Any,
 ) -> dict[str, Any]:
     """:func:`ceiling` of a test store (labeldist.store) and its split (a ``split.json`` of ``trainer split``, or
-    a dict, with ``queries`` and ``gallery``: positions in the store), with the store's own distance. ``frame``:
-    None for the one its render uses (fixed for a ``center_scale`` pose store; else from its extent, which for a
-    test store should be given as its train render's, labeldist.trainer.render.read_frame)."""
+    a dict, with ``queries`` and ``gallery``: positions in the store), with the store's own distance; ``options``
+    are :func:`ceiling`'s (scale, shift, view, mirror, draws, seed, k_max). ``frame``: None for the one its
+    render uses (fixed for a ``center_scale`` pose store; else from its extent, which for a test store should be
+    given as its train render's, labeldist.trainer.render.read_frame)."""
     from labeldist.store import StoreReader
 
     reader = StoreReader(os.fspath(store))
@@ -260,8 +256,7 @@ def store_ceiling(
     queries, gallery = _split_positions(split)
     labels_params = (reader.manifest.get("params") or {}).get("labels") or {}
     frame = _frame_for(labels, labels_params.get("normalization"), frame)
-    return ceiling(labels, reader.distance(), queries, gallery, scale=scale, shift=shift, frame=frame, view=view,
-                   draws=draws, seed=seed, k_max=k_max)  # fmt: skip
+    return ceiling(labels, reader.distance(), queries, gallery, frame=frame, **options)
 
 
 # --------------------------------------------------------------------------------------------------------------
