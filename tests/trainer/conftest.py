@@ -37,6 +37,17 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo inputs of the pose store (trainer/demo_inputs.py, seed 0) as a .npy file: an MLP's features."""
+    import numpy as np
+    from labeldist.trainer.demo_inputs import pose_inputs
+
+    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
+    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
+    return path
+
+
+@pytest.fixture(scope="session")
 def service(pose_store: Path) -> Iterator[str]:
     """``labeldist serve`` in a subprocess on a free port; the base URL once /healthz answers."""
     with Service(pose_store) as running:

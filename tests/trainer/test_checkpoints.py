@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 from labeldist.trainer.cli import main
-from labeldist.trainer.demo_inputs import pose_inputs
 from labeldist.trainer.fit import FitConfig, fit
 
 from tests.trainer.conftest import REPO, STORE
@@ -29,13 +28,6 @@ class Evil:
 
     def __reduce__(self):  # noqa: ANN204 - pickle's protocol
         return (os.system, (f"touch {shlex.quote(str(self.marker))}",))
-
-
-@pytest.fixture(scope="module")
-def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
-    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
-    return path
 
 
 @pytest.fixture

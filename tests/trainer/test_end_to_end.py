@@ -10,20 +10,12 @@ import numpy as np
 import pytest
 from labeldist.trainer.cli import main
 from labeldist.trainer.client import LabelDistClient
-from labeldist.trainer.demo_inputs import pose_inputs
 from labeldist.trainer.evaluate import evaluate, plot_curves
 from labeldist.trainer.fit import FitConfig, fit
 
 from tests.trainer.conftest import STORE
 
 STEPS = 300
-
-
-@pytest.fixture(scope="module")
-def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
-    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
-    return path
 
 
 def step_losses(run: Path) -> list[float]:

@@ -8,10 +8,8 @@ import signal
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from labeldist.trainer.checkpoints import CheckpointError, read_checkpoint
-from labeldist.trainer.demo_inputs import pose_inputs
 from labeldist.trainer.fit import FitConfig, fit, rewind_log
 
 from tests.processes import kill, spawn
@@ -19,13 +17,6 @@ from tests.trainer.conftest import STORE
 
 #: a busy 2-core machine can take long to import torch and reach the first checkpoints
 TIMEOUT = 300.0
-
-
-@pytest.fixture(scope="module")
-def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
-    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
-    return path
 
 
 def rows(run: Path) -> list[dict]:

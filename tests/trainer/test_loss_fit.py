@@ -11,19 +11,11 @@ import numpy as np
 import pytest
 import torch
 from labeldist.trainer.checkpoints import read_checkpoint
-from labeldist.trainer.demo_inputs import pose_inputs
 from labeldist.trainer.fit import FitConfig, fit
 
 from tests.trainer.conftest import N_ITEMS, STORE
 
 LR = 1e-3
-
-
-@pytest.fixture(scope="module")
-def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
-    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
-    return path
 
 
 def config(service: str, features: Path, out: Path, **kw) -> FitConfig:

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from labeldist.trainer.cli import main
-from labeldist.trainer.demo_inputs import pose_inputs
 from labeldist.trainer.plots import (
     draw_loss_curves,
     legend_labels,
@@ -37,13 +36,6 @@ def run_main(*args: str) -> str:
     with contextlib.redirect_stdout(out):
         assert main([str(a) for a in args]) == 0
     return out.getvalue()
-
-
-@pytest.fixture(scope="module")
-def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
-    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
-    return path
 
 
 @pytest.fixture(scope="module")

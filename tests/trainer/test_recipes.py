@@ -6,23 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
-from labeldist.trainer.demo_inputs import pose_inputs
 from labeldist.trainer.fit import FitConfig, fit
 from labeldist.trainer.recipes import RECIPES, RecipeError, lr_factor, recipe_name, resolve_recipe
 
 from tests.trainer.conftest import STORE
-
-
-@pytest.fixture(scope="module")
-def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("features") / "mpii300.npy"
-    np.save(path, pose_inputs(str(pose_store / STORE), seed=0))
-    return path
 
 
 def log_rows(run: Path) -> list[dict]:
