@@ -228,9 +228,11 @@ def compute_upper(block: int, *, labels: LabelSet, distance: LabelDistance, url:
     return block
 
 
-def compute_mirrored(block: int, *, n_items: int, url: str, k: int, block_rows: int) -> int:
+def compute_mirrored(block: int, *, n_items: int, url: str, k: int, block_rows: int, n_old: int = 0) -> int:
     """One Dask task of phase 2: assemble row block ``block`` from the upper strips, pick its k nearest (on the
-    float32 rows stored, as :func:`block_kernel`) and write it into the store."""
+    float32 rows stored, as :func:`block_kernel`) and write it into the store. ``n_old``: the items of the
+    generation before, whose strips among themselves were copied rather than computed (:mod:`labeldist.append`);
+    only the pairs computed are counted."""
     start, stop = block_range(block, n_items, block_rows)
     # a guard, not a wait: the engine runs phase 2 only after phase 1; reading strips never written would
     # store NaN silently
@@ -240,7 +242,7 @@ def compute_mirrored(block: int, *, n_items: int, url: str, k: int, block_rows: 
     above = read_upper(url, slice(0, start), slice(start, stop))
     rows = assemble_rows(strip, above)
     indices, dists = topk_rows(rows, k, exclude=np.arange(start, stop))
-    write_block(url, start, indices, dists, rows, block, upper_pairs(start, stop, n_items))
+    write_block(url, start, indices, dists, rows, block, (stop - start) * (n_items - max(start, n_old)))
     return block
 
 
@@ -293,29 +295,38 @@ def staging_url(url: str) -> str:
     return sibling(url, "overwrite")
 
 
-def _replaced_url(url: str) -> str:
-    return sibling(url, "replaced")
+def append_url(url: str) -> str:
+    """Where ``labeldist append`` builds a store's next generation: a hidden sibling, swapped in once complete."""
+    return sibling(url, "append")
+
+
+#: the two ways a complete store is replaced by one built beside it: (where the new one is built, where the old one
+#: is moved while they swap) for ``--overwrite`` and for an appended generation
+_SWAPS = {"overwrite": ("overwrite", "replaced"), "append": ("append", "previous")}
 
 
 def finish_replacement(url: str) -> None:
-    """Complete a swap of a staged store into ``url`` that was interrupted between its two renames, and remove
-    the replaced store once the new one is in place. Idempotent; nothing to do in the usual case."""
+    """Complete a swap of a staged store into ``url`` (``--overwrite``'s or an appended generation's) that was
+    interrupted between its two renames, and remove the replaced store once the new one is in place. Idempotent;
+    nothing to do in the usual case."""
     if not is_local(url):
         return
-    staged, replaced = staging_url(url), _replaced_url(url)
-    if not os.path.exists(url) and os.path.exists(replaced) and (read_manifest(staged) or {}).get("complete"):
-        os.rename(staged, url)
-    if os.path.exists(url) and os.path.exists(replaced):
-        shutil.rmtree(replaced)
+    for staged_name, aside_name in _SWAPS.values():
+        staged, aside = sibling(url, staged_name), sibling(url, aside_name)
+        if not os.path.exists(url) and os.path.exists(aside) and (read_manifest(staged) or {}).get("complete"):
+            os.rename(staged, url)
+        if os.path.exists(url) and os.path.exists(aside):
+            shutil.rmtree(aside)
 
 
-def replace_with_staged(url: str) -> None:
-    """Swap the complete staged store into ``url``: the old store is renamed aside, the new one renamed into
-    place, then the old one removed. At every moment one complete store is at ``url`` or recoverable by
-    :func:`finish_replacement`."""
-    os.rename(url, _replaced_url(url))
-    os.rename(staging_url(url), url)
-    shutil.rmtree(_replaced_url(url))
+def replace_with_staged(url: str, how: str = "overwrite") -> None:
+    """Swap the complete staged store (``how``: ``"overwrite"`` or ``"append"``) into ``url``: the old store is
+    renamed aside, the new one renamed into place, then the old one removed. At every moment one complete store
+    is at ``url`` or recoverable by :func:`finish_replacement`."""
+    staged_name, aside_name = _SWAPS[how]
+    os.rename(url, sibling(url, aside_name))
+    os.rename(sibling(url, staged_name), url)
+    shutil.rmtree(sibling(url, aside_name))
 
 
 def prepare_store(

@@ -174,3 +174,39 @@ def rerank_topk(
     dists[indices < 0] = np.inf
     certified = (indices[:, -1] >= 0) & (round_down_f32(lower) > dists[:, -1])
     return indices.astype(np.int32), dists, certified
+
+
+def merge_topk(
+    indices: np.ndarray, distances: np.ndarray, extra: np.ndarray, offset: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's k nearest among its current list and ``m`` more columns, ``offset .. offset + m - 1``, at float32
+    distances ``extra`` (n, m) (+inf: ruled out), ties broken by index as :func:`topk_rows`.
+
+    When the current list is the exact top k of the columns below ``offset`` (a store's kNN list before items are
+    appended), the result is the exact top k of the whole row: a column left out of the list is behind its k-th
+    entry, and stays behind it. The new columns' own top k is taken first (:func:`topk_rows`), so the merge sorts
+    2k candidates a row, not k + m.
+
+    Parameters
+    ----------
+    indices, distances : (n, k) the current lists, sorted, -1 / +inf padded.  extra : (n, m) float32.
+    offset : index of the first new column, above every index of the current lists.  k : neighbours per row.
+
+    Returns
+    -------
+    indices (n, k) int32, distances (n, k) float32, -1 / +inf padded.
+
+    >>> idx, dist = merge_topk(np.array([[0, 2]]), np.array([[1.0, 3.0]]), np.array([[3.0, 0.5]]), 3, 2)
+    >>> idx.tolist(), dist.tolist()
+    ([[4, 0]], [[0.5, 1.0]])
+    """
+    new_idx, new_dist = topk_rows(np.asarray(extra, dtype=np.float32), k)
+    new_idx = np.where(new_idx >= 0, new_idx + offset, -1)
+    cand = np.concatenate([np.asarray(indices, dtype=np.int64), new_idx.astype(np.int64)], axis=1)
+    missing = cand < 0
+    values = np.where(missing, np.inf, np.concatenate([distances, new_dist], axis=1)).astype(np.float32)
+    order = np.lexsort((np.where(missing, np.iinfo(np.int64).max, cand), values), axis=1)[:, :k]
+    out_idx = np.take_along_axis(cand, order, axis=1)
+    out_dist = np.take_along_axis(values, order, axis=1)
+    out_idx[~np.isfinite(out_dist) & (out_idx < 0)] = -1
+    return out_idx.astype(np.int32), out_dist

@@ -353,6 +353,7 @@ def build_manifest(
     dense: bool,
     block_rows: int,
     symmetric: bool = False,
+    generations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a store about to be written (``complete`` false), as JSON types (tuples become lists,
     as they will when read back), so that it compares equal to the stored one.
@@ -360,6 +361,9 @@ def build_manifest(
     ``symmetric`` (dense stores only) records ``"symmetric": true``: the matrix is computed as its upper
     triangle and mirrored. The key is left out otherwise, so that other manifests stay as they were; it is a
     fingerprint key, because a store half-written one way must not be finished the other way.
+
+    ``generations`` lists the store's generations (:func:`store_generations`), the last one being written; by
+    default the store's first: all its items. ``generation`` names the last.
     """
     if symmetric and not dense:
         raise ValueError("symmetric applies to dense stores only")
@@ -381,7 +385,28 @@ def build_manifest(
     }
     if symmetric:
         manifest["symmetric"] = True
+    if generations is None:
+        generations = [generation_entry(1, 0, labels)]
+    manifest["generation"] = int(generations[-1]["generation"])
+    manifest["generations"] = generations
     return json.loads(json.dumps(manifest))
+
+
+def generation_entry(generation: int, start: int, labels: LabelSet) -> dict[str, Any]:
+    """The manifest's record of one generation: its number, the items it brought (rows ``start:start + len``)
+    and the digest of their labels (:meth:`LabelSet.sha256` of those items alone: the file they were read from,
+    as precompute of that file alone would record it)."""
+    return {"generation": int(generation), "items": [int(start), int(start + len(labels))],
+            "labels_sha256": labels.sha256()}  # fmt: skip
+
+
+def store_generations(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The generations a store's manifest records; one, every item, for a store made before generations were
+    recorded."""
+    recorded = manifest.get("generations")
+    if isinstance(recorded, list) and recorded:
+        return [dict(g) for g in recorded]
+    return [{"generation": 1, "items": [0, int(manifest["n_items"])], "labels_sha256": manifest["labels_sha256"]}]
 
 
 def fingerprint_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -443,8 +468,8 @@ def manifest_digest(manifest: Mapping[str, Any]) -> str:
 
 def replacement_under_way(path: str | os.PathLike[str]) -> bool:
     """Whether a store at ``path`` is being replaced right now: the old one renamed aside and the new one not yet
-    renamed in (``--overwrite``'s swap, or a store created over an unfinished one)."""
-    return any(os.path.exists(sibling(str(path), what)) for what in ("replaced", "discarded"))
+    renamed in (``--overwrite``'s swap, an appended generation's, or a store created over an unfinished one)."""
+    return any(os.path.exists(sibling(str(path), what)) for what in ("replaced", "previous", "discarded"))
 
 
 def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
@@ -582,6 +607,23 @@ def write_block(
         open_array(url, "dense/distances", "r+")[start:stop] = dense_rows
     open_array(url, "progress/exact_pairs", "r+")[block] = exact_pairs
     open_array(url, "progress/blocks", "r+")[block] = 1
+
+
+def exact_pairs_total(url: str) -> int:
+    """Distances the job that wrote the store's current generation computed: the sum of ``progress/exact_pairs``."""
+    return int(open_array(url, "progress/exact_pairs", "r")[:].sum())
+
+
+def record_generation_pairs(url: str) -> int:
+    """Write into the manifest's last generation the distances it computed (:func:`exact_pairs_total`), once every
+    block is written and before the store is published; returns them. A rerun writes the same number."""
+    group = open_group(url, mode="r+")
+    manifest = dict(group.attrs[MANIFEST_KEY])
+    pairs = exact_pairs_total(url)
+    generations = store_generations(manifest)
+    generations[-1]["exact_pairs"] = pairs
+    group.attrs[MANIFEST_KEY] = dict(manifest, generations=generations)
+    return pairs
 
 
 def upper_done(url: str) -> np.ndarray:

@@ -244,6 +244,44 @@ class LabelSet(ABC):
         """
         raise NotImplementedError(f"labels of type {cls.label_type!r} cannot be read from JSON")
 
+    #: arrays of :meth:`to_arrays` that describe the whole set rather than one row per item (a column list, a
+    #: class count): :meth:`concat` requires them equal in both sets instead of joining them
+    shared_arrays: ClassVar[tuple[str, ...]] = ()
+
+    def concat(self, other: LabelSet) -> Self:
+        """This set followed by ``other`` (same class): what reading both files as one would give, so that a store
+        grown by ``labeldist append`` holds the labels, and the digest, of one made from the union at once.
+
+        The default joins every array of :meth:`to_arrays` along its first axis (one row per item) and requires
+        the :attr:`shared_arrays` equal; a kind whose arrays are laid out otherwise (a vocabulary, offsets into
+        flat arrays) overrides it. Raises LabelError naming the first array that differs or cannot be joined, and
+        on ids present in both sets. ``provenance`` is this set's.
+        """
+        if type(other) is not type(self):
+            raise LabelError(f"cannot join {type(self).__name__} labels with {type(other).__name__} labels")
+        both = np.intersect1d(self.ids, other.ids)
+        if both.size:
+            raise LabelError(f"{both.size} item ids are in both sets, e.g. {both[:3].tolist()}")
+        mine, theirs = self.to_arrays(), other.to_arrays()
+        if sorted(mine) != sorted(theirs):
+            raise LabelError(f"the label arrays differ: {sorted(mine)} against {sorted(theirs)}")
+        joined = {}
+        for name, arr in mine.items():
+            arr, more = np.asarray(arr), np.asarray(theirs[name])
+            if name in self.shared_arrays:
+                if arr.shape != more.shape or not np.array_equal(arr, more):
+                    raise LabelError(f"the labels' {name} differ: {json_repr(arr.tolist())} against "
+                                     f"{json_repr(more.tolist())}")  # fmt: skip
+                joined[name] = arr
+            elif arr.ndim == 0 or len(arr) != len(self) or len(more) != len(other) or arr.shape[1:] != more.shape[1:]:
+                raise LabelError(f"the labels' {name} cannot be joined item by item: shapes {arr.shape} (of "
+                                 f"{len(self)} items) and {more.shape} (of {len(other)})")  # fmt: skip
+            else:
+                joined[name] = np.concatenate([arr, more.astype(arr.dtype, copy=False)])
+        out = type(self).from_arrays(np.concatenate([self.ids, other.ids]), joined)
+        out.provenance = dict(self.provenance)
+        return out
+
     def sha256(self) -> str:
         """Digest of ids and label arrays: two sets with the same digest give the same distances."""
         h = hashlib.sha256()

@@ -181,6 +181,46 @@ class CaptionSets(LabelSet):
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name) for name in self._ARRAYS}
 
+    def concat(self, other: LabelSet) -> Self:
+        """This set followed by ``other`` (:meth:`LabelSet.concat`): the segmented arrays joined with their offsets
+        shifted, the two vocabularies merged into one sorted vocabulary (tokens renumbered), so that the result
+        equals the set read from both files at once. A word in both sets must have the same vector in both
+        (both read with the same word vectors), else LabelError naming it."""
+        if type(other) is not type(self):
+            raise LabelError(f"cannot join {type(self).__name__} labels with {type(other).__name__} labels")
+        assert isinstance(other, CaptionSets)
+        both = np.intersect1d(self.ids, other.ids)
+        if both.size:
+            raise LabelError(f"{both.size} item ids are in both sets, e.g. {both[:3].tolist()}")
+        if self.vectors.shape[1] != other.vectors.shape[1]:
+            raise LabelError(f"word vectors of {self.vectors.shape[1]} and {other.vectors.shape[1]} numbers: the two "
+                             "sets were read with different word vectors")  # fmt: skip
+        vocab = np.union1d(self.vocab, other.vocab)
+        mine, theirs = np.searchsorted(vocab, self.vocab), np.searchsorted(vocab, other.vocab)
+        vectors = np.empty((len(vocab), self.vectors.shape[1]), dtype=np.float32)
+        vectors[mine] = self.vectors
+        shared, in_mine, in_theirs = np.intersect1d(self.vocab, other.vocab, return_indices=True)
+        differ = np.flatnonzero((self.vectors[in_mine] != other.vectors[in_theirs]).any(axis=1))
+        if differ.size:
+            raise LabelError(f"the word {str(shared[differ[0]])!r} has another vector in each set ({differ.size} "
+                             "such words): the two sets were read with different word vectors")  # fmt: skip
+        vectors[theirs] = other.vectors
+
+        def joined(name: str, total: int) -> np.ndarray:  # offsets of other shifted past this set's ``total``
+            return np.concatenate([getattr(self, name), getattr(other, name)[1:] + total])
+
+        return type(self)(
+            np.concatenate([self.ids, other.ids]),
+            caption_offsets=joined("caption_offsets", self.n_captions),
+            text=np.concatenate([self.text, other.text]),
+            text_offsets=joined("text_offsets", len(self.text)),
+            tokens=np.concatenate([mine[self.tokens], theirs[other.tokens]]).astype(np.int32),
+            token_offsets=joined("token_offsets", len(self.tokens)),
+            vocab=vocab,
+            vectors=vectors,
+            provenance=self.provenance,
+        )
+
     @classmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
         missing = [name for name in cls._ARRAYS if name not in arrays]

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -185,6 +185,8 @@ class LayoutMaps(LabelSet):
 
     def subset(self, index: slice | np.ndarray) -> Self:
         return type(self)(self.ids[index], self.maps[index], self.n_classes)
+
+    shared_arrays: ClassVar[tuple[str, ...]] = ("n_classes",)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"maps": self.maps, "n_classes": np.array([self.n_classes], dtype=np.int64)}

@@ -14,7 +14,7 @@ import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from typing_extensions import Self
@@ -52,6 +52,8 @@ class Vectors(LabelSet):
 
     def subset(self, index: slice | np.ndarray) -> Self:
         return type(self)(self.ids[index], self.values[index], self.columns)
+
+    shared_arrays: ClassVar[tuple[str, ...]] = ("columns",)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"values": self.values, "columns": np.asarray(self.columns, dtype=str)}

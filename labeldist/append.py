@@ -1,0 +1,422 @@
+"""``labeldist append``: a store's next generation, grown by new items without recomputing the old pairs.
+
+A store of N items gets M new ones. The new store holds the N + M items in order (old first), and is what a
+precompute of all N + M would give: the same kNN lists and the same dense matrix. Only pairs with a new item are
+computed:
+
+- a new item's row is computed against every item, old and new, with the kind's own search (FAISS, lower-bound
+  pruning or whole rows, as precompute chooses);
+- an old item's kNN list is merged with its distances to the new items (:func:`labeldist.knn.merge_topk`): every
+  old item outside its list is behind the list's k-th entry and stays behind it, so the merged list is exact.
+  Where the distance has a lower bound, a new item whose bound rules it out of the list is never computed;
+- a dense matrix grows by the new rows and columns, the old N x N block copied. In the symmetric mode (see
+  :mod:`labeldist.engine`) only the pairs of the upper triangle with a new column are computed: block b's upper
+  strip is its old part copied from the old matrix and its new columns computed, and phase 2 is precompute's own.
+
+Pairs computed (:func:`appended_pairs`): about M N + M^2 / 2 in the symmetric dense mode (the upper-triangle
+entries with a new column), otherwise M (N + M) + N M (each new pair in both orientations, as precompute computes
+them), fewer where pruning rules some out; a full recompute computes (N + M)^2, or half of it in the symmetric
+mode. Each pair is computed with the old item as the row wherever precompute would have, so that the values are the
+ones a full recompute stores.
+
+The new generation is built as a whole store in a hidden sibling (``.NAME.append``), with the same progress marks
+as any store, so a kill at any instant resumes (the rerun of the same command finds it and carries on), and swapped
+into place atomically once complete, as ``--overwrite`` swaps in a rebuilt store: a running service serves the old
+generation until the swap, then reloads the new one by the same check of the store's identity. The manifest
+records every generation (``generations``: its number, its rows and the digest of its labels alone; the pairs it
+computed) and names the latest (``generation``); ``labeldist verify`` checks those digests against the stored labels.
+
+Ids already in the store are refused. An item whose label changed is not an append: its row and its column change,
+and with them every list it was in or could enter; rebuild the store (``precompute --overwrite``) instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from labeldist.distances.base import LabelDistance
+from labeldist.engine import (
+    DENSE_LIMIT,
+    _checked_block,
+    _run_tasks,
+    _scatter,
+    append_url,
+    compute_mirrored,
+    dask_client,
+    dense_bytes,
+    finish_replacement,
+    mirror_square,
+    pruned_block_kernel,
+    replace_with_staged,
+    symmetric_todo,
+)
+from labeldist.knn import merge_topk, topk_rows
+from labeldist.labels.base import LabelError, LabelSet
+from labeldist.lock import store_lock
+from labeldist.store import (
+    StoreError,
+    StoreMismatchError,
+    StoreReader,
+    block_range,
+    blocks_done,
+    build_manifest,
+    create_store,
+    drop_work,
+    exact_pairs_total,
+    fingerprint_diff,
+    generation_entry,
+    manifest_digest,
+    n_blocks,
+    publish,
+    read_manifest,
+    record_generation_pairs,
+    store_generations,
+    store_url,
+    write_block,
+    write_upper,
+)
+
+log = logging.getLogger(__name__)
+
+#: provenance keys that name the file the labels were read from rather than how their values were made: a file
+#: appended may differ from the store's first one in these, and in nothing else the reader recorded
+FILE_PROVENANCE = ("file", "format")
+#: memory the (rows, new items) float64 block of an old row block's distances to the new items may take at once
+MERGE_BYTES = 128 * 2**20
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    url: str
+    manifest: dict[str, Any]
+    #: the generation the store is now at
+    generation: int
+    n_old: int
+    n_new: int
+    blocks_total: int
+    blocks_computed: int
+    #: distances computed by this generation (all of its blocks, also those computed before a resume)
+    exact_pairs: int
+    #: the items were already the store's last generation: nothing was done
+    reused: bool = False
+
+
+def appended_pairs(n_old: int, n_new: int, symmetric_dense: bool) -> int:
+    """Distances an append computes at most (no pruning): the upper-triangle entries with a new column in the
+    symmetric dense mode, else the new rows against all items and the old rows against the new ones.
+
+    >>> appended_pairs(100, 10, True), appended_pairs(100, 10, False), 110 * 110
+    (1055, 2100, 12100)
+    """
+    if symmetric_dense:
+        return n_old * n_new + n_new * (n_new + 1) // 2
+    return n_new * (n_old + n_new) + n_old * n_new
+
+
+# ---------------------------------------------------------------- the tasks
+def old_rows_merged(
+    labels: LabelSet, distance: LabelDistance, start: int, stop: int, n_old: int, k: int,
+    indices: np.ndarray, distances: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
+    """The kNN lists of old rows ``start:stop`` (their lists before the append: ``indices``, ``distances``) merged
+    with their distances to the new items, columns ``n_old:N``. Where the distance has a lower bound, only the new
+    items whose bound does not rule them out of the list are computed (as :func:`labeldist.knn.pruned_topk` rules
+    out: a bound above the list's k-th value, widened to the next float32). Returns indices, distances and the
+    number of distances computed."""
+    new = labels.subset(slice(n_old, len(labels)))
+    lower = distance.lower_bound_block(labels.subset(slice(start, stop)), new)
+    if lower is None:
+        extra = _checked_block(distance, labels, start, stop, n_old)
+        computed = extra.size
+    else:
+        kth = np.nextafter(distances[:, -1].astype(np.float32), np.float32(np.inf)).astype(np.float64)
+        rows, cols = np.nonzero(np.asarray(lower, dtype=np.float64) <= kth[:, None] * (1 + 1e-9))
+        extra = np.full(lower.shape, np.inf, dtype=np.float32)
+        if rows.size:
+            extra[rows, cols] = distance.pairs(labels, rows + start, cols + n_old).astype(np.float32)
+        computed = int(rows.size)
+    merged_idx, merged_dist = merge_topk(indices, distances, extra, n_old, k)
+    return merged_idx, merged_dist, computed
+
+
+def new_rows_knn(
+    labels: LabelSet, distance: LabelDistance, start: int, stop: int, k: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The kNN lists of new rows ``start:stop`` among every item, found as precompute finds a kNN-only store's:
+    the distance's own search, else lower-bound pruning, else whole rows."""
+    searched = distance.knn_block(labels, start, stop, k)
+    if searched is None:
+        searched = pruned_block_kernel(labels, distance, start, stop, k)
+    if searched is not None:
+        return searched
+    rows = _checked_block(distance, labels, start, stop, 0)
+    indices, dists = topk_rows(rows, k, exclude=np.arange(start, stop))
+    return indices, dists, rows.size
+
+
+def merge_rows(n_new: int) -> int:
+    """Old rows merged at a time: their (rows, new items) float64 block stays under :data:`MERGE_BYTES`."""
+    return max(1, MERGE_BYTES // (8 * max(n_new, 1)))
+
+
+def compute_appended_block(
+    block: int, *, labels: LabelSet, distance: LabelDistance, url: str, old_url: str, n_old: int, k: int,
+    block_rows: int, dense: bool,
+) -> int:  # fmt: skip
+    """One Dask task of an append (all but the symmetric dense mode): row block ``block`` of the grown store at
+    ``url``, from the old store at ``old_url``. Old rows (below ``n_old``): their old dense rows and their
+    distances to the new items, or their old lists merged with them; new rows: computed against every item."""
+    n = len(labels)
+    start, stop = block_range(block, n, block_rows)
+    split = min(max(start, n_old), stop)  # rows start:split are old, split:stop new
+    old = StoreReader(old_url)
+    indices = np.empty((stop - start, k), dtype=np.int32)
+    dists = np.empty((stop - start, k), dtype=np.float32)
+    rows = np.empty((stop - start, n), dtype=np.float32) if dense else None
+    pairs = 0
+    if dense:
+        if split > start:
+            rows[: split - start, :n_old] = old.dense_rows(start, split)
+            rows[: split - start, n_old:] = _checked_block(distance, labels, start, split, n_old)
+            pairs += (split - start) * (n - n_old)
+        if stop > split:
+            rows[split - start :] = _checked_block(distance, labels, split, stop, 0)
+            pairs += (stop - split) * n
+        indices[:], dists[:] = topk_rows(rows, k, exclude=np.arange(start, stop))
+    else:
+        step = merge_rows(n - n_old)
+        for a in range(start, split, step):
+            b = min(a + step, split)
+            old_idx, old_dist = old.knn_rows(a, b)
+            indices[a - start : b - start], dists[a - start : b - start], computed = old_rows_merged(
+                labels, distance, a, b, n_old, k, old_idx, old_dist
+            )
+            pairs += computed
+        if stop > split:
+            indices[split - start :], dists[split - start :], computed = new_rows_knn(labels, distance, split, stop, k)
+            pairs += computed
+    write_block(url, start, indices, dists, rows, block, pairs)
+    return block
+
+
+def appended_upper_strip(
+    labels: LabelSet, distance: LabelDistance, start: int, stop: int, n_old: int, old: StoreReader | None
+) -> np.ndarray:
+    """Phase 1 of a symmetric dense append: the upper strip of rows ``start:stop`` (columns ``start:N``), as
+    precompute's :func:`labeldist.engine.upper_kernel` would compute it over all N items, but with its entries
+    among old items (rows and columns below ``n_old``) read from the old matrix ``old`` and only the columns from
+    ``max(start, n_old)`` computed. Entries below the diagonal (a new row against an old column of its own block)
+    are mirrored from above it, as precompute mirrors them."""
+    n = len(labels)
+    strip = np.empty((stop - start, n - start), dtype=np.float32)
+    first_new = max(start, n_old)
+    if first_new < n:
+        strip[:, first_new - start :] = _checked_block(distance, labels, start, stop, first_new)
+    if start < n_old:
+        old_stop = min(stop, n_old)
+        strip[: old_stop - start, : n_old - start] = old.dense_rows(start, old_stop)[:, start:n_old]
+    return mirror_square(strip)
+
+
+def compute_appended_upper(
+    block: int, *, labels: LabelSet, distance: LabelDistance, url: str, old_url: str, n_old: int, block_rows: int
+) -> int:
+    """One Dask task of phase 1 of a symmetric dense append: block ``block``'s upper strip into ``work/upper``."""
+    start, stop = block_range(block, len(labels), block_rows)
+    old = StoreReader(old_url) if start < n_old else None
+    write_upper(url, start, appended_upper_strip(labels, distance, start, stop, n_old, old), block)
+    return block
+
+
+# ---------------------------------------------------------------- the job
+def check_same_distance(store: StoreReader, distance: LabelDistance) -> None:
+    """StoreMismatchError unless ``distance`` is the store's kind with the store's parameters."""
+    if distance.kind != store.manifest["kind"]:
+        raise StoreMismatchError(f"{store.url}: a {store.manifest['kind']} store; the new items are of kind "
+                                 f"{distance.kind}")  # fmt: skip
+    recorded = {key: value for key, value in store.manifest["params"].items() if key != "labels"}
+    given = distance.params()
+    differ = sorted(key for key in {*recorded, *given} if recorded.get(key) != given.get(key))
+    if differ:
+        detail = "; ".join(f"{key}: store has {recorded.get(key)!r}, asked {given.get(key)!r}" for key in differ)
+        raise StoreMismatchError(f"{store.url}: the store's distance has other parameters ({detail}); an append "
+                                 "uses the store's own")  # fmt: skip
+
+
+def check_same_reading(store: StoreReader, labels: LabelSet) -> None:
+    """StoreMismatchError unless ``labels`` were read as the store's were: their provenance equals the store's
+    ``params["labels"]`` but for the keys that name the file (:data:`FILE_PROVENANCE`). Labels made in Python
+    (no provenance) are taken as they are."""
+    recorded = store.manifest["params"].get("labels") or {}
+    if not labels.provenance or not recorded:
+        return
+    keys = {*recorded, *labels.provenance} - set(FILE_PROVENANCE)
+    differ = sorted(key for key in keys if recorded.get(key) != labels.provenance.get(key))
+    if differ:
+        detail = "; ".join(f"{key}: store has {recorded.get(key)!r}, the new items {labels.provenance.get(key)!r}"
+                           for key in differ)  # fmt: skip
+        raise StoreMismatchError(f"{store.url}: the new items were read with other settings than the store's "
+                                 f"labels ({detail}); read them with the store's settings")  # fmt: skip
+
+
+def check_new_ids(store: StoreReader, labels: LabelSet) -> None:
+    """LabelError naming the ids of ``labels`` that the store already holds (a changed item needs a rebuild)."""
+    taken = labels.ids[np.isin(labels.ids, store.ids)]
+    if taken.size:
+        shown = ", ".join(repr(str(i)) for i in taken[:5]) + (", ..." if taken.size > 5 else "")
+        raise LabelError(f"{taken.size} of the {len(labels)} new items are already in {store.url}: {shown}. An append "
+                         "adds items; an item whose label changed changes its row, its column and every list it is "
+                         "in, so rebuild the store instead (precompute ... --overwrite)")  # fmt: skip
+
+
+def already_appended(manifest: dict[str, Any], labels: LabelSet) -> bool:
+    """Whether ``labels`` are the store's last generation already (the append ran to its end before)."""
+    generations = store_generations(manifest)
+    last = generations[-1]
+    return len(generations) > 1 and last["labels_sha256"] == labels.sha256() and \
+        last["items"][1] - last["items"][0] == len(labels)  # fmt: skip
+
+
+def _same_generation(staged: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether a staged store (from an interrupted append) is the generation ``wanted``: same fingerprint and
+    same generations (the pairs counted at its end aside)."""
+
+    def plain(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{key: value for key, value in g.items() if key != "exact_pairs"} for g in store_generations(manifest)]
+
+    return not fingerprint_diff(staged, wanted) and plain(staged) == plain(wanted)
+
+
+def append(
+    store: str | os.PathLike[str],
+    labels: LabelSet,
+    *,
+    distance: LabelDistance | None = None,
+    dense_limit: int | None = DENSE_LIMIT,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    client: Any | None = None,
+    progress: bool | None = None,
+) -> AppendResult:
+    """Append the items ``labels`` to the complete store at ``store``: a new generation (module docstring).
+
+    ``distance`` defaults to the store's own (its kind and parameters); one given must equal it. Refused before
+    anything is written: ids already in the store (LabelError), labels read with other settings or a distance with
+    other parameters (StoreMismatchError), a dense matrix that would grow past ``dense_limit`` bytes (ValueError).
+    Rerunning the same append resumes it where it stopped, or does nothing once it is in the store
+    (``reused``). Holds the store's lock throughout, as precompute does.
+    """
+    if len(labels) < 1:
+        raise ValueError("no items to append")
+    if n_workers is not None and n_workers < 1:
+        raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
+    url = store_url(store)
+    with store_lock(url):
+        finish_replacement(url)
+        old = StoreReader(url)
+        manifest = old.manifest
+        n_old, generations = old.n_items, store_generations(manifest)
+        k, block_rows, dense = old.k, int(manifest["block_rows"]), bool(manifest["dense"])
+        symmetric = bool(manifest.get("symmetric"))
+        if already_appended(manifest, labels):
+            log.info("%s: these items are already its generation %d; nothing to do", url, manifest["generation"])
+            total = n_blocks(n_old, block_rows)
+            return AppendResult(url, manifest, int(manifest["generation"]), n_old - len(labels), len(labels), total,
+                                0, int(generations[-1].get("exact_pairs", 0)), reused=True)  # fmt: skip
+        distance = distance or old.distance()
+        check_same_distance(old, distance)
+        if not isinstance(labels, distance.labels_class):
+            raise TypeError(f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, "
+                            f"got {type(labels).__name__}")  # fmt: skip
+        check_same_reading(old, labels)
+        check_new_ids(old, labels)
+        stored = old.labels()
+        stored.provenance = dict(manifest["params"].get("labels") or {})
+        union = stored.concat(labels)
+        distance.check_labels(labels, stored)
+        n = len(union)
+        if dense and dense_limit is not None and dense_bytes(n) > dense_limit:
+            from dask.utils import format_bytes
+
+            raise ValueError(f"{url}: appending {len(labels):,} items grows its dense matrix to {n:,} x {n:,} "
+                             f"float32, {format_bytes(dense_bytes(n))}, over the dense limit of "
+                             f"{format_bytes(dense_limit)}; nothing was written. Raise --dense-limit (dense_limit=), "
+                             "or rebuild the store with --knn-only")  # fmt: skip
+        if "exact_pairs" not in generations[-1]:
+            generations[-1]["exact_pairs"] = exact_pairs_total(url)
+        entry = generation_entry(generations[-1]["generation"] + 1, n_old, labels)
+        entry["appended_to"] = manifest_digest(manifest)  # the generation it was built on: a resume checks it
+        wanted = build_manifest(
+            dataset=manifest["dataset"], kind=distance.kind, params=distance.params(), labels=union, k=k,
+            dense=dense, block_rows=block_rows, symmetric=symmetric, generations=[*generations, entry],
+        )  # fmt: skip
+        if wanted["params"] != manifest["params"]:  # both from the store's: a bug, not an input to refuse
+            raise StoreError(f"{url}: the grown store's parameters {wanted['params']} differ from the store's "
+                             f"{manifest['params']}")  # fmt: skip
+        staged = append_url(url)
+        previous = read_manifest(staged)
+        if previous is not None and _same_generation(previous, wanted):
+            action = "resume"
+        else:
+            create_store(staged, wanted, union)
+            action = "new"
+        total = n_blocks(n, block_rows)
+        if symmetric:
+            upper_todo, todo = symmetric_todo(staged)
+        else:
+            upper_todo, todo = [], np.flatnonzero(~blocks_done(staged)).tolist()
+        log.info("%s: generation %d, %d new items on %d: %d of %d row blocks to compute (%s)", url, entry["generation"],
+                 len(labels), n_old, len(todo), total, action)  # fmt: skip
+        if todo:
+            _run_append(client, scheduler, n_workers, progress, union, distance, staged, url, n_old, k, block_rows,
+                        dense, symmetric, upper_todo, todo)  # fmt: skip
+        if symmetric:
+            drop_work(staged)
+        pairs = record_generation_pairs(staged)
+        final = publish(staged)
+        replace_with_staged(url, "append")
+        log.info("%s: generation %d in place, %d items", url, entry["generation"], n)
+        return AppendResult(url, final, int(entry["generation"]), n_old, len(labels), total, len(todo), pairs)
+
+
+def _run_append(
+    client: Any, scheduler: str | None, n_workers: int | None, progress: bool | None, union: LabelSet,
+    distance: LabelDistance, staged: str, url: str, n_old: int, k: int, block_rows: int, dense: bool,
+    symmetric: bool, upper_todo: list[int], todo: list[int],
+) -> None:  # fmt: skip
+    n = len(union)
+
+    def rows(block: int) -> int:
+        return min(block_rows, n - block * block_rows)
+
+    quiet = progress is False
+    started = time.perf_counter()
+    distance.prepare(union)
+    if not quiet and time.perf_counter() - started > 1:
+        tqdm.write(f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        if client is None:
+            client = stack.enter_context(dask_client(scheduler, n_workers))
+            if not quiet:
+                tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
+        common = {"url": staged, "block_rows": block_rows}
+        if not symmetric:
+            _run_tasks(client, compute_appended_block, todo, progress, f"{distance.kind} append", rows=rows,
+                       labels=_scatter(client, union), distance=distance, old_url=url, n_old=n_old, k=k, dense=dense,
+                       **common)  # fmt: skip
+            return
+        if upper_todo:  # the barrier, as in precompute: phase 2 reads strips of every block before it
+            _run_tasks(client, compute_appended_upper, upper_todo, progress, f"{distance.kind} append upper",
+                       rows=rows, labels=_scatter(client, union), distance=distance, old_url=url, n_old=n_old,
+                       **common)  # fmt: skip
+        _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} append rows", rows=rows, n_items=n, k=k,
+                   n_old=n_old, **common)  # fmt: skip
