@@ -265,14 +265,15 @@ def check_same_reading(store: StoreReader, labels: LabelSet) -> None:
         detail = "; ".join(f"{key}: store has {recorded.get(key)!r}, the new items {labels.provenance.get(key)!r}"
                            for key in differ)  # fmt: skip
         raise StoreMismatchError(f"{store.url}: the new items were read with other settings than the store's "
-                                 f"labels ({detail}); read them with the store's settings")  # fmt: skip
+                                 f"labels ({detail}); read them with the store's settings (`labeldist append STORE "
+                                 "FILE` defaults to them)")  # fmt: skip
 
 
 def check_new_ids(store: StoreReader, labels: LabelSet) -> None:
     """LabelError naming the ids of ``labels`` that the store already holds (a changed item needs a rebuild)."""
     taken = labels.ids[np.isin(labels.ids, store.ids)]
     if taken.size:
-        shown = ", ".join(repr(str(i)) for i in taken[:5]) + (", ..." if taken.size > 5 else "")
+        shown = ", ".join(repr(str(i)) for i in taken[:5]) + (f" and {taken.size - 5} more" if taken.size > 5 else "")
         raise LabelError(f"{taken.size} of the {len(labels)} new items are already in {store.url}: {shown}. An append "
                          "adds items; an item whose label changed changes its row, its column and every list it is "
                          "in, so rebuild the store instead (precompute ... --overwrite)")  # fmt: skip
@@ -327,13 +328,13 @@ def append(
         n_old, generations = old.n_items, store_generations(manifest)
         k, block_rows, dense = old.k, int(manifest["block_rows"]), bool(manifest["dense"])
         symmetric = bool(manifest.get("symmetric"))
+        distance = distance or old.distance()
+        check_same_distance(old, distance)
         if already_appended(manifest, labels):
             log.info("%s: these items are already its generation %d; nothing to do", url, manifest["generation"])
             total = n_blocks(n_old, block_rows)
             return AppendResult(url, manifest, int(manifest["generation"]), n_old - len(labels), len(labels), total,
                                 0, int(generations[-1].get("exact_pairs", 0)), reused=True)  # fmt: skip
-        distance = distance or old.distance()
-        check_same_distance(old, distance)
         if not isinstance(labels, distance.labels_class):
             raise TypeError(f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, "
                             f"got {type(labels).__name__}")  # fmt: skip

@@ -107,18 +107,81 @@ def _precompute(args: argparse.Namespace) -> int:
             progress=False if args.no_progress else None,
         )  # fmt: skip
     except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        # raised in a worker and re-raised here by Dask, with its errno
-        raise StoreError(
-            f"{out}: no space left on device ({e.filename or 'while writing'}). The store is left incomplete, "
-            "so it is never served as complete, and a store it was to replace is untouched. Free some space and "
-            "rerun the same command: it resumes with the blocks not yet written."
-        ) from e
+        raise _no_space(out, e) from e
     what = "reused (same labels and parameters)" if result.reused else (
         f"{result.blocks_computed} of {result.blocks_total} blocks computed")  # fmt: skip
     print(f"{result.url}: complete, {result.manifest['n_items']} items, k={result.manifest['k']}, "
           f"dense={result.manifest['dense']}; {what}")  # fmt: skip
+    return 0
+
+
+def _no_space(out: str, e: OSError) -> BaseException:
+    """A StoreError saying what a full disk left behind (raised in a worker and re-raised here by Dask, with its
+    errno); ``e`` itself for any other OSError."""
+    if e.errno != errno.ENOSPC:
+        return e
+    return StoreError(
+        f"{out}: no space left on device ({e.filename or 'while writing'}). The store is left incomplete, "
+        "so it is never served as complete, and a store it was to replace is untouched. Free some space and "
+        "rerun the same command: it resumes with the blocks not yet written."
+    )
+
+
+# ---------------------------------------------------------------- append: a store's next generation
+def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentParser:
+    """The parser of ``labeldist append STORE FILE [OPTIONS]`` for the store's kind: the kind's own options, as
+    ``precompute`` takes them, those the store records (its distance's parameters and its reader's settings, under
+    the same names) defaulting to the store's values, and the options of the job."""
+    from labeldist.append import FILE_PROVENANCE
+    from labeldist.kinds import get_kind
+
+    kind = get_kind(manifest["kind"])
+    p = argparse.ArgumentParser(
+        prog=f"labeldist append {store}",
+        description=f"Append the items of FILE to this {kind.name} store: {kind.help}. Options the store records "
+        "default to the store's values; any other setting must be the one the store was made with.",
+    )
+    kind.add_arguments(p)
+    params = dict(manifest.get("params") or {})
+    reading = {key: v for key, v in (params.pop("labels", None) or {}).items() if key not in FILE_PROVENANCE}
+    recorded = {**reading, **params}
+    p.set_defaults(**{a.dest: recorded[a.dest] for a in p._actions if a.dest in recorded and a.dest != "help"})
+    p.set_defaults(dataset=None)  # a kind's loader names a dataset; the store keeps its own
+    p.add_argument("--dense-limit", type=byte_size, default=f"{DENSE_LIMIT >> 30}GiB", metavar="SIZE",
+                   help="largest dense matrix the grown store may have (default: %(default)s)")  # fmt: skip
+    p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786 "
+                   "(default: a LocalCluster on this machine)")  # fmt: skip
+    p.add_argument("--workers", type=positive_int,
+                   help="worker processes of the LocalCluster (default: one per core)")  # fmt: skip
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return show_defaults(p)
+
+
+def _append(args: argparse.Namespace) -> int:
+    from labeldist.append import append
+    from labeldist.kinds import get_kind
+    from labeldist.store import read_manifest, store_url
+
+    check_store_path(args.store)
+    manifest = read_manifest(store_url(args.store))
+    if manifest is None:
+        raise StoreError(f"{store_url(args.store)}: no labeldist store there (no manifest)")
+    options = append_parser(args.store, manifest).parse_args(args.kind_args)
+    labels, distance, _ = get_kind(manifest["kind"]).load(options)
+    try:
+        result = append(args.store, labels, distance=distance, dense_limit=options.dense_limit,
+                        scheduler=options.scheduler, n_workers=options.workers,
+                        progress=False if options.no_progress else None)  # fmt: skip
+    except OSError as e:
+        raise _no_space(args.store, e) from e
+    n = result.n_old + result.n_new
+    if result.reused:
+        print(f"{result.url}: these {result.n_new} items are already its generation {result.generation}; "
+              "nothing to do")  # fmt: skip
+        return 0
+    print(f"{result.url}: generation {result.generation} complete, {result.n_old} + {result.n_new} = {n} items; "
+          f"{result.blocks_computed} of {result.blocks_total} blocks computed, {result.exact_pairs:,} distances "
+          f"({result.exact_pairs / n**2:.1%} of the {n**2:,} of a recompute)")  # fmt: skip
     return 0
 
 
@@ -189,6 +252,21 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = pre.add_subparsers(dest="kind", required=True)
 
     _add_kind_commands(kinds)
+
+    app = sub.add_parser(
+        "append",
+        help="append the items of a file to a store: a new generation, exact, computing only pairs with a new item",
+        description="Append the items of FILE to the complete store STORE: their rows against every item, every "
+        "old item's kNN list merged with them, the dense matrix grown; the grown store equals a precompute of all "
+        "items. Built beside the store and swapped in once complete (a service serving it reloads it); a rerun "
+        "resumes. Ids already in the store are refused. `labeldist append STORE --help` lists the options of "
+        "the store's kind.",
+    )
+    app.add_argument("store", help="the store to grow")
+    app.add_argument("kind_args", nargs=argparse.REMAINDER, metavar="FILE [OPTIONS]",
+                     help="the new items' file and the options of the store's kind, as precompute has "
+                          "them")  # fmt: skip
+    app.set_defaults(func=_append)
 
     info = sub.add_parser("info", help="print a store's manifest and summary statistics")
     info.add_argument("store")
