@@ -1,5 +1,6 @@
-"""``labeldist verify``: check that every chunk of every array is there and passes its checksum, then recompute a
-random sample of entries with the slow reference."""
+"""``labeldist verify``: check that every chunk of every array is there and passes its checksum, that the labels are
+those the manifest's digests name (every generation's), then recompute a random sample of entries with the slow
+reference."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.store import StoreCorruptError, StoreReader
+from labeldist.labels.base import LabelSet
+from labeldist.store import StoreCorruptError, StoreReader, store_generations
 
 #: stored values are float32: allow its rounding (2^-24 ~ 6e-8) with room for summation order
 RTOL = 1e-5
@@ -18,8 +20,9 @@ def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
     """Check that every chunk of every array exists and passes its CRC32C checksum; if all are whole, recompute
     ``sample`` kNN entries (and ``sample`` dense entries, if stored) with ``reference``.
 
-    Also checks that each sampled kNN row is sorted and agrees with its dense row. Returns a report with the
-    damaged regions (array, rows, what is wrong), the largest absolute and relative errors, and ``ok``.
+    Also checks that each sampled kNN row is sorted and agrees with its dense row, and that the stored labels are
+    the ones the manifest records (:func:`generation_problems`). Returns a report with the damaged regions (array,
+    rows, what is wrong), the generations, the largest absolute and relative errors, and ``ok``.
     """
     reader = StoreReader(url)
     damaged = reader.damaged()
@@ -50,6 +53,7 @@ def _recompute_sample(reader: StoreReader, sample: int, seed: int) -> dict[str, 
             continue
         stored.append(float(dists[i, r]))
         recomputed.append(distance.reference(labels, i, labels, j))
+    problems.extend(generation_problems(reader.manifest, labels))
     for i in np.unique(rows[: min(sample, 50)]).tolist():
         row = dists[i][indices[i] >= 0]
         if np.any(np.diff(row) < 0):
@@ -74,9 +78,34 @@ def _recompute_sample(reader: StoreReader, sample: int, seed: int) -> dict[str, 
     return {
         "store": reader.url,
         "damaged": [],
+        "generations": store_generations(reader.manifest),
         "entries_checked": int(s.size),
         "max_abs_error": float(abs_err.max(initial=0.0)),
         "max_rel_error": float(np.where(np.abs(c) > ATOL, rel_err, 0.0).max(initial=0.0)),
         "problems": problems,
         "ok": not problems,
     }
+
+
+def generation_problems(manifest: dict[str, Any], labels: LabelSet) -> list[str]:
+    """What is wrong with a store's record of its generations against its labels: they must be numbered 1, 2, ...
+    (``generation`` the last), cover the items 0..N in order, and each generation's ``labels_sha256`` must be the
+    digest of its own items' labels (those of the file it was made or appended from); the manifest's own
+    ``labels_sha256`` the digest of them all."""
+    problems = []
+    generations = store_generations(manifest)
+    if labels.sha256() != manifest["labels_sha256"]:
+        problems.append("the stored labels are not those the manifest's labels_sha256 names")
+    numbers = [g.get("generation") for g in generations]
+    if numbers != list(range(1, len(generations) + 1)) or manifest.get("generation", 1) != numbers[-1]:
+        problems.append(f"generations are numbered {numbers} (the manifest's latest: {manifest.get('generation')})")
+    ends = [0] + [g["items"][1] for g in generations]
+    if [g["items"][0] for g in generations] != ends[:-1] or ends[-1] != len(labels):
+        problems.append(f"generations cover items {[g['items'] for g in generations]}, not 0..{len(labels)} in order")
+        return problems
+    for g in generations:
+        start, stop = g["items"]
+        if labels.subset(slice(start, stop)).sha256() != g["labels_sha256"]:
+            problems.append(f"generation {g['generation']} (items {start}:{stop}): its labels are not those its "
+                            "labels_sha256 names")  # fmt: skip
+    return problems

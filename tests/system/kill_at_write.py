@@ -1,6 +1,9 @@
 """A small pose precompute run in one process, killed with SIGKILL just before its Nth write to the disk.
 
-    python -m tests.system.kill_at_write N OUT      # N = 0: no kill; prints the number of writes made
+    python -m tests.system.kill_at_write N OUT [JOB]    # N = 0: no kill; prints the number of writes made
+
+JOB is ``precompute`` (the default), or ``append-pose`` / ``append-vectors``: an append of items to the store
+already at OUT (made by :func:`append_base`), a plain dense one for poses, a symmetric dense one for vectors.
 
 Its Dask cluster is real (a scheduler and two workers) but in this process (``processes=False``), so that every
 write of the job, from laying out the store to the last block and the publish, happens here and can be counted:
@@ -30,6 +33,43 @@ def job(out: str, client) -> object:
     labels = read_mpii_csv(CSV).subset(slice(0, N_ITEMS))
     return precompute(labels, PoseDistance(), out, dataset="mpii120", k=K, dense=True, block_rows=BLOCK_ROWS,
                       client=client, progress=False)  # fmt: skip
+
+
+#: items of the store an append job grows (the rest of the N_ITEMS are appended)
+APPEND_BASE = 100
+
+
+def append_labels(kind: str):
+    """The N_ITEMS labels and the distance of an append job: poses (a plain dense store) or vectors (symmetric)."""
+    import numpy as np
+
+    if kind == "append-pose":
+        from labeldist.distances.pose import PoseDistance
+        from labeldist.labels.poses import read_mpii_csv
+
+        return read_mpii_csv(CSV).subset(slice(0, N_ITEMS)), PoseDistance()
+    from labeldist.distances.vectors import VectorDistance
+    from labeldist.labels.vectors import Vectors
+
+    values = np.random.default_rng(0).normal(size=(N_ITEMS, 6))
+    return Vectors([f"v{i}" for i in range(N_ITEMS)], values, [f"x{j}" for j in range(6)]), VectorDistance()
+
+
+def append_base(out: str, client, kind: str) -> object:
+    """The store an append job grows: the first APPEND_BASE items, dense, k = K."""
+    from labeldist.engine import precompute
+
+    labels, distance = append_labels(kind)
+    return precompute(labels.subset(slice(0, APPEND_BASE)), distance, out, dataset="base", k=K, dense=True,
+                      block_rows=BLOCK_ROWS, client=client, progress=False)  # fmt: skip
+
+
+def append_job(out: str, client, kind: str) -> object:
+    """The append job: items APPEND_BASE..N_ITEMS into the store at ``out``."""
+    from labeldist.append import append
+
+    labels, distance = append_labels(kind)
+    return append(out, labels.subset(slice(APPEND_BASE, N_ITEMS)), distance=distance, client=client, progress=False)
 
 
 def count_writes(kill_at: int, folder: str) -> list[int]:
@@ -74,6 +114,7 @@ def count_writes(kill_at: int, folder: str) -> list[int]:
 
 def main() -> int:
     kill_at, out = int(sys.argv[1]), sys.argv[2]
+    which = sys.argv[3] if len(sys.argv) > 3 else "precompute"
     import logging
 
     from distributed import Client, LocalCluster
@@ -82,7 +123,7 @@ def main() -> int:
     count = count_writes(kill_at, os.path.dirname(os.path.abspath(out)))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         with Client(cluster) as client:
-            job(out, client)
+            job(out, client) if which == "precompute" else append_job(out, client, which)
     print(f"writes={count[0]}")
     return 0
 

@@ -23,14 +23,14 @@ import pytest
 from labeldist.store import StoreIncompleteError, StoreReader, read_manifest
 from tests.processes import REPO
 from tests.system.conftest import assert_same_store
-from tests.system.kill_at_write import job
+from tests.system.kill_at_write import APPEND_BASE, N_ITEMS, append_base, append_job, job
 
 #: kill points of a default run: the layout's writes (about 20 for this job), then a spread, then the publish's
 LAYOUT, SPREAD = 22, 36
 
 
-def run_killed(n: int, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tests.system.kill_at_write", str(n), str(out)], cwd=REPO,
+def run_killed(n: int, out: Path, which: str = "precompute") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tests.system.kill_at_write", str(n), str(out), which], cwd=REPO,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
@@ -80,6 +80,56 @@ def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, da
     print(f"kill points: {len(points)} of {writes} writes; states left by the kills: {seen}; all resumed equal")
     # the kills hit both phases: before the store existed (its layout) and while it was incomplete (its blocks)
     assert seen.get("nothing", 0) >= 5 and seen.get("incomplete", 0) >= 5, seen
+
+
+def append_kill_points(writes: int) -> list[int]:
+    """Kill points of an append: its staged store's layout (the same atomic creation as a precompute's, killed at
+    every write above) at every third write, a spread over its blocks, and each of its last six writes: the pairs
+    recorded, the publish, and the swap (two renames and the removal of the old generation)."""
+    if os.environ.get("LABELDIST_KILL_POINTS") == "all":
+        return list(range(1, writes + 1))
+    spread = np.linspace(LAYOUT + 1, writes - 6, 10).round().astype(int).tolist()
+    return sorted({*range(1, LAYOUT + 1, 3), *spread, *range(writes - 5, writes + 1)})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["append-pose", "append-vectors"])
+def test_an_append_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_client, which) -> None:
+    """Issue 19: an append (a plain dense pose store; a symmetric dense vectors store, whose append has two phases)
+    killed just before any of its writes leaves a complete store at its path, the old generation or the new one,
+    never an incomplete one, except between the two renames of the swap, where nothing is there for an instant (a
+    server keeps the old one open then); the same append rerun ends with the store an uninterrupted append gives,
+    bit for bit, and nothing left beside it."""
+    base = tmp_path / "base" / "store"
+    append_base(str(base), dask_client, which)
+    reference = tmp_path / "reference" / "store"
+    shutil.copytree(base, reference)
+    append_job(str(reference), dask_client, which)
+    dry = tmp_path / "dry" / "store"
+    shutil.copytree(base, dry)
+    ran = run_killed(0, dry, which)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert_same_store(dry, reference)
+    writes = int(ran.stdout.strip().split("writes=")[-1])
+
+    seen: dict[str, int] = {}
+    for n in append_kill_points(writes):
+        out = tmp_path / f"kill{n}" / "store"
+        shutil.copytree(base, out)
+        killed = run_killed(n, out, which)
+        assert killed.returncode == -9, f"write {n}: the job was not killed ({killed.returncode}): {killed.stdout}"
+        what = state(out)
+        assert what in ("complete", "nothing"), f"write {n}: the kill left {what} at the store's path"
+        if what == "complete":
+            n_items = read_manifest(str(out))["n_items"]
+            assert n_items in (APPEND_BASE, N_ITEMS), n_items
+            what = "old generation" if n_items == APPEND_BASE else "new generation"
+        seen[what] = seen.get(what, 0) + 1
+        append_job(str(out), dask_client, which)  # the rerun: resumes, finishes the swap, or finds it done
+        assert_same_store(out, reference)
+        assert sorted(os.listdir(out.parent)) == ["store"], f"write {n}: leftovers {os.listdir(out.parent)}"
+    print(f"{which}: kill points {len(append_kill_points(writes))} of {writes} writes; states left: {seen}")
+    assert seen.get("old generation", 0) >= 10 and seen.get("nothing", 0) + seen.get("new generation", 0) >= 1, seen
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
