@@ -264,3 +264,39 @@ def test_a_new_store_folder_is_served_and_a_removed_one_is_not(servers, tmp_path
         assert r.status_code == 404 and "unknown store 'extra'" in r.json()["detail"], r.text
         assert [s["name"] for s in client.get("/v1/stores").json()["stores"]] == [NAME]
     running[0][1].wait_for("extra: its folder was removed: no longer served")
+
+
+def test_an_append_under_live_servers_is_served_whole_and_never_mixed(servers, tmp_path: Path) -> None:
+    """Issue 19: ``labeldist append`` grows the served store by 100 poses. Both servers answer from the old
+    generation while the new one is built beside it, then from the new one (900 items, generation 2) without a
+    restart, by the reload an ``--overwrite`` gets; no answer mixes the two, and an item of the new generation
+    is served with the lists a precompute of all 900 gives."""
+    stores, running = servers
+    old = Snapshot.read("old", stores / NAME)
+    with open(MPII_CSV) as f:
+        lines = [next(f) for _ in range(901)]
+    more = tmp_path / "poses800-900.csv"
+    more.write_text(lines[0] + "".join(lines[801:]))
+    n_items = [800]
+
+    def grow() -> None:
+        r = labeldist("append", str(stores / NAME), str(more), "--workers", "1", "--no-progress")
+        assert r.returncode == 0, r.stderr
+        n_items[0] = 900
+
+    new, pollers = poll_through(grow, running, old, stores / NAME, lambda: n_items[0], lambda new: "new")
+    counts = check_never_mixed(pollers, old, new)
+    print("answers by store:", counts)
+    assert counts.get("old", 0) > 0 and counts.get("new", 0) > 0, counts
+    full = tmp_path / "full"
+    precompute(write_csv(tmp_path / "poses900.csv", 900), full, "--normalization", "center_scale")
+    expected = Snapshot.read("full", full)
+    with httpx.Client(base_url=running[1][0]) as client:
+        store = client.get(f"/v1/stores/{NAME}").json()
+        assert store["n_items"] == 900 and store["generation"] == 2, store
+        assert [g["items"] for g in store["generations"]] == [[0, 800], [800, 900]]
+        for i in (5, 850):
+            r = client.get(f"/v1/stores/{NAME}/items/{i}/neighbors")
+            assert r.status_code == 200 and r.json()["indices"] == expected.knn[i].tolist(), r.text
+    for _, log in running:
+        log.wait_for(f"{NAME}: changed on disk (rebuilt or replaced): the new store is served")
