@@ -1,0 +1,130 @@
+"""``labeldist append`` as a user runs it (issue 19): the store's kind's options defaulting to the store's values,
+the grown store equal to a precompute of every item, one-line refusals that leave the store as it was, and
+``verify`` checking every generation's labels."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from labeldist.store import StoreReader, read_manifest
+from tests.conftest import DATA
+from tests.test_cli import run_cli
+
+CSV = DATA / "mpii" / "mpii_valid_2958.csv"
+BASE, TOTAL, K = 150, 170, 8
+
+
+def rows_csv(path: Path, start: int, stop: int) -> Path:
+    """The header and poses ``start:stop`` of the shipped MPII file."""
+    with open(CSV) as f:
+        lines = [next(f) for _ in range(stop + 1)]
+    path.write_text(lines[0] + "".join(lines[1 + start : 1 + stop]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> dict[str, Path]:
+    """A dense pose store of the first BASE poses in the person frame (center_scale), the file of the next ones,
+    and a store of all TOTAL made at once: what the grown store must equal."""
+    from labeldist.cli import main
+
+    tmp = tmp_path_factory.mktemp("append-cli")
+    paths = {"base": rows_csv(tmp / "base.csv", 0, BASE), "new": rows_csv(tmp / "new.csv", BASE, TOTAL),
+             "all": rows_csv(tmp / "all.csv", 0, TOTAL), "store": tmp / "store", "full": tmp / "full"}  # fmt: skip
+    for csv, out in (("base", "store"), ("all", "full")):
+        argv = ["precompute", "pose", str(paths[csv]), "--out", str(paths[out]), "--k", str(K), "--normalization",
+                "center_scale", "--block-rows", "32", "--workers", "1", "--no-progress"]  # fmt: skip
+        assert main(argv) == 0
+    return paths
+
+
+@pytest.fixture
+def store(made, tmp_path) -> Path:
+    """A fresh copy of the base store."""
+    return Path(shutil.copytree(made["store"], tmp_path / "store"))
+
+
+def test_the_grown_store_equals_a_precompute_of_every_item(made, store, capsys) -> None:
+    rc, out, err = run_cli(capsys, "append", store, made["new"], "--workers", "1", "--no-progress")
+    assert rc == 0, err
+    n_pairs = (TOTAL - BASE) * TOTAL + BASE * (TOTAL - BASE)  # pose is not symmetric: each new pair both ways
+    assert f"generation 2 complete, {BASE} + {TOTAL - BASE} = {TOTAL} items" in out and f"{n_pairs:,} distances" in out
+    grown, full = StoreReader(str(store)), StoreReader(str(made["full"]))
+    assert grown.ids.tolist() == full.ids.tolist()
+    for a, b in zip(grown.knn(), full.knn()):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(grown.dense_rows(0, TOTAL), full.dense_rows(0, TOTAL))
+    assert grown.manifest["labels_sha256"] == full.manifest["labels_sha256"]
+    assert grown.manifest["params"] == full.manifest["params"]  # normalization taken from the store, not "none"
+    rc, out, _ = run_cli(capsys, "append", store, made["new"], "--workers", "1")
+    assert rc == 0 and "already its generation 2; nothing to do" in out
+
+
+def test_help_lists_the_kinds_options_with_the_stores_values(store, capsys) -> None:
+    rc, out, _ = run_cli(capsys, "append", store, "--help")
+    text = " ".join(out.split())
+    assert rc == 0 and "--normalization {none,head,center_scale}" in text
+    assert "person scale (default: center_scale)" in text  # the store's, where precompute's default is none
+    assert "--dense-limit SIZE largest dense matrix the grown store may have (default: 1GiB)" in text
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--normalization", "head"], "read with other settings than the store's labels (normalization: store has "
+                                      "'center_scale', the new items 'head')"),
+        (["--metric", "sqeuclidean"], "the store's distance has other parameters (metric: store has 'euclidean', "
+                                      "asked 'sqeuclidean')"),
+        (["--dense-limit", "100KiB"], "grows its dense matrix to 170 x 170 float32"),
+    ],
+)  # fmt: skip
+def test_a_refused_append_says_why_in_one_line_and_leaves_the_store_as_it_was(made, store, capsys, extra, says):
+    before = snapshot(store)
+    rc, _, err = run_cli(capsys, "append", store, made["new"], "--workers", "1", *extra)
+    assert rc == 2 and err.count("\n") == 1 and says in err, err
+    assert snapshot(store) == before
+    assert sorted(p.name for p in store.parent.iterdir()) == ["store"]  # nothing built beside it
+
+
+def test_ids_already_in_the_store_are_refused_naming_them(made, store, capsys) -> None:
+    before = snapshot(store)
+    rc, _, err = run_cli(capsys, "append", store, made["all"], "--workers", "1")
+    first = StoreReader(str(store)).ids[0]
+    assert rc == 2 and f"{BASE} of the {TOTAL} new items are already in" in err and repr(str(first)) in err, err
+    assert "rebuild the store instead" in err
+    assert snapshot(store) == before
+
+
+def test_append_to_no_store_or_without_a_file_is_refused(made, tmp_path, store, capsys) -> None:
+    rc, _, err = run_cli(capsys, "append", tmp_path / "nothing", made["new"])
+    assert rc == 2 and "no store there" in err
+    rc, _, err = run_cli(capsys, "append", store)
+    assert rc == 2 and "the following arguments are required: input" in err
+
+
+def test_verify_checks_every_generations_labels(made, store, capsys) -> None:
+    assert run_cli(capsys, "append", store, made["new"], "--workers", "1", "--no-progress")[0] == 0
+    rc, out, _ = run_cli(capsys, "verify", store, "--sample", "20")
+    report = json.loads(out)
+    assert rc == 0 and report["ok"] and [g["items"] for g in report["generations"]] == [[0, BASE], [BASE, TOTAL]]
+    # a manifest whose second generation names other labels: verify says which generation, and fails
+    meta = store / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["labeldist"]["generations"][1]["labels_sha256"] = "0" * 64
+    meta.write_text(json.dumps(doc))
+    rc, out, _ = run_cli(capsys, "verify", store, "--sample", "0")
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"]
+    assert (
+        f"generation 2 (items {BASE}:{TOTAL}): its labels are not those its labels_sha256 names" in report["problems"]
+    )
+    assert read_manifest(str(store))["generation"] == 2
