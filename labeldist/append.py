@@ -74,6 +74,7 @@ from labeldist.store import (
     exact_pairs_total,
     fingerprint_diff,
     generation_entry,
+    is_local,
     manifest_digest,
     n_blocks,
     publish,
@@ -321,6 +322,10 @@ def append(
     if n_workers is not None and n_workers < 1:
         raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
     url = store_url(store)
+    if not is_local(url):
+        raise StoreError(f"{url}: append grows a store on a local path (the new generation is swapped in by a "
+                         "rename, which an fsspec URL lacks); copy the store to a local folder, or precompute all the "
+                         "items there")  # fmt: skip
     with store_lock(url):
         finish_replacement(url)
         old = StoreReader(url)
