@@ -97,6 +97,18 @@ class _BatchOptions(_Request):
         False, strict=True, description="also answer the (size x size) matrix of the batch, anchor first"
     )
     seed: Seed | None = Field(None, description="seed of the random choices; the answer says which was used")
+    pool: list[Index] | None = Field(
+        None,
+        description="the items every member of every batch is drawn from (anchors, nearest and random others "
+        "alike): say, the training items, so that held-out items never reach a batch. The nearest are the "
+        "anchor's nearest within the pool. A set: order and repeats do not matter. Given anchors must be in it; "
+        "count draws the anchors from it; it must hold at least size items",
+    )
+    exclude: list[Index] | None = Field(
+        None,
+        description="the items no batch ever contains (say, the held-out items): the pool is every other item. "
+        "Give pool or exclude, not both; whichever is shorter",
+    )
 
 
 class BatchesByAnchors(_BatchOptions):
@@ -104,7 +116,8 @@ class BatchesByAnchors(_BatchOptions):
 
 
 class BatchesByCount(_BatchOptions):
-    count: int = Field(ge=1, strict=True, description="number of batches, anchors drawn at random without replacement")
+    count: int = Field(ge=1, strict=True, description="number of batches, anchors drawn at random without replacement "
+                       "(from the pool when there is one)")  # fmt: skip
 
 
 class Batch(BaseModel):

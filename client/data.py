@@ -35,9 +35,19 @@ class Source(Protocol):
     :class:`~labeldist.client.http.Batches`."""
 
     def batches(
-        self, store: str, *, anchors: np.ndarray, size: int, neighbors: int, pairwise: bool, seed: int
+        self,
+        store: str,
+        *,
+        anchors: np.ndarray,
+        size: int,
+        neighbors: int,
+        pairwise: bool,
+        seed: int,
+        pool: np.ndarray | None = None,
+        exclude: np.ndarray | None = None,
     ) -> Batches:
-        """One minibatch per anchor: the anchor's ``neighbors`` nearest, then random others (``seed``)."""
+        """One minibatch per anchor: the anchor's ``neighbors`` nearest, then random others (``seed``); with
+        ``pool`` or ``exclude`` (only passed when the stream has a pool) every member an item of the pool."""
         ...
 
     def fresh(self) -> Source:
@@ -134,6 +144,15 @@ class MinibatchStream(IterableDataset):
     with a seed derived from ``seed`` and the request's number, so a run (and a resumed run, ``start_step``)
     sees the same minibatches.
 
+    **Held-out items never appear.** With ``anchors`` (say, the training items), every *member* of every minibatch
+    is one of them too, not only the anchors: ``pool="anchors"``, the default, asks the source for minibatches
+    drawn from the anchors alone (each anchor's nearest *among the anchors*, random others among them), so the
+    items left out of ``anchors`` (a test split) never reach training. ``pool`` may also be an array of items
+    (it must hold every anchor), or None to draw members from the whole store (items outside ``anchors`` then
+    appear in minibatches, as they did before pools). The pool needs at least ``size`` items. The stream sends
+    it as ``pool`` or as its complement ``exclude`` (``inputs.n_items`` being the store's items), whichever is
+    shorter. Without ``anchors`` every item is an anchor and nothing is restricted.
+
     ``client`` is any :class:`Source`: a :class:`~labeldist.client.http.LabelDistClient` or a
     :class:`~labeldist.client.local.LocalSource` (``store`` is then a store's folder name under its root, or a
     path); the same seed draws the same minibatches from either.
@@ -157,6 +176,7 @@ class MinibatchStream(IterableDataset):
         batches_per_step: int = 1,
         anchors_per_request: int = 8,
         anchors: np.ndarray | None = None,
+        pool: np.ndarray | str | None = "anchors",
         epochs: int = 1,
         seed: int = 0,
         start_step: int = 0,
@@ -175,6 +195,12 @@ class MinibatchStream(IterableDataset):
         self.size, self.neighbors, self.pairwise = size, neighbors, pairwise
         self.bps, self.per_request = batches_per_step, anchors_per_request
         self.anchors = np.arange(inputs.n_items) if anchors is None else np.asarray(anchors, dtype=np.int64)
+        self.pool = self._pool(pool, None if anchors is None else self.anchors, inputs.n_items, size)
+        #: how the pool travels with each request: {}, {"pool": items} or {"exclude": the other items}
+        self.restrict: dict[str, np.ndarray] = {}
+        if self.pool is not None:
+            rest = np.setdiff1d(np.arange(inputs.n_items), self.pool)
+            self.restrict = {"exclude": rest} if rest.size < self.pool.size else {"pool": self.pool}
         self.epochs, self.seed, self.start_step = epochs, seed, start_step
         self.prefetch, self.workers = prefetch, workers
         self.processes, self.pin_memory = processes, pin_memory
@@ -184,6 +210,37 @@ class MinibatchStream(IterableDataset):
         self.requests_per_epoch = math.ceil(self.steps_per_epoch * batches_per_step / anchors_per_request)
         #: seconds the consumer spent waiting for a step that was not ready yet
         self.waited = 0.0
+
+    @staticmethod
+    def _pool(pool: np.ndarray | str | None, anchors: np.ndarray | None, n_items: int, size: int) -> np.ndarray | None:
+        """The items minibatch members are drawn from, sorted and distinct; None: the whole store."""
+        if isinstance(pool, str):
+            if pool != "anchors":
+                raise ValueError(f"pool={pool!r}: give 'anchors' (the default), an array of items, or None")
+            if anchors is None:
+                return None
+            items, what = np.unique(anchors), "the anchors"
+        elif pool is None:
+            return None
+        else:
+            items, what = np.unique(np.asarray(pool, dtype=np.int64)), "the pool"
+            if anchors is not None and np.setdiff1d(anchors, items).size:
+                a = int(np.setdiff1d(anchors, items)[0])
+                raise ValueError(f"anchor {a} is not in the pool: every member of a minibatch, its anchor included, "
+                                 "is drawn from the pool")  # fmt: skip
+        if items.size and (items[0] < 0 or items[-1] >= n_items):
+            raise ValueError(f"{what} name item {int(items[0] if items[0] < 0 else items[-1])}, not one of the "
+                             f"inputs' {n_items} items")  # fmt: skip
+        if items.size < size:
+            why = (
+                "minibatch members are drawn from the anchors alone (pool='anchors', the default), so that items "
+                "left out of anchors never appear"
+                if what == "the anchors"
+                else "members are drawn from it"
+            )
+            raise ValueError(f"{what} hold {items.size} items, fewer than size={size}: {why}; pass pool=None to "
+                             "draw members from the whole store")  # fmt: skip
+        return items
 
     def __len__(self) -> int:
         return self.steps_per_epoch * self.epochs - self.start_step
@@ -196,9 +253,8 @@ class MinibatchStream(IterableDataset):
         epoch, r = divmod(request, self.requests_per_epoch)
         anchors = self._epoch_anchors(epoch)[r * self.per_request : (r + 1) * self.per_request]
         seed = int(np.random.default_rng([self.seed, epoch, r]).integers(2**31))  # JSON-safe everywhere
-        got = self.client.batches(
-            self.store, anchors=anchors, size=self.size, neighbors=self.neighbors, pairwise=self.pairwise, seed=seed
-        )
+        got = self.client.batches(self.store, anchors=anchors, size=self.size, neighbors=self.neighbors,
+                                  pairwise=self.pairwise, seed=seed, **self.restrict)  # fmt: skip
         members = got.members
         inputs = self.inputs(members)
         steps = []

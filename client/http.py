@@ -197,8 +197,12 @@ class LabelDistClient:
         neighbors: int = 0,
         pairwise: bool = False,
         seed: int | None = None,
+        pool: np.ndarray | list[int] | None = None,
+        exclude: np.ndarray | list[int] | None = None,
     ) -> Batches:
-        """One minibatch per anchor (given, or ``count`` drawn by the service): POST .../batches."""
+        """One minibatch per anchor (given, or ``count`` drawn by the service): POST .../batches. With ``pool``
+        (the items every member is drawn from) or ``exclude`` (the items no minibatch contains), anchors,
+        nearest (within the pool) and random others are all items of the pool."""
         if (anchors is None) == (count is None):
             raise ValueError("give exactly one of anchors= and count=")
         body: dict[str, Any] = {"size": int(size), "neighbors": int(neighbors), "pairwise": bool(pairwise)}
@@ -208,6 +212,10 @@ class LabelDistClient:
             body["count"] = int(count)  # type: ignore[arg-type]
         if seed is not None:
             body["seed"] = int(seed)
+        if pool is not None:
+            body["pool"] = np.asarray(pool, dtype=np.int64).reshape(-1).tolist()
+        if exclude is not None:
+            body["exclude"] = np.asarray(exclude, dtype=np.int64).reshape(-1).tolist()
         arrays = _npz(self._request("POST", f"/v1/stores/{store}/batches", params={"format": "npz"}, json=body))
         return Batches(
             anchors=arrays["anchors"].astype(np.int64),

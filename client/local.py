@@ -25,13 +25,21 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from labeldist.client.http import Batches, RequestRejected, StoreNotFound
 
-from labeldist.batching import draw_items
+from labeldist.batching import (
+    check_pool,
+    draw_items,
+    draw_items_in_pool,
+    draw_pool_anchors,
+    nearest_in_pool,
+    resolve_pool,
+)
 from labeldist.pairs import compute_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import StoreError, StoreReader, read_manifest
@@ -48,6 +56,9 @@ def draw_batch_items(
     size: int,
     neighbors: int,
     seed: int,
+    pool: np.ndarray | list[int] | None = None,
+    exclude: np.ndarray | list[int] | None = None,
+    distances: Callable[[int, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The anchors and items of one minibatch per anchor, drawn as the service draws them (both call
     :func:`labeldist.batching.draw_items`: the same seed gives the same minibatches).
@@ -60,6 +71,13 @@ def draw_batch_items(
     (:func:`sample_excluding`), all from one ``numpy.random.default_rng(seed)``. Returns anchors ``(B,)`` and
     items ``(B, size - 1)``, both int64. ValueError, with the service's message, for a request it refuses as
     a bad parameter (422); anchors must already be checked to be items of the store.
+
+    With ``pool`` (or ``exclude``: the pool is every other item) every member is an item of the pool, as the
+    service draws them: ``count`` anchors drawn from it, given anchors refused unless in it, each anchor's
+    nearest *within the pool* (:func:`labeldist.batching.nearest_in_pool`: its list without the items outside
+    the pool, and where the list runs out the pool's other items ranked by ``distances(anchor, items)``, which
+    must then be given), the others drawn from it. A pool the service refuses raises
+    :class:`~labeldist.batching.PoolError`, a ValueError with the service's message and the ``field`` at fault.
     """
     n, k = (knn.n_items, knn.k) if isinstance(knn, KnnRows) else knn.shape
     if size < 2:
@@ -72,21 +90,35 @@ def draw_batch_items(
         raise ValueError(f"neighbors={neighbors} does not fit in a batch of size={size} (at most size - 1)")
     if neighbors > k:
         raise ValueError(f"neighbors={neighbors} is more than the store's k={k}")
+    allowed = resolve_pool(n, pool=pool, exclude=exclude)
+    field = "pool" if pool is not None else "exclude"
     rng = np.random.default_rng(seed)
     if anchors is None:
         if count is None or count < 1:
             raise ValueError(f"count={count} must be at least 1")
-        anchor_arr = rng.choice(n, size=count, replace=count > n).astype(np.int64)
+        if allowed is None:
+            anchor_arr = rng.choice(n, size=count, replace=count > n).astype(np.int64)
+        else:
+            check_pool(allowed, None, size, field)
+            anchor_arr = draw_pool_anchors(rng, allowed, count)
     else:
         anchor_arr = np.asarray(anchors, dtype=np.int64).reshape(-1)
         if not anchor_arr.size:
             raise ValueError("anchors must name at least one item")
+        if allowed is not None:
+            check_pool(allowed, anchor_arr, size, field)
     if not neighbors:
         rows = np.empty((anchor_arr.size, 0), dtype=np.int32)
     else:
         rows = knn.rows(anchor_arr)[0] if isinstance(knn, KnnRows) else np.asarray(knn)[anchor_arr]
-    items = draw_items(rng, n, anchor_arr, rows, size, neighbors)
-    return anchor_arr, items
+    if allowed is None:
+        return anchor_arr, draw_items(rng, n, anchor_arr, rows, size, neighbors)
+
+    def no_distances(anchor: int, items: np.ndarray) -> np.ndarray:
+        raise ValueError(f"anchor {anchor}'s kNN list runs out within the pool: give distances= to rank the rest")
+
+    nearest = nearest_in_pool(anchor_arr, rows, allowed, neighbors, distances or no_distances)
+    return anchor_arr, draw_items_in_pool(rng, allowed, anchor_arr, nearest, size)
 
 
 class _Store:
@@ -299,11 +331,16 @@ class LocalSource:
         neighbors: int = 0,
         pairwise: bool = False,
         seed: int | None = None,
+        pool: np.ndarray | list[int] | None = None,
+        exclude: np.ndarray | list[int] | None = None,
     ) -> Batches:
         """One minibatch per anchor (given, or ``count`` drawn), as ``POST /v1/stores/{store}/batches`` answers:
         each anchor's ``neighbors`` nearest, then random others (:func:`draw_batch_items`); the label distances
         from the anchor to each item and, with ``pairwise``, each minibatch's matrix, anchor first. A missing
-        ``seed`` is drawn at random; the answer says which was used."""
+        ``seed`` is drawn at random; the answer says which was used.
+
+        ``pool`` (the items every member is drawn from) or ``exclude`` (the items no minibatch contains) as the
+        service takes them: anchors, nearest (within the pool) and random others all from the pool."""
         if (anchors is None) == (count is None):
             raise ValueError("give exactly one of anchors= and count=")
         if seed is not None and not 0 <= int(seed) <= MAX_SEED:
@@ -313,10 +350,18 @@ class LocalSource:
             anchors = np.asarray(anchors, dtype=np.int64).reshape(-1)
             s.check_index(anchors, "anchor")
         seed = secrets.randbits(53) if seed is None else int(seed)
+        for name, given in (("pool", pool), ("exclude", exclude)):
+            if given is not None and (np.asarray(given) < 0).any():  # the service's schema refuses these (422)
+                message = f"{name} indices must be >= 0, got {int(np.min(given))}"
+                raise RequestRejected(message, 422, message)
+
+        def anchor_row(anchor: int, items: np.ndarray) -> np.ndarray:
+            return s.distances(np.full(items.size, anchor, dtype=np.int64), items)
+
         try:
             drawn, items = draw_batch_items(s.knn, anchors=anchors, count=count, size=size, neighbors=neighbors,
-                                            seed=seed)  # fmt: skip
-        except ValueError as e:
+                                            seed=seed, pool=pool, exclude=exclude, distances=anchor_row)  # fmt: skip
+        except ValueError as e:  # a PoolError too
             raise RequestRejected(f"store {store!r}: {e}", 422, str(e)) from None
         b, m = items.shape
         distances = s.distances(np.repeat(drawn, m), items.reshape(-1)).reshape(b, m)

@@ -1,8 +1,16 @@
 """How a dense-triplet minibatch is drawn from a store's kNN lists (Kim et al., CVPR 2019, §3.2): the anchor's
 nearest items, then random others. The service (:mod:`labeldist.api.batching`) and the in-process source of
-:mod:`labeldist.client` both draw with these functions, so the same seed gives the same minibatches from either."""
+:mod:`labeldist.client` both draw with these functions, so the same seed gives the same minibatches from either.
+
+A request may name a *pool* (or the items to *exclude*): then every member of its minibatches, anchor, nearest
+and random others alike, is an item of the pool, so that held-out items never reach a training minibatch. The
+nearest are the anchor's nearest *within the pool* (:func:`nearest_in_pool`), the others drawn from the pool
+(:func:`draw_items_in_pool`). A request without one draws exactly as before pools existed (:func:`draw_items`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -36,4 +44,121 @@ def draw_items(
         nearest = row[: min(neighbors, int(np.count_nonzero(row >= 0)))]
         items[t, : nearest.size] = nearest
         items[t, nearest.size :] = sample_excluding(rng, n_items, m - nearest.size, np.append(nearest, a))
+    return items
+
+
+# ---------------------------------------------------------------- minibatches drawn from a pool of items
+class PoolError(ValueError):
+    """A pool a request cannot use: the message says why, ``field`` names the request field at fault (``pool``,
+    ``exclude`` or ``anchors``), which the service answers 422."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def resolve_pool(n_items: int, *, pool: Any = None, exclude: Any = None) -> np.ndarray | None:
+    """The items minibatch members may be drawn from, sorted and distinct (int64): ``pool`` itself (a set:
+    order and repeats do not matter), or every item but those of ``exclude``; None when neither is given (the
+    whole store, as before pools). :class:`PoolError` for both given, or an index that is no item of the store.
+
+    >>> resolve_pool(6, exclude=[4, 1, 4]).tolist(), resolve_pool(6, pool=[5, 0, 5]).tolist()
+    ([0, 2, 3, 5], [0, 5])
+    """
+    if pool is not None and exclude is not None:
+        raise PoolError("give pool (the items minibatches are drawn from) or exclude (the items they never "
+                        "contain), not both", "exclude")  # fmt: skip
+    given, field = (pool, "pool") if pool is not None else (exclude, "exclude")
+    if given is None:
+        return None
+    arr = np.asarray(given, dtype=np.int64).reshape(-1)
+    bad = (arr < 0) | (arr >= n_items)
+    if bad.any():
+        value = int(arr[np.argmax(bad)])
+        raise PoolError(f"{field} names item {value}, which the store does not have (its items are "
+                        f"0..{n_items - 1})", field)  # fmt: skip
+    if field == "pool":
+        return np.unique(arr)
+    keep = np.ones(n_items, dtype=bool)
+    keep[arr] = False
+    return np.flatnonzero(keep).astype(np.int64)
+
+
+def check_pool(pool: np.ndarray, anchors: np.ndarray | None, size: int, field: str = "pool") -> None:
+    """:class:`PoolError` when the pool (from :func:`resolve_pool`; ``field`` is the request field it came from)
+    is too small for a minibatch of ``size`` distinct items, or misses one of ``anchors`` (None: anchors yet to
+    be drawn from it)."""
+    if pool.size < size:
+        what = "the pool holds" if field == "pool" else "the items not excluded are"
+        raise PoolError(f"{what} {pool.size} item(s), fewer than size={size}: a minibatch is size distinct items "
+                        "of the pool, anchor included", field)  # fmt: skip
+    if anchors is not None and anchors.size:
+        outside = ~in_sorted(pool, anchors)
+        if outside.any():
+            a = int(anchors[np.argmax(outside)])
+            where = "not in the pool" if field == "pool" else "excluded"
+            raise PoolError(f"anchor {a} is {where}: every member of a minibatch, its anchor included, is an item "
+                            "of the pool", "anchors")  # fmt: skip
+
+
+def in_sorted(sorted_items: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_items`` (sorted, distinct): a boolean array shaped like values."""
+    values = np.asarray(values, dtype=np.int64)
+    if not sorted_items.size:
+        return np.zeros(values.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_items, values), sorted_items.size - 1)
+    return sorted_items[at] == values
+
+
+def draw_pool_anchors(rng: np.random.Generator, pool: np.ndarray, count: int) -> np.ndarray:
+    """``count`` anchors drawn from the pool (without replacement when it has enough items): with every item as
+    the pool, the very anchors a request without a pool draws from the same generator."""
+    return pool[rng.choice(pool.size, size=count, replace=count > pool.size)].astype(np.int64)
+
+
+def nearest_in_pool(
+    anchors: np.ndarray,
+    knn_rows: np.ndarray,
+    pool: np.ndarray,
+    neighbors: int,
+    distances: Callable[[int, np.ndarray], np.ndarray],
+) -> list[np.ndarray]:
+    """Each anchor's ``neighbors`` nearest items of the pool, nearest first (int64 arrays).
+
+    Read from the anchor's kNN list (``knn_rows[t]``, the list of ``anchors[t]``) with the items outside the pool
+    left out. Where the list runs out (fewer than ``neighbors`` of its items are in the pool), the rest comes from
+    the pool's other items ranked by ``distances(anchor, items)`` (float32 as the store holds them: its dense row,
+    or distances computed from the labels), ties broken by index as the lists are: a store's list is the exact
+    top k of its row, so every item not on it comes after every item on it, and the result is the pool's exact
+    nearest. A list padded with -1 holds every other item already and never runs out.
+    """
+    k = knn_rows.shape[1] if knn_rows.ndim == 2 else 0
+    out = []
+    for t, a in enumerate(np.asarray(anchors, dtype=np.int64).tolist()):
+        row = np.asarray(knn_rows[t], dtype=np.int64)
+        listed = row[row >= 0]
+        near = listed[in_sorted(pool, listed)][:neighbors]
+        if near.size < neighbors and listed.size == k:
+            others = pool[~in_sorted(np.unique(np.append(listed, a)), pool)]
+            d = np.asarray(distances(a, others), dtype=np.float32)
+            order = np.lexsort((others, d))[: neighbors - near.size]
+            near = np.concatenate([near, others[order]])
+        out.append(near)
+    return out
+
+
+def draw_items_in_pool(
+    rng: np.random.Generator, pool: np.ndarray, anchors: np.ndarray, nearest: list[np.ndarray], size: int
+) -> np.ndarray:
+    """``(B, size - 1)`` int64 items of one minibatch per anchor, every one an item of ``pool``: the anchor's
+    ``nearest`` (:func:`nearest_in_pool`), then others drawn uniformly without replacement from the pool's items
+    that are neither the anchor nor those nearest. With every item as the pool, the very items of
+    :func:`draw_items` from the same generator."""
+    m = size - 1
+    items = np.empty((len(anchors), m), dtype=np.int64)
+    for t, a in enumerate(np.asarray(anchors, dtype=np.int64).tolist()):
+        near = nearest[t]
+        items[t, : near.size] = near
+        taken = np.searchsorted(pool, np.append(near, a))
+        items[t, near.size :] = pool[sample_excluding(rng, pool.size, m - near.size, taken)]
     return items

@@ -28,6 +28,10 @@ EXAMPLES = {
         "value": {"anchors": [0, 7], "size": 8, "neighbors": 3, "pairwise": True, "seed": 1},
     },
     "count": {"summary": "random anchors", "value": {"count": 4, "size": 32, "neighbors": 5, "seed": 1}},
+    "pool": {
+        "summary": "held-out items never in a batch",
+        "value": {"count": 2, "size": 8, "neighbors": 3, "exclude": [1, 4, 9, 16, 25], "seed": 1},
+    },
 }
 
 
@@ -47,6 +51,10 @@ async def batches(
     """One batch per anchor: the anchor, its ``neighbors`` nearest, then random others drawn without
     replacement (``size - 1`` items, never the anchor), the anchor-to-item distances, and with ``pairwise``
     the batch's full matrix, anchor first.
+
+    With ``pool`` (or ``exclude``, its complement) every member of every batch is an item of the pool: the
+    anchors, their nearest within the pool, the random others. 422 names the field for a pool that names no
+    item of the store, misses a given anchor, or holds fewer than ``size`` items.
 
     The ``.npz`` answer (``?format=npz`` or ``Accept: application/x-npz``) holds ``anchors`` (B,),
     ``items`` (B, size - 1), ``distances`` (B, size - 1) float32, ``pairwise`` (B, size, size) float32 when
@@ -82,8 +90,9 @@ async def batches_response(
     anchors = body.anchors if isinstance(body, BatchesByAnchors) else None
     count = body.count if isinstance(body, BatchesByCount) else None
     result, rng = draw_anchors(store, anchors=anchors, count=count, size=body.size, neighbors=body.neighbors,
-                               seed=seed)  # fmt: skip
-    if body.neighbors and not store.knn.holds(result.anchors):  # kNN lists to read from disk: all in a worker thread
+                               seed=seed, pool=body.pool, exclude=body.exclude)  # fmt: skip
+    # kNN lists to read from disk, or a pool's items to rank where a list runs out: all in a worker thread
+    if body.neighbors and (result.pool is not None or not store.knn.holds(result.anchors)):
         await run_cancellable(receive, guard, draw_and_fill, store, result, rng, size=body.size,
                               neighbors=body.neighbors, pairwise=body.pairwise, allow_compute=allow_compute,
                               guard=guard)  # fmt: skip

@@ -232,7 +232,7 @@ class BrokenInputs:
 
 
 def test_an_input_error_in_a_worker_process_comes_back_as_one_line_of_its_own_type(local: LocalSource) -> None:
-    stream = MinibatchStream(local, DENSE, BrokenInputs(), size=8, neighbors=2, anchors=np.arange(4),
+    stream = MinibatchStream(local, DENSE, BrokenInputs(), size=8, neighbors=2, anchors=np.arange(8),
                              anchors_per_request=2, processes=1)  # fmt: skip
     with pytest.raises(UndecodableImage) as error:
         list(stream)
