@@ -12,6 +12,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from labeldist.api.compute import ComputePool
+from labeldist.api.docs_assets import NO_CDN_DOCS, add_offline_docs
 from labeldist.api.errors import APIError, api_error_handler, internal_error_handler, validation_error_handler
 from labeldist.api.fastpath import FastPath
 from labeldist.api.middleware import BodySizeLimit
@@ -40,7 +41,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.registry = registry
         yield
 
-    app = FastAPI(title="labeldist", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # docs_url=None, redoc_url=None: add_offline_docs serves /docs and /redoc from an installed package, not a CDN
+    app = FastAPI(title="labeldist", version=__version__, description=DESCRIPTION, lifespan=lifespan, **NO_CDN_DOCS)
     app.state.settings = settings
     app.state.compute_pool = ComputePool(settings.compute_workers, settings.compute_queue_s)
     if settings.fast_path:  # inside BodySizeLimit (the middleware added last is the outermost)
@@ -51,4 +53,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, internal_error_handler)  # Starlette's ServerErrorMiddleware: the last resort
     for module in (health, stores, neighbors, distances, batches, search, ui):
         app.include_router(module.router)
+    add_offline_docs(app)
     return app
