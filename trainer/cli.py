@@ -7,6 +7,7 @@
         --checkpoint runs/lr/checkpoint.pt --out runs/lr/eval.json --plot runs/lr/eval.png
     trainer plot runs/lr runs/triplet --out fig3.png            # eval.json of each run, named after the run
     trainer plot --loss-curves runs/lr runs/triplet --out loss.png
+    trainer split stores/mpii-pose --out stores/mpii-split   # a train store and a test store, and split.json
 
 ``fit`` and ``eval`` end with a table; ``--json`` prints their JSON lines instead.
 """
@@ -175,15 +176,18 @@ def _demo_inputs(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
-    from labeldist.trainer.split import SplitError, split_labels
+    from labeldist.trainer.split import SplitError, split_input
 
     try:
-        info = split_labels(args.input, args.out, test_fraction=args.test_fraction,
-                            query_fraction=args.query_fraction, seed=args.seed)  # fmt: skip
+        info = split_input(args.input, args.out, test_fraction=args.test_fraction, query_fraction=args.query_fraction,
+                           seed=args.seed, overwrite=args.overwrite, scheduler=args.scheduler,
+                           n_workers=args.workers)  # fmt: skip
     except SplitError as e:  # one line, no traceback
         print(f"trainer split: {e}", file=sys.stderr)
         return 2
     print({k: len(v) for k, v in info.items() if isinstance(v, list)})
+    for part, store in info.get("stores", {}).items():
+        print(f"{part}: {store}")
     return 0
 
 
@@ -362,13 +366,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--jitter", type=float, help="poses: noise as a fraction of the pose size (0.1)")
     demo.set_defaults(func=_demo_inputs)
 
-    sp = sub.add_parser("split", help="split a label file (Karpathy JSON or MPII CSV) into train/test stores' inputs")
-    sp.add_argument("input", help="a label file: Karpathy JSON (.json) or MPII CSV (.csv); not a store, which is "
-                    "built from each half afterwards")  # fmt: skip
-    sp.add_argument("--out", required=True)
+    sp = sub.add_parser("split", help="split a store of any kind into a train store and a test store, or a label "
+                        "file (Karpathy JSON, CSV) into train/test label files")  # fmt: skip
+    sp.add_argument("input", help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: "
+                    "a Karpathy JSON list (.json) or a CSV with a header row such as MPII's (.csv), whose halves "
+                    "OUT/train.EXT and OUT/test.EXT each build a store")  # fmt: skip
+    sp.add_argument("--out", required=True, help="folder: the two parts and split.json")
     sp.add_argument("--test-fraction", type=float, default=0.2)
-    sp.add_argument("--query-fraction", type=float, default=0.2)
+    sp.add_argument("--query-fraction", type=float, default=0.2, help="of the test items, the queries; the rest "
+                    "is the gallery (default: %(default)s)")  # fmt: skip
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--overwrite", action="store_true", help="a store: replace parts made with other labels or "
+                    "parameters (built beside them, then swapped in)")  # fmt: skip
+    sp.add_argument("--scheduler", help="a kNN-only store: the Dask scheduler that precomputes its parts (default: a "
+                    "LocalCluster)")  # fmt: skip
+    sp.add_argument("--workers", type=int, help="a kNN-only store: the LocalCluster's worker processes (default: "
+                    "one per core)")  # fmt: skip
     sp.set_defaults(func=_split)
 
     rd = sub.add_parser("render", help="draw one image per item of a pose or layout store, from its label")

@@ -1,9 +1,21 @@
-"""Train/test splits of a label file, so that train and test stores share no item.
+"""Train/test splits, so that train and test stores share no item.
 
-A store's batches draw neighbours and random others from the whole store, so a leak-free evaluation needs two
-stores: one built from the training items, one from the test items. :func:`split_labels` writes the two label
-files (same format as the input, items in their original order) and ``split.json``, which names the query and
-gallery positions inside the test store.
+Two ways to keep test items out of training:
+
+- **Two stores.** :func:`split_store` splits a store of any kind (plugins included: a store holds its labels and
+  names its distance) into a train store and a test store: the train items' labels with their distances among
+  themselves, and the test items' with theirs. A dense store's parts are copied out of its matrix (no distance
+  computed again; each part's kNN lists are the exact top k of its rows, as precompute picks them); a kNN-only
+  store's parts are precomputed from their labels (:func:`labeldist.engine.precompute`). :func:`split_labels`
+  splits a label file instead (a Karpathy JSON list, or a CSV with a header row: MPII), to build each store from
+  its half.
+- **One store and a pool.** ``MinibatchStream(anchors=train)`` draws every member of every minibatch from the
+  anchors (``pool`` of ``POST .../batches``), so the items left out never appear; the test items can then be
+  evaluated against the same store.
+
+Either way ``split.json`` names the split: ``train`` and ``test`` (item positions in the input, ascending: in a
+part, item ``t`` is the input's ``train[t]`` or ``test[t]``), and the ``queries`` and ``gallery`` positions inside
+the test items.
 """
 
 from __future__ import annotations
@@ -18,8 +30,10 @@ import numpy as np
 FORMATS = (".json", ".csv")
 #: what ``trainer split`` takes, for its errors
 TAKES = (
-    "split takes a label file (a Karpathy JSON list, .json, or an MPII CSV, .csv) and writes train and test "
-    "label files to build the two stores from"
+    "split takes a store of any kind (and writes a train store and a test store) or a label file (a Karpathy "
+    "JSON list, .json, or a CSV with a header row such as MPII's, .csv: it writes train and test label files to "
+    "build the two stores from); for a label file of another format, build its store first (labeldist "
+    "precompute KIND FILE --out STORE) and split the store"
 )
 
 
@@ -57,10 +71,9 @@ def split_indices(
 
 
 def _check_input(path: Path) -> None:
-    """Refuse, naming ``path`` and what split takes, what is no label file (a store folder, most likely)."""
+    """Refuse, naming ``path`` and what split takes, what is no label file (a folder that is no store)."""
     if path.is_dir():
-        what = "a store" if (path / "zarr.json").exists() else "a folder"  # a store is a Zarr group
-        raise SplitError(f"{path} is {what}, not a label file: {TAKES}")
+        raise SplitError(f"{path} is a folder with no labeldist store, not a label file: {TAKES}")
     if path.suffix not in FORMATS:
         raise SplitError(f"{path}: unknown label file type {path.suffix!r} (known: {', '.join(FORMATS)}); {TAKES}")
     if not path.exists():
@@ -111,3 +124,188 @@ def split_labels(
     info.update(split)
     (out / "split.json").write_text(json.dumps(info), encoding="utf-8")
     return info
+
+
+# ---------------------------------------------------------------- a store into two stores
+def is_store(path: str | Path) -> bool:
+    """Whether ``path`` is a folder holding a labeldist store (complete or not)."""
+    from labeldist.store import StoreError, read_manifest
+
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    try:
+        return read_manifest(str(path)) is not None
+    except StoreError:  # metadata that cannot be read: a damaged store, which StoreReader names
+        return True
+
+
+def split_store(
+    path: str | Path,
+    out: str | Path,
+    *,
+    test_fraction: float = 0.2,
+    query_fraction: float = 0.2,
+    seed: int = 0,
+    overwrite: bool = False,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    client: Any | None = None,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Split the store at ``path`` into ``out/train`` and ``out/test``, two stores of its kind, and write
+    ``out/split.json`` (:func:`split_indices` of its items: the same split as :func:`split_labels` of the file the
+    store was built from, for the same seed and fractions).
+
+    Each part holds its items' labels and ids, in the store's order, with the store's distance and parameters,
+    ``k`` (at most the part's items - 1) and dataset name + ``-train`` / ``-test``. A dense store's parts are dense,
+    copied out of its matrix: every distance of a part equals the store's, bit for bit, and nothing is computed.
+    A kNN-only store's parts are precomputed from their labels (a part's neighbours are not all on the store's
+    lists), on ``client``, ``scheduler`` or a new LocalCluster of ``n_workers``.
+
+    A part already there made from the same labels and parameters is kept as it is; another store there is
+    refused (:class:`SplitError`) unless ``overwrite``, which builds the new one beside it and swaps it in.
+    Returns the split (as in ``split.json``, with ``source``, ``kind``, ``stores`` and the fractions)."""
+    from labeldist.store import StoreError, StoreReader
+
+    path, out = Path(path), Path(out)
+    try:
+        reader = StoreReader(str(path))
+        manifest = reader.manifest
+        split = split_indices(reader.n_items, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
+    except (StoreError, ValueError) as e:  # damaged, incomplete, too few items, fractions out of range
+        raise SplitError(f"{path}: {e}") from None
+    if len(split["train"]) < 2:  # a store needs two items to hold a distance
+        raise SplitError(f"{path}: {reader.n_items} items leave {len(split['train'])} for the train store at "
+                         f"test_fraction={test_fraction}; a store needs at least 2")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    stores = {}
+    for part in ("train", "test"):
+        items = np.asarray(split[part], dtype=np.int64)
+        url = out / part
+        try:
+            _write_part(reader, items, url, f"{manifest['dataset']}-{part}", overwrite=overwrite,
+                        scheduler=scheduler, n_workers=n_workers, client=client, progress=progress)  # fmt: skip
+        except (StoreError, ValueError) as e:  # a store of other parameters there, a locked one, a damaged chunk
+            raise SplitError(f"{url}: {e}") from None
+        stores[part] = str(url)
+    info = {"source": str(path), "kind": manifest["kind"], "stores": stores, "seed": seed,
+            "test_fraction": test_fraction, "query_fraction": query_fraction}  # fmt: skip
+    info.update(split)
+    (out / "split.json").write_text(json.dumps(info), encoding="utf-8")
+    return info
+
+
+def _write_part(
+    reader: Any, items: np.ndarray, url: Path, dataset: str, *, overwrite: bool, scheduler: str | None,
+    n_workers: int | None, client: Any | None, progress: bool | None,
+) -> None:  # fmt: skip
+    """One part of :func:`split_store`: the store of ``items`` at ``url``."""
+    from labeldist.engine import precompute
+
+    manifest = reader.manifest
+    labels = reader.labels().subset(items)
+    recorded = manifest.get("params", {}).get("labels")
+    labels.provenance = dict(recorded) if isinstance(recorded, dict) else {}  # recorded again in the part's params
+    k = min(reader.k, len(items) - 1)
+    if not reader.has_dense:
+        precompute(labels, reader.distance(), url, dataset=dataset, k=k, dense=False, scheduler=scheduler,
+                   n_workers=n_workers, client=client, overwrite=overwrite, progress=progress)  # fmt: skip
+        return
+    _copy_dense_part(reader, items, labels, str(url), dataset, k, overwrite)
+
+
+def _copy_dense_part(
+    reader: Any, items: np.ndarray, labels: Any, url: str, dataset: str, k: int, overwrite: bool
+) -> None:
+    """The dense store of ``items`` at ``url``, copied out of ``reader``'s matrix a row block at a time (memory: one
+    of its row blocks and one of the part's), under the store's lock, as precompute writes one: laid out, each
+    row block written and marked, then published; over a complete store of other parameters, built beside it and
+    swapped in."""
+    import zarr
+
+    from labeldist.engine import finish_replacement, replace_with_staged, staging_url
+    from labeldist.knn import topk_rows
+    from labeldist.lock import store_lock
+    from labeldist.store import (
+        StoreError,
+        build_manifest,
+        create_store,
+        fingerprint_diff,
+        publish,
+        read_manifest,
+        write_block,
+    )
+
+    source = reader.manifest
+    params = {key: value for key, value in source["params"].items() if key != "labels"}
+    block_rows = int(source["block_rows"])
+    manifest = build_manifest(dataset=dataset, kind=source["kind"], params=params, labels=labels, k=k, dense=True,
+                              block_rows=block_rows)  # fmt: skip
+    with store_lock(url):
+        finish_replacement(url)
+        target = url
+        existing = read_manifest(url)
+        if existing is not None:
+            diff = fingerprint_diff(existing, manifest)
+            if not diff and existing.get("complete") is True:
+                return  # made by an earlier split with the same labels and parameters
+            if existing.get("complete") is True:
+                if not overwrite:
+                    differ = [f"{key} differs" for key in diff if key != "labels_sha256"]
+                    differ += ["the labels differ"] if "labels_sha256" in diff else []
+                    raise StoreError(f"another store is already there ({'; '.join(differ)}): another split, or "
+                                     "another source; choose another --out or pass --overwrite")  # fmt: skip
+                url = staging_url(url)
+        elif Path(url).exists() and (not Path(url).is_dir() or any(Path(url).iterdir())):
+            raise StoreError("exists and is not a labeldist store; refusing to write over it")
+        create_store(url, manifest, labels)  # an unfinished store there (a split stopped half-way) is laid out again
+        n, size = reader.n_items, len(items)
+        pending: list[np.ndarray] = []
+        done = 0  # rows of the part written
+
+        def flush(rows: np.ndarray) -> None:
+            nonlocal done
+            start = done
+            indices, distances = topk_rows(rows, k, exclude=np.arange(start, start + len(rows)))
+            # 0 distances computed: the fill value of progress/exact_pairs, whose chunk zarr 3.1 would not write
+            # (it does not apply the config store.open_array passes) and publish would miss
+            with zarr.config.set({"array.write_empty_chunks": True}):
+                write_block(url, start, indices, distances, rows, start // block_rows, 0)
+            done += len(rows)
+
+        source_rows = reader.dense_block_rows
+        for start in range(0, n, source_rows):
+            stop = min(start + source_rows, n)
+            mine = items[(items >= start) & (items < stop)]
+            if mine.size:
+                pending.append(np.asarray(reader.dense_rows(start, stop), dtype=np.float32)[mine - start][:, items])
+            last = stop == n
+            if sum(len(p) for p in pending) >= block_rows or (last and pending):
+                rows, pending = np.concatenate(pending), []
+                whole = len(rows) if last else len(rows) - len(rows) % block_rows  # the part's blocks stay aligned
+                for b in range(0, whole, block_rows):
+                    flush(rows[b : b + block_rows])
+                if whole < len(rows):
+                    pending = [rows[whole:]]
+        if done != size:  # a guard: every row of the part is written exactly once
+            raise StoreError(f"wrote {done} of the part's {size} rows")
+        publish(url)
+        if url != target:
+            replace_with_staged(target)
+
+
+def split_input(
+    path: str | Path,
+    out: str | Path,
+    *,
+    test_fraction: float = 0.2,
+    query_fraction: float = 0.2,
+    seed: int = 0,
+    **store_options: Any,
+) -> dict[str, Any]:
+    """What ``trainer split`` does: :func:`split_store` for a store, :func:`split_labels` for a label file."""
+    if is_store(path):
+        return split_store(path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed,
+                           **store_options)  # fmt: skip
+    return split_labels(path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
