@@ -166,8 +166,10 @@ def open_group(url: str, mode: str) -> zarr.Group:
 
 def open_array(url: str, path: str, mode: str) -> zarr.Array:
     url = store_url(url)
-    config = None if mode == "r" else _WRITE_CONFIG
-    return zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url), config=config)
+    array = zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url))
+    # zarr 3.1 ignores open_array's config= for an array that exists: set it on the array, or a chunk equal to the
+    # fill value (an exact_pairs of 0) would not be written, and publish would find it missing
+    return array if mode == "r" else array.with_config(_WRITE_CONFIG)
 
 
 # ---------------------------------------------------------------- chunk files

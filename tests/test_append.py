@@ -658,3 +658,26 @@ def test_merge_topk_equals_the_top_k_of_the_whole_rows(n_old, m, k, levels, seed
     assert got_idx.dtype == np.int32 and got_dist.dtype == np.float32
     np.testing.assert_array_equal(got_idx, want_idx)
     np.testing.assert_array_equal(got_dist, want_dist)
+
+
+def test_a_block_that_computed_no_pair_is_written_and_published(tmp_path):
+    """A block of old rows whose new items were all ruled out by the bound computes 0 distances; 0 is
+    ``progress/exact_pairs``' fill value, and its chunk must still be written (every chunk of a complete store is
+    on disk), or publish would refuse the store as missing a chunk."""
+    import os
+
+    from labeldist.engine import block_kernel
+    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.store import build_manifest, create_store, open_array, publish, write_block
+
+    labels = read_mpii_csv(MPII).subset(slice(0, 40))
+
+    url = str(tmp_path / "s")
+    create_store(url, build_manifest(dataset="t", kind="pose", params=PoseDistance().params(), labels=labels, k=3,
+                                     dense=False, block_rows=20), labels)  # fmt: skip
+    for block in (0, 1):
+        _, idx, dist = block_kernel(labels, PoseDistance(), 20 * block, 20 * block + 20, 3)
+        write_block(url, 20 * block, idx, dist, None, block, 0)
+    assert sorted(os.listdir(tmp_path / "s" / "progress" / "exact_pairs" / "c")) == ["0", "1"]
+    assert publish(url)["complete"] is True
+    assert open_array(url, "progress/exact_pairs", "r")[:].tolist() == [0, 0]
