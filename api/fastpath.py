@@ -48,7 +48,7 @@ MAX_INDEX = 2**31 - 1
 #: gains one that is not listed here, so that the shortcut never skips a check the route makes.
 ROUTE_INPUTS = {
     ("GET", "/v1/stores/{store}/items/{index}/neighbors"): {
-        "path:store", "path:index", "query:k", "depends:get_store",
+        "path:store", "path:index", "query:k", "query:include_labels", "depends:get_store",
     },
     ("POST", "/v1/stores/{store}/batches"): {
         "path:store", "query:format", "body:body", "depends:get_store", "depends:APIKeyHeader",

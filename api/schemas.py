@@ -68,12 +68,25 @@ class StoreList(BaseModel):
     stores: list[StoreInfo]
 
 
+#: what an answer's labels are, in the OpenAPI schema
+LABELS_FORM = (
+    "each in its kind's JSON form: a pose a list of its joints, each [x, y] (the store's frame) or null; a vector "
+    "a list of its D numbers; a caption set a list of caption strings; a sentence a string; a layout map a list "
+    "of its H rows of W surface labels. The forms a search takes, where the kind is searched by label"
+)
+
+
 class Neighbors(BaseModel):
     index: int
     id: str
     indices: list[int] = Field(description="neighbour indices, nearest first")
     ids: list[str]
     distances: list[Distance]
+    label: Any = Field(None, description="the item's own label, only with include_labels=true; " + LABELS_FORM)
+    labels: list[Any] | None = Field(
+        None,
+        description="the neighbours' labels, in the order of indices, only with include_labels=true; " + LABELS_FORM,
+    )
 
 
 class AnchorItems(_Request):
@@ -170,6 +183,11 @@ class Search(_Request):
         "coordinates or null; a vector a list of the store's D numbers, or a number when D = 1"
     )
     k: int = Field(10, ge=1, strict=True, description="how many nearest items (at most LABELDIST_MAX_K)")
+    include_labels: bool = Field(
+        False,
+        strict=True,
+        description="also answer each hit's label (labels); 422 for a kind whose labels have no JSON form",
+    )
 
 
 class SearchResult(BaseModel):
@@ -178,3 +196,6 @@ class SearchResult(BaseModel):
     distances: list[Distance] = Field(description="from the label to each item, float32 as a store holds them")
     computed: int = Field(description="exact distances computed: fewer than the items where a lower bound ruled "
                           "some out (the pruning of the store's kNN lists)")  # fmt: skip
+    labels: list[Any] | None = Field(
+        None, description="the hits' labels, in the order of indices, only with include_labels: true; " + LABELS_FORM
+    )

@@ -1,9 +1,10 @@
-"""The ``labeldist`` command: ``precompute``, ``info``, ``verify`` and ``serve``.
+"""The ``labeldist`` command: ``precompute``, ``append``, ``info``, ``verify``, ``export`` and ``serve``.
 
 labeldist precompute pose data/mpii/mpii_valid_2958.csv --out stores/mpii-pose
 labeldist precompute layout --generate 2000 --out stores/lsun5-layout_miou
 labeldist info stores/mpii-pose
 labeldist verify stores/mpii-pose --sample 500
+labeldist export stores/mpii-pose --format csv --out mpii-neighbors.csv
 """
 
 from __future__ import annotations
@@ -234,6 +235,21 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
+def _export(args: argparse.Namespace) -> int:
+    from labeldist.export import export_neighbors, format_of
+
+    check_store_path(args.store)
+    result = export_neighbors(args.store, args.out, format_of(args.format, args.out), k=args.k,
+                              overwrite=args.overwrite, progress=not args.no_progress)  # fmt: skip
+    where = "standard output" if result.out == "-" else result.out
+    print(
+        f"{where}: {result.rows:,} rows ({result.items:,} items, up to {result.k} neighbours each), "
+        f"{result.format}, in {result.seconds:.1f} s",
+        file=sys.stderr if result.out == "-" else sys.stdout,
+    )
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     from labeldist.api.server import serve
 
@@ -280,6 +296,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help="entries to recompute, 0 for the checksums only (default: %(default)s)")  # fmt: skip
     verify.add_argument("--seed", type=seed_int, default=0, help="seed of the sample (default: %(default)s)")
     verify.set_defaults(func=_verify)
+
+    export = sub.add_parser(
+        "export",
+        help="write a store's neighbour lists to a Parquet or CSV file, one row per (item, rank)",
+        description="Write the neighbour lists of STORE as a table with the columns item_index, item_id, rank (1 "
+        "for the nearest), neighbor_index, neighbor_id, distance (docs/export.md), in item then rank order, a row "
+        "block at a time (the memory of one block, whatever the store's size). The file is written beside OUT and "
+        "renamed into place once complete.",
+    )
+    export.add_argument("store", help="a complete store: a folder or an fsspec URL")
+    export.add_argument("--format", choices=("parquet", "csv"),
+                        help="file format (default: from --out's suffix, .parquet, .pq or .csv; else parquet, "
+                             "which needs pyarrow)")  # fmt: skip
+    export.add_argument("--out", help="file to write; - for standard output (CSV only) (default: "
+                        "<store name>-neighbors.<format> in the current folder)")  # fmt: skip
+    export.add_argument("--k", type=positive_int,
+                        help="the first K neighbours of each item (default: all the store has)")  # fmt: skip
+    export.add_argument("--overwrite", action="store_true", help="replace an existing file at --out")
+    export.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    export.set_defaults(func=_export)
     serve = sub.add_parser("serve", help="serve the stores of a folder over HTTP (API v1) with uvicorn")
     serve.add_argument("--stores", help="folder of stores (default: LABELDIST_STORES or ./stores)")
     serve.add_argument("--host", help="bind address (default: 127.0.0.1)")

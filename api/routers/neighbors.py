@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import numpy as np
 from fastapi import APIRouter, Path, Query, Request, Response
 from labeldist.api.deps import StoreDep
 from labeldist.api.encoding import json_response
 from labeldist.api.errors import BadParameter, TooLarge, error_responses
+from labeldist.api.itemlabels import check_labels_available, item_labels, labels_loaded
 from labeldist.api.labelview import render_label
 from labeldist.api.registry import ServedStore
 from labeldist.api.schemas import LabelView, Neighbors
@@ -25,12 +27,22 @@ async def neighbors(
     store: StoreDep,
     index: IndexPath,
     k: Annotated[int | None, Query(ge=1, description="how many, nearest first (default: all the store has)")] = None,
+    include_labels: Annotated[
+        bool,
+        Query(
+            description="also answer the item's label (label) and its neighbours' (labels), each in its "
+            "kind's JSON form; 422 for a kind whose labels have none"
+        ),  # fmt: skip
+    ] = False,
 ) -> Response:
-    """The item's ``k`` nearest neighbours, nearest first, from the store's exact kNN lists."""
+    """The item's ``k`` nearest neighbours, nearest first, from the store's exact kNN lists; with
+    ``include_labels=true`` also the item's label and its neighbours' labels."""
     check_neighbors(
         store, request.app.state.settings, index, k
     )  # settings not a dependency: see labeldist.api.deps.APIKey
-    return await neighbors_answer(store, index, k)
+    if include_labels:
+        check_labels_available(store, ("query", "include_labels"))
+    return await neighbors_answer(store, index, k, include_labels)
 
 
 def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int | None) -> None:
@@ -45,25 +57,30 @@ def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int |
         )
 
 
-async def neighbors_answer(store: ServedStore, index: int, k: int | None) -> Response:
-    """:func:`neighbors_response`, right here when the item's kNN list is in memory, else in a worker thread (its
-    row block is read from disk, off the event loop); also awaited by :mod:`labeldist.api.fastpath`."""
-    if store.knn.holds(index):
-        return neighbors_response(store, index, k)
-    return await run_in_threadpool(neighbors_response, store, index, k)
+async def neighbors_answer(store: ServedStore, index: int, k: int | None, include_labels: bool = False) -> Response:
+    """:func:`neighbors_response`, right here when the item's kNN list (and, asked for, the labels) is in memory,
+    else in a worker thread (read from disk, off the event loop); also awaited by :mod:`labeldist.api.fastpath`."""
+    if store.knn.holds(index) and (not include_labels or labels_loaded(store)):
+        return neighbors_response(store, index, k, include_labels)
+    return await run_in_threadpool(neighbors_response, store, index, k, include_labels)
 
 
-def neighbors_response(store: ServedStore, index: int, k: int | None) -> Response:
-    """The answer for a valid item ``index`` and ``k`` (at most the store's; None: all it has); also sent by
+def neighbors_response(store: ServedStore, index: int, k: int | None, include_labels: bool = False) -> Response:
+    """The answer for a valid item ``index`` and ``k`` (at most the store's; None: all it has), with the labels
+    of the item and its neighbours when asked (the kind has a JSON form: checked by the route); also sent by
     :mod:`labeldist.api.fastpath`."""
     indices, distances = store.neighbors(index, store.k if k is None else k)
-    return json_response({
+    answer = {
         "index": index,
         "id": str(store.ids[index]),
         "indices": indices,
         "ids": store.ids[indices].tolist(),
         "distances": distances,
-    })  # fmt: skip
+    }  # fmt: skip
+    if include_labels:
+        own, *theirs = item_labels(store, [index, *np.asarray(indices).tolist()])
+        answer.update(label=own, labels=theirs)
+    return json_response(answer)
 
 
 @router.get("/{index}/label", response_model=LabelView, responses=error_responses(404, 503))

@@ -244,6 +244,15 @@ class LabelSet(ABC):
         """
         raise NotImplementedError(f"labels of type {cls.label_type!r} cannot be read from JSON")
 
+    def to_json(self, i: int) -> object:
+        """The label of item ``i`` in its kind's JSON form (a value ``json.dumps`` writes as it is: lists,
+        strings, finite floats, ints, null): the label a service answer carries (``include_labels`` of
+        ``POST /v1/stores/{store}/search`` and of the neighbours route). Where the kind reads labels from JSON
+        (:meth:`from_json`) it is that form, so that ``from_json(to_json(i), like=self)`` is item ``i``'s label
+        again. The default raises NotImplementedError: the kind has no per-item JSON form (the service then
+        answers 422 saying so); :func:`has_json_form` tells from the class."""
+        raise NotImplementedError(f"labels of type {self.label_type!r} have no JSON form")
+
     #: arrays of :meth:`to_arrays` that describe the whole set rather than one row per item (a column list, a
     #: class count): :meth:`concat` requires them equal in both sets instead of joining them
     shared_arrays: ClassVar[tuple[str, ...]] = ()
@@ -292,3 +301,9 @@ class LabelSet(ABC):
             h.update(f"{name}:{arr.dtype.str}:{arr.shape}".encode())
             h.update(arr.tobytes())
         return h.hexdigest()
+
+
+def has_json_form(labels_class: type) -> bool:
+    """Whether a LabelSet class writes its items' labels as JSON (overrides :meth:`LabelSet.to_json`): known from
+    the class, before any label is loaded."""
+    return getattr(labels_class, "to_json", LabelSet.to_json) is not LabelSet.to_json

@@ -238,6 +238,11 @@ class CaptionSets(LabelSet):
             raise TypeError(f"like must be CaptionSets, got {type(like).__name__}")
         return cast(Self, query_caption_set(value, like))
 
+    def to_json(self, i: int) -> object:
+        """Image ``i``'s caption set in the JSON form :meth:`from_json` reads: a list of its raw caption strings,
+        in order."""
+        return self.captions(i)
+
 
 def check_empty_policy(empty: str, what: str = "caption") -> None:
     """ValueError unless ``empty`` is one of :data:`EMPTY_POLICIES`; ``what`` names the texts in the message."""

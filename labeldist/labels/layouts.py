@@ -196,6 +196,12 @@ class LayoutMaps(LabelSet):
         n_classes = int(np.asarray(arrays["n_classes"]).ravel()[0]) if "n_classes" in arrays else 5
         return cls(ids, arrays["maps"], n_classes)
 
+    def to_json(self, i: int) -> list[list[int]]:
+        """Map ``i`` as its JSON form: a list of its H rows, each a list of W surface labels (0 unlabelled,
+        1..n_classes; for LSUN 1 floor, 2 middle wall, 3 right wall, 4 left wall, 5 ceiling). Layout stores are
+        not searched by a new map (no :meth:`from_json`); this is the form their labels are answered in."""
+        return self.maps[i].tolist()
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Reading and writing folders of maps

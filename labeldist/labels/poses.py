@@ -132,6 +132,11 @@ class Poses(LabelSet):
                              f"{least} (min_joints)")  # fmt: skip
         return cls(np.array(["query"]), xy, present, present.copy())
 
+    def to_json(self, i: int) -> list[list[float] | None]:
+        """Pose ``i`` in the JSON form :meth:`from_json` reads: its J joints in order, each ``[x, y]`` in the frame
+        of the store's coordinates, or ``null`` for a joint not annotated (visibility is not part of it)."""
+        return [[float(x), float(y)] if p else None for (x, y), p in zip(self.xy[i].tolist(), self.present[i])]
+
 
 def _parse_float(text: str, path: str, line: int, column: str) -> float:
     try:

@@ -107,6 +107,11 @@ class Sentences(CaptionSets):
     #: a kind without one from its class (``searchable``), before it estimates the cost or loads any label
     from_json = classmethod(LabelSet.from_json.__func__)  # type: ignore[assignment]
 
+    def to_json(self, i: int) -> str:
+        """Sentence ``i`` as its JSON form: the raw sentence, a string (decoded alone, not through :attr:`texts`,
+        which decodes every sentence)."""
+        return self.text[self.text_offsets[i] : self.text_offsets[i + 1]].tobytes().decode("utf-8")
+
     @property
     def cbow_defined(self) -> np.ndarray:
         """(N,) bool: whether each sentence has a CBoW vector (a word with a vector)."""

@@ -84,6 +84,11 @@ class Vectors(LabelSet):
         numbers = [json_number(x, f"number {t} of the vector") for t, x in enumerate(value)]
         return cls(np.array(["query"]), np.array([numbers], dtype=np.float64), like.columns)
 
+    def to_json(self, i: int) -> list[float]:
+        """Vector ``i`` in the JSON form :meth:`from_json` reads: a list of its D numbers (a list of one when
+        D = 1), in the order of :attr:`columns`."""
+        return self.values[i].tolist()
+
 
 def check_finite(labels: Vectors, source: str = "") -> None:
     """LabelError naming ``source`` (a file), the first row (and its id) and column holding a value that is not a

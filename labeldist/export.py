@@ -1,0 +1,260 @@
+"""``labeldist export``: a store's neighbour lists as a Parquet or CSV table, one row per (item, rank).
+
+Columns (docs/export.md):
+
+============== ========= ===================================================================================
+column         type      meaning
+============== ========= ===================================================================================
+item_index     int32     the item (its row of the store, 0-based)
+item_id        string    its id
+rank           int32     1 for its nearest neighbour, 2 for the next, ... (ties broken by index, as stored)
+neighbor_index int32     the neighbour's row
+neighbor_id    string    the neighbour's id
+distance       float32   the stored distance from the item to the neighbour (+infinity written as ``inf``)
+============== ========= ===================================================================================
+
+Rows are in item order, then rank order. An item with fewer neighbours than the lists hold (a store of fewer
+items than its k) has rows only for those it has. CSV writes each distance as the shortest decimal that reads
+back as the same float32 (NumPy's float32 repr), so that ``float32(value read)`` is the stored value exactly;
+Parquet keeps float32 itself.
+
+The lists are read a row block at a time (:meth:`StoreReader.knn_rows`) and written as they are read: memory
+is that of one block (about :data:`BLOCK_ENTRIES` rows) and the ids, whatever the store's size. The file is
+written beside its destination and renamed into place once complete, so an interrupted export leaves no
+partial file under the name (and an existing file replaced with ``overwrite`` stays whole until then).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from labeldist.options import UsageError
+from labeldist.store import StoreReader
+
+COLUMNS = ("item_index", "item_id", "rank", "neighbor_index", "neighbor_id", "distance")
+FORMATS = ("parquet", "csv")
+SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+#: about how many rows (item, rank) one block holds: the memory of an export
+BLOCK_ENTRIES = 1 << 18
+#: seconds between two plain progress lines when stderr is not a terminal
+PROGRESS_EVERY_S = 5.0
+#: what to install for Parquet, in the one line that says it is missing
+PYARROW_HINT = "pip install pyarrow"
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    out: str
+    format: str
+    rows: int
+    items: int
+    k: int
+    seconds: float
+
+
+def format_of(fmt: str | None, out: str | None) -> str:
+    """The format asked, else the one ``out``'s suffix names, else Parquet."""
+    if fmt is not None:
+        return fmt
+    if out is not None and out != "-":
+        return SUFFIXES.get(Path(out).suffix.lower(), "parquet")
+    return "parquet"
+
+
+def default_out(store: str, fmt: str) -> str:
+    """``<store folder name>-neighbors.<format>`` in the current folder."""
+    name = store.rstrip("/").rsplit("/", 1)[-1] or "store"
+    return f"{name}-neighbors.{fmt}"
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401 - the writer
+    except ImportError:
+        raise UsageError(f"--format parquet needs pyarrow, which is not installed: {PYARROW_HINT} (or use "
+                         "--format csv, which needs nothing more)") from None  # fmt: skip
+    return pyarrow
+
+
+def check_destination(out: str, overwrite: bool) -> None:
+    """An error naming ``out`` unless a file can be written there: an existing file without ``overwrite``, a
+    folder, a parent that is missing or not a folder."""
+    path = Path(out)
+    if path.is_dir():
+        raise IsADirectoryError(21, "a folder, not a file: give the file to write", out)
+    if os.path.lexists(path) and not overwrite:
+        raise UsageError(f"{out}: exists; give --overwrite to replace it")
+    parent = path.parent
+    if not parent.is_dir():
+        raise FileNotFoundError(2, "no such folder for the output file", str(parent))
+
+
+class Progress:
+    """Items exported, on stderr: a bar on a terminal; elsewhere (a log file) a plain line every ``every``
+    seconds (items done, rate, time left) and no carriage returns; nothing when ``enabled`` is False."""
+
+    def __init__(self, total: int, enabled: bool, every: float = PROGRESS_EVERY_S, stream: TextIO | None = None):
+        self.total, self.done, self.every = total, 0, every
+        self.stream = stream if stream is not None else sys.stderr
+        self.started = self.last = time.monotonic()
+        self.bar = None
+        self.enabled = enabled
+        if enabled and getattr(self.stream, "isatty", lambda: False)():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="item", unit_scale=True, desc="export", file=self.stream)
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        now = time.monotonic()
+        if now - self.last >= self.every or self.done == self.total:
+            self.last = now
+            rate = self.done / max(now - self.started, 1e-9)
+            left = (self.total - self.done) / rate if rate > 0 else float("inf")
+            print(f"export: {self.done:,} of {self.total:,} items ({self.done / max(self.total, 1):.1%}), "
+                  f"{rate:,.0f} items/s, {left:,.0f} s left", file=self.stream, flush=True)  # fmt: skip
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _blocks(reader: StoreReader, k: int, rows: int) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """The table's rows, a block of ``rows`` items at a time: how many items, and one array per column (padding
+    entries left out)."""
+    ids = reader.ids
+    for start in range(0, reader.n_items, rows):
+        stop = min(start + rows, reader.n_items)
+        indices, distances = reader.knn_rows(start, stop)
+        indices, distances = indices[:, :k], distances[:, :k]
+        keep = indices >= 0
+        item, position = np.nonzero(keep)  # row-major: item order, then rank order
+        neighbor = indices[keep]
+        item = (item + start).astype(np.int32)
+        yield (
+            stop - start,
+            {
+                "item_index": item,
+                "item_id": ids[item],
+                "rank": (position + 1).astype(np.int32),
+                "neighbor_index": neighbor.astype(np.int32),
+                "neighbor_id": ids[neighbor],
+                "distance": distances[keep].astype(np.float32),
+            },
+        )
+
+
+def block_rows(reader: StoreReader, k: int) -> int:
+    """Items per block: a multiple of the store's kNN chunk rows holding about :data:`BLOCK_ENTRIES` rows."""
+    chunk = max(reader.knn_block_rows, 1)
+    return max(chunk, (BLOCK_ENTRIES // max(k, 1)) // chunk * chunk)
+
+
+def _write_csv(stream: TextIO, blocks: Iterator[tuple[int, dict[str, np.ndarray]]], progress: Progress) -> int:
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    rows = 0
+    for items, block in blocks:
+        # float32's shortest decimal (NumPy's repr of a float32): read back and rounded to float32, the same value
+        distances = [str(d) for d in block["distance"]]
+        writer.writerows(zip(block["item_index"].tolist(), block["item_id"].tolist(), block["rank"].tolist(),
+                             block["neighbor_index"].tolist(), block["neighbor_id"].tolist(), distances))  # fmt: skip
+        rows += len(distances)
+        progress.update(items)
+    return rows
+
+
+def _write_parquet(path: str, blocks: Iterator[tuple[int, dict[str, np.ndarray]]], progress: Progress,
+                   metadata: dict[str, Any]) -> int:  # fmt: skip
+    pa = _pyarrow()
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [("item_index", pa.int32()), ("item_id", pa.string()), ("rank", pa.int32()),
+         ("neighbor_index", pa.int32()), ("neighbor_id", pa.string()), ("distance", pa.float32())],
+        metadata={"labeldist": json.dumps(metadata)},
+    )  # fmt: skip
+    rows = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        for items, block in blocks:
+            # one row group a block: a reader can take the file a block at a time too
+            writer.write_table(pa.table({name: block[name] for name in COLUMNS}, schema=schema))
+            rows += len(block["distance"])
+            progress.update(items)
+    return rows
+
+
+def export_neighbors(
+    store: str,
+    out: str | None = None,
+    fmt: str | None = None,
+    *,
+    k: int | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    progress_every: float = PROGRESS_EVERY_S,
+    items_per_block: int | None = None,
+) -> ExportResult:
+    """Write the neighbour lists of the complete store ``store`` (a path or an fsspec URL) to ``out`` (a file;
+    ``"-"``: standard output, CSV only; default :func:`default_out`) in the long form of this module's table:
+    the first ``k`` neighbours of each item (default: all the store has). Refuses an existing ``out`` unless
+    ``overwrite``. Progress on stderr when ``progress``."""
+    fmt = format_of(fmt, out)
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        _pyarrow()  # before anything is read: say what to install
+    reader = StoreReader(store)
+    if k is None:
+        k = reader.k
+    elif k > reader.k:
+        raise UsageError(f"--k {k} is more than the store's k={reader.k} (the length of its neighbour lists)")
+    out = out if out is not None else default_out(store, fmt)
+    to_stdout = out == "-"
+    if to_stdout and fmt != "csv":
+        raise UsageError("Parquet cannot be written to standard output: give --out FILE, or use --format csv")
+    if not to_stdout:
+        check_destination(out, overwrite)
+    rows = items_per_block or block_rows(reader, k)
+    blocks = _blocks(reader, k, rows)
+    bar = Progress(reader.n_items, progress, progress_every)
+    started = time.monotonic()
+    metadata = {"store": reader.url, "kind": reader.manifest.get("kind"), "dataset": reader.manifest.get("dataset"),
+                "n_items": reader.n_items, "k": k, "columns": list(COLUMNS)}  # fmt: skip
+    try:
+        if to_stdout:
+            written = _write_csv(sys.stdout, blocks, bar)
+            sys.stdout.flush()
+        else:
+            partial = str(Path(out).with_name(f".{Path(out).name}.partial-{os.getpid()}"))
+            try:
+                if fmt == "csv":
+                    with open(partial, "w", encoding="utf-8", newline="") as f:
+                        written = _write_csv(f, blocks, bar)
+                else:
+                    written = _write_parquet(partial, blocks, bar, metadata)
+                if os.path.lexists(out) and not overwrite:  # made meanwhile by another process
+                    raise UsageError(f"{out}: exists; give --overwrite to replace it")
+                os.replace(partial, out)
+            finally:
+                if os.path.lexists(partial):
+                    os.unlink(partial)
+    finally:
+        bar.close()
+    return ExportResult(out, fmt, written, reader.n_items, k, time.monotonic() - started)

@@ -1,0 +1,194 @@
+"""Labels in answers (issue 20, item 6): ``"include_labels": true`` on ``POST .../search`` and
+``?include_labels=true`` on ``GET .../items/{index}/neighbors`` answer each hit's label in its kind's JSON form,
+for every built-in kind, through a real ``labeldist serve``. Each label is checked against the store's raw label
+arrays read straight with zarr (not through the kinds' code); a search by an item's answered label finds that
+item at distance 0 (the form is the one search reads). Requests without the field are answered as before, byte
+for byte; a kind with no JSON form is refused 422 naming the field, before any work."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import zarr
+from fastapi.testclient import TestClient
+from labeldist.api.main import create_app
+
+from labeldist.distances.caption_sets import CaptionSetWMD
+from labeldist.distances.layout import LayoutMIoU
+from labeldist.distances.pose import PoseDistance
+from labeldist.distances.sts import SentenceRelevance
+from labeldist.distances.vectors import VectorDistance
+from labeldist.labels.base import LabelSet, has_json_form
+from labeldist.labels.captions import read_karpathy_captions
+from labeldist.labels.layouts import LayoutMaps
+from labeldist.labels.poses import read_mpii_csv
+from labeldist.labels.sentences import sentences_from_texts
+from labeldist.labels.vectors import Vectors
+from tests.api.api_helpers import MPII_CSV, REPO, free_port, make_settings, start_server, stop_server, wait_healthy
+from tests.conftest import write_store
+
+K = 6
+SENTENCES = [
+    "A man rides a horse.", "A dog runs on the beach.", "A woman rides a horse on a beach.",
+    "Two cats sleep on a sofa.", "A child kicks a red ball.", "An old man reads a newspaper.",
+    "A dog catches a frisbee.", "Rain falls on the city street.", "A cat sleeps on a sunny windowsill.",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stores_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store of each built-in kind, kNN-only, k = 6."""
+    root = tmp_path_factory.mktemp("item-labels")
+    rng = np.random.default_rng(11)
+    data = json.loads((REPO / "data" / "coco" / "coco_karpathy_test.json").read_text())[:25]
+    (root / "coco.json").write_text(json.dumps(data))
+    maps = rng.integers(0, 6, size=(20, 6, 5)).astype(np.uint8)
+    built = {
+        "pose": (read_mpii_csv(MPII_CSV).subset(slice(0, 60)), PoseDistance()),
+        "vec": (Vectors([f"v{i}" for i in range(40)], rng.normal(size=(40, 3)), ["a", "b", "c"]),
+                VectorDistance("euclidean")),
+        "captions": (read_karpathy_captions(root / "coco.json"), CaptionSetWMD()),
+        "sentences": (sentences_from_texts([f"s{i}" for i in range(len(SENTENCES))], SENTENCES),
+                      SentenceRelevance("cbow")),
+        "layout": (LayoutMaps(np.array([f"m{i}" for i in range(20)]), maps), LayoutMIoU()),
+    }  # fmt: skip
+    for name, (labels, distance) in built.items():
+        write_store(root / "stores" / name, labels, distance, dataset=name, k=K, dense=False, block_rows=16)
+    return root / "stores"
+
+
+@pytest.fixture(scope="module")
+def base(stores_root: Path) -> Iterator[str]:
+    port = free_port()
+    proc = start_server(stores_root, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, url)
+        yield url
+    finally:
+        stop_server(proc)
+
+
+def expected_label(store: Path, i: int) -> Any:
+    """Item ``i``'s label in its kind's JSON form, made here from the store's raw arrays (labels/<name>)."""
+    g = zarr.open_group(str(store), mode="r")
+    arrays = {name: arr for name, arr in g["labels"].arrays()}
+    if "xy" in arrays:  # a pose: [x, y] or null per joint
+        xy, present = arrays["xy"][i], arrays["present"][i]
+        return [[float(x), float(y)] if p else None for (x, y), p in zip(xy.tolist(), present.tolist())]
+    if "values" in arrays:  # a vector
+        return [float(v) for v in arrays["values"][i]]
+    if "maps" in arrays:  # a layout map: H rows of W ints
+        return [[int(v) for v in row] for row in arrays["maps"][i]]
+    text, offsets = bytes(arrays["text"][:]), arrays["text_offsets"][:]
+    if "caption_offsets" in arrays:  # a caption set: its captions
+        first, last = arrays["caption_offsets"][i : i + 2]
+        return [text[offsets[c] : offsets[c + 1]].decode() for c in range(first, last)]
+    return text[offsets[i] : offsets[i + 1]].decode()  # a sentence
+
+
+STORES = ["pose", "vec", "captions", "sentences", "layout"]
+
+
+@pytest.mark.parametrize("name", STORES)
+def test_neighbours_answer_the_labels_in_their_kinds_json_form(base: str, stores_root: Path, name: str) -> None:
+    for index in (0, 7):
+        url = f"{base}/v1/stores/{name}/items/{index}/neighbors"
+        plain = httpx.get(url, params={"k": K})
+        answer = httpx.get(url, params={"k": K, "include_labels": "true"})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert list(body) == ["index", "id", "indices", "ids", "distances", "label", "labels"]
+        assert {key: body[key] for key in list(body)[:5]} == plain.json()  # the rest as without labels
+        assert body["label"] == expected_label(stores_root / name, index)
+        assert len(body["labels"]) == len(body["indices"]) == K
+        assert body["labels"] == [expected_label(stores_root / name, j) for j in body["indices"]]
+
+
+@pytest.mark.parametrize("name", ["pose", "vec", "captions"])
+def test_search_answers_each_hits_label_and_an_answered_label_is_found_again(
+    base: str, stores_root: Path, name: str
+) -> None:
+    item = 3
+    label = httpx.get(f"{base}/v1/stores/{name}/items/{item}/neighbors",
+                      params={"k": 1, "include_labels": "true"}).json()["label"]  # fmt: skip
+    url = f"{base}/v1/stores/{name}/search"
+    answer = httpx.post(url, json={"label": label, "k": K, "include_labels": True}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert list(body) == ["indices", "ids", "distances", "computed", "labels"]
+    assert body["labels"] == [expected_label(stores_root / name, j) for j in body["indices"]]
+    assert body["distances"][0] == 0.0 and item in [j for j, d in zip(body["indices"], body["distances"]) if d == 0]
+    plain = httpx.post(url, json={"label": label, "k": K}, timeout=60)
+    assert plain.json() == {key: body[key] for key in ("indices", "ids", "distances", "computed")}
+
+
+def test_requests_without_the_field_are_answered_as_before(base: str) -> None:
+    url = f"{base}/v1/stores/vec/items/5/neighbors"
+    plain = httpx.get(url, params={"k": 4})  # the fast path's answer
+    assert list(plain.json()) == ["index", "id", "indices", "ids", "distances"]
+    assert httpx.get(url, params={"k": 4, "include_labels": "false"}).content == plain.content  # FastAPI's route
+    search = f"{base}/v1/stores/vec/search"
+    answers = [httpx.post(search, json={"label": [0.1, 0.2, 0.3], "k": 4, **extra}) for extra in
+               ({}, {"include_labels": False})]  # fmt: skip
+    assert list(answers[0].json()) == ["indices", "ids", "distances", "computed"]
+    assert answers[0].content == answers[1].content
+    refused = httpx.post(search, json={"label": [0.1, 0.2, 0.3], "include_labels": "yes"})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "include_labels"]
+
+
+def test_every_built_in_kind_has_a_json_form() -> None:
+    from labeldist.kinds import distance_class, registry
+
+    kinds = {k.name for k in registry().kinds.values() if k.origin == "built-in"}
+    assert {"pose", "vectors", "caption_wmd", "sentence_relevance", "layout_miou"} <= kinds
+    assert all(has_json_form(distance_class(kind).labels_class) for kind in kinds)
+    assert not has_json_form(LabelSet)
+
+
+# ------------------------------------------------------------------------------------------------ no JSON form
+@pytest.fixture
+def no_json_form(monkeypatch: pytest.MonkeyPatch, stores_root: Path) -> Iterator[tuple[TestClient, list[int]]]:
+    """An in-process app where the vector kind has no per-item JSON form (as a plugin that defines none), and
+    the searches that reached the distance computation."""
+    import labeldist.api.registry as registry
+
+    monkeypatch.setattr(Vectors, "to_json", LabelSet.to_json)
+    calls: list[int] = []
+    real = registry.search_labels
+    monkeypatch.setattr(registry, "search_labels", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    with TestClient(create_app(make_settings(stores=stores_root))) as client:
+        yield client, calls
+
+
+def test_a_kind_without_a_json_form_is_422_naming_the_field_before_any_work(no_json_form) -> None:
+    client, calls = no_json_form
+    message = ("labels are not available for kind 'vectors': its labels have no JSON form (LabelSet.to_json); ask "
+               "without include_labels")  # fmt: skip
+    answer = client.post("/v1/stores/vec/search", json={"label": [0, 0, 0], "include_labels": True})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == [{"type": "value_error", "loc": ["body", "include_labels"], "msg": message,
+                                        "input": True}]  # fmt: skip
+    assert not calls
+    answer = client.get("/v1/stores/vec/items/0/neighbors?include_labels=true")
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["query", "include_labels"]
+    assert answer.json()["detail"][0]["msg"] == message
+    # without the field, both are answered
+    assert client.post("/v1/stores/vec/search", json={"label": [0, 0, 0]}).status_code == 200 and calls
+    assert client.get("/v1/stores/vec/items/0/neighbors").status_code == 200
+
+
+def test_the_field_is_in_the_openapi_schema(no_json_form) -> None:
+    client, _ = no_json_form
+    spec = client.get("/openapi.json").json()
+    assert "include_labels" in spec["components"]["schemas"]["Search"]["properties"]
+    assert "labels" in spec["components"]["schemas"]["SearchResult"]["properties"]
+    assert {"label", "labels"} <= set(spec["components"]["schemas"]["Neighbors"]["properties"])
+    params = spec["paths"]["/v1/stores/{store}/items/{index}/neighbors"]["get"]["parameters"]
+    assert "include_labels" in [p["name"] for p in params]
