@@ -510,14 +510,16 @@ def _run_tasks(
     **kwargs: Any,
 ) -> None:  # fmt: skip
     """Run ``func(block, **kwargs)`` for every block of ``todo`` on ``client``; return once all have finished,
-    raising the first task error (the other tasks cancelled). The progress bar counts items (``rows(block)`` of
-    each), not blocks: a user knows how many items the job has."""
+    raising the first task error (the other tasks cancelled). The progress counts items (``rows(block)`` of
+    each), not blocks: a user knows how many items the job has. It is tqdm's bar on a terminal and plain lines
+    every few seconds off one (labeldist.progress); ``progress=False``: none."""
     from distributed import as_completed
+
+    from labeldist.progress import progress_bar
 
     futures = client.map(func, todo, pure=False, **kwargs)
     sizes = dict(zip(futures, (rows(b) for b in todo)))
-    bar = tqdm(total=sum(sizes.values()), unit="item", unit_scale=True, desc=desc,
-               disable=None if progress is None else not progress)  # fmt: skip
+    bar = progress_bar(sum(sizes.values()), desc, unit="item", unit_scale=True, enabled=progress)
     try:
         for future in as_completed(futures):
             future.result()  # re-raises a task's error here, with its traceback

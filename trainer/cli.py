@@ -112,7 +112,8 @@ def _fit(args: argparse.Namespace) -> int:
                                  input_size=args.input_size, workers=args.loader_workers)  # fmt: skip
         with open_source(args.stores, args.url, args.api_key) as client:
             result = evaluate(client, args.eval_store, args.eval_features, queries, gallery, images=images,
-                              checkpoint=summary["checkpoint"], k_max=args.k_max)  # fmt: skip
+                              checkpoint=summary["checkpoint"], k_max=args.k_max,
+                              progress=False if args.no_progress else None)  # fmt: skip
         out = Path(args.out)
         (out / "eval.json").write_text(json.dumps(result), encoding="utf-8")
         plot_curves({args.loss: result}, out / "eval.png", title=f"{args.eval_store}: {args.loss}")
@@ -134,7 +135,8 @@ def _eval(args: argparse.Namespace) -> int:
     with open_source(args.stores, args.url, args.api_key) as client:
         result = evaluate(client, args.store, args.features, queries, gallery, checkpoint=args.checkpoint,
                           k_max=args.k_max, device=args.device, images=images, backbone=args.backbone,
-                          embedding_dim=args.embedding_dim, weights=args.weights)  # fmt: skip
+                          embedding_dim=args.embedding_dim, weights=args.weights,
+                          progress=False if args.no_progress else None)  # fmt: skip
     untrained = "input features" if args.features else f"untrained {args.backbone or UNTRAINED_BACKBONE}"
     result["label"] = args.label or (result.get("loss") or untrained)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -346,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--k-max", type=int, default=100)
     ev.add_argument("--device", default="auto")
     ev.add_argument("--json", action="store_true", help="print the metrics' summary as JSON, not a table")
+    ev.add_argument("--no-progress", action="store_true", help="no progress (a bar on a terminal, else a plain line "
+                    "every few seconds)")  # fmt: skip
     ev.set_defaults(func=_eval)
 
     pl = sub.add_parser("plot", help="one figure of several runs' eval results (Fig. 3 of Kim et al.) or losses")

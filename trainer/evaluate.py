@@ -66,9 +66,12 @@ class _Items(torch.utils.data.Dataset):
 
 @torch.no_grad()
 def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, device: torch.device, *, workers: int,
-                 batch: int = 256) -> np.ndarray:  # fmt: skip
-    """Embeddings (float32) of the images of ``indices`` (eval transform), decoded by ``workers`` processes."""
+                 batch: int = 256, progress: bool | None = False) -> np.ndarray:  # fmt: skip
+    """Embeddings (float32) of the images of ``indices`` (eval transform), decoded by ``workers`` processes;
+    ``progress`` as :func:`labeldist.progress.progress_bar`'s ``enabled``."""
     from labeldist.trainer.loader import PASSED_ON, worker_message
+
+    from labeldist.progress import progress_bar
 
     model = model.to(device).eval()
     amp, _ = autocast(device)
@@ -76,9 +79,11 @@ def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, devic
                                          pin_memory=device.type == "cuda")  # fmt: skip
     out = []
     try:
-        for images in loader:
-            with amp:
-                out.append(model(images.to(device, non_blocking=True)).float().cpu())
+        with progress_bar(len(indices), "eval: embedding images", unit="img", units="images", enabled=progress) as bar:
+            for images in loader:
+                with amp:
+                    out.append(model(images.to(device, non_blocking=True)).float().cpu())
+                bar.update(len(images))
     except PASSED_ON as e:  # a worker's error: its own line, not the worker's traceback
         raise type(e)(worker_message(e)) from None
     return torch.cat(out).numpy()
@@ -112,7 +117,8 @@ def checkpoint_model(path: str, *, images: bool, backbone: str | None = None, em
 
 def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, indices: np.ndarray,
                      checkpoint: str | None, device: torch.device, backbone: str | None, embedding_dim: int | None,
-                     weights: str | None) -> tuple[np.ndarray, dict[str, Any], bool]:  # fmt: skip
+                     weights: str | None,
+                     progress: bool | None = False) -> tuple[np.ndarray, dict[str, Any], bool]:  # fmt: skip
     """Embeddings of the store's images of ``indices``; the model's description; whether it L2-normalises."""
     from labeldist.trainer.images import open_images
     from labeldist.trainer.models import ResNetEmbedding
@@ -137,23 +143,29 @@ def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, i
                          input_size=size, transform=transform)  # fmt: skip
     info["eval_transform"] = transform
     workers = default_loader_workers() if source.workers is None else source.workers
-    return embed_images(model, inputs, indices, device, workers=workers), info, normalized
+    return embed_images(model, inputs, indices, device, workers=workers, progress=progress), info, normalized
 
 
 def label_distance_matrix(
-    client: LabelDistClient, store: str, queries: np.ndarray, gallery: np.ndarray, max_pairs: int = 10_000
-) -> np.ndarray:
+    client: LabelDistClient, store: str, queries: np.ndarray, gallery: np.ndarray, max_pairs: int = 10_000,
+    progress: bool | None = False,
+) -> np.ndarray:  # fmt: skip
     """(Q, G) label distances from each query to every gallery item, from the service, in requests of at most
-    ``max_pairs`` pairs (the service's default LABELDIST_MAX_ITEMS)."""
+    ``max_pairs`` pairs (the service's default LABELDIST_MAX_ITEMS); ``progress`` (queries done) as
+    :func:`labeldist.progress.progress_bar`'s ``enabled``."""
+    from labeldist.progress import progress_bar
+
     rows = max(1, max_pairs // max(len(gallery), 1))
     out = []
-    for start in range(0, len(queries), rows):
-        q = np.asarray(queries[start : start + rows], dtype=np.int64)
-        if len(q) == 1:
-            out.append(client.distances(store, int(q[0]), gallery)[None])
-            continue
-        pairs = np.stack(np.broadcast_arrays(q[:, None], np.asarray(gallery)[None, :]), axis=-1).reshape(-1, 2)
-        out.append(client.pair_distances(store, pairs).reshape(len(q), len(gallery)))
+    with progress_bar(len(queries), "eval: label distances", unit="query", units="queries", enabled=progress) as bar:
+        for start in range(0, len(queries), rows):
+            q = np.asarray(queries[start : start + rows], dtype=np.int64)
+            if len(q) == 1:
+                out.append(client.distances(store, int(q[0]), gallery)[None])
+            else:
+                pairs = np.stack(np.broadcast_arrays(q[:, None], np.asarray(gallery)[None, :]), axis=-1).reshape(-1, 2)
+                out.append(client.pair_distances(store, pairs).reshape(len(q), len(gallery)))
+            bar.update(len(q))
     return np.concatenate(out)
 
 
@@ -172,6 +184,7 @@ def evaluate(
     embedding_dim: int | None = None,
     weights: str | None = None,
     metric: str | None = None,
+    progress: bool | None = None,
 ) -> dict[str, Any]:
     """Metrics of one model (``checkpoint``; None: untrained) for K = 1..k_max, over the store's ``features``
     or its ``images``. Untrained over features is the features themselves; over images, a ``backbone`` with
@@ -182,19 +195,22 @@ def evaluate(
     a loss that L2-normalises embeddings and by squared Euclidean distance otherwise (and for raw features or an
     untrained network). A table that compares an untrained network with trained ones should rank the untrained
     one both ways (``metric``), so that each trained row has a like-for-like baseline; the result's ``metric``
-    says which ran."""
+    says which ran.
+
+    ``progress``: the images embedded and the queries' label distances fetched, as tqdm's bar on a terminal and
+    plain lines every few seconds off one (:func:`labeldist.progress.progress_bar`); False: none."""
     if (features is None) == (images is None):
         raise ValueError("give exactly one of --features or --images")
     queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
     if images is not None:
         needed = np.union1d(queries, gallery)
         emb_needed, model_info, normalized = image_embeddings(
-            client, store, images, needed, checkpoint, pick_device(device), backbone, embedding_dim, weights
+            client, store, images, needed, checkpoint, pick_device(device), backbone, embedding_dim, weights, progress
         )
         emb = np.zeros((int(needed.max()) + 1, emb_needed.shape[1]), dtype=np.float32)
         emb[needed] = emb_needed
         metric = metric or ("cosine" if normalized else "euclidean")
-        return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max)
+        return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max, progress)
     x = FeatureInputs(features).array
     x = x.reshape(len(x), -1)
     if checkpoint is None:
@@ -206,12 +222,13 @@ def evaluate(
         metric = metric or ("cosine" if state.get("normalized") else "euclidean")
         model_info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
                       "seed": state["config"]["seed"]}  # fmt: skip
-    return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max)
+    return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max, progress)
 
 
 def _metrics(client: LabelDistClient, store: str, emb: np.ndarray, metric: str, model_info: dict[str, Any],
-             queries: np.ndarray, gallery: np.ndarray, k_max: int) -> dict[str, Any]:  # fmt: skip
-    dist = label_distance_matrix(client, store, queries, gallery)
+             queries: np.ndarray, gallery: np.ndarray, k_max: int,
+             progress: bool | None) -> dict[str, Any]:  # fmt: skip
+    dist = label_distance_matrix(client, store, queries, gallery, progress=progress)
     metrics = retrieval_metrics(emb[queries], emb[gallery], dist, k_max=k_max, metric=metric)
     result: dict[str, Any] = {"store": store, "n_queries": len(queries), "n_gallery": len(gallery),
                               "metric": metric, "embedding_dim": int(emb.shape[1]), **model_info}  # fmt: skip

@@ -47,6 +47,8 @@ from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_valu
 from labeldist.trainer.recipes import lr_factor
 from tqdm import tqdm
 
+from labeldist.progress import progress_bar
+
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
 
@@ -408,7 +410,9 @@ def fit(config: FitConfig) -> dict[str, Any]:
                 tqdm.write(f"augmentation: {augmentation.description}")
         log.write(json.dumps(start_row) + "\n")
         model.train()
-        bar = tqdm(total=total, initial=step, disable=not config.progress, desc=f"fit {config.loss}", unit="step")
+        # tqdm's bar on a terminal; off one (a redirected log) a plain line every few seconds, not one line of
+        # carriage-return updates
+        bar = progress_bar(total, f"fit {config.loss}", unit="step", initial=step, enabled=config.progress)
         batches = iter(stream)
         while step < total:
             t0 = time.perf_counter()
@@ -453,8 +457,8 @@ def fit(config: FitConfig) -> dict[str, Any]:
             if not described and loss_fn.describe():  # what the first batch decided (ladder thresholds)
                 log.write(json.dumps({"event": "loss", "step": step, **loss_fn.describe()}) + "\n")
                 described = True
+            bar.set_postfix(loss=f"{np.mean(recent):.4f}", refresh=False)  # shown by the update, with its step
             bar.update(1)
-            bar.set_postfix(loss=f"{np.mean(recent):.4f}")
             if step % config.checkpoint_every == 0:
                 checkpoint()
         bar.close()

@@ -130,16 +130,20 @@ def check_images(paths: Sequence[Path], *, progress: bool = False) -> dict[tuple
 
     Raises :class:`ImageInputError` naming the first file that is not an image PIL can identify."""
     from PIL import Image, UnidentifiedImageError
-    from tqdm import tqdm
+
+    from labeldist.progress import progress_bar
 
     sizes: dict[tuple[int, int], int] = {}
-    for path in tqdm(paths, desc="checking images", unit="img", disable=not progress, leave=False):
-        try:
-            with Image.open(path) as image:
-                size = image.size
-        except (OSError, UnidentifiedImageError, ValueError) as e:
-            raise ImageInputError(f"image {path}: unreadable ({type(e).__name__}: {e})") from None
-        sizes[size] = sizes.get(size, 0) + 1
+    with progress_bar(len(paths), "checking images", unit="img", units="images", enabled=progress,
+                      leave=False) as bar:  # fmt: skip
+        for path in paths:
+            try:
+                with Image.open(path) as image:
+                    size = image.size
+            except (OSError, UnidentifiedImageError, ValueError) as e:
+                raise ImageInputError(f"image {path}: unreadable ({type(e).__name__}: {e})") from None
+            sizes[size] = sizes.get(size, 0) + 1
+            bar.update()
     return sizes
 
 
@@ -299,7 +303,7 @@ class CachedImages:
         """Decode every file of ``paths`` into a new shared cache, in ``workers`` threads (default: one per core,
         at most 16; libjpeg, libpng and the resize release the GIL), with a progress bar when ``progress``.
         Raises :class:`ImageInputError` naming the first file that does not decode."""
-        from tqdm import tqdm
+        from labeldist.progress import progress_bar
 
         paths = list(paths)
         inputs = ImageInputs(paths, size, _check_transform(transform))
@@ -310,7 +314,9 @@ class CachedImages:
 
         with (
             ThreadPoolExecutor(_workers(workers)) as pool,
-            tqdm(total=len(paths), desc="decoding images", unit="img", disable=not progress, leave=False) as bar,
+            progress_bar(
+                len(paths), "decoding images", unit="img", units="images", enabled=progress, leave=False
+            ) as bar,
         ):
             for start in range(0, len(paths), 256):  # a block at a time: the first error stops the rest soon
                 for _ in pool.map(fill, range(start, min(start + 256, len(paths)))):

@@ -328,16 +328,11 @@ def render_store(
     _write_meta(out, meta)
     workers = max(1, min(workers or os.cpu_count() or 1, -(-count // CHUNK) or 1))
     tasks = _tasks(kind, seed, size, fmt, out, names, labels, count, frame)
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from labeldist.progress import progress_bar
 
-        bar = tqdm(total=count, unit="img", desc=f"render {kind}")
-    try:
-        _run(tasks, workers, bar.update if bar is not None else lambda n: None)
-    finally:
-        if bar is not None:
-            bar.close()
+    # tqdm's bar on a terminal, plain lines every few seconds off one (a redirected log)
+    with progress_bar(count, f"render {kind}", unit="img", units="images", enabled=progress) as bar:
+        _run(tasks, workers, bar.update)
     _write_index(out, ids, names)
     meta["complete"] = True
     _write_meta(out, meta)

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
-from tqdm.auto import tqdm
 
+from labeldist.progress import progress_bar
 from labeldist.sts.models import ARCHITECTURES, FIT_INFO, PACKAGED, model_spec, offline, resolve_model
 from labeldist.sts.stsb import StsPairs
 
@@ -183,8 +183,8 @@ def fit(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_schedule(s, total, warmup_steps))
     rng = np.random.default_rng(config.seed)
     history: list[dict[str, float]] = []
-    bar = tqdm(total=total, unit="step", desc=f"sts fit {config.architecture}", disable=None if progress is None
-               else not progress)  # fmt: skip
+    # tqdm's bar on a terminal, plain lines every few seconds off one (a redirected log), none with progress=False
+    bar = progress_bar(total, f"sts fit {config.architecture}", unit="step", enabled=progress)
     for epoch in range(config.epochs):
         model.train()
         order = rng.permutation(n)
@@ -199,8 +199,8 @@ def fit(
             optimizer.step()
             scheduler.step()
             running += float(loss.detach())
+            bar.set_postfix(epoch=epoch + 1, loss=f"{running / (s + 1):.4f}", refresh=False)  # shown by the update
             bar.update(1)
-            bar.set_postfix(epoch=epoch + 1, loss=f"{running / (s + 1):.4f}")
         scores = correlations(predict_relevance(model, config, list(dev.first), list(dev.second)), dev.relevance)
         history.append({"epoch": epoch + 1, "train_loss": running / steps_per_epoch, **scores,
                         "seconds": round(time.perf_counter() - started, 1)})  # fmt: skip

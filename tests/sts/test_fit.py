@@ -1,24 +1,33 @@
 """`labeldist sts fit` on a tiny subset: saved model, its record, reproducibility, bad input."""
 
+import contextlib
+import io
 import json
 
 import pytest
 
 from labeldist.cli import main
+from labeldist.progress import EVERY_ENV
 from labeldist.sts.fit import FitConfig, linear_schedule
 from labeldist.sts.models import FIT_INFO, architecture, weights_sha256
 from tests.sts.conftest import STS_DEV, STS_TRAIN
 
 TINY = ["--limit", "8", "--dev-limit", "6", "--epochs", "1", "--batch-size", "4", "--max-length", "24",
-        "--no-progress", "--train", str(STS_TRAIN), "--dev", str(STS_DEV)]  # fmt: skip
+        "--train", str(STS_TRAIN), "--dev", str(STS_DEV)]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
+    """Two runs with the same seed: "a" with --no-progress, "b" with its progress shown on a stream that is not a
+    terminal (stderr.log, at every step: LABELDIST_PROGRESS_EVERY=0)."""
     root = tmp_path_factory.mktemp("fit")
-    for name in ("a", "b"):
-        assert main(["sts", "fit", "--architecture", "bi", "--loss", "cosent", "--seed", "3", *TINY,
-                     "--out", str(root / name)]) == 0  # fmt: skip
+    argv = ["sts", "fit", "--architecture", "bi", "--loss", "cosent", "--seed", "3", *TINY]
+    assert main([*argv, "--no-progress", "--out", str(root / "a")]) == 0
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(err):
+        mp.setenv(EVERY_ENV, "0")
+        assert main([*argv, "--out", str(root / "b")]) == 0
+    (root / "stderr.log").write_text(err.getvalue())
     return root
 
 
@@ -35,6 +44,17 @@ def test_fit_is_reproducible_with_a_seed(fitted):
     assert weights_sha256(fitted / "a") == weights_sha256(fitted / "b")
     a, b = (json.loads((fitted / n / FIT_INFO).read_text())["dev"] for n in "ab")
     assert a["pearson"] == b["pearson"]
+
+
+def test_fit_progress_off_a_terminal_is_plain_lines(fitted):
+    text = (fitted / "stderr.log").read_text()
+    assert "\r" not in text
+    lines = [line for line in text.splitlines() if line.startswith("sts fit bi: ")]
+    # 8 pairs in batches of 4: two steps; the first line, one a step, the last
+    done = [line.split(": ")[1].split(" (")[0] for line in lines]
+    assert done == ["0/2 steps", "1/2 steps", "2/2 steps", "2/2 steps"], text
+    assert all("epoch=1" in line and "loss=" in line for line in lines[1:]), text
+    assert ", done in " in lines[-1], text
 
 
 def test_fit_changes_the_weights(fitted):

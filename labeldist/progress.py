@@ -1,0 +1,200 @@
+"""Progress of long jobs, for a terminal and for a log file alike.
+
+:func:`progress_bar` is the one place the jobs (precompute and append, ``sts fit``, ``trainer fit``, ``eval``,
+``render``) get their progress display from:
+
+- on a terminal (the stream's ``isatty()``) it is tqdm's bar, exactly as before;
+- off a terminal (a redirected log, a pipe, a notebook's stream) it is :class:`PlainProgress`: one plain line
+  ending in a newline at the start, at most one every :data:`DEFAULT_EVERY` seconds while the job runs
+  (``LABELDIST_PROGRESS_EVERY`` seconds, or ``every=``) and one at the end, such as
+  ``pose: 1,234/5,000 items (24.7 %) in 00:04, 310 items/s, about 00:12 left``;
+- with ``enabled=False`` (``--no-progress``) nothing, either way.
+
+Why not tqdm off a terminal too: tqdm draws every refresh as ``'\\r' + line`` on the same row, whatever the file
+(``tqdm.std.tqdm.status_printer``), so a redirected log holds one ever-growing line of overwritten updates (a
+600-step ``trainer fit`` left one line of 600), and ``set_postfix`` refreshes on every call, past ``mininterval``.
+No tqdm setting makes it end its updates with a newline instead. So :class:`PlainProgress` is a small writer of its
+own, with tqdm's interface as the jobs use it (``update``, ``set_postfix``, ``write``, ``close``, ``with``) and
+tqdm's own ``format_interval`` for the times.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+from tqdm.auto import tqdm
+
+#: the environment variable that sets the seconds between two plain lines (0: a line at every update)
+EVERY_ENV = "LABELDIST_PROGRESS_EVERY"
+#: seconds between two plain progress lines by default
+DEFAULT_EVERY = 5.0
+
+
+def progress_every(every: float | None = None) -> float:
+    """The seconds between two plain lines: ``every`` when given, else ``LABELDIST_PROGRESS_EVERY``, else
+    :data:`DEFAULT_EVERY`. ValueError naming the variable for a value that is not a number of seconds >= 0."""
+    source = "every"
+    if every is None:
+        raw = os.environ.get(EVERY_ENV, "").strip()
+        if not raw:
+            return DEFAULT_EVERY
+        source = EVERY_ENV
+        try:
+            every = float(raw)
+        except ValueError:
+            every = math.nan
+    if not (math.isfinite(every) and every >= 0):
+        raise ValueError(f"{source} must be a number of seconds >= 0 (0: a line at every update), got {every!r}")
+    return float(every)
+
+
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (a closed or odd stream is not)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def progress_bar(
+    total: float | None,
+    desc: str,
+    *,
+    unit: str = "item",
+    units: str | None = None,
+    enabled: bool | None = None,
+    initial: float = 0,
+    unit_scale: bool = False,
+    leave: bool = True,
+    file: IO[str] | None = None,
+    every: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Any:
+    """A progress display for a job of ``total`` ``unit`` (``units``: the plural, default ``unit + "s"``).
+
+    ``enabled``: False shows nothing (a disabled tqdm, whose methods do nothing); None or True shows the job's
+    progress on ``file`` (default: ``sys.stderr`` at the time of the call) as suits it: tqdm's bar on a terminal
+    (``desc``, ``unit``, ``unit_scale``, ``initial``, ``leave`` as tqdm takes them), plain lines elsewhere
+    (:class:`PlainProgress`: counts in full, ``every`` and ``clock`` its own). Either has ``update``,
+    ``set_postfix``, ``write``, ``close`` and works as a context manager."""
+    if enabled is False:
+        return tqdm(total=total, disable=True)
+    file = sys.stderr if file is None else file
+    if is_terminal(file):
+        return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, initial=initial, leave=leave, file=file)
+    return PlainProgress(total, desc, unit=unit, units=units, initial=initial, file=file, every=every, clock=clock)
+
+
+class PlainProgress:
+    """Progress as plain lines: one when made, then at most one every ``every`` seconds of ``clock`` (an update
+    that comes sooner after the last line prints nothing), and one on :meth:`close`. Each line is whole: written
+    with its newline and flushed, never a carriage return.
+
+    A line says the items done of the total and the share, the time since the start, the rate (items per second
+    since the start, not counting ``initial``: a resumed job's rate is its own), and the time left at that rate;
+    then the postfix (``set_postfix``), as tqdm's ``key=value``. The last line says ``done in`` (or ``stopped
+    after``, closed before the total)."""
+
+    def __init__(
+        self,
+        total: float | None,
+        desc: str,
+        *,
+        unit: str = "item",
+        units: str | None = None,
+        initial: float = 0,
+        file: IO[str] | None = None,
+        every: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total, self.desc, self.unit = total, desc, unit
+        self.units = units or (unit if unit.endswith("s") else unit + "s")
+        self.n = self.initial = initial
+        self.file = sys.stderr if file is None else file
+        self.every = progress_every(every)
+        self.postfix: dict[str, Any] = {}
+        self.closed = False
+        self._clock = clock
+        self._start = self._last = clock()
+        self._print(self._start)
+
+    # tqdm's interface, as the jobs use it
+    def update(self, n: float = 1) -> bool:
+        """Count ``n`` more done; True when this printed a line (the interval since the last one has passed)."""
+        if self.closed:
+            return False
+        self.n += n
+        now = self._clock()
+        if now - self._last < self.every:
+            return False
+        self._print(now)
+        return True
+
+    def set_postfix(self, ordered_dict: Mapping[str, Any] | None = None, refresh: bool = True, **kwargs: Any) -> None:
+        """Shown after the numbers from the next line on (``refresh`` is tqdm's: a line waits for its time)."""
+        self.postfix = {**(ordered_dict or {}), **kwargs}
+
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        self.desc = desc or ""
+
+    def write(self, s: str, file: IO[str] | None = None, end: str = "\n", nolock: bool = False) -> None:
+        """A message of its own, as ``tqdm.write`` (default ``sys.stdout``): no bar to clear off a terminal."""
+        fp = sys.stdout if file is None else file
+        fp.write(s + end)
+        fp.flush()
+
+    def close(self) -> None:
+        """The last line (once)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._print(self._clock(), last=True)
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # the line
+    @staticmethod
+    def _count(n: float) -> str:
+        # in full with thousands separators, not tqdm's unit_scale (2.96k): a log is read for its numbers
+        return f"{n:,}" if float(n).is_integer() else f"{n:,.2f}"
+
+    def line(self, now: float, last: bool = False) -> str:
+        """The line this progress shows at time ``now`` of its clock."""
+        elapsed = max(now - self._start, 0.0)
+        done = self.n - self.initial
+        parts = [f"{self._count(self.n)}"]
+        if self.total is not None:
+            parts[0] += f"/{self._count(self.total)}"
+        parts[0] += f" {self.units}"
+        if self.total:
+            parts[0] += f" ({100 * self.n / self.total:.1f} %)"
+        if last:
+            finished = self.total is not None and self.n >= self.total
+            parts[0] += f", {'done in' if finished else 'stopped after'} {tqdm.format_interval(elapsed)}"
+        elif elapsed > 0:
+            parts[0] += f" in {tqdm.format_interval(elapsed)}"
+        rate = done / elapsed if elapsed > 0 and done > 0 else None
+        if rate is not None:
+            parts.append(f"{self._rate(rate)} {self.units}/s" if rate >= 1 else f"{self._rate(1 / rate)} s/{self.unit}")
+            if not last and self.total is not None and self.n < self.total:
+                parts.append(f"about {tqdm.format_interval((self.total - self.n) / rate)} left")
+        parts += [f"{key}={value}" for key, value in self.postfix.items()]
+        return f"{self.desc}: " * bool(self.desc) + ", ".join(parts)
+
+    @staticmethod
+    def _rate(value: float) -> str:
+        return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+    def _print(self, now: float, last: bool = False) -> None:
+        self.file.write(self.line(now, last) + "\n")
+        self.file.flush()
+        self._last = now
