@@ -1,4 +1,7 @@
-# One image for every service of docker-compose.yml: dask scheduler and workers, precompute, api, trainer.
+# The image of every service of docker-compose.yml, built with the extras (pyproject.toml) its commands need:
+# EXTRAS=all (the default) for the api and the trainer; docker-compose.yml builds the Dask side (scheduler, workers,
+# the main job) with EXTRAS=sts, the text kinds' packages and no FastAPI, torchvision or trainer. EXTRAS= (empty)
+# is the engine alone: enough for a cluster of pose, vectors and layout jobs, and no torch at all.
 FROM python:3.11-slim
 
 ENV PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 \
@@ -6,11 +9,18 @@ ENV PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 \
     LABELDIST_STORES=/stores
 WORKDIR /app
 
-# torch first, pinned by build argument: the CPU wheel by default, e.g. --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu124 for CUDA
+ARG EXTRAS=all
+# torch first, pinned by build argument: the CPU wheel by default, e.g. --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu124 for CUDA.
+# [train] needs torch and torchvision, [sts] torch alone (sentence-transformers), the engine neither.
 ARG TORCH=torch==2.14.1
 ARG TORCHVISION=torchvision==0.29.1
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-RUN pip install --index-url "$TORCH_INDEX" --extra-index-url https://pypi.org/simple "$TORCH" "$TORCHVISION"
+RUN case ",$EXTRAS," in \
+      *,all,*|*,train,*) set -- "$TORCH" "$TORCHVISION" ;; \
+      *,sts,*) set -- "$TORCH" ;; \
+      *) set -- ;; \
+    esac; \
+    if [ "$#" -gt 0 ]; then pip install --index-url "$TORCH_INDEX" --extra-index-url https://pypi.org/simple "$@"; fi
 
 # Every path pyproject.toml maps into the package (its packages, package-dir, package-data and readme), and only
 # those, before the install: tests/system/test_image.py checks this list against pyproject.toml and installs from
@@ -20,7 +30,7 @@ COPY labeldist labeldist
 COPY api api
 COPY client client
 COPY trainer trainer
-RUN pip install -e .
+RUN pip install -e ".${EXTRAS:+[$EXTRAS]}"
 
 COPY data data
 COPY tools tools

@@ -9,6 +9,9 @@ BIN    := $(VENV)/bin
 TORCH       ?= torch==2.14.1
 TORCHVISION ?= torchvision==0.29.1
 STORES ?= stores
+# pyproject's extras: [all] (serve, train, sts) for the main job, the service and the trainer, [dev] for the tests.
+# `pip install labeldist` alone is the engine (README, "Install").
+EXTRAS ?= all,dev
 STAMP  := $(VENV)/.installed
 
 .PHONY: setup run test lint bench bench-tools serve clean-stores browser
@@ -19,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)" "$(TORCHVISION)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 # The main job (tools/main_job.sh, shared with docker-compose): every store of the shipped data, into $(STORES)/.

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.engine import DENSE_LIMIT
+from labeldist.extras import extra_of, message, require, require_kind
 from labeldist.labels.base import LabelError
 from labeldist.options import (  # noqa: F401 - re-exported: sts.commands and tests import them from here
     UsageError,
@@ -60,7 +61,7 @@ def _add_kind_commands(kinds: Any) -> None:
         p = kinds.add_parser(kind.subcommand, help=kind.help + plugin, description=kind.help + plugin)
         kind.add_arguments(p)
         _add_common(p)
-        p.set_defaults(loader=kind.load)
+        p.set_defaults(loader=kind.load, kind_name=kind.name)
 
 
 def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
@@ -94,6 +95,7 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
 def _precompute(args: argparse.Namespace) -> int:
     from labeldist.engine import precompute
 
+    require_kind(args.kind_name, f"labeldist precompute {args.kind}")  # before anything is read
     if args.out is not None:
         check_output(args.out)  # before the labels are read, which can take minutes
     labels, distance, dataset = args.loader(args)
@@ -167,6 +169,7 @@ def _append(args: argparse.Namespace) -> int:
     manifest = read_manifest(store_url(args.store))
     if manifest is None:
         raise StoreError(f"{store_url(args.store)}: no labeldist store there (no manifest)")
+    require_kind(manifest["kind"], "labeldist append")
     options = append_parser(args.store, manifest).parse_args(args.kind_args)
     labels, distance, _ = get_kind(manifest["kind"]).load(options)
     try:
@@ -251,6 +254,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    require("labeldist serve", "serve")
     from labeldist.api.server import serve
 
     if args.stores is not None:  # named on the command line: a typo must not serve an empty folder
@@ -331,12 +335,27 @@ def build_parser() -> argparse.ArgumentParser:
     return show_defaults(parser)
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command as typed, up to its options: ``labeldist precompute captions``, ``labeldist verify``."""
+    words = ["labeldist", args.command, getattr(args, "kind", None) or getattr(args, "sts_command", None)]
+    return " ".join(w for w in words if w)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")  # fmt: skip
     try:
+        if args.command == "sts":
+            require(f"labeldist sts {args.sts_command}", "sts")
         return args.func(args)
+    except ModuleNotFoundError as e:  # a package of an extra: one line naming the extra (labeldist.extras)
+        extra = extra_of(e)
+        if extra is None:
+            raise
+        missing = getattr(e, "missing", None) or [(e.name or "").partition(".")[0]]
+        print(f"labeldist: error: {message(_command(args), extra, missing)}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # output piped into `head`: the reader has all it wanted; not an error to report
         sys.stderr.close()
         return 141

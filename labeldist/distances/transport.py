@@ -24,6 +24,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from labeldist.extras import needed
+
 
 @numba.njit(cache=True, nogil=True)
 def _emd_small(cost, m, n, a, b, ws):  # pragma: no cover - compiled
@@ -216,6 +218,7 @@ def _workspace(mmax, nmax):  # pragma: no cover - compiled
 
 def _emd_pot(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     """The same transport cost by POT's network simplex (``ot.emd2``): the fallback and the reference."""
-    import ot
+    with needed("sts", "caption WMD"):
+        import ot
 
     return float(ot.emd2(a, b, cost))

