@@ -222,8 +222,6 @@ def _copy_dense_part(
     of its row blocks and one of the part's), under the store's lock, as precompute writes one: laid out, each
     row block written and marked, then published; over a complete store of other parameters, built beside it and
     swapped in."""
-    import zarr
-
     from labeldist.engine import finish_replacement, replace_with_staged, staging_url
     from labeldist.knn import topk_rows
     from labeldist.lock import store_lock
@@ -268,10 +266,8 @@ def _copy_dense_part(
             nonlocal done
             start = done
             indices, distances = topk_rows(rows, k, exclude=np.arange(start, start + len(rows)))
-            # 0 distances computed: the fill value of progress/exact_pairs, whose chunk zarr 3.1 would not write
-            # (it does not apply the config store.open_array passes) and publish would miss
-            with zarr.config.set({"array.write_empty_chunks": True}):
-                write_block(url, start, indices, distances, rows, start // block_rows, 0)
+            # 0 distances computed (a copy): progress/exact_pairs' fill value, written all the same (store.open_array)
+            write_block(url, start, indices, distances, rows, start // block_rows, 0)
             done += len(rows)
 
         source_rows = reader.dense_block_rows
