@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from labeldist.api.schemas import LabelView, LegendEntry, PoseView
 
-from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
+from labeldist.labels.base import as_str_array
+from labeldist.labels.poses import default_joint_names, joint_side, skeleton_edges
 
 #: colours of map labels 0, 1, 2, ... (wrapping around)
 PALETTE = np.array(
@@ -26,7 +27,9 @@ PALETTE = np.array(
 )  # fmt: skip
 MAX_VALUES = 4096
 #: arrays that are not one row per item even when their length happens to equal N (vocabularies, ragged data)
-SHARED = frozenset({"text", "text_offsets", "caption_offsets", "tokens", "token_offsets", "vocab", "vectors"})
+SHARED = frozenset(
+    {"text", "text_offsets", "caption_offsets", "tokens", "token_offsets", "vocab", "vectors", "joint_names"}
+)
 
 
 #: names of the values of layout maps (labeldist.labels.layouts: 0 no surface, then SURFACES); kept here so that
@@ -64,16 +67,19 @@ def png_data_url(label_map: np.ndarray) -> str:
 
 
 def _pose(arrays: dict[str, np.ndarray], index: int) -> PoseView:
+    """A pose's joints by name (the store's ``joint_names``, else the default: MPII's for 16 joints), their side,
+    and the bones of every skeleton the pose kind declares both of whose ends the store has."""
     xy = np.asarray(arrays["xy"][index], dtype=np.float64)
     present = np.asarray(arrays["present"][index]).astype(bool)
     visible = np.asarray(arrays.get("visible", arrays["present"])[index]).astype(bool)
-    n_joints = len(xy)
-    mpii = n_joints == len(MPII_JOINTS)
+    stored = arrays.get("joint_names")
+    names = tuple(as_str_array(stored).tolist()) if stored is not None else default_joint_names(len(xy))
     return PoseView(
-        joints=list(MPII_JOINTS) if mpii else None,
+        joints=list(names),
         xy=[(float(x), float(y)) if p else None for (x, y), p in zip(xy, present)],
         visible=visible.tolist(),
-        edges=list(MPII_EDGES) if mpii else [],
+        edges=list(skeleton_edges(names)),
+        sides=[joint_side(name) for name in names],
     )
 
 
@@ -94,7 +100,7 @@ def render_label(kind: str, arrays: dict[str, np.ndarray], n_items: int, index: 
     used: set[str] = set()
     if {"xy", "present"} <= arrays.keys():
         view["pose"] = _pose(arrays, index)
-        used |= {"xy", "present", "visible"}
+        used |= {"xy", "present", "visible", "joint_names"}
     images: list[str] = []
     maps: list[np.ndarray] = []
     texts: list[str] = []

@@ -149,10 +149,14 @@ class Batches(BaseModel):
 
 
 class PoseView(BaseModel):
-    joints: list[str] | None = Field(description="joint names, when known")
+    joints: list[str] | None = Field(description="joint names: the store's (labels/joint_names), else MPII's for 16 "
+                                     "joints, joint_0, joint_1, ... otherwise")  # fmt: skip
     xy: list[tuple[float, float] | None] = Field(description="joint coordinates; null for a missing joint")
     visible: list[bool]
-    edges: list[tuple[int, int]] = Field(description="pairs of joints joined by a bone")
+    edges: list[tuple[int, int]] = Field(description="pairs of joints joined by a bone: the bones of every skeleton "
+                                         "the pose kind declares (MPII's, COCO's) both of whose joints the store "
+                                         "has")  # fmt: skip
+    sides: list[str] | None = Field(None, description="each joint's side as its name says: left, right or center")
 
 
 class LegendEntry(BaseModel):
@@ -180,7 +184,9 @@ class Search(_Request):
     label: Any = Field(
         description="a new label in its kind's JSON form: a caption set is a list of caption strings (one string is "
         "one caption); a pose a list of the store's joints (16 for MPII), each [x, y] in the frame of the store's "
-        "coordinates or null; a vector a list of the store's D numbers, or a number when D = 1"
+        'coordinates or null, or, for a normalised store, {"joints": [...] in image pixels, "center": [x, y], '
+        '"scale": s} ("head": h, "box": [x, y, w, h], as its normalisation takes), normalised as the store\'s '
+        "poses were; a vector a list of the store's D numbers, or a number when D = 1"
     )
     k: int = Field(10, ge=1, strict=True, description="how many nearest items (at most LABELDIST_MAX_K)")
     include_labels: bool = Field(

@@ -89,8 +89,9 @@ from labeldist.store import (
 log = logging.getLogger(__name__)
 
 #: provenance keys that name the file the labels were read from rather than how their values were made: a file
-#: appended may differ from the store's first one in these, and in nothing else the reader recorded
-FILE_PROVENANCE = ("file", "format")
+#: appended may differ from the store's first one in these, and in nothing else the reader recorded (a pose file's
+#: format and how it marks a joint not annotated: COCO keypoints appended to a CSV's poses of the same joints)
+FILE_PROVENANCE = ("file", "format", "missing_joint")
 #: memory the (rows, new items) float64 block of an old row block's distances to the new items may take at once
 MERGE_BYTES = 128 * 2**20
 

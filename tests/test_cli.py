@@ -306,9 +306,16 @@ def test_pose_csv_missing_a_joints_columns_is_refused(tiny_csv, tmp_path, capsys
     assert not out.exists()
 
 
+def test_min_joints_past_the_files_joints_is_refused_before_anything_is_written(tiny_csv, tmp_path, capsys, untouched):
+    # the joints are the file's (any number of them): --min-joints is checked against them once the file is read
+    rc, out, err = run_cli(capsys, "precompute", "pose", tiny_csv, "--min-joints", "17", "--out", tmp_path / "out")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "mpii_tiny.csv: --min-joints 17 is more than its 16 joints (16 joints: r_ankle, " in err
+    assert not (tmp_path / "out").exists()
+
+
 BAD_OPTIONS = [
     ("precompute", "pose", "{csv}", "--min-joints", "-1"),
-    ("precompute", "pose", "{csv}", "--min-joints", "17"),
     ("precompute", "layout", "--generate", "0"),
     ("precompute", "layout", "--generate", "1"),
     ("precompute", "layout", "--generate", "10", "--size", "4"),

@@ -1,10 +1,13 @@
-r"""MPII poses drawn as figures over cluttered backgrounds (``trainer render`` of a ``pose`` store).
+r"""Poses drawn as figures over cluttered backgrounds (``trainer render`` of a ``pose`` store).
 
-The figure is the pose itself: limbs are capsules (thick lines with round ends) between the joints of
-:data:`MPII_EDGES`, joints are discs, the head a disc on the neck–head-top segment, all with a contrasting
+The figure is the pose itself: limbs are capsules (thick lines with round ends) between the joints of the
+store's skeleton (:func:`figure_parts`: the bones of every skeleton the pose kind declares both of whose joints the
+store has, by the store's joint names; :data:`MPII_EDGES` for MPII's 16 joints, COCO's 19 bones for its 17),
+joints are discs, for MPII's joints the head a disc on the neck–head-top segment, all with a contrasting
 outline. Only present joints are drawn (an occluded joint, present but not visible, still counts in the pose
 distance, so it is drawn); a limb with a missing end is left out. Left limbs are drawn lighter and right limbs
-darker, so that a CNN can tell them apart as the distance does (it compares r_wrist with r_wrist).
+darker (the side a joint's name says: ``r_``, ``right_``, ...), so that a CNN can tell them apart as the distance
+does (it compares r_wrist with r_wrist).
 
 **The picture is drawn in the label's own frame** (issue 18). A :class:`Frame` is a square of half-side
 ``half`` label units centred on ``(cx, cy)``, the same for every item of a store, and a joint's pixel is
@@ -37,6 +40,9 @@ Which frame:
   of 022415400.jpg#1 on one point (-0.717, -0.852). Without them every pose lies within 0.656 (head discs
   included) and half 0.8 would do, with larger figures and a smaller shift in label units (the ceiling under
   the jitter: nDCG@10 0.911 against 0.874).
+- a ``box`` store (``(p - b) / max(w, h)``, by the person's box): :data:`BOX_FRAME`, centre (0, 0) and half-side
+  0.6: a joint inside its box lies within 0.5 of the centre, and :func:`needed_half` of 0.5 is 0.597. A joint
+  annotated outside its box can lie farther: it is refused, naming a frame that holds every pose.
 - any other normalization (``none``: image pixels, ``head``): no natural frame. :func:`frame_from_extent`
   computes one from the store's own joints (the centre of their box, the half-side :func:`needed_half` rounded up
   to two significant digits) and render.json records it. **A test store must be rendered with the same frame
@@ -57,6 +63,7 @@ same generator therefore get the same background, style and noise, and differ on
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,11 +73,38 @@ import numpy as np
 from labeldist.trainer.render import RenderError, finish, hsv, luminance, smooth_noise
 from PIL import Image, ImageDraw
 
-from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS
+from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS, default_joint_names, joint_side, skeleton_edges  # noqa: F401
 
+#: MPII's right and left joints, and its neck and head top (the head disc's segment)
 RIGHT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("r_"))
 LEFT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("l_"))
 NECK, HEAD_TOP = MPII_JOINTS.index("upper_neck"), MPII_JOINTS.index("head_top")
+
+
+class FigureParts(NamedTuple):
+    """What a figure is made of, by joint position: its bones, its right and left joints, and the (neck, head top)
+    pair whose segment is the head disc's diameter (None: no head disc)."""
+
+    edges: tuple[tuple[int, int], ...]
+    right: frozenset[int]
+    left: frozenset[int]
+    head: tuple[int, int] | None
+
+
+@functools.lru_cache(maxsize=32)
+def figure_parts(names: tuple[str, ...]) -> FigureParts:
+    """The parts of a figure of joints ``names`` (:func:`labeldist.labels.poses.skeleton_edges`, sides by
+    :func:`~labeldist.labels.poses.joint_side`, the head disc where ``upper_neck`` and ``head_top`` are joints):
+    for MPII's 16 joints exactly :data:`MPII_EDGES`, :data:`RIGHT`, :data:`LEFT`, (:data:`NECK`,
+    :data:`HEAD_TOP`)."""
+    sides = [joint_side(name) for name in names]
+    head = (names.index("upper_neck"), names.index("head_top")) if {"upper_neck", "head_top"} <= set(names) else None
+    return FigureParts(skeleton_edges(names), frozenset(i for i, s in enumerate(sides) if s == "right"),
+                       frozenset(i for i, s in enumerate(sides) if s == "left"), head)  # fmt: skip
+
+
+def _parts(names: Sequence[str] | None, n_joints: int) -> FigureParts:
+    return figure_parts(tuple(names) if names is not None else default_joint_names(n_joints))
 
 
 class Frame(NamedTuple):
@@ -89,6 +123,9 @@ class Frame(NamedTuple):
 #: the frame of a ``center_scale`` store: the smallest half-side in steps of 0.1 that holds every figure of
 #: data/mpii/mpii_valid_2958.csv under the training jitter (module docstring, :func:`needed_half`)
 CENTER_SCALE_FRAME = Frame(0.0, 0.0, 1.1)
+#: the frame of a ``box`` store: a joint inside its box lies within 0.5 of the centre, needing a half-side of
+#: 0.597 under the training jitter (:func:`needed_half`): 0.6 (module docstring)
+BOX_FRAME = Frame(0.0, 0.0, 0.6)
 #: the training jitter a frame leaves room for: scale by 1 ± MARGIN_SCALE about the centre, shift by
 #: ± MARGIN_SHIFT of the side per axis (the pose augmentation's defaults)
 MARGIN_SCALE, MARGIN_SHIFT = 0.05, 0.03
@@ -113,11 +150,14 @@ class FigureStyle:
     outline: float
 
 
-def item(labels, index: int, frame: Sequence[float] = CENTER_SCALE_FRAME) -> tuple[np.ndarray, np.ndarray, Frame]:
+def item(labels, index: int, frame: Sequence[float] = CENTER_SCALE_FRAME) -> tuple:
     """The label of item ``index`` of a Poses set as the renderer takes it: (J, 2) coordinates, (J,) present,
-    and the frame to draw it in (it travels with the item to the worker processes)."""
-    return (np.asarray(labels.xy[index], dtype=np.float64), np.asarray(labels.present[index], dtype=bool),
-            Frame(*map(float, frame)))  # fmt: skip
+    the frame to draw it in and, for joints not named by default (MPII's for 16), their names: ``(xy, present,
+    frame)`` or ``(xy, present, frame, names)`` (it travels with the item to the worker processes)."""
+    out = (np.asarray(labels.xy[index], dtype=np.float64), np.asarray(labels.present[index], dtype=bool),
+           Frame(*map(float, frame)))  # fmt: skip
+    names = _parts_names(labels)
+    return out if names == default_joint_names(len(names)) else (*out, names)
 
 
 def figure_style(rng: np.random.Generator, size: int) -> FigureStyle:
@@ -145,9 +185,10 @@ def place_pose(xy: np.ndarray, present: np.ndarray, size: int, frame: Sequence[f
     return out
 
 
-def head_disc(joints: np.ndarray) -> tuple[np.ndarray, float]:
-    """Centre and radius of the head: the disc on the upper-neck–head-top segment, that segment its diameter."""
-    neck, top = joints[NECK], joints[HEAD_TOP]
+def head_disc(joints: np.ndarray, head: tuple[int, int] = (NECK, HEAD_TOP)) -> tuple[np.ndarray, float]:
+    """Centre and radius of the head: the disc on the upper-neck–head-top segment (positions ``head``), that
+    segment its diameter."""
+    neck, top = joints[head[0]], joints[head[1]]
     return (neck + top) / 2, float(np.linalg.norm(top - neck)) / 2
 
 
@@ -159,17 +200,20 @@ def outside(xy: np.ndarray, present: np.ndarray, frame: Sequence[float]) -> np.n
     return off & np.asarray(present, dtype=bool)
 
 
-def extent(xy: np.ndarray, present: np.ndarray, centre: Sequence[float]) -> float:
-    """The farthest (either axis) a present joint or a head disc of (N, J, 2) poses lies from ``centre``."""
+def extent(xy: np.ndarray, present: np.ndarray, centre: Sequence[float], names: Sequence[str] | None = None) -> float:
+    """The farthest (either axis) a present joint or a head disc of (N, J, 2) poses of joints ``names`` (default:
+    :func:`~labeldist.labels.poses.default_joint_names`) lies from ``centre``."""
     xy, present = np.asarray(xy, dtype=np.float64), np.asarray(present, dtype=bool)
     d = np.abs(xy - np.asarray(centre, dtype=np.float64))
     far = float(np.where(present[..., None], d, 0.0).max(initial=0.0))
-    if xy.shape[1] <= max(NECK, HEAD_TOP):  # not MPII's joints: no head disc
+    parts = _parts(names, xy.shape[1])
+    if parts.head is None:  # no neck and head top: no head disc
         return far
-    head = present[:, NECK] & present[:, HEAD_TOP]
+    neck, top = parts.head
+    head = present[:, neck] & present[:, top]
     if head.any():
-        mid = (xy[head, NECK] + xy[head, HEAD_TOP]) / 2
-        radius = np.linalg.norm(xy[head, HEAD_TOP] - xy[head, NECK], axis=1) / 2
+        mid = (xy[head, neck] + xy[head, top]) / 2
+        radius = np.linalg.norm(xy[head, top] - xy[head, neck], axis=1) / 2
         far = max(far, float((np.abs(mid - np.asarray(centre)).max(axis=1) + radius).max()))
     return far
 
@@ -182,6 +226,7 @@ def needed_half(
     scale: float = MARGIN_SCALE,
     shift: float = MARGIN_SHIFT,
     reach: float = REACH,
+    names: Sequence[str] | None = None,
 ) -> float:
     r"""The least half-side of a frame on ``centre`` that holds every figure of (N, J, 2) poses, joint discs and
     outline included, after a scale by up to ``1 + scale`` about the centre and a shift by up to ``shift`` of the
@@ -192,7 +237,7 @@ def needed_half(
 
     with ``e`` the :func:`extent` and ``r`` the ``reach`` past a joint (a fraction of the side). 0 for no joint.
     """
-    return extent(xy, present, centre) * (1 + scale) / (1 - 2 * reach * (1 + scale) - 2 * shift)
+    return extent(xy, present, centre, names) * (1 + scale) / (1 - 2 * reach * (1 + scale) - 2 * shift)
 
 
 def round_up(x: float, digits: int = 2) -> float:
@@ -203,7 +248,7 @@ def round_up(x: float, digits: int = 2) -> float:
     return float(round(math.ceil(x / step - 1e-9) * step, 12))
 
 
-def frame_from_extent(xy: np.ndarray, present: np.ndarray) -> Frame:
+def frame_from_extent(xy: np.ndarray, present: np.ndarray, names: Sequence[str] | None = None) -> Frame:
     """A frame for poses with no natural one (``none``, ``head`` normalization): centred on the box of all their
     present joints (rounded to a hundredth of its half-size), the half-side :func:`needed_half` rounded up to two
     significant digits. Depends on the poses given: render a test store with its train store's frame."""
@@ -215,7 +260,7 @@ def frame_from_extent(xy: np.ndarray, present: np.ndarray) -> Frame:
     span = float((hi - lo).max()) / 2
     step = 10.0 ** (math.floor(math.log10(span)) - 2) if span > 0 else 1.0
     centre = np.round((lo + hi) / 2 / step) * step
-    half = round_up(needed_half(xy, present, centre)) or 1.0
+    half = round_up(needed_half(xy, present, centre, names=names)) or 1.0
     return Frame(float(round(centre[0], 12)), float(round(centre[1], 12)), half)
 
 
@@ -228,11 +273,16 @@ def check_in_frame(labels, frame: Sequence[float]) -> None:
         return
     i, j = (int(v) for v in np.argwhere(bad)[0])
     x, y = labels.xy[i, j]
-    fits = frame_from_extent(labels.xy, labels.present)
-    raise RenderError(f"pose {str(labels.ids[i])!r}: joint {j} ({MPII_JOINTS[j]}) at ({x:.6g}, {y:.6g}) lies "
+    names = _parts_names(labels)
+    fits = frame_from_extent(labels.xy, labels.present, names)
+    raise RenderError(f"pose {str(labels.ids[i])!r}: joint {j} ({names[j]}) at ({x:.6g}, {y:.6g}) lies "
                       f"outside the frame (cx, cy, half) = {_show(frame)} ({int(bad.any(axis=1).sum())} of "
                       f"{len(bad)} poses do); a frame that holds every pose here: {_show(fits)}; render a train "
                       "store and its test store with the same frame")  # fmt: skip
+
+
+def _parts_names(labels) -> tuple[str, ...]:
+    return tuple(getattr(labels, "joint_names", None) or default_joint_names(labels.xy.shape[1]))
 
 
 def _show(frame: Frame) -> str:
@@ -242,8 +292,9 @@ def _show(frame: Frame) -> str:
 def store_frame(manifest: dict[str, Any], labels, frame: Sequence[float] | None = None) -> tuple[Frame, str]:
     """The frame to render a store's poses in and where it comes from, every pose checked to lie inside it
     (:func:`check_in_frame`): ``frame`` when given; :data:`CENTER_SCALE_FRAME` for a store normalised
-    ``center_scale`` (the manifest's ``params.labels.normalization``); else :func:`frame_from_extent` of its
-    poses, which a test store must then be given (``frame=``) to be drawn like its train store."""
+    ``center_scale`` (the manifest's ``params.labels.normalization``), :data:`BOX_FRAME` for ``box``; else
+    :func:`frame_from_extent` of its poses, which a test store must then be given (``frame=``) to be drawn like
+    its train store."""
     if frame is not None:
         try:
             found = Frame(*(float(v) for v in frame))
@@ -257,8 +308,10 @@ def store_frame(manifest: dict[str, Any], labels, frame: Sequence[float] | None 
         how = labels_params.get("normalization", "none") if isinstance(labels_params, dict) else "none"
         if how == "center_scale":
             found, source = CENTER_SCALE_FRAME, "center_scale default"
+        elif how == "box":
+            found, source = BOX_FRAME, "box default"
         else:
-            found = frame_from_extent(labels.xy, labels.present)
+            found = frame_from_extent(labels.xy, labels.present, _parts_names(labels))
             source = (f"this store's extent (normalization {how!r}): render its train and test stores with the "
                       f"same frame, frame={_show(found)}")  # fmt: skip
     check_in_frame(labels, found)
@@ -321,25 +374,31 @@ def figure_colours(style: FigureStyle, background_luma: float) -> dict[str, tupl
     }
 
 
-def _side(a: int, b: int) -> str:
-    if a in LEFT or b in LEFT:
+def _side(a: int, b: int, parts: FigureParts) -> str:
+    if a in parts.left or b in parts.left:
         return "left"
-    if a in RIGHT or b in RIGHT:
+    if a in parts.right or b in parts.right:
         return "right"
     return "body"
 
 
-def draw_figure(image: Image.Image, joints: np.ndarray, style: FigureStyle, colours: dict, ss: int) -> None:
+def draw_figure(
+    image: Image.Image, joints: np.ndarray, style: FigureStyle, colours: dict, ss: int,
+    parts: FigureParts | None = None,
+) -> None:  # fmt: skip
     """Draw the figure of ``joints`` (output pixels, NaN = missing) onto ``image`` (``ss`` times larger): first
-    the outline of every part, then the parts, so the outline surrounds the whole silhouette.
+    the outline of every part, then the parts, so the outline surrounds the whole silhouette. ``parts``: the
+    figure's bones, sides and head (:func:`figure_parts`; default those of its number of joints' default names,
+    MPII's for 16).
 
     Pillow puts coordinate ``p`` at the centre of pixel ``p`` (a disc on ``[p - r, p + r]`` covers pixels
     ``p - r .. p + r``), whose span is ``[p, p + 1)`` in the picture's coordinates: hence the half pixel."""
     draw = ImageDraw.Draw(image)
     pts = joints * ss - 0.5
     ok = np.isfinite(pts).all(axis=1)
-    bones = [(a, b) for a, b in MPII_EDGES if ok[a] and ok[b]]
-    head = head_disc(pts) if ok[NECK] and ok[HEAD_TOP] else None
+    parts = parts or _parts(None, len(joints))
+    bones = [(a, b) for a, b in parts.edges if ok[a] and ok[b]]
+    head = head_disc(pts, parts.head) if parts.head is not None and ok[list(parts.head)].all() else None
     ol = style.outline * ss
 
     def disc(p: np.ndarray, r: float, colour) -> None:
@@ -361,7 +420,7 @@ def draw_figure(image: Image.Image, joints: np.ndarray, style: FigureStyle, colo
     if head is not None:
         disc(head[0], head[1], colours["body"])
     for a, b in bones:
-        capsule(a, b, limb, colours[_side(a, b)])
+        capsule(a, b, limb, colours[_side(a, b, parts)])
     for j in np.flatnonzero(ok):
         disc(pts[j], radius, colours["joint"])
 
@@ -373,15 +432,17 @@ def supersampling(size: int) -> int:
 
 
 def render(item: tuple, size: int, rng: np.random.Generator) -> np.ndarray:
-    """(size, size, 3) uint8 image of one pose (``item``: (J, 2) coordinates, (J,) present and the
-    :class:`Frame`, as :func:`item` gives it; without the frame, :data:`CENTER_SCALE_FRAME`). RenderError for a
-    present joint outside the frame."""
-    xy, present, frame = item if len(item) == 3 else (*item, CENTER_SCALE_FRAME)
+    """(size, size, 3) uint8 image of one pose (``item``: (J, 2) coordinates, (J,) present, the :class:`Frame`
+    and the joint names, as :func:`item` gives it; without the frame, :data:`CENTER_SCALE_FRAME`; without the
+    names, the default for J joints, MPII's for 16). RenderError for a present joint outside the frame."""
+    xy, present, frame, names = (*item, CENTER_SCALE_FRAME, None)[:4] if len(item) == 2 else (*item, None)[:4]
     xy, present, frame = np.asarray(xy, dtype=np.float64), np.asarray(present, dtype=bool), Frame(*frame)
+    parts = _parts(names, len(xy))
+    names = tuple(names) if names is not None else default_joint_names(len(xy))
     bad = outside(xy, present, frame)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
-        raise RenderError(f"joint {j} ({MPII_JOINTS[j]}) at ({xy[j, 0]:.6g}, {xy[j, 1]:.6g}) lies outside the "
+        raise RenderError(f"joint {j} ({names[j]}) at ({xy[j, 0]:.6g}, {xy[j, 1]:.6g}) lies outside the "
                           f"frame (cx, cy, half) = {_show(frame)}")  # fmt: skip
     bg_rng, fig_rng, noise_rng = rng.spawn(3)
     ss = supersampling(size)
@@ -389,7 +450,7 @@ def render(item: tuple, size: int, rng: np.random.Generator) -> np.ndarray:
     style = figure_style(fig_rng, size)
     joints = place_pose(xy, present, size, frame)
     luma = float(luminance(np.asarray(image.reduce(ss) if ss > 1 else image, np.float32) / 255.0).mean())
-    draw_figure(image, joints, style, figure_colours(style, luma), ss)
+    draw_figure(image, joints, style, figure_colours(style, luma), ss, parts)
     if ss > 1:
         image = image.resize((size, size), Image.LANCZOS)
     return finish(np.asarray(image, np.float32) / 255.0, noise_rng, noise_rng.uniform(1.5, 6.0))

@@ -15,16 +15,22 @@ from starlette.concurrency import run_in_threadpool
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["search"])
 
+#: 052475643.jpg#0 of data/mpii/mpii_valid_2958.csv, MPII's 16 joints in image pixels
+POSE_PIXELS = [
+    [317, 412], [318, 299], [290, 274], [353, 275], [403, 299], [394, 409], [322, 275], [327, 172],
+    [329, 162], [347, 105], [296, 135], [281, 208], [296, 167], [358, 177], [387, 236], [392, 167],
+]  # fmt: skip
 EXAMPLES = {
     "captions": {"summary": "a caption set (caption stores)",
                  "value": {"label": ["a dog catches a frisbee on the grass", "a brown dog jumping"], "k": 5}},
     "vector": {"summary": "a vector (vector stores)", "value": {"label": [0.5, 1.25, -3.0], "k": 5}},
     "labels": {"summary": "a vector, answered with each hit's label",
                "value": {"label": [0.5, 1.25, -3.0], "k": 5, "include_labels": True}},
-    "pose": {"summary": "a pose (pose stores): 16 joints, [x, y] or null",
-             "value": {"label": [[620, 394], [616, 269], [573, 185], [647, 188], [661, 221], [656, 231],
-                                 [610, 187], [647, 176], [637, 189], [695, 108], [606, 217], [553, 161],
-                                 [601, 167], [692, 185], [693, 240], [688, 313]], "k": 5}},
+    "pose": {"summary": "a pose on a store of image pixels (--normalization none): 16 joints, [x, y] or null",
+             "value": {"label": POSE_PIXELS, "k": 5}},
+    "pose_raw": {"summary": "a pose in image pixels with its centre and scale, on a store normalised center_scale "
+                            "(normalised as the store's poses were; a head store takes head, a box store box)",
+                 "value": {"label": {"joints": POSE_PIXELS, "center": [316, 246.43], "scale": 2.202294}, "k": 5}},
 }  # fmt: skip
 
 
@@ -44,7 +50,10 @@ async def search(
     demand from the stored labels with the store's distance, pruned by the distance's lower bound where it has one
     (as the store's kNN lists were). Bounded as every on-demand computation (API key or loopback, the compute
     budget, the pool, cancelled when the client goes). 422 for a label the kind cannot read (the detail names what
-    is wrong), or a kind that has no JSON form for its labels.
+    is wrong), or a kind that has no JSON form for its labels. A pose store normalised by the person's centre and
+    scale (or head size, or box) takes a pose in image pixels with them, ``{"joints": [...], "center": [x, y],
+    "scale": s}``, and normalises it as its poses were; a pose lying far outside its normalised poses (raw pixels
+    sent as a list) is answered 422 saying what is needed.
 
     With ``"include_labels": true`` the answer also carries each hit's label (``labels``, in the kind's JSON
     form), so that no further request per hit is needed; 422 for a kind whose labels have no JSON form, before

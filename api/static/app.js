@@ -9,7 +9,19 @@ const state = { stores: [], shown: 0, ids: {}, label: null, pose: null };
 const QUERY_FORMS = {
   caption_wmd: { hint: "search by captions, one per line", placeholder: "a dog catches a frisbee\na brown dog on the grass" },
   vectors: { hint: "search by a vector: its numbers", placeholder: "0.5 1.25 -3" },
-  pose: { hint: "search by a pose: 16 joints, [x, y] or null (JSON)", placeholder: "[[620, 394], [616, 269], null, ...]" },
+};
+//: a pose store's search box by its normalisation (params.labels.normalization): a store of image pixels takes the
+//: joints as they are; a normalised store takes raw pixels with what its normalisation needs of the person, which
+//: the service normalises as the store's poses were (joints already normalised are typed as a list, as the item's)
+const POSE_FORMS = {
+  none: { hint: "search by a pose: its joints in image pixels, each [x, y] or null (JSON)",
+    placeholder: "[[317, 412], [318, 299], null, ...]" },
+  center_scale: { hint: "search by a pose in image pixels with the person's centre and scale (JSON); or its joints normalised as the store's, a list",
+    placeholder: '{"joints": [[317, 412], [318, 299], null, ...], "center": [316, 246], "scale": 2.2}' },
+  head: { hint: "search by a pose in image pixels with the person's centre and head size (JSON); or its joints normalised as the store's, a list",
+    placeholder: '{"joints": [[317, 412], [318, 299], null, ...], "center": [316, 246], "head": 44}' },
+  box: { hint: "search by a pose in image pixels with the person's box [x, y, w, h] (JSON); or its joints normalised as the store's, a list",
+    placeholder: '{"joints": [[317, 412], [318, 299], null, ...], "box": [270, 95, 145, 325]}' },
 };
 //: pose limbs as drawn (style.css colours them by class)
 const LIMBS = [["right", "right limbs"], ["left", "left limbs"], ["center", "spine, neck and head"]];
@@ -60,8 +72,9 @@ function drawPose(pose) {
   svg.setAttribute("viewBox", `${cx - half} ${cy - half} ${2 * half} ${2 * half}`);
   const unit = (2 * half) / 100;
   const side = (j) => {
+    if (pose.sides) return pose.sides[j];
     const name = pose.joints ? pose.joints[j] : "";
-    return name.startsWith("r_") ? "right" : name.startsWith("l_") ? "left" : "center";
+    return /^(r|right)[_\-. ]/i.test(name) ? "right" : /^(l|left)[_\-. ]/i.test(name) ? "left" : "center";
   };
   for (const [a, b] of pose.edges) {
     const p = pose.xy[a], q = pose.xy[b];
@@ -93,7 +106,7 @@ function drawLabel(label) {
 
 async function fetchLabel(store, index) {
   const label = await api(`${storePath(store)}/items/${index}/label`);
-  if (label.pose) state.pose = { joints: label.pose.joints, edges: label.pose.edges };
+  if (label.pose) state.pose = { joints: label.pose.joints, edges: label.pose.edges, sides: label.pose.sides };
   showLegend(label);
   return label;
 }
@@ -157,10 +170,16 @@ function describe(store) {
 // The store's settings of the search box: its hint and placeholder by kind.
 function prepareSearch(store) {
   const info = storeInfo(store);
-  const form = QUERY_FORMS[info && info.kind] || { hint: "search by a label (its JSON form)", placeholder: "" };
+  const form = info && info.kind === "pose" ? poseForm(info)
+    : QUERY_FORMS[info && info.kind] || { hint: "search by a label (its JSON form)", placeholder: "" };
   $("query-hint").textContent = form.hint;
   $("query").placeholder = form.placeholder;
   $("search-form").dataset.kind = info ? info.kind : "";
+}
+
+function poseForm(info) {
+  const labels = (info.params && info.params.labels) || {};
+  return POSE_FORMS[labels.normalization] || POSE_FORMS.none;
 }
 
 // One card per item of an answer ({indices, ids, distances}), as the neighbour list shows them.
@@ -256,8 +275,10 @@ function parseQuery(kind, text) {
 // What the query was, drawn like an item's label.
 function drawQuery(kind, label) {
   if (kind === "caption_wmd") return drawLabel({ texts: label });
-  if (kind === "pose" && Array.isArray(label) && state.pose) {
-    return drawLabel({ pose: { ...state.pose, xy: label, visible: label.map(() => true) } });
+  if (kind === "pose" && state.pose) {
+    let xy = label && !Array.isArray(label) && "joints" in label ? label.joints : label; // raw pixels: drawn as typed
+    if (xy && !Array.isArray(xy) && typeof xy === "object") xy = state.pose.joints.map((name) => xy[name] || null);
+    if (Array.isArray(xy)) return drawLabel({ pose: { ...state.pose, xy, visible: xy.map(() => true) } });
   }
   return drawLabel({ values: { label } });
 }

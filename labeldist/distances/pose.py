@@ -9,7 +9,7 @@ import numpy as np
 
 from labeldist.distances.base import STORED_MAX, LabelDistance, past_stored
 from labeldist.labels.base import LabelError
-from labeldist.labels.poses import MPII_JOINTS, Poses
+from labeldist.labels.poses import Poses
 
 Metric = Literal["euclidean", "sqeuclidean"]
 Missing = Literal["rescale", "skip"]
@@ -111,7 +111,7 @@ class PoseDistance(LabelDistance):
                 return f"the store's pose {str(others.ids[r - n])!r}"
             return "the label" if others is not None and n == 1 else f"pose {str(labels.ids[r])!r}"
 
-        name = MPII_JOINTS[t] if labels.n_joints == len(MPII_JOINTS) else f"joint {t}"
+        name = labels.joint_names[t]
         whose = "the label's" if place(row) == "the label" else f"{place(row)}: its"
         raise LabelError(f"{whose} values are too large for the pose distance ({self.metric}): joint {t} ({name}) "
                          f"{'xy'[axis]} spans {xy[low, t, axis]:.6g} ({place(low)}) to {xy[high, t, axis]:.6g} "

@@ -4,7 +4,8 @@ live server (issue 12, item 5).
 The page takes ``?search=TEXT`` and ``?id=ID`` by typing them into its search box and its id box and submitting
 those forms, as a user would; the DOM it ends with is compared with the API's own answers. Skipped, saying so,
 where no Chromium is installed. Screenshots are saved under ``test-artifacts/`` (``ui-search-captions.png``,
-``ui-search-pose.png``, ``ui-lookup.png``, ``ui-legend-layout.png``).
+``ui-search-pose.png``, ``ui-lookup.png``, ``ui-legend-layout.png``, ``ui-search-pose-raw.png``,
+``ui-pose-coco.png``).
 """
 
 from __future__ import annotations
@@ -61,10 +62,28 @@ def ui_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "captions": (read_karpathy_captions(root / "coco.json"), CaptionSetWMD()),
         "pose": (read_mpii_csv(MPII_CSV).subset(slice(0, N_POSE)), PoseDistance()),
         "layout": (_layouts(), LayoutMIoU()),
+        # a store normalised center_scale (the normalisation recorded: the search takes raw pixels with the person's
+        # centre and scale), and one of COCO's 17 keypoints
+        "pose-cs": (_first(read_mpii_csv(MPII_CSV, "center_scale"), N_POSE), PoseDistance()),
+        "pose-coco": (_coco_poses(root), PoseDistance()),
     }
     for name, (labels, distance) in made.items():
         write_store(stores / name, labels, distance, dataset=name, k=K, dense=False, block_rows=64)
     return stores
+
+
+def _first(poses, n: int):
+    out = poses.subset(slice(0, n))
+    out.provenance = poses.provenance
+    return out
+
+
+def _coco_poses(root: Path):
+    from labeldist.labels.poses import COCO_JOINTS, read_coco_keypoints
+    from tests.labels.test_pose_formats import SHARED, mpii_rows, write_coco
+
+    path = write_coco(root / "person_keypoints.json", mpii_rows(N_POSE), COCO_JOINTS, {c: m for m, c in SHARED.items()})
+    return read_coco_keypoints(path)
 
 
 def post(base: str, path: str, body: object) -> tuple[int, dict]:
@@ -94,7 +113,7 @@ def server(ui_stores: Path) -> Iterator[str]:
         assert post(base, "/v1/stores/captions/search", {"label": ["a dog"], "k": 1})[0] == 200
         assert post(base, "/v1/stores/pose/search", {"label": [[0, 0]] * 16, "k": 1})[0] == 200
         assert post(base, "/v1/stores/layout/search", {"label": [1, 2], "k": 1})[0] == 422
-        for store in ("captions", "pose", "layout"):
+        for store in ("captions", "pose", "layout", "pose-cs", "pose-coco"):
             get(base, f"/v1/stores/{store}/items/0/label")
             get(base, f"/v1/stores/{store}/items/0/neighbors")
         yield base
@@ -216,3 +235,53 @@ def test_a_layout_store_shows_the_legend_of_its_surfaces(server: str, tmp_path: 
     image = screenshot(tmp_path, url, "ui-legend-layout.png")
     for value in range(1, 6):  # each surface's colour is on the page: in the maps and in the legend's chips
         assert (np.abs(image - PALETTE[value].astype(int)).sum(axis=2) < 10).sum() > 100, value
+
+
+@needs_chromium
+def test_search_by_a_raw_pose_on_a_normalised_store(server: str, tmp_path: Path) -> None:
+    # the search box of a center_scale store asks for the pose in pixels with its centre and scale, and the page
+    # sends it as typed: the service normalises it as the store's poses were
+    other = read_mpii_csv(MPII_CSV).subset(slice(N_POSE, N_POSE + 1))  # a pose the store does not hold, in pixels
+    fields = MPII_CSV.read_text().splitlines()[N_POSE + 1].split(",")
+    label = {"joints": other.to_json(0), "center": [float(fields[4]), float(fields[5])], "scale": float(fields[6])}
+    url = page(server, store="pose-cs", search=json.dumps(label), k=8)
+    dom = dump_dom(tmp_path, url)
+    assert '<p id="error" role="alert" hidden="">' in dom, dom[-3000:]
+    status, want = post(server, "/v1/stores/pose-cs/search", {"label": label, "k": 8})
+    assert status == 200, want
+    indices, ids, distances = cards(dom)
+    assert indices == want["indices"] and ids == want["ids"]
+    np.testing.assert_array_equal(distances, np.float32(want["distances"]))
+    assert max(distances) < 2, "distances of normalised poses, not of pixels"
+    assert dom.count('<svg class="pose"') == 9, "the query's pose and each result's, drawn"
+    hint = html.unescape(dom[dom.index('id="query-hint"') : dom.index("</label>", dom.index('id="query-hint"'))])
+    assert "in image pixels with the person's centre and scale" in hint
+    assert '"center": [316, 246], "scale": 2.2}' in html.unescape(dom), "the placeholder shows that form"
+    screenshot(tmp_path, url, "ui-search-pose-raw.png")
+    # the same pixels as a plain list: refused, saying what is needed
+    dom = html.unescape(dump_dom(tmp_path, page(server, store="pose-cs", search=json.dumps(label["joints"]))))
+    assert re.search(r"search: 422: label: joint \d+ \(\w+\) is at \([\d.]+, [\d.]+\), far outside", dom), dom[-3000:]
+    assert "image pixels? Send" in dom
+    assert '"center": [x, y], "scale": s}' in dom and "card neighbor" not in dom
+
+
+@needs_chromium
+def test_a_coco_store_is_drawn_with_cocos_skeleton(server: str, tmp_path: Path) -> None:
+    from labeldist.labels.poses import COCO_EDGES, COCO_JOINTS
+
+    label = get(server, "/v1/stores/pose-coco/items/2/label")["pose"]
+    assert label["joints"] == list(COCO_JOINTS) and [tuple(e) for e in label["edges"]] == list(COCO_EDGES)
+    assert label["sides"][:3] == ["center", "left", "right"]
+    url = page(server, store="pose-coco", item=2, k=4)
+    dom = dump_dom(tmp_path, url)
+    assert '<p id="error" role="alert" hidden="">' in dom, dom[-3000:]
+    anchor = dom[dom.index('<section id="anchor"') : dom.index('aria-label="nearest neighbours"')]
+    drawn = [(a, b) for a, b in COCO_EDGES if label["xy"][a] and label["xy"][b]]
+    assert anchor.count('class="bone ') == len(drawn) > 6, "every bone with both joints, drawn"
+    sides = label["sides"]
+    colour = [sides[a] if sides[a] != "center" else sides[b] for a, b in drawn]  # a bone takes its first side joint's
+    for side in ("left", "right"):
+        assert anchor.count(f'class="bone {side}"') == colour.count(side) > 0, side
+    image = screenshot(tmp_path, url, "ui-pose-coco.png")
+    red = (image[..., 0] > 180) & (image[..., 1] < 90) & (image[..., 2] < 90)  # right limbs
+    assert red.sum() > 200, "right limbs drawn in their colour"

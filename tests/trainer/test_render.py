@@ -430,9 +430,20 @@ def test_the_frame_of_a_store_is_the_centre_of_its_box_rounded() -> None:
 
 
 def test_the_bones_are_the_services() -> None:
-    from labeldist.api.labelview import MPII_EDGES
+    # the renderer and the label view draw the bones the pose kind declares, by the store's joint names
+    from labeldist.api.labelview import render_label
 
-    assert render_pose.MPII_EDGES == MPII_EDGES
+    from labeldist.labels.poses import COCO_EDGES, COCO_JOINTS, MPII_EDGES
+
+    for names, edges in ((MPII_JOINTS, MPII_EDGES), (COCO_JOINTS, COCO_EDGES)):
+        arrays = {"xy": np.zeros((1, len(names), 2)), "present": np.ones((1, len(names)), np.uint8)}
+        if names != MPII_JOINTS:
+            arrays["joint_names"] = np.array(names)
+        view = render_label("pose", arrays, 1, 0, "a").pose
+        assert render_pose.figure_parts(names).edges == edges
+        assert view.joints == list(names) and [tuple(e) for e in view.edges] == list(edges)
+    assert render_pose.figure_parts(MPII_JOINTS) == (MPII_EDGES, render_pose.RIGHT, render_pose.LEFT,
+                                                     (render_pose.NECK, render_pose.HEAD_TOP))  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -559,3 +570,64 @@ def test_bad_arguments_are_refused(pose_store, tmp_path) -> None:
         render_store(pose_store, tmp_path / "r", seed=-1)
     with pytest.raises(RenderError, match="format"):
         render_store(pose_store, tmp_path / "r", fmt="gif")
+
+
+def _coco_figure() -> np.ndarray:
+    """The stick figure of :func:`_stick_figure` as COCO's 17 keypoints (its 12 limb joints, and a face), in a
+    box frame (within 0.5 of the centre)."""
+    from labeldist.labels.poses import COCO_JOINTS, MPII_JOINTS
+
+    mpii = dict(zip(MPII_JOINTS, _stick_figure()))
+    side = {"left": "l", "right": "r"}
+    face = {"nose": (0, -0.36), "left_eye": (0.02, -0.38), "right_eye": (-0.02, -0.38), "left_ear": (0.04, -0.37),
+            "right_ear": (-0.04, -0.37)}  # fmt: skip
+    return np.array([face[j] if j in face else mpii[f"{side[j.split('_')[0]]}_{j.split('_')[1]}"]
+                     for j in COCO_JOINTS], dtype=np.float64)  # fmt: skip
+
+
+def test_a_coco_pose_is_drawn_with_cocos_bones(tmp_path) -> None:
+    # the renderer draws the skeleton of the store's joint names: COCO's 19 bones for its 17 keypoints, sides by name
+    from labeldist.distances.pose import PoseDistance
+    from labeldist.labels.poses import COCO_EDGES, COCO_JOINTS, Poses
+    from labeldist.store import StoreReader
+
+    xy = _coco_figure()
+    assert np.abs(xy).max() < 0.45
+    size, seed, frame = 96, 5, render_pose.BOX_FRAME
+    present = np.ones(17, dtype=bool)
+    parts = render_pose.figure_parts(COCO_JOINTS)
+    assert parts.edges == COCO_EDGES and parts.head is None
+    assert {COCO_JOINTS[j] for j in parts.left} == {j for j in COCO_JOINTS if j.startswith("left_")}
+
+    def draw(item):
+        return render_pose.render(item, size, np.random.default_rng(seed)).astype(int)
+
+    coco = draw((xy, present, frame, COCO_JOINTS))
+    unnamed = draw((xy, present, frame))  # 17 joints named by default (joint_0, ...): no skeleton known, no bones
+    nothing = draw((xy, np.zeros(17, dtype=bool), frame))
+    joints = _pixels(xy, frame, size)
+    long_bones = [(a, b) for a, b in COCO_EDGES if np.linalg.norm(joints[a] - joints[b]) > 8]
+    assert len(long_bones) >= 8
+    for a, b in long_bones:
+        x, y = ((joints[a] + joints[b]) / 2).astype(int)
+        assert np.abs(coco[y, x] - nothing[y, x]).sum() > 30, (COCO_JOINTS[a], COCO_JOINTS[b])
+        # without the names no bone: at most the halo of a joint disc nearby, after the supersampled image is reduced
+        assert np.abs(unnamed[y, x] - nothing[y, x]).sum() <= 10, "no bone without the names"
+    # a store of such poses (box-normalised): rendered in the box frame, its items carrying the names
+    poses = Poses(np.array(["a", "b"]), np.stack([xy, xy * 0.8]), np.ones((2, 17), bool), np.ones((2, 17), bool),
+                  COCO_JOINTS)  # fmt: skip
+    poses.provenance = {"format": "coco_keypoints", "normalization": "box", "min_joints": 1, "missing_joint": "v = 0"}
+    store = _build(tmp_path / "coco", poses, PoseDistance(), "coco", "pose")
+    out = tmp_path / "r"
+    render_store(store, out, size=size, seed=seed, workers=1)
+    meta = json.loads((out / "render.json").read_text())
+    assert meta["frame"] == list(render_pose.BOX_FRAME) and meta["frame_source"] == "box default"
+    labels = StoreReader(str(store)).labels()
+    assert render_pose.item(labels, 0, frame)[3] == COCO_JOINTS
+    first = np.asarray(Image.open(out / _index(out)[0]["path"])).astype(int)
+    assert np.array_equal(first, draw(render_pose.item(labels, 0, frame))), "the store's render is the drawing above"
+    # a joint outside the frame is named by its name
+    far = xy.copy()
+    far[COCO_JOINTS.index("left_wrist")] = (0.7, 0.0)
+    with pytest.raises(RenderError, match=r"joint 9 \(left_wrist\) at \(0\.7, 0\) lies outside the frame"):
+        draw((far, present, frame, COCO_JOINTS))
