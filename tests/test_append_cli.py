@@ -68,8 +68,8 @@ def test_the_grown_store_equals_a_precompute_of_every_item(made, store, capsys) 
 def test_help_lists_the_kinds_options_with_the_stores_values(store, capsys) -> None:
     rc, out, _ = run_cli(capsys, "append", store, "--help")
     text = " ".join(out.split())
-    assert rc == 0 and "--normalization {none,head,center_scale}" in text
-    assert "person scale (default: center_scale)" in text  # the store's, where precompute's default is none
+    assert rc == 0 and "--normalization {none,head,center_scale," in text
+    assert "box_w, box_h) (default: center_scale)" in text  # the store's, where precompute's default is none
     assert "--dense-limit SIZE largest dense matrix the grown store may have (default: 1GiB)" in text
 
 
