@@ -1,7 +1,7 @@
 """Room layouts: H x W surface-label maps (the label set), and a reader and a writer for folders of them.
 
 A layout map gives, for every pixel, the room surface seen there, with the LSUN room-layout challenge's
-surface order (``data/lsun/lsun_layout_types.json``):
+surface order (``lsun_layout_types.json``, beside this module: installed with the package):
 
 ====== =========== ==========================================================
 value  surface     meaning
@@ -42,7 +42,7 @@ SURFACES = ("floor", "middle_wall", "right_wall", "left_wall", "ceiling")
 #: label value of "no surface"; surfaces are 1..5 in the order of SURFACES
 UNLABELLED = 0
 FLOOR, MIDDLE_WALL, RIGHT_WALL, LEFT_WALL, CEILING = 1, 2, 3, 4, 5
-LSUN_TYPES_PATH = Path(__file__).resolve().parents[2] / "data" / "lsun" / "lsun_layout_types.json"
+LSUN_TYPES_PATH = Path(__file__).with_name("lsun_layout_types.json")
 MAP_SUFFIXES = (".npy", ".png")
 #: PIL modes whose pixel values are label values (a palette image's values are its palette indices)
 _LABEL_PNG_MODES = ("L", "P", "I", "I;16", "1")
@@ -69,7 +69,7 @@ class LayoutType:
 
 @lru_cache(maxsize=4)
 def load_layout_types(path: str | os.PathLike[str] | None = None) -> dict[int, LayoutType]:
-    """The LSUN layout types by id, read from ``data/lsun/lsun_layout_types.json`` (or ``path``)."""
+    """The LSUN layout types by id, read from ``lsun_layout_types.json`` beside this module (or ``path``)."""
     path = Path(path) if path is not None else LSUN_TYPES_PATH
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +14,8 @@ from labeldist.labels.layouts import (
     write_layout_maps,
 )
 from labeldist.labels.lsun_rooms import LayoutPrior, generate_layouts
-from tests.conftest import DATA
 
-TYPES_JSON = DATA / "lsun" / "lsun_layout_types.json"
+TYPES_JSON = Path(__file__).resolve().parents[2] / "labeldist" / "labels" / "lsun_layout_types.json"
 
 
 def _expected_visible(layout_type: int) -> list[bool]:
