@@ -40,7 +40,7 @@ if [ ! -f "$MODELS/sts-bi-cosine/labeldist_sts.json" ]; then
 fi
 # shellcheck disable=SC2086
 $LABELDIST precompute sentences "$DATA/coco/coco_karpathy_test.json" --knn-only --k 100 \
-    --model "$MODELS/sts-bi-cosine" --train "$DATA/stsb/sts-train.csv" \
+    --scorer coarse_to_fine --model "$MODELS/sts-bi-cosine" --train "$DATA/stsb/sts-train.csv" \
     --out "$STORES/coco_karpathy_test-sentence_relevance" $CLUSTER
 
 for store in "$STORES"/*/; do

@@ -4,8 +4,9 @@ Visual-Semantic Embedding", AAAI 2020, §3.3), kind ``sentence_relevance``.
 Four scorers (``scorer=``), each a symmetric function of the two sentences with :math:`R(s,s) = 1`:
 
 - ``"cbow"``: :math:`R_c`, cosine of averaged word vectors (clipped to [0, 1]);
-- ``"bert"``: :math:`R_B`, the model ``model`` alone — a bi-encoder (cosine of embeddings) or a cross-encoder
-  (sigmoid output averaged over both orders of the pair);
+- ``"bert"`` (the default, :data:`labeldist.sts.cascade.DEFAULT_SCORER`): :math:`R_B`, the model ``model``
+  alone — a bi-encoder (cosine of embeddings) or a cross-encoder (sigmoid output averaged over both orders of the
+  pair);
 - ``"coarse_to_fine"`` (the paper's): :math:`R = R_B` where :math:`R_c \ge \theta_c`, else :math:`R_c`
   (``below="coarse"``, the paper's text) or 0 (``below="zero"``, the paper's code); BERT is called only for
   pairs at or above the threshold;
@@ -37,7 +38,7 @@ import numpy as np
 
 from labeldist.distances.base import LabelDistance
 from labeldist.labels.sentences import Sentences
-from labeldist.sts.cascade import DEFAULT_BELOW, check_below
+from labeldist.sts.cascade import DEFAULT_BELOW, DEFAULT_SCORER, check_below
 from labeldist.sts.models import (
     PACKAGED,
     architecture,
@@ -83,7 +84,8 @@ class SentenceRelevance(LabelDistance):
 
     Parameters
     ----------
-    scorer : ``"cbow"``, ``"bert"``, ``"coarse_to_fine"`` (default) or ``"cascade"``.
+    scorer : ``"cbow"``, ``"bert"`` (the default, :data:`~labeldist.sts.cascade.DEFAULT_SCORER`),
+        ``"coarse_to_fine"`` or ``"cascade"``.
     model : the BERT of ``"bert"`` / ``"coarse_to_fine"`` (bi- or cross-encoder), the bi-encoder of
         ``"cascade"``: a model folder (e.g. from ``labeldist sts fit``) or ``"all-MiniLM-L6-v2"`` (packaged).
     cbow_threshold : :math:`\theta_c`, needed by ``"coarse_to_fine"`` and ``"cascade"``; calibrate it with
@@ -111,7 +113,7 @@ class SentenceRelevance(LabelDistance):
 
     def __init__(
         self,
-        scorer: str = "coarse_to_fine",
+        scorer: str = DEFAULT_SCORER,
         model: str = PACKAGED,
         cbow_threshold: float | None = None,
         below: str | None = None,

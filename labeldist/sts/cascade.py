@@ -32,6 +32,15 @@ from labeldist.sts.stsb import StsPairs
 
 #: what a pair under the threshold gets
 BELOW = ("coarse", "zero")
+#: the scorer of a new store unless told (``SentenceRelevance(scorer=)``, ``--scorer``): BERT alone, chosen on
+#: measurements (benchmarks/bench_cbow_gate.py; BENCHMARKS.md, "CBoW gate: recall and speed-up"). With the default
+#: model, a bi-encoder, coarse-to-fine embeds every sentence all the same: as many BERT calls, and 0.97-1.00x the
+#: CPU time of BERT alone. Its CBoW gate, at the calibrated 0.728, drops 4.4 % of each caption's BERT top 10 on
+#: the 25,009 captions (a twentieth of the captions lose 3 or more) and 25 % on the STS-B dev sentences: "a kitten
+#: naps in the sunlight near a window" ends at distance 1 from "a cat sleeps on a sunny windowsill". The gate pays
+#: only in front of a cross-encoder, which scores pairs. A store records its scorer: one made under the old
+#: default, ``coarse_to_fine``, keeps it.
+DEFAULT_SCORER = "bert"
 #: share of STS-B training pairs the default CBoW threshold lets through: 0.9 gives 0.728 with GloVe-50 (stop
 #: words dropped), which keeps dev Pearson at 0.85 with the bi-encoder fine-tuned on STS-B (alone: 0.90) and at
 #: 0.82 with the zero-shot one (alone: 0.87), ``below="zero"``; benchmarks/bench_sts.py prints the whole sweep
@@ -151,3 +160,24 @@ def threshold_for_candidates(
             rel[~gate(r)] = -np.inf
         values.append(rel.ravel())
     return threshold_for_share(np.concatenate(values), candidates / (n - 1))
+
+
+def topk_recall(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """Per row, the share of ``reference``'s neighbours that ``candidate``'s list of the same row also holds.
+
+    Both are (n, k) neighbour indices (as :func:`labeldist.knn.topk_rows` returns, -1 for padding): e.g. each
+    sentence's top k under BERT alone and under coarse-to-fine. A row whose reference list is all padding
+    counts as fully kept (1.0): there was nothing to lose. Returns (n,) float64 in [0, 1].
+
+    >>> topk_recall(np.array([[1, 2, 3], [0, 2, -1]]), np.array([[3, 1, 5], [1, 0, 2]])).tolist()
+    [0.6666666666666666, 1.0]
+    """
+    reference, candidate = np.asarray(reference), np.asarray(candidate)
+    if reference.shape[0] != candidate.shape[0]:
+        raise ValueError(f"{reference.shape[0]} reference rows against {candidate.shape[0]} candidate rows")
+    out = np.ones(len(reference), dtype=np.float64)
+    for r, (ref, cand) in enumerate(zip(reference, candidate)):
+        ref = ref[ref >= 0]
+        if len(ref):
+            out[r] = np.isin(ref, cand[cand >= 0]).sum() / len(ref)
+    return out

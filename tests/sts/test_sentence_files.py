@@ -259,15 +259,16 @@ def test_bad_plain_files_are_one_line_naming_file_and_line(tmp_path, capsys):
 
 def test_a_plain_file_makes_a_store_through_the_command(dask_client, tmp_path, monkeypatch, capsys):
     """The whole command on a .txt, run from a folder that is not the repository: the default --train (the
-    CBoW gate's calibration) is found, and the store holds the file's sentences under their line numbers."""
+    CBoW gate's calibration, under --scorer coarse_to_fine) is found, and the store holds the file's sentences
+    under their line numbers."""
     from labeldist.store import StoreReader
     from tests.conftest import check_store
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "s.txt").write_text("A dog runs in the park.\nA cat sleeps on the sofa.\nTwo men play chess.\n"
                                     "A man is riding a horse.\n")  # fmt: skip
-    code = main(["precompute", "sentences", "s.txt", "--k", "2", "--scheduler", dask_client.scheduler.address,
-                 "--out", "store", "--no-progress"])  # fmt: skip
+    code = main(["precompute", "sentences", "s.txt", "--scorer", "coarse_to_fine", "--k", "2", "--scheduler",
+                 dask_client.scheduler.address, "--out", "store", "--no-progress"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     check_store(tmp_path / "store")
     reader = StoreReader(str(tmp_path / "store"))
@@ -316,14 +317,17 @@ def test_without_shipped_stsb_files_the_options_are_required(tmp_path, monkeypat
         capsys, monkeypatch, "precompute", "sentences"
     )
     (tmp_path / "s.txt").write_text("A dog runs.\nA cat sleeps.\n")
-    for command in (["precompute", "sentences", "s.txt", "--out", "store"], ["sts", "fit", "--out", "model"],
-                    ["sts", "eval", "--dev", str(STS_DEV)]):  # fmt: skip
+    gated = ["--scorer", "coarse_to_fine"]  # the CBoW gate is calibrated on the training file
+    for command in (["precompute", "sentences", "s.txt", *gated, "--out", "store"], ["sts", "fit", "--out", "model"],
+                    ["sts", "eval", *gated, "--dev", str(STS_DEV)]):  # fmt: skip
         capsys.readouterr()
         assert main(command) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--train: no STS-B file given" in err and "pass --train FILE" in err, err
         assert not (tmp_path / "store").exists() and not (tmp_path / "model").exists()
     labels, distance, _ = commands.load_sentences(
-        build_parser().parse_args(["precompute", "sentences", "s.txt", "--cbow-threshold", "0.8"])
+        build_parser().parse_args(["precompute", "sentences", "s.txt", *gated, "--cbow-threshold", "0.8"])
     )
     assert len(labels) == 2 and distance.cbow_threshold == 0.8, "a given threshold needs no STS-B file"
+    labels, distance, _ = commands.load_sentences(build_parser().parse_args(["precompute", "sentences", "s.txt"]))
+    assert len(labels) == 2 and distance.scorer == "bert", "nor does the default scorer, BERT alone"

@@ -108,8 +108,11 @@ def test_a_store_records_its_fine_tuned_model_and_refuses_a_retrained_one(dask_c
 
     model, out = tmp_path / "sts-bi-cosine", tmp_path / "store"
     tiny_bi(0, model)
-    command = ["precompute", "sentences", str(COCO), "--limit", "20", "--model", str(model), "--knn-only", "--k",
-               "3", "--scheduler", dask_client.scheduler.address, "--out", str(out), "--no-progress"]  # fmt: skip
+    # the main job's command (tools/main_job.sh): coarse-to-fine, the paper's scorer, named since it is no longer the
+    # default
+    command = ["precompute", "sentences", str(COCO), "--limit", "20", "--scorer", "coarse_to_fine", "--model",
+               str(model), "--knn-only", "--k", "3", "--scheduler", dask_client.scheduler.address, "--out", str(out),
+               "--no-progress"]  # fmt: skip
     assert main(command) == 0
     check_store(out)
     params = StoreReader(str(out)).manifest["params"]
