@@ -54,8 +54,8 @@ from labeldist.engine import (
     dask_client,
     dense_bytes,
     finish_replacement,
+    knn_search,
     mirror_square,
-    pruned_block_kernel,
     replace_with_staged,
     symmetric_todo,
 )
@@ -154,21 +154,6 @@ def old_rows_merged(
     return merged_idx, merged_dist, computed
 
 
-def new_rows_knn(
-    labels: LabelSet, distance: LabelDistance, start: int, stop: int, k: int
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """The kNN lists of new rows ``start:stop`` among every item, found as precompute finds a kNN-only store's:
-    the distance's own search, else lower-bound pruning, else whole rows."""
-    searched = distance.knn_block(labels, start, stop, k)
-    if searched is None:
-        searched = pruned_block_kernel(labels, distance, start, stop, k)
-    if searched is not None:
-        return searched
-    rows = _checked_block(distance, labels, start, stop, 0)
-    indices, dists = topk_rows(rows, k, exclude=np.arange(start, stop))
-    return indices, dists, rows.size
-
-
 def merge_rows(n_new: int) -> int:
     """Old rows merged at a time: their (rows, new items) float64 block stays under :data:`MERGE_BYTES`."""
     return max(1, MERGE_BYTES // (8 * max(n_new, 1)))
@@ -208,7 +193,7 @@ def compute_appended_block(
             )
             pairs += computed
         if stop > split:
-            indices[split - start :], dists[split - start :], computed = new_rows_knn(labels, distance, split, stop, k)
+            indices[split - start :], dists[split - start :], computed = knn_search(labels, distance, split, stop, k)
             pairs += computed
     write_block(url, start, indices, dists, rows, block, pairs)
     return block

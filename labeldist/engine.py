@@ -197,22 +197,34 @@ def pruned_block_kernel(
     return pruned_topk(lower, exact, k, exclude=np.arange(start, stop))
 
 
+def knn_search(
+    labels: LabelSet, distance: LabelDistance, start: int, stop: int, k: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The k nearest of rows ``start:stop`` among all items, as a kNN-only store finds them: the distance's own
+    search where it has one (:meth:`LabelDistance.knn_block`: FAISS for vectors), else lower-bound pruning where
+    it has a bound, else whole rows. Returns indices, distances and the number of exact distances computed."""
+    searched = distance.knn_block(labels, start, stop, k)
+    if searched is None:
+        searched = pruned_block_kernel(labels, distance, start, stop, k)
+    if searched is not None:
+        return searched
+    _, indices, dists = block_kernel(labels, distance, start, stop, k)
+    return indices, dists, (stop - start) * len(labels)
+
+
 def compute_block(
     block: int, *, labels: LabelSet, distance: LabelDistance, url: str, k: int, block_rows: int, dense: bool
 ) -> int:
-    """One Dask task: compute row block ``block`` and write it into the store at ``url``. Its kNN lists come from
-    the distance's own search where it has one and the store is kNN-only (:meth:`LabelDistance.knn_block`: FAISS
-    for vectors), else from lower-bound pruning where it has a bound, else from whole rows."""
+    """One Dask task: compute row block ``block`` and write it into the store at ``url``: whole rows in a dense
+    store, else the lists of :func:`knn_search`."""
     start, stop = block_range(block, len(labels), block_rows)
-    searched = None if dense else distance.knn_block(labels, start, stop, k)
-    pruned = None if dense or searched is not None else pruned_block_kernel(labels, distance, start, stop, k)
-    if searched is not None or pruned is not None:
-        indices, dists, n_exact = searched if searched is not None else pruned
-        rows = None
-    else:
+    if dense:
         rows, indices, dists = block_kernel(labels, distance, start, stop, k)
         n_exact = (stop - start) * len(labels)
-    write_block(url, start, indices, dists, rows if dense else None, block, n_exact)
+    else:
+        rows = None
+        indices, dists, n_exact = knn_search(labels, distance, start, stop, k)
+    write_block(url, start, indices, dists, rows, block, n_exact)
     return block
 
 
