@@ -15,7 +15,7 @@ Builds what is missing under ``--work`` (and reuses what is there; ``--rebuild``
 Then starts ``labeldist serve --stores WORK/stores`` on a free port of 127.0.0.1. It asks both stores for the
 same 8 pairwise minibatches (same seed) and checks that they draw the same items and that the dense matrix holds
 the values the kNN-only store computes on demand. It has the service read the dense matrix's row blocks once
-(timed), then measures the minibatches/s the trainer receives: :class:`labeldist.trainer.data.MinibatchStream` (size 50,
+(timed), then measures the minibatches/s the trainer receives: :class:`labeldist.client.data.MinibatchStream` (size 50,
 5 neighbours, 8 anchors per request, prefetch depth 8 on 2 threads) over dummy features, a warm-up, then a fixed
 number of steps, ``--repeats`` times, median. Each repeat uses a new seed, so few pairs come from the service's
 cache of computed pairs. Each store is measured with and without the pairwise matrix (without: the
@@ -42,8 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from labeldist.trainer.client import LabelDistClient  # noqa: E402
-from labeldist.trainer.data import FeatureInputs, MinibatchStream  # noqa: E402
+from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream  # noqa: E402
 from serving import start_service, tree_cpu_seconds  # noqa: E402
 
 from labeldist.store import read_manifest  # noqa: E402

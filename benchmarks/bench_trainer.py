@@ -24,7 +24,7 @@ and without the prefetch queue) against the time of one training step of the MLP
 
 both modes start ``labeldist serve`` on a free port (or uses ``--url``), then measures:
 
-1. minibatches/s of :class:`labeldist.trainer.data.MinibatchStream` (size 150, 5 neighbours, as Kim et al. for poses),
+1. minibatches/s of :class:`labeldist.client.data.MinibatchStream` (size 150, 5 neighbours, as Kim et al. for poses),
    with prefetch (threads x depth) and without (one request at a time, consumed as it arrives), and with the
    pairwise matrix the ladder loss needs;
 2. one optimiser step of the MLP head (in -> 512 -> 128) with the log-ratio loss on 150 items, on this CPU
@@ -49,8 +49,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from labeldist.trainer.client import LabelDistClient  # noqa: E402
-from labeldist.trainer.data import FeatureInputs, MinibatchStream  # noqa: E402
+from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream  # noqa: E402
 from labeldist.trainer.fit import FitConfig, autocast, default_loader_workers, fit, pick_device  # noqa: E402
 from labeldist.trainer.images import open_images  # noqa: E402
 from labeldist.trainer.losses import LogRatioLoss  # noqa: E402

@@ -22,10 +22,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from labeldist.client import InputError, ServiceError
 from labeldist.trainer.augment import AUGMENT_NAMES, AugmentationError
 from labeldist.trainer.checkpoints import CheckpointError
-from labeldist.trainer.client import ServiceError
-from labeldist.trainer.data import InputError
 from labeldist.trainer.losses import LOSSES
 from labeldist.trainer.models import BACKBONES, WeightsError
 from labeldist.trainer.recipes import (

@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from labeldist.client import FeatureInputs, LabelDistClient
 from labeldist.trainer.checkpoints import CheckpointError, describe_model, load_checkpoint
-from labeldist.trainer.client import LabelDistClient
-from labeldist.trainer.data import FeatureInputs
 from labeldist.trainer.fit import autocast, default_loader_workers, pick_device
 from labeldist.trainer.metrics import retrieval_metrics
 
@@ -69,7 +68,7 @@ def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, devic
                  batch: int = 256, progress: bool | None = False) -> np.ndarray:  # fmt: skip
     """Embeddings (float32) of the images of ``indices`` (eval transform), decoded by ``workers`` processes;
     ``progress`` as :func:`labeldist.progress.progress_bar`'s ``enabled``."""
-    from labeldist.trainer.loader import PASSED_ON, worker_message
+    from labeldist.client.loader import PASSED_ON, worker_message
 
     from labeldist.progress import progress_bar
 

@@ -2,7 +2,7 @@
 
 Inputs are a feature array indexed like the store (an MLP head learns over it) or images (``images``: a
 torchvision ResNet with an embedding head, images decoded and augmented in DataLoader worker processes, see
-:mod:`labeldist.trainer.images` and :mod:`labeldist.trainer.loader`).
+:mod:`labeldist.trainer.images` and :mod:`labeldist.client.loader`).
 
 Device: CUDA when present (mixed precision: bfloat16 autocast where supported, else float16 with a gradient
 scaler; the loss always in float32; channels-last convolutions; optional ``torch.compile``), else CPU. Every
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, MinibatchStream, Source
 from labeldist.trainer.augment import augment, resolve_augmentation, step_generator
 from labeldist.trainer.checkpoints import (
     CheckpointError,
@@ -38,8 +39,6 @@ from labeldist.trainer.checkpoints import (
     same_model,
     save_checkpoint,
 )
-from labeldist.trainer.client import LabelDistClient
-from labeldist.trainer.data import FeatureInputs, InputError, Inputs, MinibatchStream, Source
 from labeldist.trainer.images import device_images
 from labeldist.trainer.losses import make_loss
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding

@@ -38,8 +38,8 @@ from typing import Literal
 
 import numpy as np
 import torch
+from labeldist.client import InputError
 from labeldist.trainer.augment import EVAL_RESIZE, EVALS, eval_transform  # noqa: F401 (EVAL_RESIZE: its old home)
-from labeldist.trainer.data import InputError
 
 #: a render folder's index (trainer render writes it)
 INDEX = "index.csv"
@@ -207,7 +207,7 @@ class ImageInputs:
     ``train``, ``flip`` and ``crop_scale`` are the old signature's, accepted and ignored but for ``train=False``
     with no ``transform``, which keeps its old meaning: the old eval transform ("center_crop")."""
 
-    #: decoded in DataLoader worker processes (labeldist.trainer.loader), never in the prefetch threads
+    #: decoded in DataLoader worker processes (labeldist.client.loader), never in the prefetch threads
     needs_processes = True
 
     def __init__(self, paths: Sequence[Path], size: int, transform: str | None = None, *, train: bool | None = None,

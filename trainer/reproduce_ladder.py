@@ -37,9 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from labeldist.client import FeatureInputs, LabelDistClient
 from labeldist.trainer.checkpoints import load_checkpoint
-from labeldist.trainer.client import LabelDistClient
-from labeldist.trainer.data import FeatureInputs
 from labeldist.trainer.evaluate import embed, evaluate, label_distance_matrix
 from labeldist.trainer.fit import LOG, FitConfig, fit, pick_device
 from labeldist.trainer.losses import LadderLoss

@@ -10,7 +10,7 @@ import socket
 import httpx
 import numpy as np
 import pytest
-from labeldist.trainer.client import LabelDistClient, RequestRejected, ServiceUnavailable, StoreNotFound
+from labeldist.client.http import LabelDistClient, RequestRejected, ServiceUnavailable, StoreNotFound
 
 
 def npz(**arrays: np.ndarray) -> bytes:
@@ -50,7 +50,7 @@ def test_gives_up_after_the_retries_naming_the_url_and_the_last_answer() -> None
 
 def test_backoff_doubles_between_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     waits: list[float] = []
-    monkeypatch.setattr("labeldist.trainer.client.time.sleep", waits.append)
+    monkeypatch.setattr("labeldist.client.http.time.sleep", waits.append)
 
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from labeldist.trainer.client import Batches
-from labeldist.trainer.data import FeatureInputs, MinibatchStream
+from labeldist.client import Batches, FeatureInputs, MinibatchStream
 
 N = 23
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from labeldist.client import LabelDistClient
 from labeldist.trainer.cli import main
-from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.evaluate import evaluate, plot_curves
 from labeldist.trainer.fit import FitConfig, fit
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing  # noqa: F401 (the shared-memory reductions of ForkingPickler)
+from labeldist.client import MinibatchStream
 from labeldist.client.local import LocalSource
 from labeldist.trainer.augment import eval_transform
-from labeldist.trainer.data import MinibatchStream
 from labeldist.trainer.images import (
     IMAGE_INPUTS,
     CachedImages,

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from labeldist.client import LabelDistClient
 from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
-from labeldist.trainer.client import LabelDistClient
 from labeldist.trainer.evaluate import ImageSource, evaluate
 from labeldist.trainer.fit import FitConfig, fit
 from labeldist.trainer.images import ImageInputError, ImageInputs, image_paths, open_images, read_index

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import labeldist.client.prefetch
 import pytest
-from labeldist.trainer.prefetch import Prefetcher
+from labeldist.client.prefetch import Prefetcher
 
 #: how long a test waits for a producer thread: long, the machine may be a busy 2-core one
 WAIT = 60.0

@@ -103,9 +103,8 @@ def test_a_resumed_run_continues_the_decay(pose_store, features, tmp_path) -> No
 def test_fit_on_stores_draws_the_same_minibatches_and_losses_as_through_the_service(
     pose_store, service, features, tmp_path
 ) -> None:
+    from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream
     from labeldist.client.local import LocalSource
-    from labeldist.trainer.client import LabelDistClient
-    from labeldist.trainer.data import FeatureInputs, MinibatchStream
 
     inputs = FeatureInputs(str(features))
     with LabelDistClient(service) as http, LocalSource(pose_store) as local:

@@ -11,7 +11,7 @@ REDUCTIONS = ("mean", "sum", "none")
 
 
 class BatchLoss(nn.Module):
-    """A loss over dense-triplet minibatches (anchor first), as :class:`labeldist.trainer.data.Minibatch` holds them.
+    """A loss over dense-triplet minibatches (anchor first), as :class:`labeldist.client.data.Minibatch` holds them.
 
     ``forward(embeddings, distances, pairwise=None)`` takes embeddings ``(B, n, d)`` (or ``(n, d)`` for one
     minibatch), the label distances from each anchor to its ``n - 1`` items ``(B, n - 1)`` and, for losses
