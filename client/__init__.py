@@ -10,7 +10,7 @@ The data flows labels -> distances -> engine -> store -> api -> client -> traine
 service (``labeldist.api``) nor the trainer (``labeldist.trainer``).
 """
 
-from labeldist.client.data import FeatureInputs, InputError, Inputs, Minibatch, MinibatchStream, Source
+from labeldist.client.data import FeatureInputs, Minibatch, MinibatchStream, Source
 from labeldist.client.http import (
     Batches,
     LabelDistClient,
@@ -19,6 +19,7 @@ from labeldist.client.http import (
     ServiceUnavailable,
     StoreNotFound,
 )
+from labeldist.client.inputs import InputError, Inputs
 from labeldist.client.local import LocalSource, draw_batch_items
 from labeldist.client.pml import binary_split, pml_labels, pml_triplets
 from labeldist.client.prefetch import Prefetcher

@@ -5,9 +5,10 @@ in label space and random others, with the label distances from the anchor to ev
 loss, the batch's whole pairwise matrix). A :class:`Source` draws them: the service (``POST
 /v1/stores/{store}/batches`` through :class:`~labeldist.client.http.LabelDistClient`) or a store read in this
 process (:class:`~labeldist.client.local.LocalSource`, the same draws for the same seed, no server). This module
-adds each item's *input* (a row of a feature array indexed like the store, or any :class:`Inputs`, such as the
-trainer's images) and feeds them to the training loop ahead of time (background threads, or DataLoader worker
-processes: :mod:`labeldist.client.loader`), so the loop never waits on the source while results are ready.
+adds each item's *input* (a row of a feature array indexed like the store, or any
+:class:`~labeldist.client.inputs.Inputs`, such as the trainer's images) and feeds them to the training loop ahead
+of time (background threads, or DataLoader worker processes: :mod:`labeldist.client.loader`), so the loop never
+waits on the source while results are ready.
 
 Paper settings: batch size 150 for poses and 50 for captions, ``neighbors`` k = 5.
 """
@@ -25,6 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from labeldist.client.http import Batches
+from labeldist.client.inputs import InputError, Inputs
+from labeldist.client.loader import steps_in_processes
 from labeldist.client.prefetch import Prefetcher
 from torch.utils.data import IterableDataset
 
@@ -52,20 +55,6 @@ class Source(Protocol):
 
     def fresh(self) -> Source:
         """The same source with its own connections or files, for a forked worker process."""
-        ...
-
-
-class InputError(ValueError):
-    """Inputs that do not fit the store or cannot be read; the message is one line naming the file."""
-
-
-class Inputs(Protocol):
-    """Per-item model inputs, indexed like the store (row ``i`` is store item ``i``)."""
-
-    n_items: int
-
-    def __call__(self, indices: np.ndarray) -> torch.Tensor:
-        """Inputs of ``indices`` (any shape), as a float tensor of shape ``indices.shape + item shape``."""
         ...
 
 
@@ -272,8 +261,6 @@ class MinibatchStream(IterableDataset):
         skip = r % steps_per_request
         stop = self.epochs * self.requests_per_epoch
         if self.processes is not None:
-            from labeldist.client.loader import steps_in_processes
-
             steps = steps_in_processes(
                 self, first, stop, workers=self.processes, prefetch=self.prefetch, pin_memory=self.pin_memory
             )

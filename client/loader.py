@@ -20,22 +20,34 @@ import copy
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
-from labeldist.client.data import InputError
 from labeldist.client.http import ServiceError
+from labeldist.client.inputs import InputError
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from labeldist.store import StoreError
 
-if TYPE_CHECKING:
-    from labeldist.client.data import Minibatch, MinibatchStream
+#: a step of a stream (a :class:`~labeldist.client.data.Minibatch`)
+T = TypeVar("T")
 
 #: errors a worker hands back as a message, re-raised in the training process with their own type (InputError
 #: covers the trainer's ImageInputError; StoreError a store read in-process by LocalSource)
 PASSED_ON = (InputError, ServiceError, StoreError)
+
+
+class Stream(Protocol[T]):
+    """What the workers use of a stream, a :class:`~labeldist.client.data.MinibatchStream` (whose module imports
+    this one, not the other way): its source ``client`` (each forked worker takes ``client.fresh()``), ``seed``,
+    ``requests_per_epoch``, and ``_fetch(request)``, the steps of one request."""
+
+    client: Any
+    seed: int
+    requests_per_epoch: int
+
+    def _fetch(self, request: int) -> list[T]: ...
 
 
 @dataclass
@@ -62,11 +74,11 @@ class _Requests(IterableDataset):
     """Requests ``first..stop`` of a :class:`~labeldist.client.data.MinibatchStream`, split between the loader's
     workers."""
 
-    def __init__(self, stream: MinibatchStream, first: int, stop: int) -> None:
+    def __init__(self, stream: Stream[Any], first: int, stop: int) -> None:
         super().__init__()
         self.stream, self.first, self.stop = stream, first, stop
 
-    def __iter__(self) -> Iterator[list[Minibatch] | _Failed]:
+    def __iter__(self) -> Iterator[list[Any] | _Failed]:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         stream = self.stream
@@ -86,8 +98,8 @@ class _Requests(IterableDataset):
 
 
 def steps_in_processes(
-    stream: MinibatchStream, first: int, stop: int, *, workers: int, prefetch: int, pin_memory: bool
-) -> Iterator[list[Minibatch]]:
+    stream: Stream[T], first: int, stop: int, *, workers: int, prefetch: int, pin_memory: bool
+) -> Iterator[list[T]]:
     """The results of requests ``first..stop`` in order, made by ``workers`` processes (0: this one), up to about
     ``prefetch`` requests ahead."""
     options = {}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import sys
 from collections.abc import Iterator, Sequence
 
 #: the modules each extra installs (import names), as pyproject.toml's [project.optional-dependencies] lists them
@@ -106,19 +105,3 @@ def needed(extra: str, what: str) -> Iterator[None]:
         if OWNER.get(top) is None:
             raise
         raise MissingExtra(what, extra, [top]) from e
-
-
-def trainer_main(argv: Sequence[str] | None = None) -> int:
-    """The ``trainer`` command: one line naming [train] where its packages are missing, else
-    :func:`labeldist.trainer.cli.main` (whose modules import torch as they load)."""
-    try:
-        require("trainer", "train")
-        from labeldist.trainer.cli import main
-    except ModuleNotFoundError as e:
-        extra = extra_of(e)
-        if extra is None:
-            raise
-        missing = e.missing if isinstance(e, MissingExtra) else [(e.name or "").partition(".")[0]]
-        print(f"trainer: error: {message('trainer', extra, missing)}", file=sys.stderr)
-        return 2
-    return main(argv)

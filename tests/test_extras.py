@@ -7,6 +7,7 @@ or ``find_spec`` not finding it); tests/test_base_install.py runs the commands w
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import importlib.util
 import pickle
@@ -19,6 +20,7 @@ from packaging.requirements import Requirement
 
 from labeldist import extras
 from labeldist.cli import main
+from labeldist.entrypoints import trainer_main
 from tests.conftest import DATA
 
 try:
@@ -162,7 +164,7 @@ def test_a_missing_package_met_while_working_names_the_extra_too(hide, monkeypat
 
 def test_the_trainer_command_without_torch_says_so_in_one_line(hide, capsys) -> None:
     hide("torch", "pytorch_metric_learning")
-    assert extras.trainer_main(["fit", "--help"]) == 2
+    assert trainer_main(["fit", "--help"]) == 2
     assert one_line(capsys.readouterr().err) == (
         "trainer: error: trainer needs the [train] extra: pip install 'labeldist[train]' "
         "(not installed: torch, pytorch_metric_learning)"
@@ -171,5 +173,16 @@ def test_the_trainer_command_without_torch_says_so_in_one_line(hide, capsys) -> 
 
 def test_the_trainer_command_with_torch_is_the_trainer(capsys) -> None:
     with pytest.raises(SystemExit) as done:
-        extras.trainer_main(["--help"])
+        trainer_main(["--help"])
     assert done.value.code == 0 and "usage: " in capsys.readouterr().out
+
+
+def test_the_trainer_script_is_the_entry_point_in_front_of_the_trainer_and_extras_imports_no_part() -> None:
+    """pyproject's ``trainer`` script is labeldist.entrypoints' guard; labeldist.extras, a bottom-layer module that
+    the engine's modules use, imports no other module of labeldist (the trainer's least of all)."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["trainer"] == "labeldist.entrypoints:trainer_main"
+    imported = [n.module if isinstance(n, ast.ImportFrom) else a.name
+                for n in ast.walk(ast.parse((ROOT / "labeldist" / "extras.py").read_text()))
+                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names]  # fmt: skip
+    assert not [m for m in imported if m and m.startswith("labeldist")], imported

@@ -45,8 +45,9 @@ def test_the_wheel_claims_only_the_name_labeldist(wheel: Path) -> None:
         assert module in names, module
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    # trainer: labeldist.trainer.cli:main behind the one line naming [train] where torch is missing (labeldist.extras)
-    assert "labeldist = labeldist.cli:main" in text and "trainer = labeldist.extras:trainer_main" in text
+    # trainer: labeldist.trainer.cli:main behind the one line naming [train] where torch is missing
+    # (labeldist.entrypoints)
+    assert "labeldist = labeldist.cli:main" in text and "trainer = labeldist.entrypoints:trainer_main" in text
 
 
 def test_the_wheel_installs_in_a_clean_venv_and_its_commands_run(wheel: Path, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@
 numbers, strings, lists, tuples, dicts: nothing is called), and :func:`save_checkpoint` writes only such data
 (numpy arrays and scalars become tensors and Python numbers; anything else is refused when saving, rather than
 found unreadable when resuming). This module is the only place in the project that calls ``torch.load``
-(``tests/trainer/test_checkpoints.py`` checks it).
+(``tests/trainer/test_checkpoints.py`` checks it). It knows no model: the model of a checkpoint is built by
+:func:`labeldist.trainer.models.load_checkpoint`, and the models read ``--weights`` through this module.
 """
 
 from __future__ import annotations
@@ -163,17 +164,3 @@ def load_weights(module: nn.Module, weights: Mapping[str, Any], what: str, confi
         raise CheckpointError(f"{what}: its weights do not fit the model it records ({describe_model(config)}): "
                               + "; ".join(parts))  # fmt: skip
     module.load_state_dict(weights)
-
-
-def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
-    """The model of a checkpoint (on CPU, eval mode) and the whole checkpoint dict."""
-    from labeldist.trainer.models import build_model  # models read --weights through this module
-
-    state = read_checkpoint(path)
-    config = state["model_config"]
-    try:
-        model = build_model(config)
-    except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"checkpoint {path}: its model config {config} cannot be built ({e})") from None
-    load_weights(model, state["model"], f"checkpoint {path}", config)
-    return model.eval(), state

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 from labeldist.client import FeatureInputs, LabelDistClient
-from labeldist.trainer.checkpoints import CheckpointError, describe_model, load_checkpoint
+from labeldist.trainer.checkpoints import CheckpointError, describe_model
 from labeldist.trainer.fit import autocast, default_loader_workers, pick_device
 from labeldist.trainer.metrics import retrieval_metrics
+from labeldist.trainer.models import load_checkpoint
 
 #: the K at which summaries (RESULTS.md tables) report each curve
 SUMMARY_K = (1, 5, 10, 20, 50, 100)

@@ -33,7 +33,6 @@ from labeldist.trainer.checkpoints import (
     CheckpointError,
     describe_model,
     first_line,
-    load_checkpoint,  # noqa: F401 - re-exported: imported from here before checkpoints.py existed
     load_weights,
     read_checkpoint,
     same_model,
@@ -41,7 +40,11 @@ from labeldist.trainer.checkpoints import (
 )
 from labeldist.trainer.images import device_images
 from labeldist.trainer.losses import make_loss
-from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
+from labeldist.trainer.models import (
+    EmbeddingMLP,
+    ResNetEmbedding,
+    load_checkpoint,  # noqa: F401 - re-exported: imported from here before checkpoints.py existed
+)
 from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value
 from labeldist.trainer.recipes import lr_factor
 from tqdm import tqdm

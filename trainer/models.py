@@ -1,5 +1,7 @@
 """Embedding models: an MLP head over input features, and a torchvision ResNet (18/34/50/101) with an embedding
 head, as in Kim et al. (ResNet-34 for poses, ResNet-101 for captions, ImageNet-initialised from a local file).
+:func:`build_model` makes one from its config, :func:`load_checkpoint` from a trainer checkpoint (read, as the
+``--weights`` files are, by :mod:`labeldist.trainer.checkpoints`, which imports no model).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from labeldist.trainer.checkpoints import CheckpointError, read_torch_file
+from labeldist.trainer.checkpoints import CheckpointError, load_weights, read_checkpoint, read_torch_file
 from torch import nn
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
@@ -145,3 +147,16 @@ def build_model(config: dict[str, Any]) -> nn.Module:
     if kind in BACKBONES:
         return ResNetEmbedding(kind, config["out_dim"])
     raise ValueError(f"unknown model kind {kind!r}; known: mlp, {', '.join(BACKBONES)}")
+
+
+def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
+    """The model of a checkpoint (on CPU, eval mode) and the whole checkpoint dict: the checkpoint read and its
+    weights checked by :mod:`labeldist.trainer.checkpoints`, the model built here (:func:`build_model`)."""
+    state = read_checkpoint(path)
+    config = state["model_config"]
+    try:
+        model = build_model(config)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path}: its model config {config} cannot be built ({e})") from None
+    load_weights(model, state["model"], f"checkpoint {path}", config)
+    return model.eval(), state

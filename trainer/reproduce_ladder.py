@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 from labeldist.client import FeatureInputs, LabelDistClient
-from labeldist.trainer.checkpoints import load_checkpoint
 from labeldist.trainer.evaluate import embed, evaluate, label_distance_matrix
 from labeldist.trainer.fit import LOG, FitConfig, fit, pick_device
 from labeldist.trainer.losses import LadderLoss
 from labeldist.trainer.metrics import coherent_score, retrieve
+from labeldist.trainer.models import load_checkpoint
 
 from labeldist.labels.captions import load_json, parse_karpathy
 

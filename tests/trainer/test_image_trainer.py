@@ -58,8 +58,8 @@ def trained(service: str, rendered: Path, tmp_path_factory: pytest.TempPathFacto
 def fixed_batch_loss(service: str, rendered: Path, checkpoint: Path) -> float:
     """The loss of a checkpoint's model on 8 fixed minibatches (eval transform, eval mode): one step's
     loss depends on its anchor too much to compare a few steps, the same batches do not."""
-    from labeldist.trainer.checkpoints import load_checkpoint
     from labeldist.trainer.losses import make_loss
+    from labeldist.trainer.models import load_checkpoint
 
     model, _ = load_checkpoint(checkpoint)
     with LabelDistClient(service) as client:
