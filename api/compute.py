@@ -5,8 +5,7 @@ A kNN-only store computes every pair it does not hold from the labels. Unbounded
 (``{"count": 3, "size": 1024, "pairwise": true}`` on the caption store) made the service compute 1.45 million
 caption-set WMDs: 92 s of one core, which went on after the client had gone. So:
 
-- **Budget.** Before computing, a request's cost is estimated from the work :func:`labeldist.api.registry.plan_pairs`
-will
+- **Budget.** Before computing, a request's cost is estimated from the work :func:`labeldist.pairs.plan_pairs` will
   do and the kind's unit costs (:attr:`LabelDistance.cost_per_call_s`, :attr:`~LabelDistance.cost_per_pair_s`,
   measured by ``benchmarks/bench_pair_cost.py``); over ``LABELDIST_COMPUTE_BUDGET_S`` it is refused with 413,
   before any work, naming the estimate and the budget.
@@ -18,8 +17,8 @@ will
   about 2 s, and the sync routes, which need a thread too, waited behind them for up to 6.3 s.) Look-ups of stored
   values never take a slot.
 - **Cancellation.** While a computation runs in its thread, the request's task listens for the client's
-  ``http.disconnect``; the computation checks the flag between chunks (:data:`CHUNK_SECONDS` of estimated work
-  each) and stops, so a client that has gone costs at most one chunk more.
+  ``http.disconnect``; the computation checks the flag between chunks (:data:`~labeldist.pairs.CHUNK_SECONDS` of
+  estimated work each) and stops, so a client that has gone costs at most one chunk more.
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ import anyio
 from labeldist.api.errors import APIError, TooLarge, Unavailable
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
-
-from labeldist.pairs import CHUNK_SECONDS  # noqa: F401 - estimated seconds of work between two looks at the flag
 
 T = TypeVar("T")
 

@@ -21,31 +21,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from labeldist.api.caches import PairCache
 from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
-from labeldist.api.errors import BadParameter, NeedsAPIKey, NotFound, Unavailable
+from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 
-from labeldist.kinds import check_block, distance_class
-from labeldist.knn import pruned_topk, topk_rows
-from labeldist.labels.base import LabelError, LabelSet
-from labeldist.pairs import (  # noqa: F401 - PairPlan, compute_pairs: re-exported, the service's own names
-    CHUNK_SECONDS,
-    PairPlan,
-    checked_block,
-    compute_pairs,
-    compute_planned,
-    plan_pairs,
-)
+from labeldist.kinds import distance_class
+from labeldist.pairs import compute_planned, plan_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import (
     StoreCorruptError,
@@ -75,61 +64,6 @@ class StoreChanged(Unavailable):
     def __init__(self, name: str) -> None:
         super().__init__(f"store {name!r} changed on disk (rebuilt, replaced or removed) while this request read it; "
                          "retry: the next request is answered by the store now on disk")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """The nearest items of a label: indices (int32), distances (float32) nearest first, and how many exact
-    distances were computed (fewer than the items where a lower bound ruled some out)."""
-
-    indices: np.ndarray
-    distances: np.ndarray
-    computed: int
-
-
-def searchable(labels_class: type) -> bool:
-    """Whether a LabelSet class reads labels from JSON (overrides :meth:`LabelSet.from_json`): known from the class,
-    before the budget is estimated or a label loaded. A subclass of one that does, and has no JSON form itself,
-    declares LabelSet's own (as :class:`~labeldist.labels.sentences.Sentences` does); one that still refuses
-    (NotImplementedError) is answered the same way, once its labels are loaded."""
-    return getattr(labels_class.from_json, "__func__", None) is not LabelSet.from_json.__func__
-
-
-def search_cost_s(distance_cls: Any, n_items: int) -> float:
-    """Estimated seconds of one core for a label against ``n_items`` items: the whole row (what a search costs
-    when no bound rules an item out), in chunks of :data:`~labeldist.api.compute.CHUNK_SECONDS`, plus one call
-    for the bound's second round, plus the label and the items prepared."""
-    chunks = math.ceil(n_items * distance_cls.cost_per_pair_s / CHUNK_SECONDS) or 1
-    return ((chunks + 1) * distance_cls.cost_per_call_s + n_items * distance_cls.cost_per_pair_s
-            + (n_items + 1) * distance_cls.cost_per_item_s)  # fmt: skip
-
-
-def search_labels(
-    query: Any, labels: Any, distance: Any, k: int, check: Callable[[], None] = lambda: None
-) -> SearchResult:
-    """The exact ``k`` nearest of ``labels`` to the one label of ``query`` (see :meth:`ServedStore.search`);
-    ``check`` is called between chunks of about :data:`~labeldist.api.compute.CHUNK_SECONDS` of estimated work."""
-    n = len(labels)
-    per_chunk = max(1, int(CHUNK_SECONDS / max(type(distance).cost_per_pair_s * len(query), 1e-12)))
-
-    def row(cols: np.ndarray) -> np.ndarray:  # exact distances of the query to items ``cols`` (sorted, distinct)
-        out = np.empty(cols.size, dtype=np.float64)
-        for start in range(0, cols.size, per_chunk):
-            check()
-            part = cols[start : start + per_chunk]
-            items = labels if part.size == n else labels.subset(part)
-            out[start : start + part.size] = checked_block(distance, query, items)[0]
-        return out
-
-    check()
-    lower = distance.lower_bound_block(query, labels)
-    if lower is None:
-        values = row(np.arange(n)).astype(np.float32)[None]
-        indices, dists = topk_rows(values, k)
-        return SearchResult(indices[0], dists[0], n)
-    check_block(distance.kind, lower, 1, n, row_ids=query.ids, col_ids=labels.ids)
-    indices, dists, computed = pruned_topk(lower, lambda r, c: row(c), k, exclude=None)
-    return SearchResult(indices[0], dists[0], computed)
 
 
 class ServedStore:
@@ -304,44 +238,6 @@ class ServedStore:
         self.pair_cache.put(ukeys, computed)
         values[todo] = computed[inverse]
         return values, int(ukeys.size)
-
-    def search(self, value: Any, k: int, allow_compute: bool, guard: ComputeGuard | None = None) -> SearchResult:
-        """The exact ``k`` nearest items (at most ``n_items``) of a new label given in its kind's JSON form
-        (:meth:`~labeldist.labels.base.LabelSet.from_json`), nearest first, ties broken by index, on float32
-        values as stored: the same selection as the store's kNN lists, with the same pruning where the distance
-        has a lower bound (:func:`labeldist.knn.pruned_topk`), else the label against every item.
-
-        Bounded as every on-demand computation: refused without the right to compute (NeedsAPIKey), over the
-        budget (estimated from the kind's unit costs before the labels are loaded), run in a slot of the pool,
-        stopped between chunks once the client has gone. A label the kind cannot read is a
-        :class:`~labeldist.api.errors.BadParameter` (422) naming what is wrong, before any distance is computed.
-        """
-        cls = distance_class(self.manifest["kind"])
-        if not searchable(cls.labels_class):
-            raise BadParameter(f"search by label is not available for kind {self.manifest['kind']!r}: its labels "
-                               "have no JSON form", ("body", "label"))  # fmt: skip
-        if not allow_compute:
-            raise NeedsAPIKey(f"a search of {self.name!r} computes the label's distance to every item on demand: "
-                              "send the API key in the X-API-Key header")  # fmt: skip
-        guard = guard or unguarded()
-        k = min(k, self.n_items)
-        guard.admit(search_cost_s(cls, self.n_items), f"a search of the {self.n_items} items of {self.name!r}")
-        with guard.slot():
-            labels, distance = self.labels_and_distance()
-            from labeldist.kinds import read_label
-
-            try:  # the kind's parser, within the checks every kind gets (the JSON value, the distance's limits)
-                query = read_label(value, labels, distance)
-            except NotImplementedError:
-                raise BadParameter(f"search by label is not available for kind {self.manifest['kind']!r}: its "
-                                   "labels have no JSON form", ("body", "label")) from None  # fmt: skip
-            except LabelError as e:
-                raise BadParameter(str(e), ("body", "label")) from None
-            try:
-                return search_labels(query, labels, distance, k, guard.check)
-            except ClientGone:
-                log.warning("%s: a search stopped: the client has gone", self.name)
-                raise
 
     def pairwise(
         self, members: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None

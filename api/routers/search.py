@@ -11,6 +11,7 @@ from labeldist.api.encoding import json_response
 from labeldist.api.errors import TooLarge, error_responses
 from labeldist.api.itemlabels import check_labels_available, item_labels
 from labeldist.api.schemas import Search, SearchResult
+from labeldist.api.search import search_store
 from starlette.concurrency import run_in_threadpool
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["search"])
@@ -65,7 +66,7 @@ async def search(
         check_labels_available(store, ("body", "include_labels"))
     allow = compute_allowed(settings, api_key)
     guard = guard_for(request.app.state)
-    result = await run_cancellable(request.receive, guard, store.search, body.label, body.k, allow, guard)
+    result = await run_cancellable(request.receive, guard, search_store, store, body.label, body.k, allow, guard)
     answer = {
         "indices": result.indices,
         "ids": store.ids[result.indices].tolist(),

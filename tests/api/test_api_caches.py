@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 from fastapi.testclient import TestClient
 from labeldist.api.caches import PairCache
-from labeldist.api.registry import compute_pairs
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
+from labeldist.pairs import compute_pairs
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN
 
 

@@ -157,12 +157,12 @@ def test_every_built_in_kind_has_a_json_form() -> None:
 def no_json_form(monkeypatch: pytest.MonkeyPatch, stores_root: Path) -> Iterator[tuple[TestClient, list[int]]]:
     """An in-process app where the vector kind has no per-item JSON form (as a plugin that defines none), and
     the searches that reached the distance computation."""
-    import labeldist.api.registry as registry
+    import labeldist.api.search as search_module
 
     monkeypatch.setattr(Vectors, "to_json", LabelSet.to_json)
     calls: list[int] = []
-    real = registry.search_labels
-    monkeypatch.setattr(registry, "search_labels", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = search_module.search_labels
+    monkeypatch.setattr(search_module, "search_labels", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     with TestClient(create_app(make_settings(stores=stores_root))) as client:
         yield client, calls
 

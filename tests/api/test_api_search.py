@@ -65,17 +65,17 @@ def client(stores: dict) -> Iterator[TestClient]:
 
 @pytest.fixture
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every search that reached the distance computation (labeldist.api.registry.search_labels)."""
-    import labeldist.api.registry as registry
+    """Every search that reached the distance computation (labeldist.api.search.search_labels)."""
+    import labeldist.api.search as search_module
 
     calls: list[int] = []
-    real = registry.search_labels
+    real = search_module.search_labels
 
     def spy(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(registry, "search_labels", spy)
+    monkeypatch.setattr(search_module, "search_labels", spy)
     return calls
 
 
@@ -294,6 +294,7 @@ def test_a_busy_pool_is_503_with_retry_after(stores: dict) -> None:
 
 def test_a_search_stops_when_its_client_has_gone(stores: dict) -> None:
     from labeldist.api.compute import ClientGone, ComputeGuard, ComputePool
+    from labeldist.api.search import search_store
 
     settings = make_settings(stores=stores["root"] / "stores")
     with TestClient(create_app(settings)) as client:
@@ -302,7 +303,7 @@ def test_a_search_stops_when_its_client_has_gone(stores: dict) -> None:
         guard.holds_slot = True  # as run_cancellable sets it once the request has its slot
         guard.cancelled.set()
         with pytest.raises(ClientGone):
-            store.search(["a dog on a beach"], 5, True, guard)
+            search_store(store, ["a dog on a beach"], 5, True, guard)
 
 
 def test_the_search_is_in_the_openapi_schema(client: TestClient) -> None:
