@@ -21,7 +21,7 @@ import numpy as np
 from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 
 from labeldist.distances.layout import LayoutMIoU
-from labeldist.labels.layouts import generate_layouts
+from labeldist.labels.lsun_rooms import generate_layouts
 
 
 def main() -> None:

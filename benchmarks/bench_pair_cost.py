@@ -34,7 +34,7 @@ def kinds(models: Path | None) -> list[tuple[str, object, object, int]]:
     from labeldist.distances.layout import LayoutMIoU
     from labeldist.distances.pose import PoseDistance
     from labeldist.labels.captions import read_captions
-    from labeldist.labels.layouts import generate_layouts
+    from labeldist.labels.lsun_rooms import generate_layouts
     from labeldist.labels.poses import read_mpii_csv
 
     out = [

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from labeldist.distances.sts import SentenceRelevance, cbow_units
+from labeldist.kinds.sentence_relevance import add_scorer_options, build_distance, sentence_labels
 from labeldist.sts.cascade import calibrate_cbow_threshold, combine
-from labeldist.sts.commands import _sentence_labels, add_scorer_options, build_distance
 from labeldist.sts.fit import correlations
 from labeldist.sts.models import PACKAGED
 from labeldist.sts.stsb import read_sts
@@ -64,7 +64,7 @@ def _bert_calls(model: str, gate: np.ndarray, i: np.ndarray, j: np.ndarray) -> s
 
 def dev_part(args: argparse.Namespace) -> None:
     dev, train = read_sts(DEV), read_sts(TRAIN)
-    labels, i, j = _sentence_labels(list(dev.first), list(dev.second), dev.source)
+    labels, i, j = sentence_labels(list(dev.first), list(dev.second), dev.source)
     gold = dev.relevance
     print(f"STS-B dev: {len(dev)} pairs, {len(labels)} distinct sentences\n")
     print("| scorer | Pearson | Spearman | transformer calls | seconds |\n|---|---|---|---|---|")

@@ -43,16 +43,15 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from labeldist.dense import DENSE_LIMIT, dense_bytes
 from labeldist.distances.base import LabelDistance
 from labeldist.engine import (
-    DENSE_LIMIT,
     _checked_block,
     _run_tasks,
     _scatter,
     append_url,
     compute_mirrored,
     dask_client,
-    dense_bytes,
     finish_replacement,
     knn_search,
     mirror_square,

@@ -19,27 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.engine import DENSE_LIMIT
+from labeldist.dense import DENSE_LIMIT
 from labeldist.extras import extra_of, message, require, require_kind
 from labeldist.labels.base import LabelError
-from labeldist.options import (  # noqa: F401 - re-exported: sts.commands and tests import them from here
-    UsageError,
+from labeldist.options import (
     byte_size,
-    check_file,
     check_folder,
     check_k,
     check_output,
     check_store_path,
-    finite_float,
-    nonnegative_float,
     nonnegative_int,
-    number_option,
     os_error_message,
     port_number,
-    positive_float,
     positive_int,
     seed_int,
-    share_float,
     show_defaults,
 )
 from labeldist.store import StoreError

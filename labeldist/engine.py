@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import shutil
 import sys
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from labeldist.dense import DENSE_LIMIT, check_dense_size
 from labeldist.distances.base import LabelDistance
 from labeldist.knn import pruned_topk, topk_rows
 from labeldist.labels.base import LabelSet
@@ -76,10 +76,6 @@ log = logging.getLogger(__name__)
 #: memory one task's (block_rows, N) float64 distance block may take
 BLOCK_BYTES = 128 * 2**20
 MAX_BLOCK_ROWS = 256
-#: the largest dense matrix (N x N float32: 4 N^2 bytes) a store gets unless told otherwise: 1 GiB, 16,384 items.
-#: Above it precompute refuses before writing anything (``dense_limit=``, ``--dense-limit`` raise it; ``--knn-only``
-#: stores the kNN lists alone): at 50,000 items a dense matrix is 10 GB, and was written with no warning (issue 19)
-DENSE_LIMIT = 2**30
 
 
 @dataclass(frozen=True)
@@ -93,31 +89,6 @@ class PrecomputeResult:
     symmetric: bool = False
     #: upper strips (phase 1 of the symmetric mode) computed by this run
     upper_computed: int = 0
-
-
-def dense_bytes(n_items: int) -> int:
-    """Bytes of the dense N x N float32 matrix of ``n_items`` items."""
-    return 4 * n_items * n_items
-
-
-def check_dense_size(n_items: int, limit: int | None, what: str = "items") -> None:
-    """ValueError naming the size, the limit and ``--knn-only`` when a dense matrix of ``n_items`` would exceed
-    ``limit`` bytes (None: no limit)."""
-    from dask.utils import format_bytes
-
-    size = dense_bytes(n_items)
-    if limit is not None and size > limit:
-        most = math.isqrt(limit // 4)
-        raise ValueError(f"a dense matrix of {n_items:,} {what} (N x N float32) takes {format_bytes(size)}, over "
-                         f"the dense limit of {format_bytes(limit)} ({most:,} {what} at most); nothing was written. "
-                         f"Pass --knn-only to store the kNN lists alone (dense=False), or --dense-limit "
-                         f"{_limit_needed(size)} to build it anyway (dense_limit=)")  # fmt: skip
-
-
-def _limit_needed(size: int) -> str:
-    """A ``--dense-limit`` value at least ``size``, in whole GiB (or MiB)."""
-    unit, name = (2**30, "GiB") if size >= 2**30 else (2**20, "MiB")
-    return f"{-(-size // unit)}{name}"
 
 
 def default_block_rows(n_items: int) -> int:

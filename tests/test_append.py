@@ -30,8 +30,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labeldist.append import append, appended_pairs
+from labeldist.dense import dense_bytes
 from labeldist.distances.pose import PoseDistance
-from labeldist.engine import dense_bytes, precompute
+from labeldist.engine import precompute
 from labeldist.knn import merge_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.store import (
@@ -80,7 +81,8 @@ def _sentences():
 
 @functools.cache
 def _layouts():
-    from labeldist.labels.layouts import LayoutMaps, generate_layouts
+    from labeldist.labels.layouts import LayoutMaps
+    from labeldist.labels.lsun_rooms import generate_layouts
 
     # several LSUN types, so that maps of one type tie and maps of others do not
     parts = [generate_layouts(15, layout_type=t, height=24, width=36, seed=t) for t in (5, 0, 4, 9)]

@@ -137,6 +137,7 @@ def untouched(monkeypatch):
     import labeldist.api.server
 
     import labeldist.engine
+    import labeldist.kinds.sentence_relevance
     import labeldist.sts.commands
     import labeldist.sts.fit
 
@@ -149,6 +150,7 @@ def untouched(monkeypatch):
     monkeypatch.setattr(labeldist.engine, "dask_client", reached("starting a Dask cluster"))
     monkeypatch.setattr(labeldist.api.server, "serve", reached("starting the server"))
     monkeypatch.setattr(labeldist.sts.fit, "fit", reached("fine-tuning"))
+    monkeypatch.setattr(labeldist.kinds.sentence_relevance, "build_distance", reached("building a sentence scorer"))
     monkeypatch.setattr(labeldist.sts.commands, "build_distance", reached("building a sentence scorer"))
 
 

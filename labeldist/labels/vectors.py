@@ -9,7 +9,6 @@ NaN, and nothing of it would be written.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 from collections.abc import Sequence
@@ -19,7 +18,6 @@ from typing import Any, ClassVar
 import numpy as np
 from typing_extensions import Self
 
-from labeldist.kinds import Kind
 from labeldist.labels.base import LabelError, LabelSet, check_header, json_number, json_repr, read_npy, unique_ids
 
 FORMATS = ("auto", "npy", "csv", "parquet")
@@ -210,35 +208,3 @@ def read_vectors(path: str | Path, *, format: str = "auto", columns: Sequence[st
     labels.provenance = {"file": path.name, "format": kind, "columns": labels.columns,
                          "id_column": id_column}  # fmt: skip
     return labels
-
-
-# ---------------------------------------------------------------- the kind: `labeldist precompute vectors`
-def _vector_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help=".npy (N x D, or N numbers), .csv (a header row) or .parquet")
-    p.add_argument("--metric", choices=("euclidean", "sqeuclidean", "cosine", "cityblock", "chebyshev"),
-                   default="euclidean", help="distance between two labels (default: %(default)s)")  # fmt: skip
-    p.add_argument("--format", choices=FORMATS, default="auto",
-                   help="input format; auto: from the file's suffix (default: %(default)s)")  # fmt: skip
-    p.add_argument("--columns", nargs="+", help="csv/parquet: the value columns (default: every column but the "
-                   "id column)")  # fmt: skip
-    p.add_argument("--id-column", help="csv/parquet: the item ids (default: a column named id, else the row "
-                   "numbers 0..N-1)")  # fmt: skip
-
-
-def _load_vectors(args: argparse.Namespace) -> tuple[Vectors, Any, str]:
-    from labeldist.distances.vectors import VectorDistance
-    from labeldist.options import check_file
-
-    check_file(args.input)
-    labels = read_vectors(args.input, format=args.format, columns=args.columns, id_column=args.id_column)
-    distance = VectorDistance(args.metric)
-    try:
-        distance.check_labels(labels)  # values whose distances overflow: refused naming the file, before any work
-    except LabelError as e:
-        raise LabelError(f"{args.input}: {e}") from None
-    return labels, distance, args.dataset or Path(args.input).stem
-
-
-KIND = Kind(name="vectors", distance="labeldist.distances.vectors:VectorDistance", command="vectors",
-            help="numeric labels: vectors or numbers (a scipy metric)", add_arguments=_vector_arguments,
-            load=_load_vectors)  # fmt: skip

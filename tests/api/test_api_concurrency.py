@@ -54,7 +54,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory, mpii_poses: Any) -> Path:
     from labeldist.distances.pose import PoseDistance
     from labeldist.distances.sts import SentenceRelevance
     from labeldist.labels.captions import read_captions
-    from labeldist.labels.layouts import generate_layouts
+    from labeldist.labels.lsun_rooms import generate_layouts
     from labeldist.labels.sentences import read_caption_sentences
 
     root = tmp_path_factory.mktemp("concurrency-stores")

@@ -3,7 +3,8 @@ import pytest
 
 from labeldist.distances.layout import LayoutMIoU, miou_distance_pair, miou_distances
 from labeldist.kinds import distance_class
-from labeldist.labels.layouts import LayoutMaps, generate_layouts
+from labeldist.labels.layouts import LayoutMaps
+from labeldist.labels.lsun_rooms import generate_layouts
 from tests.distances.suite import DistanceSuite
 
 

@@ -307,9 +307,9 @@ def test_stsb_defaults_are_the_shipped_files_from_any_folder(command, defaults, 
 def test_without_shipped_stsb_files_the_options_are_required(tmp_path, monkeypatch, capsys):
     """An installation without data/stsb/ (a wheel): no default, --help says so, and a command that needs the
     file refuses in one line before reading anything; one that does not need it runs."""
-    import labeldist.sts.commands as commands
+    import labeldist.kinds.sentence_relevance as sentence_kind
 
-    monkeypatch.setattr(commands, "STSB_DIR", tmp_path / "nowhere")
+    monkeypatch.setattr(sentence_kind, "STSB_DIR", tmp_path / "nowhere")
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["precompute", "sentences", "s.txt"])
     assert args.train is None
@@ -325,9 +325,9 @@ def test_without_shipped_stsb_files_the_options_are_required(tmp_path, monkeypat
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--train: no STS-B file given" in err and "pass --train FILE" in err, err
         assert not (tmp_path / "store").exists() and not (tmp_path / "model").exists()
-    labels, distance, _ = commands.load_sentences(
+    labels, distance, _ = sentence_kind.load(
         build_parser().parse_args(["precompute", "sentences", "s.txt", *gated, "--cbow-threshold", "0.8"])
     )
     assert len(labels) == 2 and distance.cbow_threshold == 0.8, "a given threshold needs no STS-B file"
-    labels, distance, _ = commands.load_sentences(build_parser().parse_args(["precompute", "sentences", "s.txt"]))
+    labels, distance, _ = sentence_kind.load(build_parser().parse_args(["precompute", "sentences", "s.txt"]))
     assert len(labels) == 2 and distance.scorer == "bert", "nor does the default scorer, BERT alone"

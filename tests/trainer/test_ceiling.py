@@ -175,7 +175,7 @@ def test_the_bounding_box_view_loses_position_and_size(poses) -> None:
 
 def test_a_layout_ceiling_is_one_by_construction() -> None:
     from labeldist.distances.layout import LayoutMIoU
-    from labeldist.labels.layouts import generate_layouts
+    from labeldist.labels.lsun_rooms import generate_layouts
 
     layouts = generate_layouts(30, height=16, width=16, seed=0)
     result = ceil.ceiling(layouts, LayoutMIoU(), np.arange(6), np.arange(6, 30), k_max=10)

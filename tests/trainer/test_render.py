@@ -67,7 +67,7 @@ def centred_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def layout_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """10 generated LSUN type-5 layouts of 32 x 32."""
     from labeldist.distances.layout import LayoutMIoU
-    from labeldist.labels.layouts import generate_layouts
+    from labeldist.labels.lsun_rooms import generate_layouts
 
     labels = generate_layouts(10, height=SIZE, width=SIZE, seed=0)
     url = tmp_path_factory.mktemp("render") / "lsun10-layout_miou"

@@ -3,9 +3,11 @@
 
 A kind is a :class:`Kind`. The registry is filled from
 
-- **built-in kinds**: every module of :mod:`labeldist.labels` that defines ``KIND`` (a :class:`Kind`), so adding
-  a built-in kind is a labels module, a distances module and their tests, with no edit here, in the command line,
-  ``verify`` or the service;
+- **built-in kinds**: every module of this package (``labeldist.kinds.<name>``, named after the kind) that
+  defines ``KIND`` (a :class:`Kind`). Such a module holds the kind's command-line options and its ``load``, and
+  imports its label type (:mod:`labeldist.labels`) and its distance (:mod:`labeldist.distances`): adding a
+  built-in kind is a labels module, a distances module, a module here and their tests, with no edit in the command
+  line, ``verify`` or the service (docs/design.md, "Adding a kind", lists the optional per-kind hooks);
 - **plugins**: Python entry points of the group ``labeldist.kinds``, each naming a :class:`Kind`, e.g. in a
   plugin's ``pyproject.toml``::
 
@@ -15,8 +17,10 @@ A kind is a :class:`Kind`. The registry is filled from
   (``examples/labeldist-angles`` is a complete one). An installed plugin kind works wherever a built-in one does:
   ``precompute``, ``info``, ``verify``, :meth:`labeldist.store.StoreReader.labels`, and the service.
 
-The registry is built on first use. A plugin that fails to load is left out with a warning naming its entry
-point; a store of its kind then says which plugin failed and why.
+The whole registry is built on first use of :func:`registry` (the ``precompute`` command lists every kind); a
+built-in kind asked for by name (:func:`get_kind`, a store's kind) imports its own module only, so that opening a
+pose store does not load the word vectors or the sentence models of the other kinds. A plugin that fails to load is
+left out with a warning naming its entry point; a store of its kind then says which plugin failed and why.
 """
 
 from __future__ import annotations
@@ -95,16 +99,23 @@ class Registry:
     broken: dict[str, str]
 
 
-def _builtin() -> list[Kind]:
-    import labeldist.labels as package
+def builtin_names() -> tuple[str, ...]:
+    """The modules of this package, each a built-in kind named after its module (``pose``, ``vectors``, ...)."""
+    return tuple(sorted(info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")))
 
-    found = []
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        kind = getattr(module, "KIND", None)
-        if isinstance(kind, Kind):
-            found.append(kind)
-    return found
+
+@functools.cache
+def builtin_kind(name: str) -> Kind:
+    """The ``KIND`` of the built-in kind module ``labeldist.kinds.<name>``; KindError where the module declares no
+    Kind, or one of another name (the module's name is how :func:`get_kind` finds it)."""
+    kind = getattr(importlib.import_module(f"{__name__}.{name}"), "KIND", None)
+    if not isinstance(kind, Kind) or kind.name != name:
+        raise KindError(f"{__name__}.{name} must define KIND, a Kind named {name!r}; it has {kind!r}")
+    return kind
+
+
+def _builtin() -> list[Kind]:
+    return [builtin_kind(name) for name in builtin_names()]
 
 
 @functools.cache
@@ -137,6 +148,8 @@ def registry() -> Registry:
 
 def get_kind(name: str) -> Kind:
     """The :class:`Kind` called ``name``; :class:`KindError` naming the known kinds (and a plugin that failed)."""
+    if name in builtin_names():
+        return builtin_kind(name)
     reg = registry()
     if name in reg.kinds:
         return reg.kinds[name]
