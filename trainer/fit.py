@@ -21,13 +21,14 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, MinibatchStream, Source
+from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
 from labeldist.trainer.augment import augment, resolve_augmentation, step_generator
 from labeldist.trainer.checkpoints import (
     CheckpointError,
@@ -39,7 +40,7 @@ from labeldist.trainer.checkpoints import (
     save_checkpoint,
 )
 from labeldist.trainer.images import device_images
-from labeldist.trainer.losses import make_loss
+from labeldist.trainer.losses import BatchLoss, make_loss
 from labeldist.trainer.models import (
     EmbeddingMLP,
     ResNetEmbedding,
@@ -325,20 +326,50 @@ def input_config(inputs: Inputs, augmentation: Any = None) -> dict[str, Any]:
     return {"kind": "features", "shape": list(inputs.item_shape)}
 
 
-def fit(config: FitConfig) -> dict[str, Any]:
-    """Train; returns ``steps``, ``loss`` (mean of the last 10 steps), ``seconds``, ``data_wait_s`` and
-    ``checkpoint``."""
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    seed_everything(config.seed)
-    device = pick_device(config.device)
+@dataclass
+class Run:
+    """One training run, as :func:`build` makes it from a :class:`FitConfig`: where it writes, its device, source,
+    inputs, loss, model and optimizer. ``step`` is the number of steps done: a resumed run's checkpoint step at
+    first (:func:`resume`), then one more each training step (:func:`train`)."""
+
+    config: FitConfig
+    out: Path
+    device: torch.device
+    client: Source
+    #: the store's description, as the source gives it (kept in each checkpoint)
+    info: dict[str, Any]
+    inputs: Inputs
+    #: the images' augmentation (:func:`labeldist.trainer.augment.resolve_augmentation`); None over features
+    augmentation: Any
+    loss_fn: BatchLoss
+    model: torch.nn.Module
+    #: what the loop calls: the model, or ``torch.compile`` of it
+    forward: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    #: the forward pass's mixed precision and its gradient scaler (:func:`autocast`)
+    amp: contextlib.AbstractContextManager[Any]
+    scaler: torch.amp.GradScaler | None
+    step: int = 0
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out / CHECKPOINT
+
+
+def set_threads(config: FitConfig, device: torch.device) -> None:
+    """torch's intra-op threads: ``config.threads``, else one for the MLP on a CPU, else torch's default."""
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     elif device.type == "cpu" and config.images is None:
         # The MLP's matrices are too small for intra-op threads to pay: on a busy 2-core machine 2 threads made
         # a step 50x slower than 1 (spinning workers). One by default on CPU; a CNN keeps torch's default.
         torch.set_num_threads(1)
-    client = open_source(config.stores, config.url, config.api_key)
+
+
+def open_inputs(config: FitConfig, client: Source, device: torch.device) -> tuple[dict[str, Any], Inputs, Any]:
+    """The store's description, its inputs and, over images, their augmentation (refused before any image is
+    read); the source is closed when any of them fails."""
     augmentation = None
     try:
         info = client.store(config.store)
@@ -351,6 +382,20 @@ def fit(config: FitConfig) -> dict[str, Any]:
     except BaseException:
         client.close()
         raise
+    return info, inputs, augmentation
+
+
+def build(config: FitConfig) -> Run:
+    """A run from its config: the output folder made, every generator seeded, the device and its threads, the
+    source and the store's inputs, then the loss, the model (in that order: both draw from torch's generator),
+    the optimizer over both, the learning-rate schedule and the mixed precision."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seed_everything(config.seed)
+    device = pick_device(config.device)
+    set_threads(config, device)
+    client = open_source(config.stores, config.url, config.api_key)
+    info, inputs, augmentation = open_inputs(config, client, device)
     # after the store: a proxy loss has one proxy per store item (and draws them before the model's weights)
     loss_fn = make_loss(config.loss, n_items=inputs.n_items, embedding_dim=config.embedding_dim,
                         **config.loss_options).to(device)  # fmt: skip
@@ -362,123 +407,201 @@ def fit(config: FitConfig) -> dict[str, Any]:
     optimizer = make_optimizer(config, groups)
     scheduler = make_scheduler(config, optimizer, max(inputs.n_items // config.batches_per_step, 1))
     amp, scaler = autocast(device, config.precision)
-    step = 0
-    ckpt_path = out / CHECKPOINT
-    if config.resume and ckpt_path.exists():
-        try:
-            step = resume_from(ckpt_path, config, model, optimizer, loss_fn, scaler, device, scheduler)
-        except BaseException:
-            client.close()
-            raise
-    rewind_log(out / LOG, step if config.resume else None)
+    return Run(config=config, out=out, device=device, client=client, info=info, inputs=inputs,
+               augmentation=augmentation, loss_fn=loss_fn, model=model, forward=forward, optimizer=optimizer,
+               scheduler=scheduler, amp=amp, scaler=scaler)  # fmt: skip
 
+
+def resume(run: Run) -> None:
+    """With ``config.resume`` and a checkpoint in the output folder: the run continues from it (:func:`resume_from`;
+    the source is closed when it is refused). The log is cut back to the step the run starts from
+    (:func:`rewind_log`)."""
+    config = run.config
+    if config.resume and run.checkpoint_path.exists():
+        try:
+            run.step = resume_from(run.checkpoint_path, config, run.model, run.optimizer, run.loss_fn, run.scaler,
+                                   run.device, run.scheduler)  # fmt: skip
+        except BaseException:
+            run.client.close()
+            raise
+    rewind_log(run.out / LOG, run.step if config.resume else None)
+
+
+def make_stream(run: Run) -> MinibatchStream:
+    """The run's training steps from its step on: feature inputs prefetched in threads, images made in DataLoader
+    worker processes; a note (with progress shown) when a loss that needs pairwise distances trains on a kNN-only
+    store."""
+    config, inputs = run.config, run.inputs
     stream = MinibatchStream(
-        client, config.store, inputs, size=config.size, neighbors=config.neighbors,
-        pairwise=loss_fn.needs_pairwise, batches_per_step=config.batches_per_step,
+        run.client, config.store, inputs, size=config.size, neighbors=config.neighbors,
+        pairwise=run.loss_fn.needs_pairwise, batches_per_step=config.batches_per_step,
         anchors_per_request=config.anchors_per_request or (8 if config.images is None else config.batches_per_step),
         epochs=config.epochs, seed=config.seed,
-        start_step=step, prefetch=config.prefetch, workers=config.workers,
+        start_step=run.step, prefetch=config.prefetch, workers=config.workers,
         processes=None if not getattr(inputs, "needs_processes", False) else (
             default_loader_workers() if config.loader_workers is None else config.loader_workers),
-        pin_memory=device.type == "cuda",
+        pin_memory=run.device.type == "cuda",
     )  # fmt: skip
-    if loss_fn.needs_pairwise and not info.get("has_dense") and config.progress:
+    if run.loss_fn.needs_pairwise and not run.info.get("has_dense") and config.progress:
         tqdm.write(f"note: store {config.store!r} is kNN-only, so the service computes each minibatch's pairwise "
                    "label distances on demand (for caption WMDs 9-20 minibatches/s); a dense store of the "
                    "training split serves them from disk (BENCHMARKS.md, pairwise minibatches)")  # fmt: skip
+    return stream
+
+
+def checkpoint(run: Run, log: Any) -> None:
+    """Save the run at its step, the log flushed to disk first: model, optimizer, loss, scaler, generator and
+    schedule states, with the config, the store's description and what evaluation must know of the inputs
+    (:func:`input_config`)."""
+    config, loss_fn, scaler = run.config, run.loss_fn, run.scaler
+    sync(log)  # first: a kill between the two leaves the log ahead of the checkpoint, never behind
+    save_checkpoint(run.checkpoint_path, {
+        "model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(), "loss_state": loss_fn.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
+        "scheduler": run.scheduler.state_dict(),
+        "step": run.step, "config": asdict(config), "model_config": run.model.config, "loss": config.loss,
+        "normalized": loss_fn.normalized, "store": run.info, "inputs": input_config(run.inputs, run.augmentation),
+    })  # fmt: skip
+
+
+def train_step(run: Run, batch: Minibatch) -> tuple[float, dict[str, float], float]:
+    """One optimizer step on ``batch`` (on the device): images decoded and augmented there, the forward pass in
+    the run's precision, the loss in float32, the schedule stepped. The loss, the embeddings' spread
+    (:func:`labeldist.trainer.monitor.embedding_spread`) and the learning rate the step used."""
+    config, inputs, optimizer, scaler = run.config, run.inputs, run.optimizer, run.scaler
+    inputs_now = batch.inputs
+    if run.augmentation is not None:  # decoded (nvJPEG on CUDA) and augmented in batch on the device
+        inputs_now = device_images(inputs_now, inputs, run.device)
+        inputs_now = augment(inputs_now, run.augmentation, step_generator(config.seed, run.step), inputs.size)
+    with run.amp:
+        embeddings = run.forward(inputs_now)
+    # the loss in float32 whatever the forward pass ran in: log-ratios of small distances need it
+    loss = run.loss_fn(embeddings.float(), batch.distances.float(), batch.pairwise, indices=batch.indices)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    lr_used = optimizer.param_groups[0]["lr"]  # the rate of this step, before the schedule moves on
+    run.scheduler.step()
+    return float(loss.detach()), embedding_spread(embeddings), lr_used
+
+
+def start_log(run: Run, log: Any) -> None:
+    """The log's ``start`` line (and, with progress shown, the augmentation in words)."""
+    config, augmentation = run.config, run.augmentation
+    start_row = {"event": "start", "step": run.step, "device": str(run.device), "config": asdict(config)}
+    if augmentation is not None:
+        start_row["augmentation"] = asdict(augmentation)
+        if config.progress:
+            tqdm.write(f"augmentation: {augmentation.description}")
+    log.write(json.dumps(start_row) + "\n")
+
+
+class LoopState:
+    """What the training loop keeps of the steps it has done: when it started, the last 10 losses, the watch of
+    collapsed embeddings and flat losses, and whether the loss has described what its first batch decided."""
+
+    def __init__(self, loss: str, loss_fn: BatchLoss) -> None:
+        self.start = time.perf_counter()
+        self.recent: list[float] = []
+        self.described = False
+        # judged afresh after a resume: its windows are a few dozen steps, which a resumed run refills at once
+        self.watch = TrainingWatch(loss, flat_at=flat_value(loss_fn))
+
+
+def log_step(run: Run, log: Any, state: LoopState, value: float, spread: dict[str, float], lr_used: float, *,
+             steps_per_epoch: int, t0: float, t1: float) -> None:  # fmt: skip
+    """The ``step`` line of the step just done (its batch waited for from ``t0`` to ``t1``, trained from ``t1``),
+    then the watch's warning (printed, and a ``warning`` line per kind) and, after the first batch, the loss's
+    description (a ``loss`` line)."""
+    step = run.step
+    state.recent = (state.recent + [value])[-10:]
+    log.write(json.dumps({"event": "step", "step": step, "epoch": (step - 1) // steps_per_epoch,
+                          "loss": value, "lr": lr_used, "mean_cosine": round(spread["mean_cosine"], 6),
+                          "spread_var": round(spread["variance"], 6),
+                          "data_wait_s": round(t1 - t0, 6),
+                          "step_s": round(time.perf_counter() - t1, 6)}) + "\n")  # fmt: skip
+    said = len(state.watch.warnings)
+    warning = state.watch.update(step, value, spread)
+    if warning:  # printed whether or not the bar shows: a run going wrong is worth saying in any log
+        tqdm.write(warning, file=sys.stderr)
+        for row in state.watch.warnings[said:]:  # one row per kind seen (collapse, flat), the same message
+            log.write(json.dumps({"event": "warning", **row}) + "\n")
+    if not state.described and run.loss_fn.describe():  # what the first batch decided (ladder thresholds)
+        log.write(json.dumps({"event": "loss", "step": step, **run.loss_fn.describe()}) + "\n")
+        state.described = True
+
+
+def summarize(run: Run, stream: MinibatchStream, state: LoopState) -> dict[str, Any]:
+    """The log's ``end`` line, which :func:`fit` returns."""
+    recent, loss_fn = state.recent, run.loss_fn
+    seconds = time.perf_counter() - state.start
+    summary = {"event": "end", "steps": run.step, "epochs": round(run.step / stream.steps_per_epoch, 4),
+               "loss": float(np.mean(recent)) if recent else None,
+               "seconds": seconds, "data_wait_s": stream.waited,
+               "data_wait_share": stream.waited / seconds if seconds > 0 else None,
+               "checkpoint": str(run.checkpoint_path)}  # fmt: skip
+    if loss_fn.describe():
+        summary["loss_info"] = loss_fn.describe()
+    if state.watch.warnings:
+        summary["warnings"] = state.watch.warnings
+    return summary
+
+
+def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
+    """The training loop, from the run's step to its last (the stream's epochs, at most ``config.max_steps``):
+    each step logged, a checkpoint every ``config.checkpoint_every`` steps and at the end, then the summary
+    (:func:`summarize`). The prefetch, the log and the source are closed whatever happens."""
+    config = run.config
     total = stream.steps_per_epoch * config.epochs
     if config.max_steps is not None:
         total = min(total, config.max_steps)
-
-    def checkpoint() -> None:
-        sync(log)  # first: a kill between the two leaves the log ahead of the checkpoint, never behind
-        save_checkpoint(ckpt_path, {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "loss_state": loss_fn.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
-            "scheduler": scheduler.state_dict(),
-            "step": step, "config": asdict(config), "model_config": model.config, "loss": config.loss,
-            "normalized": loss_fn.normalized, "store": info, "inputs": input_config(inputs, augmentation),
-        })  # fmt: skip
-
-    log = open(out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
-    start, recent, described = time.perf_counter(), [], False
-    # judged afresh after a resume: its windows are a few dozen steps, which a resumed run refills at once
-    watch = TrainingWatch(config.loss, flat_at=flat_value(loss_fn))
+    log = open(run.out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
+    state = LoopState(config.loss, run.loss_fn)
+    batches: Iterator[Minibatch] | None = None  # the prefetch, once started
     try:
-        start_row = {"event": "start", "step": step, "device": str(device), "config": asdict(config)}
-        if augmentation is not None:
-            start_row["augmentation"] = asdict(augmentation)
-            if config.progress:
-                tqdm.write(f"augmentation: {augmentation.description}")
-        log.write(json.dumps(start_row) + "\n")
-        model.train()
+        start_log(run, log)
+        run.model.train()
         # tqdm's bar on a terminal; off one (a redirected log) a plain line every few seconds, not one line of
         # carriage-return updates
-        bar = progress_bar(total, f"fit {config.loss}", unit="step", initial=step, enabled=config.progress)
+        bar = progress_bar(total, f"fit {config.loss}", unit="step", initial=run.step, enabled=config.progress)
         batches = iter(stream)
-        while step < total:
+        while run.step < total:
             t0 = time.perf_counter()
             try:
-                batch = next(batches).to(device)
+                batch = next(batches).to(run.device)
             except StopIteration:
                 break
             t1 = time.perf_counter()
-            inputs_now = batch.inputs
-            if augmentation is not None:  # decoded (nvJPEG on CUDA) and augmented in batch on the device
-                inputs_now = device_images(inputs_now, inputs, device)
-                inputs_now = augment(inputs_now, augmentation, step_generator(config.seed, step), inputs.size)
-            with amp:
-                embeddings = forward(inputs_now)
-            # the loss in float32 whatever the forward pass ran in: log-ratios of small distances need it
-            loss = loss_fn(embeddings.float(), batch.distances.float(), batch.pairwise, indices=batch.indices)
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            lr_used = optimizer.param_groups[0]["lr"]  # the rate of this step, before the schedule moves on
-            scheduler.step()
-            value = float(loss.detach())
-            spread = embedding_spread(embeddings)
-            step += 1
-            recent = (recent + [value])[-10:]
-            log.write(json.dumps({"event": "step", "step": step, "epoch": (step - 1) // stream.steps_per_epoch,
-                                  "loss": value, "lr": lr_used, "mean_cosine": round(spread["mean_cosine"], 6),
-                                  "spread_var": round(spread["variance"], 6),
-                                  "data_wait_s": round(t1 - t0, 6),
-                                  "step_s": round(time.perf_counter() - t1, 6)}) + "\n")  # fmt: skip
-            said = len(watch.warnings)
-            warning = watch.update(step, value, spread)
-            if warning:  # printed whether or not the bar shows: a run going wrong is worth saying in any log
-                tqdm.write(warning, file=sys.stderr)
-                for row in watch.warnings[said:]:  # one row per kind seen (collapse, flat), the same message
-                    log.write(json.dumps({"event": "warning", **row}) + "\n")
-            if not described and loss_fn.describe():  # what the first batch decided (ladder thresholds)
-                log.write(json.dumps({"event": "loss", "step": step, **loss_fn.describe()}) + "\n")
-                described = True
-            bar.set_postfix(loss=f"{np.mean(recent):.4f}", refresh=False)  # shown by the update, with its step
+            value, spread, lr_used = train_step(run, batch)
+            run.step += 1
+            log_step(run, log, state, value, spread, lr_used, steps_per_epoch=stream.steps_per_epoch, t0=t0, t1=t1)
+            bar.set_postfix(loss=f"{np.mean(state.recent):.4f}", refresh=False)  # shown by the update, with its step
             bar.update(1)
-            if step % config.checkpoint_every == 0:
-                checkpoint()
+            if run.step % config.checkpoint_every == 0:
+                checkpoint(run, log)
         bar.close()
-        checkpoint()
-        seconds = time.perf_counter() - start
-        summary = {"event": "end", "steps": step, "epochs": round(step / stream.steps_per_epoch, 4),
-                   "loss": float(np.mean(recent)) if recent else None,
-                   "seconds": seconds, "data_wait_s": stream.waited,
-                   "data_wait_share": stream.waited / seconds if seconds > 0 else None,
-                   "checkpoint": str(ckpt_path)}  # fmt: skip
-        if loss_fn.describe():
-            summary["loss_info"] = loss_fn.describe()
-        if watch.warnings:
-            summary["warnings"] = watch.warnings
+        checkpoint(run, log)
+        summary = summarize(run, stream, state)
         log.write(json.dumps(summary) + "\n")
     finally:
-        if "batches" in locals():
+        if batches is not None:
             batches.close()  # stops the prefetch threads
         log.close()
-        client.close()
+        run.client.close()
     return summary
+
+
+def fit(config: FitConfig) -> dict[str, Any]:
+    """Train; returns ``steps``, ``loss`` (mean of the last 10 steps), ``seconds``, ``data_wait_s`` and
+    ``checkpoint``.
+
+    :func:`build` the run from its config, :func:`resume` it from its checkpoint (with ``config.resume``),
+    :func:`make_stream` its minibatches from its step on, and :func:`train` it."""
+    run = build(config)
+    resume(run)
+    return train(run, make_stream(run))
