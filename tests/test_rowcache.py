@@ -259,11 +259,11 @@ def test_knn_chunks_are_cut_from_big_row_blocks(mpii_poses, tmp_path: Path, monk
     own, the lists the same as the whole arrays'."""
     import zarr
 
-    import labeldist.store
+    import labeldist.store.layout
     from labeldist.store import knn_chunk_rows
 
     assert knn_chunk_rows(64, 100, 200) == 64, "small stores: chunked by row block"
-    monkeypatch.setattr(labeldist.store, "KNN_WHOLE_BYTES", 0)
+    monkeypatch.setattr(labeldist.store.layout, "KNN_WHOLE_BYTES", 0)  # where knn_chunk_rows reads it
     store = write_store(tmp_path / "big-blocks", mpii_poses.subset(slice(0, 200)), PoseDistance(), dataset="t",
                         k=100, dense=False, block_rows=64)  # fmt: skip
     group = zarr.open_group(str(store), mode="r")

@@ -1,0 +1,109 @@
+"""The manifest (``attrs["labeldist"]``, docs/store-format.md, "The manifest"): built for a store about to be written,
+read back, compared by its fingerprint keys, digested, and the generations it records."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import zarr
+
+from labeldist import __version__
+from labeldist.labels.base import LabelSet
+from labeldist.store.errors import StoreCorruptError
+from labeldist.store.layout import FINGERPRINT_KEYS, FORMAT, MANIFEST_KEY, open_group, store_url
+
+
+def build_manifest(
+    *,
+    dataset: str,
+    kind: str,
+    params: Mapping[str, Any],
+    labels: LabelSet,
+    k: int,
+    dense: bool,
+    block_rows: int,
+    symmetric: bool = False,
+    generations: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The manifest of a store about to be written (``complete`` false), as JSON types (tuples become lists,
+    as they will when read back), so that it compares equal to the stored one.
+
+    ``symmetric`` (dense stores only) records ``"symmetric": true``: the matrix is computed as its upper
+    triangle and mirrored. The key is left out otherwise, so that other manifests stay as they were; it is a
+    fingerprint key, because a store half-written one way must not be finished the other way.
+
+    ``generations`` lists the store's generations (:func:`store_generations`), the last one being written; by
+    default the store's first: all its items. ``generation`` names the last.
+    """
+    if symmetric and not dense:
+        raise ValueError("symmetric applies to dense stores only")
+    manifest = {
+        "format": FORMAT,
+        "dataset": dataset,
+        "kind": kind,
+        # reader/generator settings change numbers too: recorded beside the distance's own parameters
+        "params": {**params, "labels": labels.provenance} if labels.provenance else dict(params),
+        "n_items": len(labels),
+        "k": int(k),
+        "labels_sha256": labels.sha256(),
+        "labels_type": labels.label_type,
+        "dense": bool(dense),
+        "block_rows": int(block_rows),
+        "engine_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "complete": False,
+    }
+    if symmetric:
+        manifest["symmetric"] = True
+    if generations is None:
+        generations = [generation_entry(1, 0, labels)]
+    manifest["generation"] = int(generations[-1]["generation"])
+    manifest["generations"] = generations
+    return json.loads(json.dumps(manifest))
+
+
+def generation_entry(generation: int, start: int, labels: LabelSet) -> dict[str, Any]:
+    """The manifest's record of one generation: its number, the items it brought (rows ``start:start + len``)
+    and the digest of their labels (:meth:`LabelSet.sha256` of those items alone: the file they were read from,
+    as precompute of that file alone would record it)."""
+    return {"generation": int(generation), "items": [int(start), int(start + len(labels))],
+            "labels_sha256": labels.sha256()}  # fmt: skip
+
+
+def store_generations(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The generations a store's manifest records; one, every item, for a store made before generations were
+    recorded."""
+    recorded = manifest.get("generations")
+    if isinstance(recorded, list) and recorded:
+        return [dict(g) for g in recorded]
+    return [{"generation": 1, "items": [0, int(manifest["n_items"])], "labels_sha256": manifest["labels_sha256"]}]
+
+
+def fingerprint_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Names of the fingerprint keys on which two manifests differ."""
+    return [key for key in FINGERPRINT_KEYS if a.get(key) != b.get(key)]
+
+
+def read_manifest(url: str) -> dict[str, Any] | None:
+    """The manifest at ``url``, or None when there is no labeldist store there; StoreCorruptError when the
+    group's metadata cannot be parsed (a store damaged on disk is not "no store": it must not be written over)."""
+    try:
+        group = open_group(url, mode="r")
+    except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError,
+            zarr.errors.NodeTypeValidationError):  # fmt: skip
+        return None
+    except ValueError as e:  # zarr.json that is not JSON, or not Zarr metadata
+        raise StoreCorruptError(f"{store_url(url)}: its metadata (zarr.json) cannot be read ({e}): the store is "
+                                "damaged; rebuild it") from e  # fmt: skip
+    man = group.attrs.get(MANIFEST_KEY)
+    return dict(man) if isinstance(man, Mapping) else None
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """SHA-256 of the manifest as canonical JSON (sorted keys): names what a store holds, so that a client can
+    tell which store answered it; two stores with different parameters, labels or creation times differ."""
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
