@@ -44,7 +44,7 @@ from labeldist.trainer.losses import LadderLoss
 from labeldist.trainer.metrics import coherent_score, retrieve
 from labeldist.trainer.models import load_checkpoint
 
-from labeldist.labels.captions import load_json, parse_karpathy
+from labeldist.labels.coco import load_json, parse_karpathy
 
 TRAIN, TEST = "coco-train-sentence_relevance", "coco-test-sentence_relevance"
 #: run name: loss, its options, the name in the table

@@ -1,12 +1,6 @@
 """Caption sets: the captions of each image, tokenized, with the vectors of the words they use.
 
-Two input formats:
-
-- official COCO captions JSON: ``{"images": [{"id"}...] (optional), "annotations": [{"image_id", "caption"}...]}``;
-  items follow ``images`` when present (each must have a caption), else the first appearance in
-  ``annotations``;
-- Karpathy-style list: ``[{"image": "val2014/COCO_val2014_000000391895.jpg", "caption": [str, ...]}, ...]``;
-  the item id is the integer in the file name (``"391895"``).
+Read from an official COCO captions JSON or a Karpathy-style list (:mod:`labeldist.labels.coco` parses both).
 
 Every caption of an image is kept (some COCO images have 6 or 7). A :class:`CaptionSets` holds only flat
 arrays — texts, offsets, token ids into a local sorted vocabulary and that vocabulary's vectors — so a store
@@ -15,9 +9,7 @@ that holds them can recompute any distance without the word-vector file.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -30,22 +22,18 @@ from typing_extensions import Self
 from labeldist.labels.base import (
     LabelError,
     LabelSet,
-    check_json_value,
     check_text,
     item_id,
     json_repr,
     json_text,
 )
+from labeldist.labels.coco import CAPTION_FORMATS, load_json, parse_coco, parse_karpathy
 from labeldist.labels.text import VECTOR_FORMATS, Tokenizer, WordVectors, default_word_vectors, load_word_vectors
 
 log = logging.getLogger(__name__)
 
-#: names accepted by ``read_captions(format=...)``
-CAPTION_FORMATS = ("auto", "coco", "karpathy")
 #: what to do with a caption that has no word with a vector
 EMPTY_POLICIES = ("error", "drop")
-
-_IMAGE_ID = re.compile(r"(\d+)\.[A-Za-z]+$")
 
 
 def _range_index(offsets: np.ndarray, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -457,81 +445,6 @@ def query_caption_set(value: object, like: CaptionSets) -> CaptionSets:
     fields = kept.fields()
     fields["provenance"] = {**like.provenance, **fields["provenance"]}
     return CaptionSets(np.array(["query"]), caption_offsets=np.array([0, n_kept]), **fields)
-
-
-def load_json(path: Path) -> Any:
-    """The parsed JSON file ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it if unreadable."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        text = raw.decode("utf-8-sig")  # -sig: tolerate a byte-order mark
-    except UnicodeDecodeError as e:
-        raise LabelError(f"{path}: not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise LabelError(f"{path}: malformed JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
-    except ValueError as e:  # an integer past Python's limit on its digits
-        raise LabelError(f"{path}: {e}") from None
-    check_json_value(data, source=str(path))  # no lone surrogate, no integer past a float64, named by its place
-    return data
-
-
-def _image_key(value: Any, where: str) -> str:
-    # COCO ids are ints; accept id strings too, but nothing else (bool is an int in Python)
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-        raise LabelError(f"{where}: image id must be an integer or a non-empty string, got {value!r}")
-    return item_id(value, where)
-
-
-def parse_coco(data: Any, source: str) -> tuple[list[str], list[list[Any]]]:
-    """Ids and caption lists from a parsed official COCO captions JSON."""
-    if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
-        raise LabelError(f"{source}: expected an object with an 'annotations' list (COCO captions format)")
-    groups: dict[str, list[Any]] = {}
-    if "images" in data:
-        if not isinstance(data["images"], list):
-            raise LabelError(f"{source}: 'images' must be a list")
-        for n, image in enumerate(data["images"]):
-            if not isinstance(image, dict) or "id" not in image:
-                raise LabelError(f"{source}: images[{n}] has no 'id'")
-            key = _image_key(image["id"], f"{source}: images[{n}]")
-            if key in groups:
-                raise LabelError(f"{source}: duplicate image id {key!r} in 'images' (images[{n}])")
-            groups[key] = []
-    for n, ann in enumerate(data["annotations"]):
-        if not isinstance(ann, dict) or "image_id" not in ann or "caption" not in ann:
-            raise LabelError(f"{source}: annotations[{n}] needs 'image_id' and 'caption'")
-        key = _image_key(ann["image_id"], f"{source}: annotations[{n}]")
-        if "images" in data and key not in groups:
-            raise LabelError(f"{source}: annotations[{n}] refers to image {key!r}, which is not in 'images'")
-        groups.setdefault(key, []).append(ann["caption"])
-    return list(groups), list(groups.values())
-
-
-def parse_karpathy(data: Any, source: str) -> tuple[list[str], list[list[Any]]]:
-    """Ids and caption lists from a parsed Karpathy-style list (see the module docstring)."""
-    if not isinstance(data, list):
-        raise LabelError(f"{source}: expected a JSON list of {{'image', 'caption'}} objects (Karpathy format)")
-    ids: list[str] = []
-    captions: list[list[Any]] = []
-    for n, item in enumerate(data):
-        if not isinstance(item, dict) or "image" not in item or "caption" not in item:
-            raise LabelError(f"{source}: item {n} needs 'image' and 'caption'")
-        image = item["image"]
-        match = _IMAGE_ID.search(image) if isinstance(image, str) else None
-        if match is None:
-            raise LabelError(f"{source}: item {n}: no image id in file name {image!r}")
-        caps = item["caption"]
-        if isinstance(caps, str):
-            caps = [caps]
-        if not isinstance(caps, list):
-            raise LabelError(f"{source}: item {n} ({image}): 'caption' must be a list of strings")
-        ids.append(str(int(match.group(1))))
-        captions.append(caps)
-    return ids, captions
 
 
 def read_captions(

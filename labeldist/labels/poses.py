@@ -852,7 +852,7 @@ def read_coco_keypoints(
     labelled are left out (a COCO file has many people without keypoints), and counted in a warning. Raises
     LabelError naming the file and the annotation (its position and id) for anything malformed.
     """
-    from labeldist.labels.captions import load_json
+    from labeldist.labels.coco import load_json
 
     path = os.fspath(path)
     _check_normalization(normalization)
