@@ -241,15 +241,8 @@ def _service_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", help="sent as X-API-Key (when the service computes distances only with one)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trainer", description="Train and evaluate embeddings on labeldist stores")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    fit = sub.add_parser("fit", help="train an embedding on minibatches from the service")
-    _service_args(fit)
-    fit.add_argument("--store", required=True, help="training store, as the service names it")
-    _input_args(fit)
-    fit.add_argument("--out", required=True, help="run folder: checkpoint.pt, log.jsonl, eval.json, eval.png")
+def _fit_loss_args(fit: argparse.ArgumentParser) -> None:
+    """fit: the loss and its options (--loss, --margin, --positives, log_ratio's --squared, the ladder's)."""
     fit.add_argument("--loss", choices=sorted(LOSSES), help="recipe: log_ratio (Kim et al.), ladder (Zhou et al.)")
     fit.add_argument("--margin", type=float, help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
                      "negative margin (1); proxy_anchor: delta (0.1)")  # fmt: skip
@@ -273,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "one per rung, decreasing (default 95 85, the authors' code)")  # fmt: skip
     fit.add_argument("--ladder-shares", type=float, nargs="+", help="ladder: shares of the first batch's pairs at "
                      "or below each calibrated threshold, one per rung, increasing (default 0.05 0.2)")  # fmt: skip
+
+
+def _fit_recipe_args(fit: argparse.ArgumentParser) -> None:
+    """fit: the recipe and the training settings (minibatches, epochs, optimiser and schedule, embedding), most of
+    them the recipe's unless given."""
     fit.add_argument("--recipe", default="auto", choices=("auto", *RECIPES), help="the paper's training settings "
                      "(optimiser, lr and decay, epochs, batch, neighbours, loss, embedding, augmentation); every "
                      "option below overrides its field. auto: the paper's recipe of the store's kind over images "
@@ -293,6 +291,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--lr-step-epochs", type=int, nargs="*", help="step schedule: the epochs where it decays")
     fit.add_argument("--embedding-dim", type=int, help="recipe: 128 (Kim et al.), 1024 (Zhou et al.)")
     fit.add_argument("--hidden", type=int, nargs="*", default=[512], help="hidden widths of the MLP (features)")
+
+
+def _fit_image_args(fit: argparse.ArgumentParser) -> None:
+    """fit, images: their augmentation and decoded-image cache."""
     fit.add_argument("--augment", choices=AUGMENT_NAMES, help="images: kind (the store kind's label-preserving "
                      "transforms: poses a +-5%% scale and +-3%% shift jitter and a flip of the whole minibatch or "
                      "none of it; layouts the minibatch flip), none, or imagenet (random resized crop and a flip per "
@@ -308,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--image-cache", choices=("auto", "on", "off"), default="auto", help="images: decode every "
                      "image once into a shared uint8 array in memory (auto: when it fits), else decode in loader "
                      "processes each step")  # fmt: skip
+
+
+def _fit_run_args(fit: argparse.ArgumentParser) -> None:
+    """fit: precision, device, threads, seed, checkpoints and resume, prefetch, progress."""
     fit.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="forward pass "
                      "(auto: bf16 on CUDA, fp32 on CPU; the loss is always fp32) (default: %(default)s)")  # fmt: skip
     fit.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
@@ -323,6 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--anchors-per-request", type=int, help="minibatches per service request (default: 8 over "
                      "features, --batches-per-step over images)")  # fmt: skip
     fit.add_argument("--no-progress", action="store_true")
+
+
+def _fit_eval_args(fit: argparse.ArgumentParser) -> None:
+    """fit: the evaluation after training (--eval-store ...), and --json."""
     fit.add_argument("--eval-store", help="after training, evaluate on this (test) store ...")
     fit.add_argument("--eval-features", help="... with these features (or --eval-images) ...")
     fit.add_argument("--eval-images", help="... or these images (the same --image-pattern) ...")
@@ -330,9 +340,28 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--split", help="... and the queries/gallery of this split.json")
     fit.add_argument("--k-max", type=int, default=100)
     fit.add_argument("--json", action="store_true", help="end with JSON lines (summary, metrics), not tables")
-    fit.set_defaults(func=_fit)
 
-    ev = sub.add_parser("eval", help="retrieval metrics of a checkpoint (or of the input features) on a test store")
+
+def add_fit_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``trainer fit``: train an embedding."""
+    fit = subparsers.add_parser("fit", help="train an embedding on minibatches from the service")
+    _service_args(fit)
+    fit.add_argument("--store", required=True, help="training store, as the service names it")
+    _input_args(fit)
+    fit.add_argument("--out", required=True, help="run folder: checkpoint.pt, log.jsonl, eval.json, eval.png")
+    _fit_loss_args(fit)
+    _fit_recipe_args(fit)
+    _fit_image_args(fit)
+    _fit_run_args(fit)
+    _fit_eval_args(fit)
+    fit.set_defaults(func=_fit)
+    return fit
+
+
+def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``trainer eval``: retrieval metrics of a checkpoint, or of the untrained inputs."""
+    ev = subparsers.add_parser("eval", help="retrieval metrics of a checkpoint (or of the input features) on a "
+                               "test store")  # fmt: skip
     _service_args(ev)
     ev.add_argument("--store", required=True)
     _input_args(ev, train=False)
@@ -350,8 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-progress", action="store_true", help="no progress (a bar on a terminal, else a plain line "
                     "every few seconds)")  # fmt: skip
     ev.set_defaults(func=_eval)
+    return ev
 
-    pl = sub.add_parser("plot", help="one figure of several runs' eval results (Fig. 3 of Kim et al.) or losses")
+
+def add_plot_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``trainer plot``: one figure of several runs' eval results or losses."""
+    pl = subparsers.add_parser("plot", help="one figure of several runs' eval results (Fig. 3 of Kim et al.) or losses")
     pl.add_argument("results", nargs="+", help="eval.json files or run folders (--loss-curves: log.jsonl or folders)")
     pl.add_argument("--out", required=True, help="PNG")
     pl.add_argument("--title")
@@ -360,17 +393,25 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--y-scale", choices=("auto", "linear", "log"), default="auto",
                     help="loss curves: auto is log where the losses span more than two decades")  # fmt: skip
     pl.set_defaults(func=_plot)
+    return pl
 
-    demo = sub.add_parser("demo-inputs", help="write demo input features for a caption, sentence or pose store")
+
+def add_demo_inputs_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``trainer demo-inputs``: demo input features for a store."""
+    demo = subparsers.add_parser("demo-inputs", help="write demo input features for a caption, sentence or pose store")
     demo.add_argument("store", help="store path")
     demo.add_argument("--out", required=True, help=".npy file")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--hide", type=float, help="poses: probability a joint is hidden (0.25)")
     demo.add_argument("--jitter", type=float, help="poses: noise as a fraction of the pose size (0.1)")
     demo.set_defaults(func=_demo_inputs)
+    return demo
 
-    sp = sub.add_parser("split", help="split a store of any kind into a train store and a test store, or a label "
-                        "file (Karpathy JSON, CSV) into train/test label files")  # fmt: skip
+
+def add_split_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``trainer split``: a store or a label file into train and test parts."""
+    sp = subparsers.add_parser("split", help="split a store of any kind into a train store and a test store, or a "
+                               "label file (Karpathy JSON, CSV) into train/test label files")  # fmt: skip
     sp.add_argument("input", help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: "
                     "a Karpathy JSON list (.json) or a CSV with a header row such as MPII's (.csv), whose halves "
                     "OUT/train.EXT and OUT/test.EXT each build a store")  # fmt: skip
@@ -386,8 +427,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=int, help="a kNN-only store: the LocalCluster's worker processes (default: "
                     "one per core)")  # fmt: skip
     sp.set_defaults(func=_split)
+    return sp
 
-    rd = sub.add_parser("render", help="draw one image per item of a pose or layout store, from its label")
+
+def add_render_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``trainer render``: one image per item of a pose or layout store."""
+    rd = subparsers.add_parser("render", help="draw one image per item of a pose or layout store, from its label")
     rd.add_argument("store", help="store path")
     rd.add_argument("--out", required=True, help="folder: the images, index.csv (id,path) and render.json")
     rd.add_argument("--size", type=int, default=128, help="image side in pixels (default: %(default)s)")
@@ -408,6 +453,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rd.add_argument("--no-progress", action="store_true")
     rd.set_defaults(func=_render)
+    return rd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``trainer`` command's parser: one subcommand each (fit, eval, plot, demo-inputs, split, render)."""
+    parser = argparse.ArgumentParser(prog="trainer", description="Train and evaluate embeddings on labeldist stores")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_fit_parser(subparsers)
+    add_eval_parser(subparsers)
+    add_plot_parser(subparsers)
+    add_demo_inputs_parser(subparsers)
+    add_split_parser(subparsers)
+    add_render_parser(subparsers)
     return show_defaults(parser)
 
 
