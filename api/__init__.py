@@ -1,4 +1,4 @@
-"""The HTTP service (API v1 of DESIGN.md) over a folder of labeldist stores.
+"""The HTTP service (API v1, docs/http-api.md) over a folder of labeldist stores.
 
 ``create_app(settings)`` builds the FastAPI app, ``serve()`` runs it with uvicorn (``labeldist serve``), and
 ``Settings`` holds every setting (``LABELDIST_*`` environment variables).

@@ -1,4 +1,4 @@
-"""Request and response models of HTTP API v1 (DESIGN.md), so that the OpenAPI schema is exact.
+"""Request and response models of HTTP API v1 (docs/http-api.md), so that the OpenAPI schema is exact.
 
 Distances are float32 values as stored, sent as JSON numbers; a distance that is +infinity (e.g. two poses
 with no joint in common under the ``rescale`` rule) is sent as ``null``.
@@ -39,7 +39,7 @@ class StoreIds(BaseModel):
 
 
 class StoreInfo(BaseModel):
-    """A store's manifest (DESIGN.md "Store format") plus ``name``, and whether it is served."""
+    """A store's manifest (docs/store-format.md) plus ``name``, and whether it is served."""
 
     model_config = ConfigDict(extra="allow")
 

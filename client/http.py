@@ -1,4 +1,4 @@
-"""A client for labeldist's HTTP API v1 (DESIGN.md "HTTP API v1"), with timeouts and retries.
+"""A client for labeldist's HTTP API v1 (docs/http-api.md), with timeouts and retries.
 
     with LabelDistClient("http://127.0.0.1:8000") as client:
         batches = client.batches("mpii-pose", count=4, size=150, neighbors=5, seed=0)

@@ -1,4 +1,4 @@
-"""One test per error path: status code and ``detail`` (DESIGN.md "HTTP API v1")."""
+"""One test per error path: status code and ``detail`` (docs/http-api.md)."""
 
 from __future__ import annotations
 
