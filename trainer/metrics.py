@@ -84,7 +84,7 @@ def coherent_score(label_distances: np.ndarray, retrieved: np.ndarray, embedding
     ``scipy.stats.kendalltau``). 1: the top K are in exactly the order of their relevance; -1: reversed.
     Averaged over queries where it is defined (K >= 2 and neither side constant); entry 0 (K = 1) is NaN.
 
-    >>> coherent_score(np.array([[1.0, 2.0, 3.0]]), np.array([[0, 1, 2]]), np.array([[3.0, 2.0, 1.0]]))[2]
+    >>> float(coherent_score(np.array([[1.0, 2.0, 3.0]]), np.array([[0, 1, 2]]), np.array([[3.0, 2.0, 1.0]]))[2])
     1.0
     """
     d = _gather(label_distances, retrieved)
