@@ -4,7 +4,8 @@ distances, minibatches, search by a new label) and ``StoreReader.labels()``. A k
 returns the wrong shape is refused with one clear line before anything is written.
 
 The plugin is installed with pip into a folder of its own that the commands find on ``PYTHONPATH``: the same
-entry-point discovery as an install into the venv, without changing the environment the other tests run in.
+entry-point discovery as an install into the venv, without changing the environment the other tests run in. The
+plugin's own tests (labeldist.testing's suite on its distance) pass against that install.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
+from labeldist.testing import DistanceSuite
 from tests.processes import REPO, Service
 
 EXAMPLE = REPO / "examples" / "labeldist-angles"
@@ -89,6 +92,21 @@ def test_an_installed_plugin_kind_goes_through_the_whole_chain(plugin_path: Path
             np.testing.assert_allclose(found.json()["distances"], [circle(3.0, ANGLES[j]) for j in brute])
         bad = httpx.post(f"{service.url}/v1/stores/angles/search", json={"label": "north", "k": 3})
         assert bad.status_code == 422 and "finite number of degrees" in bad.text
+
+
+def test_the_plugins_own_tests_run_labeldists_distance_suite_and_pass(plugin_path: Path, tmp_path: Path) -> None:
+    """``pytest`` on the plugin's folder, as its author runs it (its pyproject's testpaths), the plugin imported
+    from the install: every check of labeldist.testing.DistanceSuite runs on CircularDistance and passes."""
+    report = tmp_path / "report.xml"
+    done = run(plugin_path, "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", str(EXAMPLE))
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = ET.parse(report).getroot().iter("testcase")
+    outcome = {(c.get("classname", "").rpartition(".")[2], c.get("name")): [e.tag for e in c] for c in cases}
+    suite = sorted(name for name in dir(DistanceSuite) if name.startswith("test_"))
+    assert len(suite) >= 9
+    ran = sorted(name for (cls, name) in outcome if cls == "TestCircularDistance")
+    assert ran == suite, done.stdout
+    assert not [case for case, events in outcome.items() if {"failure", "error", "skipped"} & set(events)], outcome
 
 
 def test_a_kind_whose_distance_misbehaves_is_refused_before_anything_is_written(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from labeldist.distances.caption_sets import CaptionSetWMD, caption_set_distance
 from labeldist.distances.wmd_bounds import rwmd_many
 from labeldist.kinds import distance_class
 from labeldist.labels.captions import CaptionSets, caption_sets_from_texts, read_captions
+from labeldist.testing import DistanceSuite
 from tests.conftest import DATA
-from tests.distances.suite import DistanceSuite
 
 
 @pytest.fixture(scope="module")

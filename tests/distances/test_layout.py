@@ -5,7 +5,7 @@ from labeldist.distances.layout import LayoutMIoU, miou_distance_pair, miou_dist
 from labeldist.kinds import distance_class
 from labeldist.labels.layouts import LayoutMaps
 from labeldist.labels.lsun_rooms import generate_layouts
-from tests.distances.suite import DistanceSuite
+from labeldist.testing import DistanceSuite
 
 
 def _generated(n_per_type: int = 6, height: int = 24, width: int = 36) -> LayoutMaps:

@@ -3,7 +3,7 @@ import pytest
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
-from tests.distances.suite import DistanceSuite
+from labeldist.testing import DistanceSuite
 
 
 @pytest.fixture

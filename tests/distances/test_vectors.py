@@ -1,7 +1,8 @@
 """The vectors kind's exact kNN search by FAISS (issue 19): the lists of ``scipy.spatial.distance.cdist``, the oracle,
 under every metric FAISS searches (euclidean, sqeuclidean, cosine: the kind offers no inner-product metric), on data
 where FAISS's float32 is enough and on data where it is not (ties, a large common offset), which the search must
-then compute whole."""
+then compute whole. And the shared suite of every distance (:class:`labeldist.testing.DistanceSuite`) under each of
+the kind's metrics."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from labeldist.distances.vectors import FAISS_METRICS, MARGIN, VectorDistance, search_threads
+from labeldist.distances.vectors import FAISS_METRICS, MARGIN, METRICS, VectorDistance, search_threads
 from labeldist.labels.vectors import Vectors
+from labeldist.testing import DistanceSuite
 
 N, D, K = 300, 8, 10
 
@@ -91,3 +93,28 @@ def test_one_faiss_thread_per_task_in_a_dask_worker(dask_client) -> None:
     assert search_threads() is None  # in this process: FAISS's own default
     # labeldist's LocalCluster: single-threaded workers, whose nanny sets OMP_NUM_THREADS=1
     assert dask_client.gather(dask_client.map(lambda _: search_threads(), range(4), pure=False)) == [1] * 4
+
+
+def _suite_labels(data: str) -> Vectors:
+    """24 labels for the suite: normal vectors with a duplicate and a near one, the same far from the origin (where
+    the matrix-product form cancels and pairs are recomputed by ``cdist``), or scalars (ages, D = 1)."""
+    rng = np.random.default_rng(3)
+    if data == "scalars":
+        values = rng.uniform(18, 90, size=(24, 1))
+    else:
+        values = rng.normal(size=(24, 6)) + (1e4 if data == "offset" else 0.0)
+    values[5] = values[2]
+    values[6] = values[2] + 1e-9
+    return Vectors(np.array([f"v{i}" for i in range(24)]), values)
+
+
+class TestVectorDistance(DistanceSuite):
+    """The suite under every metric (euclidean, sqeuclidean, cosine, cityblock, chebyshev), on each set of labels."""
+
+    @pytest.fixture(params=METRICS)
+    def distance(self, request: pytest.FixtureRequest) -> VectorDistance:
+        return VectorDistance(request.param)
+
+    @pytest.fixture(params=["normal", "offset", "scalars"])
+    def labels(self, request: pytest.FixtureRequest) -> Vectors:
+        return _suite_labels(request.param)

@@ -7,7 +7,7 @@ from labeldist.distances.sts import SentenceRelevance, cbow_units
 from labeldist.kinds import distance_class
 from labeldist.sts.cascade import combine
 from labeldist.sts.scorers import CrossEncoderScorer, cosine_relevance
-from tests.distances.suite import DistanceSuite
+from labeldist.testing import DistanceSuite
 
 CBOW_THRESHOLD = 0.8
 
