@@ -1,5 +1,5 @@
 """The service's caches and on-demand computation, unit by unit; and that no request changes a store. (The row-block
-cache of kNN lists and dense rows, shared with labeldist.client, is tested in tests/test_rowcache.py.)"""
+cache of kNN lists and dense rows, shared with labeldist.client, is tested in tests/store/test_rowcache.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """labeldist.client sits between the service and the trainer (labels -> distances -> engine -> store -> api ->
 client -> trainer): it imports neither, and reads stores only through labeldist.store (the store boundary of
-tests/test_store_boundary.py, applied to client/)."""
+tests/store/test_store_boundary.py, applied to client/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tests.client.conftest import REPO
-from tests.test_store_boundary import LAYOUT
+from tests.store.test_store_boundary import LAYOUT
 
 CLIENT = REPO / "client"
 #: modules of client/ that may import zarr for something that is not a store, and why

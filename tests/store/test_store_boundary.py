@@ -8,7 +8,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("labeldist", "api", "client", "trainer")
 #: the one package that knows the layout: its modules, and no other (not a labeldist/store.py beside it)
 STORE = "labeldist/store/"

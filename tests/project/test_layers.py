@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: where each installed package's source lies in the repository (pyproject's package-dir)
 SOURCES = {"labeldist": "labeldist", "labeldist.api": "api", "labeldist.client": "client",
            "labeldist.trainer": "trainer"}  # fmt: skip
@@ -137,7 +137,7 @@ def layer_problems(sources: dict[str, Path], layers: list[tuple[str, tuple[str, 
     """What breaks the layers in the source: modules with no layer, imports of a higher layer, cycles."""
     modules = find_modules(sources)
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
-    problems = [f"{name} ({path}) has no layer: add it to LAYERS in tests/test_layers.py and to docs/design.md"
+    problems = [f"{name} ({path}) has no layer: add it to LAYERS in tests/project/test_layers.py and to docs/design.md"
                 for name, path in modules.items() if layer_of(name, layers) is None]  # fmt: skip
     for name, imported in sorted(graph.items()):
         mine = layer_of(name, layers)

@@ -1,7 +1,7 @@
 """``labeldist.append``: a store grown by new items (a new generation) equals a precompute of all items at once.
 
 For every built-in kind and the example plugin kind (``angles``, installed with pip into a folder of its own, as
-``tests/test_plugin.py`` does), a store of the first ``n_old`` items is grown by the rest and compared, array by
+``tests/kinds/test_plugin.py`` does), a store of the first ``n_old`` items is grown by the rest and compared, array by
 array and bit for bit, with a precompute of all of them (same k, same block_rows; ``n_old`` is never a multiple
 of block_rows, so one row block holds old and new items). Dense and kNN-only stores; the vectors kind under a
 metric FAISS searches and one it does not. Then the manifest's record of the generations, three generations,
@@ -52,7 +52,7 @@ from labeldist.store import (
 )
 from tests.conftest import DATA, check_store
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "labeldist-angles"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "labeldist-angles"
 MPII = DATA / "mpii" / "mpii_valid_2958.csv"
 COCO = DATA / "coco" / "coco_karpathy_test.json"
 

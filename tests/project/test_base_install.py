@@ -30,7 +30,7 @@ import pytest
 
 from tests.conftest import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "torchvision", "fastapi", "uvicorn", "sentence_transformers", "transformers", "gensim")
 
 pytestmark = pytest.mark.slow

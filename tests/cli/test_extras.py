@@ -2,7 +2,7 @@
 without importing it, and every command names, in one line, the extra it lacks.
 
 Here everything is installed, so a package is hidden from this process (its entry in ``sys.modules`` set to None,
-or ``find_spec`` not finding it); tests/test_base_install.py runs the commands where it truly is not installed.
+or ``find_spec`` not finding it); tests/project/test_base_install.py runs the commands where it truly is not installed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

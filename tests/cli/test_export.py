@@ -20,8 +20,8 @@ from labeldist.export import COLUMNS, export_neighbors
 from labeldist.labels.poses import Poses
 from labeldist.labels.vectors import Vectors
 from labeldist.store import StoreReader, build_manifest, create_store
+from tests.cli.test_cli import run_cli
 from tests.conftest import write_store
-from tests.test_cli import run_cli
 
 N_POSE, K_POSE = 130, 12
 #: ids a CSV must quote (a comma, a quote, a line break), ids pandas would read as numbers or as missing

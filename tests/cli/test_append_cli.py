@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from labeldist.store import StoreReader, read_manifest
+from tests.cli.test_cli import run_cli
 from tests.conftest import DATA
-from tests.test_cli import run_cli
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"
 BASE, TOTAL, K = 150, 170, 8
