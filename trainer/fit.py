@@ -44,7 +44,6 @@ from labeldist.trainer.losses import BatchLoss, make_loss
 from labeldist.trainer.models import (
     EmbeddingMLP,
     ResNetEmbedding,
-    load_checkpoint,  # noqa: F401 - re-exported: imported from here before checkpoints.py existed
 )
 from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value
 from labeldist.trainer.recipes import lr_factor

@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 import torch
 from labeldist.client import InputError
-from labeldist.trainer.augment import EVAL_RESIZE, EVALS, eval_transform  # noqa: F401 (EVAL_RESIZE: its old home)
+from labeldist.trainer.augment import EVALS, eval_transform
 
 #: a render folder's index (trainer render writes it)
 INDEX = "index.csv"

@@ -73,7 +73,7 @@ import numpy as np
 from labeldist.trainer.render import RenderError, finish, hsv, luminance, smooth_noise
 from PIL import Image, ImageDraw
 
-from labeldist.labels.poses import MPII_EDGES, MPII_JOINTS, default_joint_names, joint_side, skeleton_edges  # noqa: F401
+from labeldist.labels.poses import MPII_JOINTS, default_joint_names, joint_side, skeleton_edges
 
 #: MPII's right and left joints, and its neck and head top (the head disc's segment)
 RIGHT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("r_"))

@@ -12,7 +12,6 @@ from labeldist.api.settings import Settings
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
-from tests.processes import free_port, wait_healthy  # noqa: F401 - the API tests import them from here
 
 REPO = Path(__file__).resolve().parents[2]
 MPII_CSV = REPO / "data" / "mpii" / "mpii_valid_2958.csv"

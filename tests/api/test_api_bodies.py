@@ -23,8 +23,8 @@ import pytest
 from fastapi.testclient import TestClient
 from labeldist.api.main import create_app
 
-from tests.api.api_helpers import DENSE, KNN, free_port, make_settings
-from tests.processes import Service
+from tests.api.api_helpers import DENSE, KNN, make_settings
+from tests.processes import Service, free_port
 
 #: seconds a socket waits for the server: generous, the machine may be busy; no assertion is timed tighter
 WAIT = 30.0

@@ -16,9 +16,9 @@ from labeldist.api.main import create_app
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.pairs import plan_pairs
-from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server, wait_healthy
+from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server
 from tests.logs import LogFollower, wait_until
-from tests.processes import free_port
+from tests.processes import free_port, wait_healthy
 
 
 def _far_pairs(n: int, count: int, seed: int = 0) -> list[list[int]]:

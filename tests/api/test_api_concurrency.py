@@ -22,8 +22,9 @@ import pytest
 
 from labeldist.engine import compute_block
 from labeldist.store import StoreReader, build_manifest, create_store, n_blocks, publish
-from tests.api.api_helpers import free_port, start_server, wait_healthy
+from tests.api.api_helpers import start_server
 from tests.conftest import DATA
+from tests.processes import free_port, wait_healthy
 
 COCO = DATA / "coco" / "coco_karpathy_test.json"
 CLIENTS = 24

@@ -30,8 +30,9 @@ from labeldist.labels.layouts import LayoutMaps
 from labeldist.labels.poses import read_mpii_csv
 from labeldist.labels.sentences import sentences_from_texts
 from labeldist.labels.vectors import Vectors
-from tests.api.api_helpers import MPII_CSV, REPO, free_port, make_settings, start_server, stop_server, wait_healthy
+from tests.api.api_helpers import MPII_CSV, REPO, make_settings, start_server, stop_server
 from tests.conftest import write_store
+from tests.processes import free_port, wait_healthy
 
 K = 6
 SENTENCES = [

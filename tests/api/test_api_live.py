@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, REPO, free_port, start_server, stop_server, wait_healthy
+from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, REPO, start_server, stop_server
+from tests.processes import free_port, wait_healthy
 
 #: seconds a request may take before the test fails: generous, the machine may be a busy 2-core one (nothing here
 #: is a measurement of speed)

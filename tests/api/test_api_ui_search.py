@@ -25,9 +25,10 @@ from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.captions import read_karpathy_captions
 from labeldist.labels.poses import read_mpii_csv
-from tests.api.api_helpers import ARTIFACTS, MPII_CSV, REPO, free_port, start_server, stop_server, wait_healthy
+from tests.api.api_helpers import ARTIFACTS, MPII_CSV, REPO, start_server, stop_server
 from tests.api.test_api_ui import CARD, chromium, dump_dom, needs_chromium
 from tests.conftest import write_store
+from tests.processes import free_port, wait_healthy
 
 COCO = REPO / "data" / "coco" / "coco_karpathy_test.json"
 N_CAP, N_POSE, N_LAYOUT, K = 40, 120, 24, 10

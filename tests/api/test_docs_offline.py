@@ -31,8 +31,9 @@ import numpy as np
 import pytest
 from labeldist.api.docs_assets import FILES, STATIC_URL, assets_dir
 
-from tests.api.api_helpers import ARTIFACTS, free_port, start_server, stop_server, wait_healthy
+from tests.api.api_helpers import ARTIFACTS, start_server, stop_server
 from tests.api.test_api_ui import CHROMIUM, needs_chromium
+from tests.processes import free_port, wait_healthy
 
 TYPES = {".js": ("text/javascript", "application/javascript"), ".css": ("text/css",), ".png": ("image/png",)}
 #: what Chromium says of a request to a host cut off: the proxy refuses, or the name resolves to nothing
