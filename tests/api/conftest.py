@@ -23,13 +23,12 @@ from tests.api.api_helpers import (
     TINY,
     TINY_STORE,
     K,
-    free_port,
     make_settings,
     start_server,
     stop_server,
-    wait_healthy,
 )
 from tests.conftest import write_store
+from tests.processes import free_port, wait_healthy
 
 
 @pytest.fixture(scope="session")
