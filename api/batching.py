@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from labeldist.api.compute import ComputeGuard
 from labeldist.api.errors import BadParameter
 from labeldist.api.registry import ServedStore
-
 from labeldist.batching import (
     PoolError,
     check_pool,
@@ -153,8 +153,9 @@ def draw_batches(
     enough items): the anchor's ``neighbors`` nearest (its kNN list's first), then ``size - 1 - neighbors``
     others drawn without replacement from the rest; all from the pool when there is one. Reproducible: the same
     ``seed`` draws the same batches."""
-    batches, rng = draw_anchors(store, anchors=anchors, count=count, size=size, neighbors=neighbors, seed=seed,
-                                pool=pool, exclude=exclude)  # fmt: skip
+    batches, rng = draw_anchors(
+        store, anchors=anchors, count=count, size=size, neighbors=neighbors, seed=seed, pool=pool, exclude=exclude
+    )
     return draw_batch_items(store, batches, rng, size=size, neighbors=neighbors, allow_compute=allow_compute)
 
 
@@ -187,8 +188,17 @@ def make_batches(
     exclude: list[int] | None = None,
 ) -> BatchSet:
     """:func:`draw_batches` then :func:`fill_distances`."""
-    drawn = draw_batches(store, anchors=anchors, count=count, size=size, neighbors=neighbors, seed=seed, pool=pool,
-                         exclude=exclude, allow_compute=allow_compute)  # fmt: skip
+    drawn = draw_batches(
+        store,
+        anchors=anchors,
+        count=count,
+        size=size,
+        neighbors=neighbors,
+        seed=seed,
+        pool=pool,
+        exclude=exclude,
+        allow_compute=allow_compute,
+    )
     return fill_distances(store, drawn, pairwise=pairwise, allow_compute=allow_compute)
 
 

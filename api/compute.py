@@ -30,9 +30,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
-from labeldist.api.errors import APIError, TooLarge, Unavailable
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
+
+from labeldist.api.errors import APIError, TooLarge, Unavailable
 
 T = TypeVar("T")
 
@@ -100,8 +101,10 @@ class ComputePool:
                 return
         finally:
             self.waiting -= 1
-        raise Busy(f"every one of the {self.workers} on-demand computation slots is busy "
-                   f"(LABELDIST_COMPUTE_WORKERS); retry in a moment")  # fmt: skip
+        raise Busy(
+            f"every one of the {self.workers} on-demand computation slots is busy "
+            f"(LABELDIST_COMPUTE_WORKERS); retry in a moment"
+        )
 
     def release(self) -> None:
         self.slots.release()
@@ -159,8 +162,9 @@ def guard_for(state: Any) -> ComputeGuard:
     return ComputeGuard(state.settings.compute_budget_s, state.compute_pool)
 
 
-async def run_cancellable(receive: Receive, guard: ComputeGuard, func: Callable[..., T], /, *args: Any,
-                          **kwargs: Any) -> T:  # fmt: skip
+async def run_cancellable(
+    receive: Receive, guard: ComputeGuard, func: Callable[..., T], /, *args: Any, **kwargs: Any
+) -> T:
     """``func(*args, **kwargs)`` in a worker thread, setting ``guard.cancelled`` if the client disconnects
     meanwhile (its body must already be read: the next message of ``receive`` is then the disconnect).
 

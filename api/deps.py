@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import anyio.to_thread
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import APIKeyHeader
+
 from labeldist.api.registry import STALE, ServedStore, StoreRegistry
 from labeldist.api.settings import Settings
 

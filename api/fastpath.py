@@ -26,6 +26,10 @@ import json
 import re
 from typing import Any
 
+from pydantic import TypeAdapter
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from labeldist.api.compute import guard_for
 from labeldist.api.deps import compute_allowed
 from labeldist.api.errors import APIError, api_error_handler
@@ -33,9 +37,6 @@ from labeldist.api.registry import ServedStore
 from labeldist.api.routers.batches import batches_response
 from labeldist.api.routers.neighbors import check_neighbors, neighbors_answer
 from labeldist.api.schemas import BatchesByAnchors, BatchesByCount
-from pydantic import TypeAdapter
-from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # canonical numbers only (no sign, no leading zero, no other digits than 0-9); others go to FastAPI
 _NEIGHBORS = re.compile(r"/v1/stores/([^/]+)/items/(0|[1-9][0-9]{0,9})/neighbors")
@@ -48,12 +49,20 @@ MAX_INDEX = 2**31 - 1
 #: gains one that is not listed here, so that the shortcut never skips a check the route makes.
 ROUTE_INPUTS = {
     ("GET", "/v1/stores/{store}/items/{index}/neighbors"): {
-        "path:store", "path:index", "query:k", "query:include_labels", "depends:get_store",
+        "path:store",
+        "path:index",
+        "query:k",
+        "query:include_labels",
+        "depends:get_store",
     },
     ("POST", "/v1/stores/{store}/batches"): {
-        "path:store", "query:format", "body:body", "depends:get_store", "depends:APIKeyHeader",
+        "path:store",
+        "query:format",
+        "body:body",
+        "depends:get_store",
+        "depends:APIKeyHeader",
     },
-}  # fmt: skip
+}
 #: the route's body, validated the way FastAPI validates it (python mode, on the parsed JSON)
 _BATCHES_BODY: TypeAdapter[BatchesByAnchors | BatchesByCount] = TypeAdapter(BatchesByAnchors | BatchesByCount)
 

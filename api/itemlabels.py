@@ -15,9 +15,9 @@ import weakref
 from typing import Any
 
 import numpy as np
+
 from labeldist.api.errors import BadParameter, Unavailable
 from labeldist.api.registry import ServedStore
-
 from labeldist.kinds import distance_class
 from labeldist.labels.base import LabelError, LabelSet, has_json_form
 
@@ -47,8 +47,10 @@ def _label_set(store: ServedStore) -> LabelSet:
             try:
                 labels = cls.from_arrays(store.ids, arrays)
             except LabelError as e:  # the arrays disagree: damage the checksums did not catch
-                raise Unavailable(f"store {store.name!r}: its labels cannot be rebuilt from labels/ "
-                                  f"({', '.join(sorted(arrays)) or 'no arrays'}): {e}") from e  # fmt: skip
+                raise Unavailable(
+                    f"store {store.name!r}: its labels cannot be rebuilt from labels/ "
+                    f"({', '.join(sorted(arrays)) or 'no arrays'}): {e}"
+                ) from e
             _label_sets[store] = labels
         return labels
 

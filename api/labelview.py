@@ -14,17 +14,29 @@ import io
 from typing import Any
 
 import numpy as np
-from labeldist.api.schemas import LabelView, LegendEntry, PoseView
 
+from labeldist.api.schemas import LabelView, LegendEntry, PoseView
 from labeldist.labels.base import as_str_array
 from labeldist.labels.poses import default_joint_names, joint_side, skeleton_edges
 
 #: colours of map labels 0, 1, 2, ... (wrapping around)
 PALETTE = np.array(
-    [[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
-     [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207], [255, 255, 255], [0, 0, 0]],
+    [
+        [31, 119, 180],
+        [255, 127, 14],
+        [44, 160, 44],
+        [214, 39, 40],
+        [148, 103, 189],
+        [140, 86, 75],
+        [227, 119, 194],
+        [127, 127, 127],
+        [188, 189, 34],
+        [23, 190, 207],
+        [255, 255, 255],
+        [0, 0, 0],
+    ],
     dtype=np.uint8,
-)  # fmt: skip
+)
 MAX_VALUES = 4096
 #: arrays that are not one row per item even when their length happens to equal N (vocabularies, ragged data)
 SHARED = frozenset(
@@ -118,6 +130,7 @@ def render_label(kind: str, arrays: dict[str, np.ndarray], n_items: int, index: 
             maps.append(row)
         elif row.size <= MAX_VALUES:
             values[name] = row.tolist()
-    view.update(images=images or None, texts=texts or None, values=values or None,
-                legend=legend(kind, maps) if maps else None)  # fmt: skip
+    view.update(
+        images=images or None, texts=texts or None, values=values or None, legend=legend(kind, maps) if maps else None
+    )
     return LabelView(**view)

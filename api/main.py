@@ -11,6 +11,8 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+
+from labeldist import __version__
 from labeldist.api.compute import ComputePool
 from labeldist.api.docs_assets import NO_CDN_DOCS, add_offline_docs
 from labeldist.api.errors import APIError, api_error_handler, internal_error_handler, validation_error_handler
@@ -19,8 +21,6 @@ from labeldist.api.middleware import BodySizeLimit
 from labeldist.api.registry import StoreRegistry
 from labeldist.api.routers import batches, distances, health, neighbors, search, stores, ui
 from labeldist.api.settings import Settings, get_settings
-
-from labeldist import __version__
 
 DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups, ready-made minibatches for
 deep metric learning, and the nearest items of a new label (search). Every error answers JSON

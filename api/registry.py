@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from labeldist.api.caches import PairCache
 from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
-
 from labeldist.kinds import distance_class
 from labeldist.pairs import compute_planned, plan_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
@@ -62,8 +62,10 @@ class StoreChanged(Unavailable):
     headers = {"Retry-After": "1"}
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"store {name!r} changed on disk (rebuilt, replaced or removed) while this request read it; "
-                         "retry: the next request is answered by the store now on disk")  # fmt: skip
+        super().__init__(
+            f"store {name!r} changed on disk (rebuilt, replaced or removed) while this request read it; "
+            "retry: the next request is answered by the store now on disk"
+        )
 
 
 class ServedStore:
@@ -91,8 +93,9 @@ class ServedStore:
         # every chunk of the lists checked now (a store with damaged lists is refused whole), none kept in memory
         self.reader.check_knn()
         #: the kNN lists, read a row block at a time (each checked again as it is read) and kept within the limit
-        self.knn = KnnRows(self._read_knn_rows, self.n_items, self.k, self.reader.knn_block_rows,
-                           settings.knn_cache_mb << 20)  # fmt: skip
+        self.knn = KnnRows(
+            self._read_knn_rows, self.n_items, self.k, self.reader.knn_block_rows, settings.knn_cache_mb << 20
+        )
         self.dense: RowBlockCache | None = None
         if self.reader.has_dense:
             rows = self.reader.dense_block_rows
@@ -104,8 +107,13 @@ class ServedStore:
         self._label_arrays: dict[str, np.ndarray] | None = None
 
     def info(self) -> dict[str, Any]:
-        return {**self.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None,
-                "digest": self.digest}  # fmt: skip
+        return {
+            **self.manifest,
+            "name": self.name,
+            "available": True,
+            "has_dense": self.dense is not None,
+            "digest": self.digest,
+        }
 
     def unchanged(self) -> bool:
         """Whether the folder still holds the store this object was opened from."""
@@ -131,8 +139,10 @@ class ServedStore:
             if not self.unchanged():
                 raise StoreChanged(self.name) from e
             log.error("%s", e)
-            raise Unavailable(f"store {self.name!r} is damaged on disk and is refused until it is rebuilt: "
-                              f"{_without_url(str(e), self.reader.url)}") from e  # fmt: skip
+            raise Unavailable(
+                f"store {self.name!r} is damaged on disk and is refused until it is rebuilt: "
+                f"{_without_url(str(e), self.reader.url)}"
+            ) from e
         except Exception as e:
             if not self.unchanged():
                 raise StoreChanged(self.name) from e
@@ -224,8 +234,9 @@ class ServedStore:
         guard = guard or unguarded()
         plan = plan_pairs(ukeys // self.n_items, ukeys % self.n_items)
         # estimated from the kind's class, before the labels are loaded: a refused request costs nothing
-        guard.admit(plan.cost_s(distance_class(self.manifest["kind"])),
-                    f"{ukeys.size} distance(s) not stored in {self.name!r}")  # fmt: skip
+        guard.admit(
+            plan.cost_s(distance_class(self.manifest["kind"])), f"{ukeys.size} distance(s) not stored in {self.name!r}"
+        )
         with guard.slot():
             labels, distance = self.labels_and_distance()
             # the event a client (and tests/api/test_api_compute.py) can wait for: the work has begun
@@ -281,8 +292,12 @@ def open_store(name: str, path: Path, settings: Settings) -> ServedStore | Unava
         opened = _open_once(name, path, settings, identity)
         if store_identity(path) == identity:
             return opened
-    return UnavailableStore(name, path, {}, f"store {name!r} kept changing on disk while it was opened; retry "
-                            "once the job writing it has finished")  # fmt: skip
+    return UnavailableStore(
+        name,
+        path,
+        {},
+        f"store {name!r} kept changing on disk while it was opened; retry once the job writing it has finished",
+    )
 
 
 def _open_once(
@@ -295,21 +310,30 @@ def _open_once(
         manifest = read_manifest(str(path))
     except StoreError as e:  # its metadata is damaged: listed, refused, and the other stores still served
         log.error("%s", e)
-        return unavailable({}, f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
-                               f"{_without_url(str(e), str(path.absolute()))}")  # fmt: skip
+        return unavailable(
+            {},
+            f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
+            f"{_without_url(str(e), str(path.absolute()))}",
+        )
     if manifest is None:
         return None
     if manifest.get("complete") is not True:
-        return unavailable(manifest, f"store {name!r} is not complete (still being written, or abandoned); it is "
-                                     "served once its precompute job finishes")  # fmt: skip
+        return unavailable(
+            manifest,
+            f"store {name!r} is not complete (still being written, or abandoned); it is "
+            "served once its precompute job finishes",
+        )
     try:
         return ServedStore(name, path, settings, identity)
     except StoreIncompleteError as e:
         return unavailable(manifest, f"store {name!r} is not complete: {e}")
     except StoreCorruptError as e:
         log.error("%s", e)
-        return unavailable(manifest, f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
-                                     f"{_without_url(str(e), str(path.absolute()))}")  # fmt: skip
+        return unavailable(
+            manifest,
+            f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
+            f"{_without_url(str(e), str(path.absolute()))}",
+        )
     except StoreError as e:
         return unavailable(manifest, f"store {name!r} cannot be served: {_without_url(str(e), str(path.absolute()))}")
     except Exception as e:  # a broken store must not stop the others from being served
@@ -406,8 +430,12 @@ class StoreRegistry:
         identity = store_identity(path)
         if identity is None:  # removed, or between the two renames of a replacement
             if old is not None and replacement_under_way(path):
-                return UnavailableStore(name, path, old.manifest, f"store {name!r} is being replaced by a new one "
-                                        "right now; retry in a moment")  # fmt: skip
+                return UnavailableStore(
+                    name,
+                    path,
+                    old.manifest,
+                    f"store {name!r} is being replaced by a new one right now; retry in a moment",
+                )
             if old is not None:
                 log.warning("%s: its folder was removed: no longer served", name)
             self.stores.pop(name, None)
@@ -424,9 +452,15 @@ class StoreRegistry:
         if old is None:
             log.info("%s: %s", name, state)
         elif isinstance(fresh, ServedStore) and isinstance(old, ServedStore) and fresh.digest != old.digest:
-            log.warning("%s: changed on disk (rebuilt or replaced): the new store is %s from now on (%d items, "
-                        "digest %s, was %s)", name, state, fresh.n_items, fresh.digest[:12],
-                        old.digest[:12])  # fmt: skip
+            log.warning(
+                "%s: changed on disk (rebuilt or replaced): the new store is %s from now on (%d items, "
+                "digest %s, was %s)",
+                name,
+                state,
+                fresh.n_items,
+                fresh.digest[:12],
+                old.digest[:12],
+            )
         else:
             log.warning("%s: changed on disk: reopened, %s", name, state)
         return fresh

@@ -129,8 +129,11 @@ class BatchesByAnchors(_BatchOptions):
 
 
 class BatchesByCount(_BatchOptions):
-    count: int = Field(ge=1, strict=True, description="number of batches, anchors drawn at random without replacement "
-                       "(from the pool when there is one)")  # fmt: skip
+    count: int = Field(
+        ge=1,
+        strict=True,
+        description="number of batches, anchors drawn at random without replacement (from the pool when there is one)",
+    )
 
 
 class Batch(BaseModel):
@@ -149,13 +152,17 @@ class Batches(BaseModel):
 
 
 class PoseView(BaseModel):
-    joints: list[str] | None = Field(description="joint names: the store's (labels/joint_names), else MPII's for 16 "
-                                     "joints, joint_0, joint_1, ... otherwise")  # fmt: skip
+    joints: list[str] | None = Field(
+        description="joint names: the store's (labels/joint_names), else MPII's for 16 "
+        "joints, joint_0, joint_1, ... otherwise"
+    )
     xy: list[tuple[float, float] | None] = Field(description="joint coordinates; null for a missing joint")
     visible: list[bool]
-    edges: list[tuple[int, int]] = Field(description="pairs of joints joined by a bone: the bones of every skeleton "
-                                         "the pose kind declares (MPII's, COCO's) both of whose joints the store "
-                                         "has")  # fmt: skip
+    edges: list[tuple[int, int]] = Field(
+        description="pairs of joints joined by a bone: the bones of every skeleton "
+        "the pose kind declares (MPII's, COCO's) both of whose joints the store "
+        "has"
+    )
     sides: list[str] | None = Field(None, description="each joint's side as its name says: left, right or center")
 
 
@@ -200,8 +207,10 @@ class SearchResult(BaseModel):
     indices: list[int] = Field(description="the nearest items, nearest first (ties broken by index)")
     ids: list[str]
     distances: list[Distance] = Field(description="from the label to each item, float32 as a store holds them")
-    computed: int = Field(description="exact distances computed: fewer than the items where a lower bound ruled "
-                          "some out (the pruning of the store's kNN lists)")  # fmt: skip
+    computed: int = Field(
+        description="exact distances computed: fewer than the items where a lower bound ruled "
+        "some out (the pruning of the store's kNN lists)"
+    )
     labels: list[Any] | None = Field(
         None, description="the hits' labels, in the order of indices, only with include_labels: true; " + LABELS_FORM
     )

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import BadParameter, NeedsAPIKey
 from labeldist.api.registry import ServedStore
-
 from labeldist.kinds import check_block, distance_class, read_label
 from labeldist.knn import pruned_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
@@ -50,8 +50,11 @@ def search_cost_s(distance_cls: Any, n_items: int) -> float:
     when no bound rules an item out), in chunks of :data:`~labeldist.pairs.CHUNK_SECONDS`, plus one call
     for the bound's second round, plus the label and the items prepared."""
     chunks = math.ceil(n_items * distance_cls.cost_per_pair_s / CHUNK_SECONDS) or 1
-    return ((chunks + 1) * distance_cls.cost_per_call_s + n_items * distance_cls.cost_per_pair_s
-            + (n_items + 1) * distance_cls.cost_per_item_s)  # fmt: skip
+    return (
+        (chunks + 1) * distance_cls.cost_per_call_s
+        + n_items * distance_cls.cost_per_pair_s
+        + (n_items + 1) * distance_cls.cost_per_item_s
+    )
 
 
 def search_labels(
@@ -97,11 +100,15 @@ def search_store(
     """
     cls = distance_class(store.manifest["kind"])
     if not searchable(cls.labels_class):
-        raise BadParameter(f"search by label is not available for kind {store.manifest['kind']!r}: its labels "
-                           "have no JSON form", ("body", "label"))  # fmt: skip
+        raise BadParameter(
+            f"search by label is not available for kind {store.manifest['kind']!r}: its labels have no JSON form",
+            ("body", "label"),
+        )
     if not allow_compute:
-        raise NeedsAPIKey(f"a search of {store.name!r} computes the label's distance to every item on demand: "
-                          "send the API key in the X-API-Key header")  # fmt: skip
+        raise NeedsAPIKey(
+            f"a search of {store.name!r} computes the label's distance to every item on demand: "
+            "send the API key in the X-API-Key header"
+        )
     guard = guard or unguarded()
     k = min(k, store.n_items)
     guard.admit(search_cost_s(cls, store.n_items), f"a search of the {store.n_items} items of {store.name!r}")
@@ -110,8 +117,10 @@ def search_store(
         try:  # the kind's parser, within the checks every kind gets (the JSON value, the distance's limits)
             query = read_label(value, labels, distance)
         except NotImplementedError:
-            raise BadParameter(f"search by label is not available for kind {store.manifest['kind']!r}: its "
-                               "labels have no JSON form", ("body", "label")) from None  # fmt: skip
+            raise BadParameter(
+                f"search by label is not available for kind {store.manifest['kind']!r}: its labels have no JSON form",
+                ("body", "label"),
+            ) from None
         except LabelError as e:
             raise BadParameter(str(e), ("body", "label")) from None
         try:

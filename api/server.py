@@ -8,8 +8,9 @@ import logging
 import os
 
 import h11
-from labeldist.api.settings import get_settings
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from labeldist.api.settings import get_settings
 
 log = logging.getLogger("labeldist.api")
 
@@ -32,10 +33,16 @@ class JSONErrorsH11(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         body = _invalid_request_body(msg)
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]  # fmt: skip
-        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=body),
-                      h11.EndOfMessage()):  # fmt: skip
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
             self.transport.write(self.conn.send(event))
         self.transport.close()
 
@@ -51,8 +58,13 @@ if importlib.util.find_spec("httptools") is not None:  # what uvicorn's http="au
             content = [b"HTTP/1.1 400 Bad Request\r\n"]
             for name, value in self.server_state.default_headers:
                 content += [name, b": ", value, b"\r\n"]
-            content += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
-                        b"connection: close\r\n", b"\r\n", body]  # fmt: skip
+            content += [
+                b"content-type: application/json\r\n",
+                b"content-length: %d\r\n" % len(body),
+                b"connection: close\r\n",
+                b"\r\n",
+                body,
+            ]
             self.transport.write(b"".join(content))
             self.transport.close()
 

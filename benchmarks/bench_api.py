@@ -185,10 +185,20 @@ def _wrk_script(folder: Path, scenario: str, store: str, n_items: int, seed: int
         kind = FLOOR if scenario == FLOOR else ("neighbors" if scenario == "neighbors" else "batches")
         start, end = text.index("function init(args)"), text.index("function response(")
         prefix = _lua_string(f"/v1/stores/{store}/items/")
-        text = text[:start] + _WRK_LUA_RANDOM % {
-            "seed": seed, "n_items": n_items, "kind": _lua_string(kind), "prefix": prefix,
-            "body": _lua_string(body_format), "path": _lua_string(path),
-        } + "\n" + text[end:]  # fmt: skip
+        text = (
+            text[:start]
+            + _WRK_LUA_RANDOM
+            % {
+                "seed": seed,
+                "n_items": n_items,
+                "kind": _lua_string(kind),
+                "prefix": prefix,
+                "body": _lua_string(body_format),
+                "path": _lua_string(path),
+            }
+            + "\n"
+            + text[end:]
+        )
     path = folder / f"{scenario}-{store}.lua"
     path.write_text(text)
     return path
@@ -215,8 +225,17 @@ def parse_wrk(text: str) -> dict:
 def _run_wrk(url: str, script: Path, clients: int, seconds: int) -> tuple[dict, str, float]:
     """One wrk run: its parsed output, its text, and its CPU seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    command = ["wrk", "-t1", f"-c{clients}", f"-d{seconds}s", "--latency", f"--timeout={WRK_TIMEOUT_S}s",
-               "-s", str(script), url]  # fmt: skip
+    command = [
+        "wrk",
+        "-t1",
+        f"-c{clients}",
+        f"-d{seconds}s",
+        "--latency",
+        f"--timeout={WRK_TIMEOUT_S}s",
+        "-s",
+        str(script),
+        url,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -334,7 +353,7 @@ def _measure_httpx(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for p, share in enumerate(shares)
     ]
     server.start()  # includes the clients' warm-up: the server CPU per request reads a little high
@@ -376,10 +395,24 @@ def _free_port() -> int:
 def _start_server(stores: str, port: int, workers: int, settings: dict[str, str], log: Any) -> subprocess.Popen:
     """``labeldist serve`` with ``settings`` (``LABELDIST_<NAME>`` variables); its stderr into the file ``log`` (a pipe
     nobody reads could fill and stall it)."""
-    env = {**os.environ, "LABELDIST_ACCESS_LOG": "false", "LABELDIST_WORKERS": str(workers),
-           **{f"LABELDIST_{name.upper()}": value for name, value in settings.items()}}  # fmt: skip
-    command = [sys.executable, "-m", "labeldist.cli", "serve", "--stores", stores, "--host", "127.0.0.1",
-               "--port", str(port)]  # fmt: skip
+    env = {
+        **os.environ,
+        "LABELDIST_ACCESS_LOG": "false",
+        "LABELDIST_WORKERS": str(workers),
+        **{f"LABELDIST_{name.upper()}": value for name, value in settings.items()},
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "labeldist.cli",
+        "serve",
+        "--stores",
+        stores,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
 
 
@@ -430,8 +463,13 @@ class ServerCPU:
         for p in children or [self._parent]:
             status = Path(f"/proc/{p.pid}/status").read_text()
             peak = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
-            out.append({"pid": p.pid, "rss_mib": p.memory_info().rss / 2**20,
-                        "peak_mib": int(peak.group(1)) / 1024 if peak else float("nan")})  # fmt: skip
+            out.append(
+                {
+                    "pid": p.pid,
+                    "rss_mib": p.memory_info().rss / 2**20,
+                    "peak_mib": int(peak.group(1)) / 1024 if peak else float("nan"),
+                }
+            )
         return out
 
 
@@ -450,8 +488,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="mode")
     client = sub.add_parser("_client", help=argparse.SUPPRESS)
-    for name, kind in (("url", str), ("scenario", str), ("store", str), ("n_items", int), ("clients", int),
-                       ("duration", float), ("seed", int)):  # fmt: skip
+    for name, kind in (
+        ("url", str),
+        ("scenario", str),
+        ("store", str),
+        ("n_items", int),
+        ("clients", int),
+        ("duration", float),
+        ("seed", int),
+    ):
         client.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, required=True)
     parser.add_argument("--stores", default="stores", help="stores folder to serve (default: %(default)s)")
     parser.add_argument(
@@ -461,8 +506,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--clients", default="1,16,64", help="concurrent clients (default: %(default)s)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement (whole seconds for wrk)")
-    parser.add_argument("--repeats", type=int, default=1, help="measurements of each case, alternating stores; "
-                        "the medians are reported (default: %(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="measurements of each case, alternating stores; the medians are reported (default: %(default)s)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument(
         "--setting",
@@ -483,10 +532,17 @@ def main(argv: list[str] | None = None) -> int:
         help="besides healthz, always measured first (the framework's floor: no store, no parameters); "
         "pairwise: 151x151 matrices (default: %(default)s)",
     )
-    parser.add_argument("--p99-target-ms", type=float, default=P99_TARGET_MS,
-                        help=f"the p99 target at {P99_CLIENTS}+ clients (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--worker-rss-target-mib", type=float,
-                        help="the most resident memory of a worker at the end (default: not checked)")  # fmt: skip
+    parser.add_argument(
+        "--p99-target-ms",
+        type=float,
+        default=P99_TARGET_MS,
+        help=f"the p99 target at {P99_CLIENTS}+ clients (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--worker-rss-target-mib",
+        type=float,
+        help="the most resident memory of a worker at the end (default: not checked)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random items asked")
     parser.add_argument("--verbose", action="store_true", help="print wrk's own output of every run")
     args = parser.parse_args(argv)
@@ -532,38 +588,58 @@ def main(argv: list[str] | None = None) -> int:
         for info in infos:  # open what the scenarios use (labels, caches' first blocks) before measuring
             for scenario in scenarios[1:]:
                 method, path, body = _request(scenario, info["name"], info["n_items"], np.random.default_rng(0))
-                httpx.request(method, f"{url}{path}", content=body, timeout=600,
-                              headers={"content-type": "application/json"} if body else None)  # fmt: skip
+                httpx.request(
+                    method,
+                    f"{url}{path}",
+                    content=body,
+                    timeout=600,
+                    headers={"content-type": "application/json"} if body else None,
+                )
         import uvicorn
 
         extras = [m for m in ("httptools", "uvloop", "orjson") if _importable(m)]
         for info in infos:
             kind = "dense" if info.get("has_dense") else "kNN only"
-            print(f"labeldist API load test: store {info['name']!r} ({info['kind']}, {info['n_items']:,} items, "
-                  f"k={info['k']}, {kind})")  # fmt: skip
+            print(
+                f"labeldist API load test: store {info['name']!r} ({info['kind']}, {info['n_items']:,} items, "
+                f"k={info['k']}, {kind})"
+            )
         print(f"{len(served)} store(s) served; server up (stores opened and checked) in {up_s:.1f} s")
-        print(f"server: uvicorn {uvicorn.__version__}, {args.workers} worker(s), access log off, with "
-              f"{', '.join(extras) or 'no httptools/uvloop/orjson'}; 127.0.0.1:{port}"
-              + (f"; settings {settings}" if settings else ""))  # fmt: skip
+        print(
+            f"server: uvicorn {uvicorn.__version__}, {args.workers} worker(s), access log off, with "
+            f"{', '.join(extras) or 'no httptools/uvloop/orjson'}; 127.0.0.1:{port}"
+            + (f"; settings {settings}" if settings else "")
+        )
         if generator == "wrk":
             version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()[:1]
-            asked = ("each request on an item drawn at random by wrk's Lua" if uniform else
-                     f"{WRK_TABLE} requests on random items cycled")  # fmt: skip
-            print(f"load generator: wrk ({' '.join(version).strip()}), 1 thread, one keep-alive connection per "
-                  f"client, {asked}, --timeout {WRK_TIMEOUT_S}s")  # fmt: skip
+            asked = (
+                "each request on an item drawn at random by wrk's Lua"
+                if uniform
+                else f"{WRK_TABLE} requests on random items cycled"
+            )
+            print(
+                f"load generator: wrk ({' '.join(version).strip()}), 1 thread, one keep-alive connection per "
+                f"client, {asked}, --timeout {WRK_TIMEOUT_S}s"
+            )
         else:
             import httpcore
 
-            print(f"load generator: httpx {httpx.__version__} (httpcore {httpcore.__version__}) sync clients in "
-                  f"threads, in {args.client_procs} separate processes")  # fmt: skip
-        print(f"{os.cpu_count()} CPU cores shared by server and load generator; load average (1, 5, 15 min) before: "
-              f"{load_before}")  # fmt: skip
+            print(
+                f"load generator: httpx {httpx.__version__} (httpcore {httpcore.__version__}) sync clients in "
+                f"threads, in {args.client_procs} separate processes"
+            )
+        print(
+            f"{os.cpu_count()} CPU cores shared by server and load generator; load average (1, 5, 15 min) before: "
+            f"{load_before}"
+        )
         repeats = f"; medians of {args.repeats} runs, stores alternating" if args.repeats > 1 else ""
         print(f"neighbours: k=30; batches: 1 batch of 150 items (size 151), 5 nearest; {seconds:g} s each{repeats}\n")
         base_name = infos[0]["name"]
-        header = (f"{'scenario':<22}{'store':<16}{'clients':>7}{'req/s':>8}{'/target':>8}{'/floor':>7}{'/first':>7}"
-                  f"{'p50 ms':>8}{'p99 ms':>8}{'/p99 t':>7}{'/floor':>7}{'/first':>7}{'non200':>7}{'srv us':>8}"
-                  f"{'gen us':>7}  verdict")  # fmt: skip
+        header = (
+            f"{'scenario':<22}{'store':<16}{'clients':>7}{'req/s':>8}{'/target':>8}{'/floor':>7}{'/first':>7}"
+            f"{'p50 ms':>8}{'p99 ms':>8}{'/p99 t':>7}{'/floor':>7}{'/first':>7}{'non200':>7}{'srv us':>8}"
+            f"{'gen us':>7}  verdict"
+        )
         print(header)
         print("-" * len(header))
         floor: dict[int, dict] = {}
@@ -573,8 +649,9 @@ def main(argv: list[str] | None = None) -> int:
                 scripts = {}
                 if generator == "wrk":
                     for info in targets:
-                        scripts[info["name"]] = script = _wrk_script(Path(tmp), scenario, info["name"],
-                                                                     info["n_items"], args.seed, uniform)  # fmt: skip
+                        scripts[info["name"]] = script = _wrk_script(
+                            Path(tmp), scenario, info["name"], info["n_items"], args.seed, uniform
+                        )
                         _run_wrk(url, script, max(client_counts), WARMUP_S)  # connect, warm the caches; not counted
                 for clients in client_counts:
                     runs: dict[str, list[dict]] = {info["name"]: [] for info in targets}
@@ -583,8 +660,16 @@ def main(argv: list[str] | None = None) -> int:
                             if generator == "wrk":
                                 r = _measure_wrk(url, scripts[info["name"]], clients, seconds, server)
                             else:
-                                r = _measure_httpx(url, scenario, info["name"], info["n_items"], clients, seconds,
-                                                   args.client_procs, server)  # fmt: skip
+                                r = _measure_httpx(
+                                    url,
+                                    scenario,
+                                    info["name"],
+                                    info["n_items"],
+                                    clients,
+                                    seconds,
+                                    args.client_procs,
+                                    server,
+                                )
                             runs[info["name"]].append(r)
                     medians = {name: _median(rs) for name, rs in runs.items()}
                     for info in targets:
@@ -601,10 +686,12 @@ def main(argv: list[str] | None = None) -> int:
                         if args.verbose and generator == "wrk":
                             for run in runs[info["name"]]:
                                 print(run.get("text", ""))
-        print(f"\n/target: req/s over the target; /p99 t: p99 over {p99_target:g} ms (at {P99_CLIENTS}+ clients); "
-              f"/floor: over healthz at the same clients; /first: over the first store ({base_name}) at the same "
-              "clients; srv us / gen us: CPU microseconds per request of the server (workers included) and of the "
-              "load generator")  # fmt: skip
+        print(
+            f"\n/target: req/s over the target; /p99 t: p99 over {p99_target:g} ms (at {P99_CLIENTS}+ clients); "
+            f"/floor: over healthz at the same clients; /first: over the first store ({base_name}) at the same "
+            "clients; srv us / gen us: CPU microseconds per request of the server (workers included) and of the "
+            "load generator"
+        )
         print(f"load average (1, 5, 15 min) after: {_load_average()}")
         print(f"server RSS with {len(served)} store(s) open, after the runs: {server.rss_mib():.0f} MiB")
         for w in server.workers():
@@ -643,15 +730,19 @@ def _row(
         verdict = f">= {target:g}/s{p99}: {'MISSED' if missed else 'ok'}"
     bad = bool(r["non200"] or r["socket_errors"])
     if bad:
-        verdict = (f"FAILED: {r['non200']} of {r['requests']} answers not 200 {r['statuses']} "
-                   f"{r['socket_errors'] or ''} {r['sample'][:200]!r}")  # fmt: skip
+        verdict = (
+            f"FAILED: {r['non200']} of {r['requests']} answers not 200 {r['statuses']} "
+            f"{r['socket_errors'] or ''} {r['sample'][:200]!r}"
+        )
     p99_vs = _ratio(r["p99_ms"], p99_target) if clients >= P99_CLIENTS else "-"
     store_col = "-" if scenario == FLOOR else store[:15]
-    line = (f"{scenario:<22}{store_col:<16}{clients:>7}{r['rps']:>8.0f}{_ratio(r['rps'], target):>8}"
-            f"{_ratio(r['rps'], floor and floor['rps']):>7}{_ratio(r['rps'], first and first['rps']):>7}"
-            f"{r['p50_ms']:>8.2f}{r['p99_ms']:>8.2f}{p99_vs:>7}{_ratio(r['p99_ms'], floor and floor['p99_ms']):>7}"
-            f"{_ratio(r['p99_ms'], first and first['p99_ms']):>7}{r['non200']:>7}{r['server_us']:>8.0f}"
-            f"{r['client_us']:>7.0f}  {verdict}")  # fmt: skip
+    line = (
+        f"{scenario:<22}{store_col:<16}{clients:>7}{r['rps']:>8.0f}{_ratio(r['rps'], target):>8}"
+        f"{_ratio(r['rps'], floor and floor['rps']):>7}{_ratio(r['rps'], first and first['rps']):>7}"
+        f"{r['p50_ms']:>8.2f}{r['p99_ms']:>8.2f}{p99_vs:>7}{_ratio(r['p99_ms'], floor and floor['p99_ms']):>7}"
+        f"{_ratio(r['p99_ms'], first and first['p99_ms']):>7}{r['non200']:>7}{r['server_us']:>8.0f}"
+        f"{r['client_us']:>7.0f}  {verdict}"
+    )
     return line, missed, bad
 
 

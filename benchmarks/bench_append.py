@@ -154,9 +154,11 @@ def run_case(case: Case, client, out_dir: str) -> list[Run]:
         where = os.path.join(out_dir, f"{case.name}-{'dense' if case.dense else 'knn'}-{r}")
         run, checked = one_repeat(case, client, where, n_base, full_first=r % 2 == 1)
         runs.append(run)
-        print(f"  repeat {r + 1}: base {run.base_s:.1f} s; append {run.append_s:.2f} s, {run.append_pairs:,} pairs; "
-              f"full {run.full_s:.2f} s, {run.full_pairs:,} pairs; time ratio {run.append_s / run.full_s:.3f}; "
-              f"load {run.load[0]:.2f} -> {run.load[1]:.2f}{'; full recompute first' if r % 2 else ''}")  # fmt: skip
+        print(
+            f"  repeat {r + 1}: base {run.base_s:.1f} s; append {run.append_s:.2f} s, {run.append_pairs:,} pairs; "
+            f"full {run.full_s:.2f} s, {run.full_pairs:,} pairs; time ratio {run.append_s / run.full_s:.3f}; "
+            f"load {run.load[0]:.2f} -> {run.load[1]:.2f}{'; full recompute first' if r % 2 else ''}"
+        )
         print(f"    appended store equals the full recompute: {checked}")
     return runs
 
@@ -173,18 +175,21 @@ def table_row(case: Case, runs: list[Run]) -> str:
     each = ", ".join(f"{ratio:.3f}" for ratio in ratios)
     pairs_a, pairs_f = runs[-1].append_pairs, runs[-1].full_pairs
     theory_a, theory_f = appended_pairs(n_base, n_new, symmetric), full_pairs_formula(n, symmetric)
-    return (f"| {case.name} | {mode} | {n:,} = {n_base:,} + {n_new:,} | {base_s:.1f} s | {append_s:.2f} s | "
-            f"{full_s:.2f} s | **{statistics.median(ratios):.3f}** ({each}) | {pairs_a:,} | {pairs_f:,} | "
-            f"**{pairs_a / pairs_f:.3f}** | {theory_a:,} / {theory_f:,} = {theory_a / theory_f:.3f} | "
-            f"{len(runs)} |")  # fmt: skip
+    return (
+        f"| {case.name} | {mode} | {n:,} = {n_base:,} + {n_new:,} | {base_s:.1f} s | {append_s:.2f} s | "
+        f"{full_s:.2f} s | **{statistics.median(ratios):.3f}** ({each}) | {pairs_a:,} | {pairs_f:,} | "
+        f"**{pairs_a / pairs_f:.3f}** | {theory_a:,} / {theory_f:,} = {theory_a / theory_f:.3f} | "
+        f"{len(runs)} |"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", choices=["poses", "captions"], default=["poses", "captions"])
     parser.add_argument("--captions-n", type=int, default=2200, help="caption images (of 5,000): base + new")
-    parser.add_argument("--repeat", type=int, help="repeats of each run, medians reported (default: 3 for poses, "
-                        "1 for captions)")  # fmt: skip
+    parser.add_argument(
+        "--repeat", type=int, help="repeats of each run, medians reported (default: 3 for poses, 1 for captions)"
+    )
     parser.add_argument("--captions-knn-only", action="store_true", help="also a kNN-only caption run")
     parser.add_argument("--out-dir", help="where the stores are built (default: a temporary folder, removed)")
     args = parser.parse_args()
@@ -206,8 +211,15 @@ def main() -> None:
             with dask_client(n_workers=2) as client:
                 # warm-up: every worker loads the compiled kernels once, as a standing cluster has
                 warm = cases[0].labels.subset(slice(0, 150))
-                precompute(warm, cases[0].distance(), os.path.join(out_dir, f"warm-{dataset}"), dataset="bench", k=K,
-                           client=client, progress=False)  # fmt: skip
+                precompute(
+                    warm,
+                    cases[0].distance(),
+                    os.path.join(out_dir, f"warm-{dataset}"),
+                    dataset="bench",
+                    k=K,
+                    client=client,
+                    progress=False,
+                )
                 shutil.rmtree(os.path.join(out_dir, f"warm-{dataset}"))
                 for case in cases:
                     rows.append(table_row(case, run_case(case, client, out_dir)))
@@ -215,11 +227,15 @@ def main() -> None:
         if not args.out_dir:
             shutil.rmtree(out_dir, ignore_errors=True)
 
-    print(f"\nload average at the end: {os.getloadavg()[0]:.2f}; times are medians, the time ratio the median of each "
-          "repeat's own (in brackets); pairs of the last repeat (the same in every repeat)")  # fmt: skip
-    print("\n| dataset | store | N = base + new | (a) base precompute | (b) append | (c) full recompute | "
-          "time (b) / (c) | exact pairs (b) | exact pairs (c) | pairs (b) / (c) | theory (b) / (c), no pruning | "
-          "repeats |")  # fmt: skip
+    print(
+        f"\nload average at the end: {os.getloadavg()[0]:.2f}; times are medians, the time ratio the median of each "
+        "repeat's own (in brackets); pairs of the last repeat (the same in every repeat)"
+    )
+    print(
+        "\n| dataset | store | N = base + new | (a) base precompute | (b) append | (c) full recompute | "
+        "time (b) / (c) | exact pairs (b) | exact pairs (c) | pairs (b) / (c) | theory (b) / (c), no pruning | "
+        "repeats |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)

@@ -149,10 +149,14 @@ def block_kernels(coco: CaptionSets, rows: int, repeats: int, per_gensim: float)
     print(f"\none engine block: {rows} images x all {len(coco)} ({rows * len(coco):,} image pairs)")
     print(f"  lower_bound_block, linear RWMD   : {t_new:7.2f} s")
     print(f"  previous bound (per-pair RWMD/WCD): {t_old:7.2f} s   ({t_old / t_new:.0f}x slower, timed once)")
-    print(f"  exact pairs of its pruned kNN     : {len(i):,} image pairs = {len(i) / (rows * (len(coco) - 1)):.1%}"
-          f" ({n_caption_pairs:,} caption pairs)")  # fmt: skip
-    print(f"    pairs (caption WMDs skipped)     : {t_pairs:7.2f} s   ({t_pairs / n_caption_pairs * 1e6:.2f} us per "
-          "caption pair)")  # fmt: skip
+    print(
+        f"  exact pairs of its pruned kNN     : {len(i):,} image pairs = {len(i) / (rows * (len(coco) - 1)):.1%}"
+        f" ({n_caption_pairs:,} caption pairs)"
+    )
+    print(
+        f"    pairs (caption WMDs skipped)     : {t_pairs:7.2f} s   ({t_pairs / n_caption_pairs * 1e6:.2f} us per "
+        "caption pair)"
+    )
     print(f"    plain (all caption WMDs)         : {t_plain:7.2f} s   ({t_plain / t_pairs:.2f}x slower)")
     print(f"    gensim, extrapolated             : {per_gensim * n_caption_pairs:7.0f} s")
 
@@ -161,15 +165,21 @@ def run_engine(labels: CaptionSets, dense: bool, out: Path) -> dict[str, float]:
     """One precompute on a new 2-worker LocalCluster; wall time, pruning, memory and CPU of the process tree."""
     with TreeMonitor() as monitor:
         t0 = time.perf_counter()
-        precompute(labels, CaptionSetWMD(), out, dataset=f"coco{len(labels)}", k=K, dense=dense, n_workers=2,
-                   progress=False)  # fmt: skip
+        precompute(
+            labels, CaptionSetWMD(), out, dataset=f"coco{len(labels)}", k=K, dense=dense, n_workers=2, progress=False
+        )
         wall = time.perf_counter() - t0
     n = len(labels)
     group = zarr.open_group(str(out), mode="r")
     exact = int(group["progress/exact_pairs"][:].sum())
     symmetric = bool(group.attrs["labeldist"].get("symmetric", False))
-    return {"wall": wall, "exact": exact / (n * (n - 1)), "peak": monitor.peak, "cpu": monitor.cpu,
-            "symmetric": symmetric}  # fmt: skip
+    return {
+        "wall": wall,
+        "exact": exact / (n * (n - 1)),
+        "peak": monitor.peak,
+        "cpu": monitor.cpu,
+        "symmetric": symmetric,
+    }
 
 
 def report(task: str, labels: CaptionSets, got: dict[str, float], per_gensim: float, target: str) -> None:
@@ -179,9 +189,11 @@ def report(task: str, labels: CaptionSets, got: dict[str, float], per_gensim: fl
         pruned = f"upper triangle: {exact:6.1%} of pairs"
     else:
         pruned = f"exact pairs {exact:6.1%} (pruned {1 - exact:6.1%})" if exact < 1 else "all pairs exact"
-    print(f"  {task:<28}: {got['wall']:8.1f} s wall  {got['cpu']:8.0f} CPU s  peak {got['peak'] / 2**30:5.2f} GB  "
-          f"{pruned:<34} | gensim {gensim:9.0f} s "
-          f"= {gensim / 3600:5.1f} h  ({gensim / got['wall']:,.0f}x)  target {target}")  # fmt: skip
+    print(
+        f"  {task:<28}: {got['wall']:8.1f} s wall  {got['cpu']:8.0f} CPU s  peak {got['peak'] / 2**30:5.2f} GB  "
+        f"{pruned:<34} | gensim {gensim:9.0f} s "
+        f"= {gensim / 3600:5.1f} h  ({gensim / got['wall']:,.0f}x)  target {target}"
+    )
 
 
 def main() -> None:
@@ -199,8 +211,10 @@ def main() -> None:
     print(f"{len(coco)} images, {coco.n_captions} captions, {len(coco.vocab)} words")
     per_gensim, per_ours = gensim_per_pair(coco, args.pairs, args.repeats, args.seed)
     print(f"\nper caption pair (median of {args.repeats} x {args.pairs} random pairs):")
-    print(f"  gensim wmdistance: {per_gensim * 1e6:8.1f} us;  ours (wmd_pairs): {per_ours * 1e6:6.2f} us  "
-          f"({per_gensim / per_ours:.0f}x)")  # fmt: skip
+    print(
+        f"  gensim wmdistance: {per_gensim * 1e6:8.1f} us;  ours (wmd_pairs): {per_ours * 1e6:6.2f} us  "
+        f"({per_gensim / per_ours:.0f}x)"
+    )
 
     rows = args.block_rows or default_block_rows(len(coco))
     block_kernels(coco, rows, args.repeats, per_gensim)

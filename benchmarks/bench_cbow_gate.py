@@ -108,8 +108,11 @@ def run_corpus(name: str, args: argparse.Namespace, default_theta: float) -> lis
     labels = corpus_sentences(name, args.n, args.seed)
     kmax = max(args.k)
     thetas = sorted(set(args.thresholds) | {default_theta})
-    print(f"\n## {name}: {len(labels):,} sentences ({len(set(labels.texts)):,} distinct texts), "
-          f"{len(labels) * (len(labels) - 1) // 2:,} pairs; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    print(
+        f"\n## {name}: {len(labels):,} sentences ({len(set(labels.texts)):,} distinct texts), "
+        f"{len(labels) * (len(labels) - 1) // 2:,} pairs; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     configs = {"bert": SentenceRelevance("bert", model=args.model)}
     configs |= {t: SentenceRelevance("coarse_to_fine", model=args.model, cbow_threshold=t) for t in thetas}
     lists: dict[object, np.ndarray] = {}
@@ -125,8 +128,11 @@ def run_corpus(name: str, args: argparse.Namespace, default_theta: float) -> lis
             lists[c] = got
             times[c].append((wall, cpu, calls))
             what = "bert alone" if c == "bert" else f"coarse-to-fine {c:.3f}"
-            print(f"  round {r + 1}, {what}: {wall:.1f} s wall, {cpu:.1f} s CPU, {calls:,} BERT calls "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
+            print(
+                f"  round {r + 1}, {what}: {wall:.1f} s wall, {cpu:.1f} s CPU, {calls:,} BERT calls "
+                f"(load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     # the pair stage alone, every sentence embedded: what the gate can save with a bi-encoder (dot products, the
     # CBoW gate, the top k), repeated the same way; the first pass of each recall-only run is its lists
     if not args.repeats:
@@ -182,10 +188,10 @@ def main() -> None:
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.6, 0.7, 0.8, 0.9])
     parser.add_argument("--model", default=PACKAGED, help="BERT of both scorers (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1, as in a Dask worker)")  # fmt: skip
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="timed runs per scorer, best reported; 0: recall only (default 3)")  # fmt: skip
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as in a Dask worker)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per scorer, best reported; 0: recall only (default 3)"
+    )
     args = parser.parse_args()
     os.environ["LABELDIST_CACHE"] = tempfile.mkdtemp(prefix="bench-cbow-gate-")  # nothing embedded is reused
     default_theta, _ = calibrate_cbow_threshold(read_sts(TRAIN), DEFAULT_PASS_SHARE)
@@ -194,15 +200,19 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     load_bi_encoder(resolve_model(args.model), MAX_LENGTH)  # loaded once, before any timing
     bi_encoder_scorer(resolve_model(args.model), MAX_LENGTH).embed(["a warm-up sentence"])
-    print(f"{' '.join(sys.argv)}\nCBoW default threshold {default_theta:.4f} (passes {DEFAULT_PASS_SHARE:.0%} of "
-          f"STS-B train pairs); BERT = {args.model}; below the gate -> 0; torch threads: {torch.get_num_threads()} of "
-          f"{os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"{' '.join(sys.argv)}\nCBoW default threshold {default_theta:.4f} (passes {DEFAULT_PASS_SHARE:.0%} of "
+        f"STS-B train pairs); BERT = {args.model}; below the gate -> 0; torch threads: {torch.get_num_threads()} of "
+        f"{os.cpu_count()} cores"
+    )
     rows = []
     for name in args.corpus:
         rows += run_corpus(name, args, default_theta)
-    print("\n| corpus | N | θ_c | pairs past the gate | k | recall@k mean | recall@k 5th pct | sentences with "
-          "< k past the gate | wall s, c2f / bert | CPU s, c2f / bert | speed-up (CPU) | pair stage s, c2f / "
-          "bert | BERT calls, c2f / bert |")  # fmt: skip
+    print(
+        "\n| corpus | N | θ_c | pairs past the gate | k | recall@k mean | recall@k 5th pct | sentences with "
+        "< k past the gate | wall s, c2f / bert | CPU s, c2f / bert | speed-up (CPU) | pair stage s, c2f / "
+        "bert | BERT calls, c2f / bert |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 

@@ -69,8 +69,9 @@ def main() -> None:
     try:
         warm = []
         with dask_client(n_workers=2) as client:
-            precompute(poses.subset(slice(0, 300)), PoseDistance(), tmp / "w", dataset="w", k=K, client=client,
-                       progress=False)  # fmt: skip  # warm the workers (imports, numba cache)
+            precompute(
+                poses.subset(slice(0, 300)), PoseDistance(), tmp / "w", dataset="w", k=K, client=client, progress=False
+            )  # warm the workers (imports, numba cache)
             for r in range(args.repeats):
                 t0 = time.perf_counter()
                 precompute(poses, PoseDistance(), tmp / f"warm{r}", dataset="mpii", k=K, client=client, progress=False)
@@ -92,10 +93,14 @@ def main() -> None:
     print(f"MPII poses: N = {n}, dense {n}x{n} float32 + kNN k = {K}; medians of {args.repeats} runs, 2 cores")
     print(f"  in-memory, same kernel + top-k        {t_kernel:8.3f} s")
     print(f"  in-memory, plain NumPy + argsort      {t_numpy:8.3f} s")
-    print(f"  engine, running 2-worker cluster      {t_warm:8.3f} s   {t_warm / t_kernel:5.2f}x same kernel, "
-          f"{t_warm / t_numpy:5.2f}x plain NumPy")  # fmt: skip
-    print(f"  engine, CLI-style (starts cluster)    {t_cold:8.3f} s   {t_cold / t_kernel:5.2f}x same kernel, "
-          f"{t_cold / t_numpy:5.2f}x plain NumPy")  # fmt: skip
+    print(
+        f"  engine, running 2-worker cluster      {t_warm:8.3f} s   {t_warm / t_kernel:5.2f}x same kernel, "
+        f"{t_warm / t_numpy:5.2f}x plain NumPy"
+    )
+    print(
+        f"  engine, CLI-style (starts cluster)    {t_cold:8.3f} s   {t_cold / t_kernel:5.2f}x same kernel, "
+        f"{t_cold / t_numpy:5.2f}x plain NumPy"
+    )
     print("  target: engine overhead <= 1.5x")
 
 

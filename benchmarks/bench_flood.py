@@ -43,9 +43,24 @@ def build_store(folder: Path, items: int) -> tuple[Path, list[str]]:
     images = json.loads(COCO.read_text())
     (folder / "coco.json").write_text(json.dumps(images[:items]))
     stores = folder / "stores"
-    subprocess.run([sys.executable, "-m", "labeldist.cli", "precompute", "captions", str(folder / "coco.json"),
-                    "--knn-only", "--k", str(K), "--out", str(stores / "captions"), "--no-progress"],
-                   cwd=REPO, check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labeldist.cli",
+            "precompute",
+            "captions",
+            str(folder / "coco.json"),
+            "--knn-only",
+            "--k",
+            str(K),
+            "--out",
+            str(stores / "captions"),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        check=True,
+    )
     # a worst case for the search's lower-bound pruning: one caption of each of 5 unrelated images, k = 100
     query = [images[items + 37 * t]["caption"][0] for t in range(5)]
     return stores, query
@@ -115,16 +130,24 @@ def main() -> None:
         statuses[status] = statuses.get(status, 0) + 1
     slowest_503 = max((t for s, t in results if s == 503), default=float("nan"))
     slowest_200 = max((t for s, t in results if s == 200), default=float("nan"))
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.clients} concurrent caption searches on {args.items} items, "
-          f"{args.workers} compute slots, queue time {args.queue_s:g} s")  # fmt: skip
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; {args.clients} concurrent caption searches on {args.items} items, "
+        f"{args.workers} compute slots, queue time {args.queue_s:g} s"
+    )
     print(f"statuses: {', '.join(f'{n} x {s}' for s, n in sorted(statuses.items()))}")
-    print(f"slowest 503: {slowest_503:.2f} s = {slowest_503 / args.queue_s:.2f} x the queue time; "
-          f"slowest 200: {slowest_200:.2f} s")  # fmt: skip
-    print(f"label route, idle (baseline): median {statistics.median(idle) * 1e3:.1f} ms, slowest "
-          f"{max(idle) * 1e3:.1f} ms ({len(idle)} requests)")  # fmt: skip
-    print(f"label route, during the flood: median {statistics.median(during) * 1e3:.1f} ms, slowest "
-          f"{max(during) * 1e3:.1f} ms ({len(during)} requests); median ratio "
-          f"{statistics.median(during) / statistics.median(idle):.1f}x idle")  # fmt: skip
+    print(
+        f"slowest 503: {slowest_503:.2f} s = {slowest_503 / args.queue_s:.2f} x the queue time; "
+        f"slowest 200: {slowest_200:.2f} s"
+    )
+    print(
+        f"label route, idle (baseline): median {statistics.median(idle) * 1e3:.1f} ms, slowest "
+        f"{max(idle) * 1e3:.1f} ms ({len(idle)} requests)"
+    )
+    print(
+        f"label route, during the flood: median {statistics.median(during) * 1e3:.1f} ms, slowest "
+        f"{max(during) * 1e3:.1f} ms ({len(during)} requests); median ratio "
+        f"{statistics.median(during) / statistics.median(idle):.1f}x idle"
+    )
 
 
 if __name__ == "__main__":

@@ -69,8 +69,10 @@ def main() -> int:
     parser.add_argument("--models", type=Path, help="sentence model folder (default: the packaged MiniLM)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'kind':20s} {'shape':10s} {'pairs':>8s} {'calls':>6s} {'items':>6s} {'first s':>8s} {'median s':>9s} "
-          f"{'estimated s':>11s} {'est/first':>9s}")  # fmt: skip
+    print(
+        f"{'kind':20s} {'shape':10s} {'pairs':>8s} {'calls':>6s} {'items':>6s} {'first s':>8s} {'median s':>9s} "
+        f"{'estimated s':>11s} {'est/first':>9s}"
+    )
     for name, labels, distance, pairs in kinds(args.models):
         distance.block(labels.subset(np.array([0, 1])), labels.subset(np.array([2, 3])))  # compile, load models
         cls = type(distance)
@@ -86,8 +88,10 @@ def main() -> int:
             med = statistics.median(seconds)
             est = plan.cost_s(cls)
             timed[shape] = (plan, max(seconds))
-            print(f"{name:20s} {shape:10s} {plan.kernel_pairs:8d} {plan.calls:6d} {plan.items:6d} {seconds[0]:8.3f} "
-                  f"{med:9.3f} {est:11.3f} {est / seconds[0]:9.2f}")  # fmt: skip
+            print(
+                f"{name:20s} {shape:10s} {plan.kernel_pairs:8d} {plan.calls:6d} {plan.items:6d} {seconds[0]:8.3f} "
+                f"{med:9.3f} {est:11.3f} {est / seconds[0]:9.2f}"
+            )
         # seconds = calls * c + pairs * p + items * i, solved on the slowest (first, cold) runs: for a kind that
         # prepares items (cost_per_item_s > 0, the sentence kind) the call and pair terms are taken as declared
         (p1, s1), (p2, s2) = timed["pairwise"], timed["scattered"]
@@ -96,11 +100,14 @@ def main() -> int:
             item_s = max(r / p.items for r, (p, _) in zip(rest, timed.values()))
             print(f"{name:20s} measured: {item_s * 1e3:8.2f} ms an item; declared: {cls.cost_per_item_s * 1e3:8.2f} ms")
             continue
-        coeffs = np.linalg.solve(np.array([[p1.calls, p1.kernel_pairs], [p2.calls, p2.kernel_pairs]], float),
-                                 np.array([s1, s2]))  # fmt: skip
+        coeffs = np.linalg.solve(
+            np.array([[p1.calls, p1.kernel_pairs], [p2.calls, p2.kernel_pairs]], float), np.array([s1, s2])
+        )
         call_s, pair_s = (max(float(c), 0.0) for c in coeffs)
-        print(f"{name:20s} measured: {call_s * 1e6:8.1f} us a call, {pair_s * 1e6:8.2f} us a pair; declared: "
-              f"{cls.cost_per_call_s * 1e6:8.1f} us, {cls.cost_per_pair_s * 1e6:8.2f} us")  # fmt: skip
+        print(
+            f"{name:20s} measured: {call_s * 1e6:8.1f} us a call, {pair_s * 1e6:8.2f} us a pair; declared: "
+            f"{cls.cost_per_call_s * 1e6:8.1f} us, {cls.cost_per_pair_s * 1e6:8.2f} us"
+        )
     return 0
 
 

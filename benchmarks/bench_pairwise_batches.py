@@ -42,9 +42,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream  # noqa: E402
 from serving import start_service, tree_cpu_seconds  # noqa: E402
 
+from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream  # noqa: E402
 from labeldist.store import read_manifest  # noqa: E402
 
 KNN, DENSE = "coco-train-knn", "coco-train-dense"
@@ -79,8 +79,10 @@ def build(args: argparse.Namespace) -> dict[str, float]:
     train = work / "coco" / "train.json"
     if args.rebuild or not train.exists():
         trainer_cli = [sys.executable, "-m", "labeldist.trainer.cli"]
-        times["split"] = _run_timed([*trainer_cli, "split", args.input, "--out", str(work / "coco"), "--seed",
-                                     str(args.split_seed)], work / "split.log")  # fmt: skip
+        times["split"] = _run_timed(
+            [*trainer_cli, "split", args.input, "--out", str(work / "coco"), "--seed", str(args.split_seed)],
+            work / "split.log",
+        )
         times_file.write_text(json.dumps(times, indent=1))
     for name, extra in ((KNN, ["--knn-only"]), (DENSE, [])):
         out = work / "stores" / name
@@ -88,8 +90,22 @@ def build(args: argparse.Namespace) -> dict[str, float]:
             continue
         if out.exists():
             shutil.rmtree(out)
-        command = [sys.executable, "-m", "labeldist.cli", "precompute", "captions", str(train), *extra, "--k",
-                   str(args.k), "--dataset", "coco-train", "--out", str(out), "--no-progress"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "labeldist.cli",
+            "precompute",
+            "captions",
+            str(train),
+            *extra,
+            "--k",
+            str(args.k),
+            "--dataset",
+            "coco-train",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
         if args.precompute_workers:
             command += ["--workers", str(args.precompute_workers)]
         load = os.getloadavg()[0]
@@ -134,16 +150,31 @@ def prime_dense(client: LabelDistClient, store: str, n_items: int, block_rows: i
 
 
 def measure(
-    client: LabelDistClient, store: str, inputs: FeatureInputs, args: argparse.Namespace, *, pairwise: bool,
-    steps: int, seed: int, server_cpu: CPUTime,
-) -> dict[str, float]:  # fmt: skip
+    client: LabelDistClient,
+    store: str,
+    inputs: FeatureInputs,
+    args: argparse.Namespace,
+    *,
+    pairwise: bool,
+    steps: int,
+    seed: int,
+    server_cpu: CPUTime,
+) -> dict[str, float]:
     """One repeat: minibatches/s the consumer receives over ``steps`` after ``args.warmup`` untimed ones, and
     the service's and this process's CPU ms per minibatch over the timed steps."""
     stream = MinibatchStream(
-        client, store, inputs, size=args.size, neighbors=args.neighbors, pairwise=pairwise,
-        anchors_per_request=args.anchors_per_request, prefetch=args.prefetch, workers=args.workers,
-        epochs=1000, seed=seed,
-    )  # fmt: skip
+        client,
+        store,
+        inputs,
+        size=args.size,
+        neighbors=args.neighbors,
+        pairwise=pairwise,
+        anchors_per_request=args.anchors_per_request,
+        prefetch=args.prefetch,
+        workers=args.workers,
+        epochs=1000,
+        seed=seed,
+    )
     it = iter(stream)
     for _ in range(args.warmup):  # connection, first requests, the prefetch queue filled
         next(it)
@@ -193,8 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=16, help="minibatches received before timing, per repeat")
     p.add_argument("--repeats", type=int, default=3, help="repeats of each configuration (median)")
     p.add_argument("--seed", type=int, default=20261124, help="first minibatch seed (one more per repeat)")
-    p.add_argument("--gpu-step-ms", type=float, nargs=2, default=(10.0, 20.0),
-                   help="GPU step of ResNet-34 on one minibatch, fast and slow end")  # fmt: skip
+    p.add_argument(
+        "--gpu-step-ms",
+        type=float,
+        nargs=2,
+        default=(10.0, 20.0),
+        help="GPU step of ResNet-34 on one minibatch, fast and slow end",
+    )
     args = p.parse_args(argv)
     os.chdir(REPO)  # --input and the CLIs are relative to the repository
 
@@ -209,17 +245,24 @@ def main(argv: list[str] | None = None) -> int:
         sizes[name] = disk_bytes(stores / name)
         load = times.get(f"{name}:load")
         when = f" (load average {load:.1f} at its start)" if load is not None else ""
-        print(f"   precompute {name}: {times.get(name, float('nan')):.1f} s wall{when}; on disk "
-              f"{sizes[name][0] / 2**20:.1f} MiB (du), {sizes[name][1] / 2**20:.1f} MiB apparent")  # fmt: skip
+        print(
+            f"   precompute {name}: {times.get(name, float('nan')):.1f} s wall{when}; on disk "
+            f"{sizes[name][0] / 2**20:.1f} MiB (du), {sizes[name][1] / 2**20:.1f} MiB apparent"
+        )
     ratio_t = times.get(DENSE, float("nan")) / times.get(KNN, float("nan"))
-    print(f"   dense / kNN-only precompute: {ratio_t:.2f}x the time, "
-          f"{sizes[DENSE][0] / max(sizes[KNN][0], 1):.1f}x the disk")  # fmt: skip
+    print(
+        f"   dense / kNN-only precompute: {ratio_t:.2f}x the time, "
+        f"{sizes[DENSE][0] / max(sizes[KNN][0], 1):.1f}x the disk"
+    )
 
     inputs = FeatureInputs(np.zeros((n_items, 4), dtype=np.float32))
     needs = tuple(1e3 / ms for ms in args.gpu_step_ms)
-    print(f"\n2. minibatches/s received by MinibatchStream (size {args.size}, {args.neighbors} neighbours, "
-          f"{args.anchors_per_request} anchors per request, prefetch {args.prefetch} on {args.workers} threads; "
-          f"{args.warmup} warm-up steps, median of {args.repeats} repeats)", flush=True)  # fmt: skip
+    print(
+        f"\n2. minibatches/s received by MinibatchStream (size {args.size}, {args.neighbors} neighbours, "
+        f"{args.anchors_per_request} anchors per request, prefetch {args.prefetch} on {args.workers} threads; "
+        f"{args.warmup} warm-up steps, median of {args.repeats} repeats)",
+        flush=True,
+    )
     proc, url = start_service(stores)
     results: dict[tuple[str, bool], list[dict[str, float]]] = {}
     try:
@@ -231,11 +274,22 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"the service does not serve {name}: {available}")
             block_rows = int(read_manifest(str(stores / DENSE))["block_rows"])
             secs, requests = prime_dense(client, DENSE, n_items, block_rows)
-            print(f"   {DENSE}: the service read its {-(-n_items // block_rows)} row blocks of {block_rows} rows "
-                  f"({n_items:,} x {n_items:,} float32) from disk in {secs:.2f} s ({requests} requests), before "
-                  "the timed runs")  # fmt: skip
-            same = [client.batches(name, anchors=np.arange(8), size=args.size, neighbors=args.neighbors,
-                                   pairwise=True, seed=args.seed - 1) for name in (DENSE, KNN)]  # fmt: skip
+            print(
+                f"   {DENSE}: the service read its {-(-n_items // block_rows)} row blocks of {block_rows} rows "
+                f"({n_items:,} x {n_items:,} float32) from disk in {secs:.2f} s ({requests} requests), before "
+                "the timed runs"
+            )
+            same = [
+                client.batches(
+                    name,
+                    anchors=np.arange(8),
+                    size=args.size,
+                    neighbors=args.neighbors,
+                    pairwise=True,
+                    seed=args.seed - 1,
+                )
+                for name in (DENSE, KNN)
+            ]
             if not np.array_equal(same[0].members, same[1].members):
                 raise SystemExit("the two stores drew different minibatches for the same seed (kNN lists differ)")
             diff = float(np.abs(same[0].pairwise - same[1].pairwise).max())
@@ -245,11 +299,23 @@ def main(argv: list[str] | None = None) -> int:
                 for name, steps in ((DENSE, args.steps_dense), (KNN, args.steps_knn)):
                     runs = results.setdefault((name, pairwise), [])
                     for _ in range(args.repeats):
-                        runs.append(measure(client, name, inputs, args, pairwise=pairwise, steps=steps, seed=seed,
-                                            server_cpu=server_cpu))  # fmt: skip
+                        runs.append(
+                            measure(
+                                client,
+                                name,
+                                inputs,
+                                args,
+                                pairwise=pairwise,
+                                steps=steps,
+                                seed=seed,
+                                server_cpu=server_cpu,
+                            )
+                        )
                         seed += 1
-                        print(f"   {name:17s} pairwise={'yes' if pairwise else 'no ':3s} "
-                              f"{runs[-1]['rate']:8.1f}/s", flush=True)  # fmt: skip
+                        print(
+                            f"   {name:17s} pairwise={'yes' if pairwise else 'no ':3s} {runs[-1]['rate']:8.1f}/s",
+                            flush=True,
+                        )
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -269,12 +335,16 @@ def main(argv: list[str] | None = None) -> int:
             rate = med(name, pairwise, "rate")
             runs = ", ".join(f"{r['rate']:.1f}" for r in results[(name, pairwise)])
             ratio = f"{rate / med(KNN, pairwise, 'rate'):.1f}x" if name != KNN else "1 (baseline)"
-            print(f"| {name} | {'yes' if pairwise else 'no'} | **{rate:.1f}** ({runs}) | {1e3 / rate:.2f} "
-                  f"| {med(name, pairwise, 'server_ms'):.2f} | {med(name, pairwise, 'client_ms'):.2f} "
-                  f"| {ratio} | {verdict(rate, needs)} |")  # fmt: skip
-    print(f"\nGPU step of ResNet-34 on {args.size} images: {args.gpu_step_ms[0]:.0f}-{args.gpu_step_ms[1]:.0f} ms, "
-          f"i.e. {min(needs):.0f}-{max(needs):.0f} minibatches/s needed. CPU ms are per minibatch received, "
-          "summed over all threads (the service's includes its on-demand WMDs).")  # fmt: skip
+            print(
+                f"| {name} | {'yes' if pairwise else 'no'} | **{rate:.1f}** ({runs}) | {1e3 / rate:.2f} "
+                f"| {med(name, pairwise, 'server_ms'):.2f} | {med(name, pairwise, 'client_ms'):.2f} "
+                f"| {ratio} | {verdict(rate, needs)} |"
+            )
+    print(
+        f"\nGPU step of ResNet-34 on {args.size} images: {args.gpu_step_ms[0]:.0f}-{args.gpu_step_ms[1]:.0f} ms, "
+        f"i.e. {min(needs):.0f}-{max(needs):.0f} minibatches/s needed. CPU ms are per minibatch received, "
+        "summed over all threads (the service's includes its on-demand WMDs)."
+    )
     return 0
 
 

@@ -140,19 +140,25 @@ def main() -> None:
     print("\n| N | serial | work (1 worker) | of which bounds (N^2) | rest | exact pairs |")
     print("|---|---|---|---|---|---|")
     for i, n in enumerate(args.sizes):
-        print(f"| {n:,} | {serial[i]:.1f} s | {work[i]:.1f} s | {bound[i]:.1f} s | {rest[i]:.1f} s | "
-              f"{results[w_hi, n][1]:,} |")  # fmt: skip
-    print(f"\nfits: bounds = {beta * 1e9:.3f} ns x N^2; rest ~ N^{p_rest:.2f}; exact pairs ~ N^{p_exact:.2f}; "
-          f"serial ~ {serial_per_item * 1e3:.2f} ms x N; worker RSS ~ {c / 2**20:.0f} MiB + "
-          f"{d * 1000 / 2**20:.1f} MiB per 1,000 images; client peak RSS {client_rss / 2**20:.0f} MiB")  # fmt: skip
+        print(
+            f"| {n:,} | {serial[i]:.1f} s | {work[i]:.1f} s | {bound[i]:.1f} s | {rest[i]:.1f} s | "
+            f"{results[w_hi, n][1]:,} |"
+        )
+    print(
+        f"\nfits: bounds = {beta * 1e9:.3f} ns x N^2; rest ~ N^{p_rest:.2f}; exact pairs ~ N^{p_exact:.2f}; "
+        f"serial ~ {serial_per_item * 1e3:.2f} ms x N; worker RSS ~ {c / 2**20:.0f} MiB + "
+        f"{d * 1000 / 2**20:.1f} MiB per 1,000 images; client peak RSS {client_rss / 2**20:.0f} MiB"
+    )
 
     n = COCO_2014
     work_n = beta * n**2 + c_rest * n**p_rest
     serial_n = serial_per_item * n
-    print(f"\nCOCO-2014 projection ({n:,} images, k = {K}, kNN only): work {work_n / 3600:,.1f} worker-hours "
-          f"({beta * n**2 / 3600:,.1f} h bounds + {c_rest * n**p_rest / 3600:,.1f} h exact WMDs and top-k), serial "
-          f"{serial_n / 60:,.1f} min; per worker ~{(c + d * n) / 2**30:.1f} GiB RSS; kNN lists "
-          f"{n * K * 8 / 2**20:.0f} MiB before compression (dense: {n**2 * 4 / 2**30:.0f} GiB)")  # fmt: skip
+    print(
+        f"\nCOCO-2014 projection ({n:,} images, k = {K}, kNN only): work {work_n / 3600:,.1f} worker-hours "
+        f"({beta * n**2 / 3600:,.1f} h bounds + {c_rest * n**p_rest / 3600:,.1f} h exact WMDs and top-k), serial "
+        f"{serial_n / 60:,.1f} min; per worker ~{(c + d * n) / 2**30:.1f} GiB RSS; kNN lists "
+        f"{n * K * 8 / 2**20:.0f} MiB before compression (dense: {n**2 * 4 / 2**30:.0f} GiB)"
+    )
     print("| workers | projected wall time | memory (all workers) |")
     print("|---|---|---|")
     for w in args.project:

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
+
 from labeldist.api.main import create_app
 from labeldist.api.settings import Settings
-
 from labeldist.knn import topk_rows
 
 
@@ -86,14 +86,20 @@ def main() -> None:
     n = served.n_items
     med_search, med_brute = statistics.median(search_s), statistics.median(brute_s)
     p90 = float(np.percentile(search_s, 90))
-    print(f"store {store} ({n} images, kind {kind}); {len(search_s)} queries of {args.captions} caption(s), "
-          f"k = {args.k}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"store {store} ({n} images, kind {kind}); {len(search_s)} queries of {args.captions} caption(s), "
+        f"k = {args.k}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
     print(f"first search of a fresh app (labels, word vectors, kernels loaded): {first:.2f} s")
-    print(f"search through the app:     median {med_search * 1e3:7.1f} ms   p90 {p90 * 1e3:7.1f} ms   "
-          f"exact distances computed: median {statistics.median(computed):.0f} of {n} "
-          f"({statistics.median(computed) / n:.1%})")  # fmt: skip
-    print(f"baseline, brute-force row:  median {med_brute * 1e3:7.1f} ms   (block of the query against all {n} "
-          "images, no bound, no pruning, then top k)")  # fmt: skip
+    print(
+        f"search through the app:     median {med_search * 1e3:7.1f} ms   p90 {p90 * 1e3:7.1f} ms   "
+        f"exact distances computed: median {statistics.median(computed):.0f} of {n} "
+        f"({statistics.median(computed) / n:.1%})"
+    )
+    print(
+        f"baseline, brute-force row:  median {med_brute * 1e3:7.1f} ms   (block of the query against all {n} "
+        "images, no bound, no pruning, then top k)"
+    )
     print(f"ratio baseline / search:    {med_brute / med_search:.2f}x")
     print(f"answers equal to the brute force (indices and float32 distances): {equal} of {len(search_s)}")
 

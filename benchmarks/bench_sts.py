@@ -81,8 +81,10 @@ def dev_part(args: argparse.Namespace) -> None:
 
     theta, _ = calibrate_cbow_threshold(train, args.pass_share)
     passed = cbow >= theta
-    print(f"\nCoarse-to-fine: CBoW threshold {theta:.4f} = the score passing {args.pass_share:.0%} of STS-B train "
-          f"pairs; it passes {passed.mean():.1%} of dev pairs.\n")  # fmt: skip
+    print(
+        f"\nCoarse-to-fine: CBoW threshold {theta:.4f} = the score passing {args.pass_share:.0%} of STS-B train "
+        f"pairs; it passes {passed.mean():.1%} of dev pairs.\n"
+    )
     print("| coarse-to-fine | Pearson | Spearman | transformer calls | seconds |\n|---|---|---|---|---|")
     for name, model in models.items():
         for below in ("coarse", "zero"):
@@ -92,8 +94,15 @@ def dev_part(args: argparse.Namespace) -> None:
             seconds = time.perf_counter() - started
             # the same numbers up to batch padding (a cross-encoder pair scored in another batch: ~1e-6)
             np.testing.assert_allclose(r, combine(cbow, bert[model], theta, below), atol=1e-5)
-            print(_row(f"CBoW >= {theta:.3f}, then {name}; below: {below}", r, gold,
-                       _bert_calls(model, passed, i, j), seconds))  # fmt: skip
+            print(
+                _row(
+                    f"CBoW >= {theta:.3f}, then {name}; below: {below}",
+                    r,
+                    gold,
+                    _bert_calls(model, passed, i, j),
+                    seconds,
+                )
+            )
     best = args.best or next(iter(reversed(models.values())))
     print(f"\nPass-share sweep, BERT = {best} (threshold calibrated on train, scored on dev):\n")
     print("| pass share (train) | threshold | dev pairs passing | Pearson (coarse) | Pearson (zero) |")
@@ -107,9 +116,19 @@ def dev_part(args: argparse.Namespace) -> None:
 
     best_bi = args.cascade_bi or PACKAGED
     if args.cross:
-        ns = argparse.Namespace(scorer="cascade", model=best_bi, cross_model=args.cross[0], cbow_threshold=None,
-                                pass_share=args.pass_share, bert_threshold=None, bert_pass_share=args.bert_pass_share,
-                                below=args.below, max_length=256, train=str(TRAIN), candidates=None)  # fmt: skip
+        ns = argparse.Namespace(
+            scorer="cascade",
+            model=best_bi,
+            cross_model=args.cross[0],
+            cbow_threshold=None,
+            pass_share=args.pass_share,
+            bert_threshold=None,
+            bert_pass_share=args.bert_pass_share,
+            below=args.below,
+            max_length=256,
+            train=str(TRAIN),
+            candidates=None,
+        )
         distance = build_distance(ns)
         started = time.perf_counter()
         r = 1.0 - distance.pairs(labels, i, j)
@@ -144,8 +163,16 @@ def corpus_part(args: argparse.Namespace) -> None:
     out = Path(tempfile.mkdtemp(prefix="bench-sts-", dir=ROOT / ".tmp")) / "store"
     try:
         with dask_client(n_workers=args.workers) as client:
-            result = precompute(labels, distance, out, dataset="coco-karpathy-test", k=args.k, dense=False,
-                                client=client, progress=False)  # fmt: skip
+            result = precompute(
+                labels,
+                distance,
+                out,
+                dataset="coco-karpathy-test",
+                k=args.k,
+                dense=False,
+                client=client,
+                progress=False,
+            )
             calls = client.run(transformer_calls)
         wall = time.perf_counter() - started
         from labeldist.store import StoreReader
@@ -153,13 +180,19 @@ def corpus_part(args: argparse.Namespace) -> None:
         reader = StoreReader(str(out))
         _, dists = reader.knn()
         report: dict[str, Any] = {
-            "scorer": args.scorer, "n": len(labels), "k": args.k, "workers": args.workers,
-            "wall_seconds": round(wall, 1), "of_which_reading_calibrating_embedding": round(prepared, 1),
-            "transformer_calls_here": driver_calls, "transformer_calls_per_worker": calls,
+            "scorer": args.scorer,
+            "n": len(labels),
+            "k": args.k,
+            "workers": args.workers,
+            "wall_seconds": round(wall, 1),
+            "of_which_reading_calibrating_embedding": round(prepared, 1),
+            "transformer_calls_here": driver_calls,
+            "transformer_calls_per_worker": calls,
             "blocks": result.blocks_total,
             "nearest_distance_median": float(np.median(dists[:, 0])),
-            "kth_distance_median": float(np.median(dists[:, -1])), "params": distance.params(),
-        }  # fmt: skip
+            "kth_distance_median": float(np.median(dists[:, -1])),
+            "params": distance.params(),
+        }
         if args.keep:
             shutil.copytree(out, args.keep, dirs_exist_ok=False)
             report["kept"] = args.keep
@@ -205,8 +238,10 @@ def estimate_part(args: argparse.Namespace) -> None:
     )
     for how, count in counts.items():
         hours = 2 * count / (2 * per_second) / 3600
-        print(f"- coarse-to-fine with the cross-encoder, CBoW gate {how}: {2 * count:,} calls, about {hours:,.1f} h "
-              "on 2 cores")  # fmt: skip
+        print(
+            f"- coarse-to-fine with the cross-encoder, CBoW gate {how}: {2 * count:,} calls, about {hours:,.1f} h "
+            "on 2 cores"
+        )
 
 
 def main() -> None:

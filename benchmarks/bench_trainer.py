@@ -49,12 +49,13 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from serving import start_service  # noqa: E402
+
 from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream  # noqa: E402
 from labeldist.trainer.fit import FitConfig, autocast, default_loader_workers, fit, pick_device  # noqa: E402
 from labeldist.trainer.images import open_images  # noqa: E402
 from labeldist.trainer.losses import LogRatioLoss  # noqa: E402
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding  # noqa: E402
-from serving import start_service  # noqa: E402
 
 RESNET34_GFLOPS = 3.6  # forward, one 224 x 224 image (He et al. 2016, Table 1)
 
@@ -138,12 +139,23 @@ def bare_step(args: argparse.Namespace, size: int, device: torch.device, repeats
     return times
 
 
-def data_rate(client: LabelDistClient, args: argparse.Namespace, inputs, steps: int, seed: int,
-              processes: int | None) -> float:  # fmt: skip
+def data_rate(
+    client: LabelDistClient, args: argparse.Namespace, inputs, steps: int, seed: int, processes: int | None
+) -> float:
     """Minibatches/s a consumer that does nothing else receives (images decoded when ``processes`` is set)."""
-    stream = MinibatchStream(client, args.store, inputs, size=args.size, neighbors=5, epochs=100, seed=seed,
-                             anchors_per_request=1 if processes is not None else 8, prefetch=args.prefetch,
-                             processes=processes, pin_memory=False)  # fmt: skip
+    stream = MinibatchStream(
+        client,
+        args.store,
+        inputs,
+        size=args.size,
+        neighbors=5,
+        epochs=100,
+        seed=seed,
+        anchors_per_request=1 if processes is not None else 8,
+        prefetch=args.prefetch,
+        processes=processes,
+        pin_memory=False,
+    )
     it = iter(stream)
     for _ in range(min(args.warmup, 3)):
         next(it)
@@ -155,17 +167,33 @@ def data_rate(client: LabelDistClient, args: argparse.Namespace, inputs, steps: 
     return rate
 
 
-def fit_rate(url: str, args: argparse.Namespace, size: int, workers: int,
-             cache: str = "auto") -> tuple[float, float, float]:  # fmt: skip
+def fit_rate(
+    url: str, args: argparse.Namespace, size: int, workers: int, cache: str = "auto"
+) -> tuple[float, float, float]:
     """``trainer fit`` for warm-up + ``--steps`` steps: images/s, data-wait share and median step seconds of
     the timed steps (read from its log.jsonl)."""
     out = Path(tempfile.mkdtemp(prefix="bench-fit-"))
     try:
-        config = FitConfig(url=url, store=args.store, out=str(out), images=args.images, backbone=args.backbone,
-                           input_size=size, size=args.size, max_steps=args.warmup + args.steps, seed=1,
-                           progress=False, checkpoint_every=10**9, loader_workers=workers, device=args.device,
-                           precision=args.precision, compile=args.compile, prefetch=args.prefetch,
-                           image_cache=cache, threads=args.threads)  # fmt: skip
+        config = FitConfig(
+            url=url,
+            store=args.store,
+            out=str(out),
+            images=args.images,
+            backbone=args.backbone,
+            input_size=size,
+            size=args.size,
+            max_steps=args.warmup + args.steps,
+            seed=1,
+            progress=False,
+            checkpoint_every=10**9,
+            loader_workers=workers,
+            device=args.device,
+            precision=args.precision,
+            compile=args.compile,
+            prefetch=args.prefetch,
+            image_cache=cache,
+            threads=args.threads,
+        )
         fit(config)
         rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
         steps = [r for r in rows if r["event"] == "step"][args.warmup :]
@@ -182,10 +210,14 @@ def images_mode(args: argparse.Namespace, url: str) -> None:
         torch.set_num_threads(args.threads)
     workers = default_loader_workers() if args.loader_workers is None else args.loader_workers
     name = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
-    print(f"device: {name}; {args.backbone}, minibatch {args.size}, precision {args.precision}, "
-          f"{workers} loader processes, compile {args.compile}")  # fmt: skip
-    print("| input px | image cache | bare backbone img/s (baseline) | data path alone img/s | service alone img/s | "
-          "trainer fit img/s | fit / bare | data wait share | bare step ms | fit step ms |")  # fmt: skip
+    print(
+        f"device: {name}; {args.backbone}, minibatch {args.size}, precision {args.precision}, "
+        f"{workers} loader processes, compile {args.compile}"
+    )
+    print(
+        "| input px | image cache | bare backbone img/s (baseline) | data path alone img/s | service alone img/s | "
+        "trainer fit img/s | fit / bare | data wait share | bare step ms | fit step ms |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     with LabelDistClient(url) as client:
         ids = client.ids(args.store)
@@ -206,13 +238,16 @@ def images_mode(args: argparse.Namespace, url: str) -> None:
                 bare = float(np.median(before + after))
                 before = after
                 ratio = rate * bare / args.size
-                print(f"| {size} | {cache} | {args.size / bare:.0f} | {decoded:.0f} | {service:.0f} | {rate:.0f} | "
-                      f"{ratio:.2f} | {wait:.1%} | {bare * 1e3:.1f} | {step * 1e3:.1f} |")  # fmt: skip
+                print(
+                    f"| {size} | {cache} | {args.size / bare:.0f} | {decoded:.0f} | {service:.0f} | {rate:.0f} | "
+                    f"{ratio:.2f} | {wait:.1%} | {bare * 1e3:.1f} | {step * 1e3:.1f} |"
+                )
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--stores", help="stores folder to serve (starts labeldist serve)")
     p.add_argument("--url", help="an already running service instead")
     p.add_argument("--store", default="mpii-train-pose")
@@ -236,8 +271,12 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=3, help="images: steps before timing")
     p.add_argument("--repeats", type=int, default=10, help="images: bare backbone steps timed")
     p.add_argument("--data-steps", type=int, default=20, help="images: minibatches timed for the data path alone")
-    p.add_argument("--steps", type=int, default=2000, help="features: minibatches timed per configuration; "
-                   "images: trainer fit steps timed")  # fmt: skip
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=2000,
+        help="features: minibatches timed per configuration; images: trainer fit steps timed",
+    )
     p.add_argument("--size", type=int, default=150, help="minibatch size (Kim et al.: 150 poses, 50 captions)")
     p.add_argument("--seed", type=int, default=12345, help="minibatch seed (a new one: nothing cached)")
     args = p.parse_args()
@@ -248,8 +287,9 @@ def main() -> int:
     proc, url = start_service(args.stores) if args.url is None else (None, args.url)
     if args.images:
         try:
-            print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}; torch "
-                  f"{torch.__version__}")  # fmt: skip
+            print(
+                f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}; torch {torch.__version__}"
+            )
             images_mode(args, url)
             print(f"load average at the end: {os.getloadavg()[0]:.1f}")
         finally:
@@ -264,12 +304,14 @@ def main() -> int:
         with LabelDistClient(url) as client:
             print(f"\n1. minibatches/s through HTTP ({args.store}, size {args.size}, 5 neighbours, {args.steps} timed)")
             configs = [
-                ("no prefetch: 1 request in flight, 1 anchor per request", dict(prefetch=1, workers=1,
-                                                                                 anchors_per_request=1)),
+                (
+                    "no prefetch: 1 request in flight, 1 anchor per request",
+                    dict(prefetch=1, workers=1, anchors_per_request=1),
+                ),
                 ("prefetch: 2 threads, depth 8, 8 anchors per request", dict(prefetch=8, workers=2)),
                 ("prefetch: 4 threads, depth 16, 8 anchors per request", dict(prefetch=16, workers=4)),
                 ("prefetch 2 x 8, with the batch's pairwise matrix", dict(prefetch=8, workers=2, pairwise=True)),
-            ]  # fmt: skip
+            ]
             rates = {}
             for i, (name, kw) in enumerate(configs):  # a seed each: no configuration reuses another's cached pairs
                 rates[name] = stream_rate(client, args.store, inputs, args.steps, args.size, args.seed + i, **kw)
@@ -282,14 +324,20 @@ def main() -> int:
             gpu = step_time(in_dim, args.size, torch.device("cuda"), 500)
             print(f"   CUDA ({torch.cuda.get_device_name()}): {gpu * 1e3:.2f} ms = {1 / gpu:.0f} steps/s")
         best = max(rates.values())
-        print(f"   -> the prefetched stream delivers {best:.0f} minibatches/s: {best * cpu:.1f} x what the CPU "
-              "step consumes")  # fmt: skip
+        print(
+            f"   -> the prefetched stream delivers {best:.0f} minibatches/s: {best * cpu:.1f} x what the CPU "
+            "step consumes"
+        )
         flop = 150 * RESNET34_GFLOPS * 1e9 * 3
         print("\n3. ResNet-34 step on 150 images at 224 x 224: not measured (torchvision is not installed here)")
-        print(f"   estimate: 150 x {RESNET34_GFLOPS} GFLOP forward x 3 (forward + backward) = {flop / 1e12:.2f} TFLOP"
-              " per step")  # fmt: skip
-        for name, tflops in (("GPU sustaining 100 TFLOP/s (bf16 convnet, good H100 case)", 100),
-                             ("GPU sustaining 30 TFLOP/s (A100-class, typical)", 30)):  # fmt: skip
+        print(
+            f"   estimate: 150 x {RESNET34_GFLOPS} GFLOP forward x 3 (forward + backward) = {flop / 1e12:.2f} TFLOP"
+            " per step"
+        )
+        for name, tflops in (
+            ("GPU sustaining 100 TFLOP/s (bf16 convnet, good H100 case)", 100),
+            ("GPU sustaining 30 TFLOP/s (A100-class, typical)", 30),
+        ):
             t = flop / (tflops * 1e12)
             print(f"   {name}: {t * 1e3:.0f} ms/step -> needs {1 / t:.0f} minibatches/s (and {150 / t:.0f} images/s)")
     finally:

@@ -120,9 +120,11 @@ def check(name: str, idx: np.ndarray, dist: np.ndarray, x: np.ndarray, sample: n
     told = float(np.max(np.abs(dist[sample] - truth) / truth))  # the distances it reports
     same = float((idx[sample] == order).mean())
     ok = placed <= tol and told <= tol
-    return (f"{name}: {'ok' if ok else 'DIFFERS'}: neighbours at the true distances within {placed:.1e}, reported "
-            f"distances within {told:.1e} (tolerance {tol:.0e}); {100 * same:.3f} % of indices equal to the exact "
-            "lists, the rest ties")  # fmt: skip
+    return (
+        f"{name}: {'ok' if ok else 'DIFFERS'}: neighbours at the true distances within {placed:.1e}, reported "
+        f"distances within {told:.1e} (tolerance {tol:.0e}); {100 * same:.3f} % of indices equal to the exact "
+        "lists, the rest ties"
+    )
 
 
 def main() -> int:
@@ -150,14 +152,31 @@ def main() -> int:
     scale = args.n / rows
     store = Path(args.store) if args.store else work / "store"
     scaled = f" (times x {scale:g})" if scale > 1 else ""
-    print(f"{args.n:,} float32 vectors of {args.d} numbers, k = {args.k}; {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.1f}; faiss and numpy search {rows:,} rows{scaled}", flush=True)  # fmt: skip
+    print(
+        f"{args.n:,} float32 vectors of {args.d} numbers, k = {args.k}; {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f}; faiss and numpy search {rows:,} rows{scaled}",
+        flush=True,
+    )
     commands = {
         "faiss": [sys.executable, "-c", FAISS, str(work / "x.npy"), str(args.k), str(rows), str(work / "faiss.npz")],
         "numpy": [sys.executable, "-c", NUMPY, str(work / "x.npy"), str(args.k), str(rows), str(work / "numpy.npz")],
-        "labeldist": [sys.executable, "-m", "labeldist.cli", "precompute", "vectors", str(work / "x.npy"), "--knn-only",
-                      "--k", str(args.k), "--workers", str(args.workers), "--out", str(store), "--no-progress"],
-    }  # fmt: skip
+        "labeldist": [
+            sys.executable,
+            "-m",
+            "labeldist.cli",
+            "precompute",
+            "vectors",
+            str(work / "x.npy"),
+            "--knn-only",
+            "--k",
+            str(args.k),
+            "--workers",
+            str(args.workers),
+            "--out",
+            str(store),
+            "--no-progress",
+        ],
+    }
     walls: dict[str, list[float]] = {t: [] for t in args.tools}
     peaks: dict[str, list[float]] = {t: [] for t in args.tools}
     inner: dict[str, list[float]] = {t: [] for t in args.tools}
@@ -171,14 +190,20 @@ def main() -> int:
             peaks[tool].append(peak)
             if out.strip().startswith("{"):
                 inner[tool].append(json.loads(out.strip().splitlines()[-1])["search_s"] * factor)
-            print(f"repeat {r + 1}: {tool}: {wall:.1f} s wall (x {factor:g}), peak {peak:.2f} GiB, load average "
-                  f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+            print(
+                f"repeat {r + 1}: {tool}: {wall:.1f} s wall (x {factor:g}), peak {peak:.2f} GiB, load average "
+                f"{os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
     print()
     print("| tool | wall, median | wall, each repeat | peak RSS (process tree) | ratio to FAISS |")
     print("|---|---|---|---|---|")
     med = {t: statistics.median(w) for t, w in walls.items()}
-    names = {"faiss": "faiss-cpu `IndexFlatL2` (exact)", "numpy": "NumPy chunked brute force (BLAS)",
-             "labeldist": f"`labeldist precompute vectors --knn-only` ({args.workers} workers)"}  # fmt: skip
+    names = {
+        "faiss": "faiss-cpu `IndexFlatL2` (exact)",
+        "numpy": "NumPy chunked brute force (BLAS)",
+        "labeldist": f"`labeldist precompute vectors --knn-only` ({args.workers} workers)",
+    }
     for tool in args.tools:
         ratio = f"{med[tool] / med['faiss']:.2f}" if "faiss" in med else "-"
         each = ", ".join(f"{w:.1f}" for w in walls[tool])

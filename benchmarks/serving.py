@@ -25,10 +25,23 @@ def start_service(stores: str | Path, timeout: float = 120) -> tuple[subprocess.
         port = s.getsockname()[1]
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "labeldist.cli", "serve", "--stores", str(stores), "--host", "127.0.0.1",
-         "--port", str(port)],
-        cwd=REPO, env={**os.environ, "LABELDIST_ACCESS_LOG": "false"}, stdout=subprocess.DEVNULL, stderr=log,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "labeldist.cli",
+            "serve",
+            "--stores",
+            str(stores),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=REPO,
+        env={**os.environ, "LABELDIST_ACCESS_LOG": "false"},
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -48,13 +48,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from labeldist.distances.pose import PoseDistance
+from labeldist.labels.poses import read_mpii_csv
 from labeldist.trainer.losses import DenseTripletLoss, make_loss
 from labeldist.trainer.models import ResNetEmbedding
 from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value
 from labeldist.trainer.render_pose import item, render
-
-from labeldist.distances.pose import PoseDistance
-from labeldist.labels.poses import read_mpii_csv
 
 REPO = Path(__file__).resolve().parents[1]
 CSV = REPO / "data" / "mpii" / "mpii_valid_2958.csv"
@@ -143,8 +143,9 @@ def evaluate(model: torch.nn.Module, images: torch.Tensor, dist: np.ndarray) -> 
     return {"cos": spread["mean_cosine"], "var": spread["variance"], "top5": ratio}
 
 
-def run(cfg: Config, images: torch.Tensor, dist: np.ndarray, batches: list[np.ndarray], n_train: int, seed: int,
-        trace: int) -> dict[str, object]:  # fmt: skip
+def run(
+    cfg: Config, images: torch.Tensor, dist: np.ndarray, batches: list[np.ndarray], n_train: int, seed: int, trace: int
+) -> dict[str, object]:
     torch.manual_seed(seed)
     model = ResNetEmbedding("resnet18", 128)
     if cfg.loss == "dense_triplet":
@@ -173,25 +174,34 @@ def run(cfg: Config, images: torch.Tensor, dist: np.ndarray, batches: list[np.nd
         cosines.append(spread["mean_cosine"])
         active.append(getattr(loss_fn, "active", float("nan")))
         if trace and step % trace == 0:
-            print(f"  {cfg.name} step {step}: loss {np.mean(losses[-trace:]):.4f} cos {np.mean(cosines[-trace:]):.4f}"
-                  f" active {np.mean(active[-trace:]):.2f} norm {spread['norm']:.3g}", flush=True)  # fmt: skip
+            print(
+                f"  {cfg.name} step {step}: loss {np.mean(losses[-trace:]):.4f} cos {np.mean(cosines[-trace:]):.4f}"
+                f" active {np.mean(active[-trace:]):.2f} norm {spread['norm']:.3g}",
+                flush=True,
+            )
     last = np.array(losses[-50:])
     warn = watch.warnings[0] if watch.warnings else None
     return {
-        "loss": float(last.mean()), "sd": float(last.std() / abs(last.mean())), "act": float(np.mean(active[-50:])),
+        "loss": float(last.mean()),
+        "sd": float(last.std() / abs(last.mean())),
+        "act": float(np.mean(active[-50:])),
         "cos_train": float(np.mean(cosines[-50:])),
         **{f"{k}_test": v for k, v in evaluate(model, images[n_train:], dist[n_train:, n_train:]).items()},
         "warn": f"{warn['step']} {'+'.join(w['kind'] for w in watch.warnings if w['step'] == warn['step'])}"
-        if warn else "-",
-        "cpu_s": time.process_time() - t0, "losses": losses, "cosines": cosines,
-    }  # fmt: skip
+        if warn
+        else "-",
+        "cpu_s": time.process_time() - t0,
+        "losses": losses,
+        "cosines": cosines,
+    }
 
 
 CHANCE_SPREADS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0]
 
 
-def chance_losses(spreads: list[float], margin: float = 0.03, n: int = 48, dim: int = 128, draws: int = 200,
-                  seed: int = 0) -> list[tuple[float, float, float]]:  # fmt: skip
+def chance_losses(
+    spreads: list[float], margin: float = 0.03, n: int = 48, dim: int = 128, draws: int = 200, seed: int = 0
+) -> list[tuple[float, float, float]]:
     """Why the collapse: the dense triplet loss of embeddings that know nothing of the labels yet, by spread.
 
     Embeddings ``e_k = u + s z_k`` (``u`` one unit direction, ``z_k`` standard normal / sqrt(dim)) and label
@@ -244,18 +254,22 @@ def main() -> None:
     untrained = evaluate(ResNetEmbedding("resnet18", 128), test_images, test_dist)
     d = test_dist + np.diag(np.full(N_TEST, np.nan))
     oracle = float(np.mean(np.sort(np.nan_to_num(d, nan=np.inf), 1)[:, :5]) / np.nanmean(d))
-    print(f"ResNet-18, {args.px} px, minibatches of {args.size} (anchor, {NEIGHBOURS} nearest, random others), "
-          f"{args.steps} steps, seed {args.seed}; untrained: cos test {untrained['cos']:.4f}, var test "
-          f"{untrained['var']:.2e}, top5 {untrained['top5']:.3f} (the 5 label-nearest: {oracle:.3f})")  # fmt: skip
+    print(
+        f"ResNet-18, {args.px} px, minibatches of {args.size} (anchor, {NEIGHBOURS} nearest, random others), "
+        f"{args.steps} steps, seed {args.seed}; untrained: cos test {untrained['cos']:.4f}, var test "
+        f"{untrained['var']:.2e}, top5 {untrained['top5']:.3f} (the 5 label-nearest: {oracle:.3f})"
+    )
     head = f"{'config':<11} {'changed':<24} {'loss':>7} {'sd/mean':>7} {'act':>5} {'cos train':>9} {'cos test':>8} "
     head += f"{'var test':>8} {'top5':>5} {'warn':>12} {'cpu s':>6}"
     print(head, flush=True)
     rows = {}
     for cfg in chosen:
         r = rows[cfg.name] = run(cfg, images, dist, batches, n_train, args.seed, args.trace)
-        print(f"{cfg.name:<11} {cfg.changed:<24} {r['loss']:7.4f} {r['sd']:7.3f} {r['act']:5.2f} {r['cos_train']:9.4f} "
-              f"{r['cos_test']:8.4f} {r['var_test']:8.2e} {r['top5_test']:5.3f} {r['warn']:>12} {r['cpu_s']:6.0f}",
-              flush=True)  # fmt: skip
+        print(
+            f"{cfg.name:<11} {cfg.changed:<24} {r['loss']:7.4f} {r['sd']:7.3f} {r['act']:5.2f} {r['cos_train']:9.4f} "
+            f"{r['cos_test']:8.4f} {r['var_test']:8.2e} {r['top5_test']:5.3f} {r['warn']:>12} {r['cpu_s']:6.0f}",
+            flush=True,
+        )
     if args.save:
         Path(args.save).write_text(json.dumps({"args": vars(args), "untrained": untrained, "rows": rows}))
 

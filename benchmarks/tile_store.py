@@ -54,8 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     labels = Vectors(np.arange(n).astype(str), values, [f"x{c}" for c in range(values.shape[1])])
     rows = args.block_rows or default_block_rows(n)
     params = {"metric": src.manifest["params"]["metric"]}
-    manifest = build_manifest(dataset=f"tiled-{src.manifest['dataset']}-x{copies}", kind="vectors", params=params,
-                              labels=labels, k=k, dense=False, block_rows=rows)  # fmt: skip
+    manifest = build_manifest(
+        dataset=f"tiled-{src.manifest['dataset']}-x{copies}",
+        kind="vectors",
+        params=params,
+        labels=labels,
+        k=k,
+        dense=False,
+        block_rows=rows,
+    )
     url = store_url(args.out)
     create_store(url, manifest, labels)
     indices, distances = open_array(url, "knn/indices", "r+"), open_array(url, "knn/distances", "r+")
@@ -76,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     open_array(url, "progress/exact_pairs", "r+")[:] = sizes * n
     open_array(url, "progress/blocks", "r+")[:] = np.ones(blocks, dtype=np.uint8)
     publish(url)
-    print(f"\n{url}: {n:,} items, k={k}, {blocks:,} blocks of {rows} rows, {time.perf_counter() - t0:.0f} s",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"\n{url}: {n:,} items, k={k}, {blocks:,} blocks of {rows} rows, {time.perf_counter() - t0:.0f} s",
+        file=sys.stderr,
+    )
     return 0
 
 

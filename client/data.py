@@ -25,11 +25,12 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch.utils.data import IterableDataset
+
 from labeldist.client.http import Batches
 from labeldist.client.inputs import InputError, Inputs
 from labeldist.client.loader import steps_in_processes
 from labeldist.client.prefetch import Prefetcher
-from torch.utils.data import IterableDataset
 
 
 class Source(Protocol):
@@ -105,8 +106,12 @@ class Minibatch:
 
     def pin_memory(self) -> Minibatch:
         """The same minibatch in page-locked memory (what a DataLoader with ``pin_memory=True`` calls)."""
-        return Minibatch(self.indices.pin_memory(), self.inputs.pin_memory(), self.distances.pin_memory(),
-                         None if self.pairwise is None else self.pairwise.pin_memory())  # fmt: skip
+        return Minibatch(
+            self.indices.pin_memory(),
+            self.inputs.pin_memory(),
+            self.distances.pin_memory(),
+            None if self.pairwise is None else self.pairwise.pin_memory(),
+        )
 
     def to(self, device: torch.device | str) -> Minibatch:
         nb = torch.device(device).type == "cuda"  # pinned memory + non_blocking copies overlap with compute
@@ -178,8 +183,9 @@ class MinibatchStream(IterableDataset):
         if processes is None and getattr(inputs, "needs_processes", False):
             raise ValueError("image inputs are decoded in DataLoader processes: give processes (0: in this one)")
         if anchors_per_request % batches_per_step:
-            raise ValueError(f"anchors_per_request={anchors_per_request} must be a multiple of "
-                             f"batches_per_step={batches_per_step}")  # fmt: skip
+            raise ValueError(
+                f"anchors_per_request={anchors_per_request} must be a multiple of batches_per_step={batches_per_step}"
+            )
         self.client, self.store, self.inputs = client, store, inputs
         self.size, self.neighbors, self.pairwise = size, neighbors, pairwise
         self.bps, self.per_request = batches_per_step, anchors_per_request
@@ -215,11 +221,15 @@ class MinibatchStream(IterableDataset):
             items, what = np.unique(np.asarray(pool, dtype=np.int64)), "the pool"
             if anchors is not None and np.setdiff1d(anchors, items).size:
                 a = int(np.setdiff1d(anchors, items)[0])
-                raise ValueError(f"anchor {a} is not in the pool: every member of a minibatch, its anchor included, "
-                                 "is drawn from the pool")  # fmt: skip
+                raise ValueError(
+                    f"anchor {a} is not in the pool: every member of a minibatch, its anchor included, "
+                    "is drawn from the pool"
+                )
         if items.size and (items[0] < 0 or items[-1] >= n_items):
-            raise ValueError(f"{what} name item {int(items[0] if items[0] < 0 else items[-1])}, not one of the "
-                             f"inputs' {n_items} items")  # fmt: skip
+            raise ValueError(
+                f"{what} name item {int(items[0] if items[0] < 0 else items[-1])}, not one of the "
+                f"inputs' {n_items} items"
+            )
         if items.size < size:
             why = (
                 "minibatch members are drawn from the anchors alone (pool='anchors', the default), so that items "
@@ -227,8 +237,10 @@ class MinibatchStream(IterableDataset):
                 if what == "the anchors"
                 else "members are drawn from it"
             )
-            raise ValueError(f"{what} hold {items.size} items, fewer than size={size}: {why}; pass pool=None to "
-                             "draw members from the whole store")  # fmt: skip
+            raise ValueError(
+                f"{what} hold {items.size} items, fewer than size={size}: {why}; pass pool=None to "
+                "draw members from the whole store"
+            )
         return items
 
     def __len__(self) -> int:
@@ -242,8 +254,15 @@ class MinibatchStream(IterableDataset):
         epoch, r = divmod(request, self.requests_per_epoch)
         anchors = self._epoch_anchors(epoch)[r * self.per_request : (r + 1) * self.per_request]
         seed = int(np.random.default_rng([self.seed, epoch, r]).integers(2**31))  # JSON-safe everywhere
-        got = self.client.batches(self.store, anchors=anchors, size=self.size, neighbors=self.neighbors,
-                                  pairwise=self.pairwise, seed=seed, **self.restrict)  # fmt: skip
+        got = self.client.batches(
+            self.store,
+            anchors=anchors,
+            size=self.size,
+            neighbors=self.neighbors,
+            pairwise=self.pairwise,
+            seed=seed,
+            **self.restrict,
+        )
         members = got.members
         inputs = self.inputs(members)
         steps = []

@@ -24,10 +24,10 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
-from labeldist.client.http import ServiceError
-from labeldist.client.inputs import InputError
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from labeldist.client.http import ServiceError
+from labeldist.client.inputs import InputError
 from labeldist.store import StoreError
 
 #: a step of a stream (a :class:`~labeldist.client.data.Minibatch`)
@@ -105,8 +105,9 @@ def steps_in_processes(
     options = {}
     if workers > 0:
         options = {"prefetch_factor": max(2, math.ceil(prefetch / workers)), "persistent_workers": False}
-    loader = DataLoader(_Requests(stream, first, stop), batch_size=None, num_workers=workers,
-                        pin_memory=pin_memory, **options)  # fmt: skip
+    loader = DataLoader(
+        _Requests(stream, first, stop), batch_size=None, num_workers=workers, pin_memory=pin_memory, **options
+    )
     for result in loader:
         if isinstance(result, _Failed):
             try:

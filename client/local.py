@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from labeldist.client.http import Batches, RequestRejected, StoreNotFound
 
 from labeldist.batching import (
     check_pool,
@@ -40,6 +39,7 @@ from labeldist.batching import (
     nearest_in_pool,
     resolve_pool,
 )
+from labeldist.client.http import Batches, RequestRejected, StoreNotFound
 from labeldist.pairs import compute_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import StoreError, StoreReader, read_manifest
@@ -232,8 +232,11 @@ class LocalSource:
         return {"root": self.root, "dense_cache_mb": self.dense_cache_mb, "knn_cache_mb": self.knn_cache_mb}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["root"], dense_cache_mb=state["dense_cache_mb"],  # type: ignore[misc]
-                      knn_cache_mb=state.get("knn_cache_mb", 256))  # fmt: skip
+        self.__init__(
+            state["root"],
+            dense_cache_mb=state["dense_cache_mb"],  # type: ignore[misc]
+            knn_cache_mb=state.get("knn_cache_mb", 256),
+        )
 
     def fresh(self) -> LocalSource:
         """A new source over the same root, opening its stores again: what a forked worker process uses."""
@@ -359,12 +362,26 @@ class LocalSource:
             return s.distances(np.full(items.size, anchor, dtype=np.int64), items)
 
         try:
-            drawn, items = draw_batch_items(s.knn, anchors=anchors, count=count, size=size, neighbors=neighbors,
-                                            seed=seed, pool=pool, exclude=exclude, distances=anchor_row)  # fmt: skip
+            drawn, items = draw_batch_items(
+                s.knn,
+                anchors=anchors,
+                count=count,
+                size=size,
+                neighbors=neighbors,
+                seed=seed,
+                pool=pool,
+                exclude=exclude,
+                distances=anchor_row,
+            )
         except ValueError as e:  # a PoolError too
             raise RequestRejected(f"store {store!r}: {e}", 422, str(e)) from None
         b, m = items.shape
         distances = s.distances(np.repeat(drawn, m), items.reshape(-1)).reshape(b, m)
         members = np.concatenate([drawn[:, None], items], axis=1)
-        return Batches(anchors=drawn, items=items, distances=distances,
-                       pairwise=s.pairwise(members) if pairwise else None, seed=seed)  # fmt: skip
+        return Batches(
+            anchors=drawn,
+            items=items,
+            distances=distances,
+            pairwise=s.pairwise(members) if pairwise else None,
+            seed=seed,
+        )

@@ -57,8 +57,10 @@ def _parts(minibatch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | N
         indices, distances = indices[None], distances[None]
         pairwise = None if pairwise is None else pairwise[None]
     if indices.dim() != 2 or distances.shape != (indices.shape[0], indices.shape[1] - 1):
-        raise ValueError(f"a minibatch has indices (B, n) and distances (B, n - 1), got {tuple(indices.shape)} "
-                         f"and {tuple(distances.shape)}")  # fmt: skip
+        raise ValueError(
+            f"a minibatch has indices (B, n) and distances (B, n - 1), got {tuple(indices.shape)} "
+            f"and {tuple(distances.shape)}"
+        )
     return indices, distances, pairwise
 
 

@@ -129,9 +129,15 @@ def appended_pairs(n_old: int, n_new: int, symmetric_dense: bool, block_rows: in
 
 # ---------------------------------------------------------------- the tasks
 def old_rows_merged(
-    labels: LabelSet, distance: LabelDistance, start: int, stop: int, n_old: int, k: int,
-    indices: np.ndarray, distances: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, int]:  # fmt: skip
+    labels: LabelSet,
+    distance: LabelDistance,
+    start: int,
+    stop: int,
+    n_old: int,
+    k: int,
+    indices: np.ndarray,
+    distances: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """The kNN lists of old rows ``start:stop`` (their lists before the append: ``indices``, ``distances``) merged
     with their distances to the new items, columns ``n_old:N``. Where the distance has a lower bound, only the new
     items whose bound does not rule them out of the list are computed (as :func:`labeldist.knn.pruned_topk` rules
@@ -159,9 +165,17 @@ def merge_rows(n_new: int) -> int:
 
 
 def compute_appended_block(
-    block: int, *, labels: LabelSet, distance: LabelDistance, url: str, old_url: str, n_old: int, k: int,
-    block_rows: int, dense: bool,
-) -> int:  # fmt: skip
+    block: int,
+    *,
+    labels: LabelSet,
+    distance: LabelDistance,
+    url: str,
+    old_url: str,
+    n_old: int,
+    k: int,
+    block_rows: int,
+    dense: bool,
+) -> int:
     """One Dask task of an append (all but the symmetric dense mode): row block ``block`` of the grown store at
     ``url``, from the old store at ``old_url``. Old rows (below ``n_old``): their old dense rows and their
     distances to the new items, or their old lists merged with them; new rows: computed against every item."""
@@ -231,15 +245,17 @@ def compute_appended_upper(
 def check_same_distance(store: StoreReader, distance: LabelDistance) -> None:
     """StoreMismatchError unless ``distance`` is the store's kind with the store's parameters."""
     if distance.kind != store.manifest["kind"]:
-        raise StoreMismatchError(f"{store.url}: a {store.manifest['kind']} store; the new items are of kind "
-                                 f"{distance.kind}")  # fmt: skip
+        raise StoreMismatchError(
+            f"{store.url}: a {store.manifest['kind']} store; the new items are of kind {distance.kind}"
+        )
     recorded = {key: value for key, value in store.manifest["params"].items() if key != "labels"}
     given = distance.params()
     differ = sorted(key for key in {*recorded, *given} if recorded.get(key) != given.get(key))
     if differ:
         detail = "; ".join(f"{key}: store has {recorded.get(key)!r}, asked {given.get(key)!r}" for key in differ)
-        raise StoreMismatchError(f"{store.url}: the store's distance has other parameters ({detail}); an append "
-                                 "uses the store's own")  # fmt: skip
+        raise StoreMismatchError(
+            f"{store.url}: the store's distance has other parameters ({detail}); an append uses the store's own"
+        )
 
 
 def check_same_reading(store: StoreReader, labels: LabelSet) -> None:
@@ -252,11 +268,14 @@ def check_same_reading(store: StoreReader, labels: LabelSet) -> None:
     keys = {*recorded, *labels.provenance} - set(FILE_PROVENANCE)
     differ = sorted(key for key in keys if recorded.get(key) != labels.provenance.get(key))
     if differ:
-        detail = "; ".join(f"{key}: store has {recorded.get(key)!r}, the new items {labels.provenance.get(key)!r}"
-                           for key in differ)  # fmt: skip
-        raise StoreMismatchError(f"{store.url}: the new items were read with other settings than the store's "
-                                 f"labels ({detail}); read them with the store's settings (`labeldist append STORE "
-                                 "FILE` defaults to them)")  # fmt: skip
+        detail = "; ".join(
+            f"{key}: store has {recorded.get(key)!r}, the new items {labels.provenance.get(key)!r}" for key in differ
+        )
+        raise StoreMismatchError(
+            f"{store.url}: the new items were read with other settings than the store's "
+            f"labels ({detail}); read them with the store's settings (`labeldist append STORE "
+            "FILE` defaults to them)"
+        )
 
 
 def check_new_ids(store: StoreReader, labels: LabelSet) -> None:
@@ -264,17 +283,22 @@ def check_new_ids(store: StoreReader, labels: LabelSet) -> None:
     taken = labels.ids[np.isin(labels.ids, store.ids)]
     if taken.size:
         shown = ", ".join(repr(str(i)) for i in taken[:5]) + (f" and {taken.size - 5} more" if taken.size > 5 else "")
-        raise LabelError(f"{taken.size} of the {len(labels)} new items are already in {store.url}: {shown}. An append "
-                         "adds items; an item whose label changed changes its row, its column and every list it is "
-                         "in, so rebuild the store instead (precompute ... --overwrite)")  # fmt: skip
+        raise LabelError(
+            f"{taken.size} of the {len(labels)} new items are already in {store.url}: {shown}. An append "
+            "adds items; an item whose label changed changes its row, its column and every list it is "
+            "in, so rebuild the store instead (precompute ... --overwrite)"
+        )
 
 
 def already_appended(manifest: dict[str, Any], labels: LabelSet) -> bool:
     """Whether ``labels`` are the store's last generation already (the append ran to its end before)."""
     generations = store_generations(manifest)
     last = generations[-1]
-    return len(generations) > 1 and last["labels_sha256"] == labels.sha256() and \
-        last["items"][1] - last["items"][0] == len(labels)  # fmt: skip
+    return (
+        len(generations) > 1
+        and last["labels_sha256"] == labels.sha256()
+        and last["items"][1] - last["items"][0] == len(labels)
+    )
 
 
 def _same_generation(staged: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -312,9 +336,11 @@ def append(
         raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
     url = store_url(store)
     if not is_local(url):
-        raise StoreError(f"{url}: append grows a store on a local path (the new generation is swapped in by a "
-                         "rename, which an fsspec URL lacks); copy the store to a local folder, or precompute all the "
-                         "items there")  # fmt: skip
+        raise StoreError(
+            f"{url}: append grows a store on a local path (the new generation is swapped in by a "
+            "rename, which an fsspec URL lacks); copy the store to a local folder, or precompute all the "
+            "items there"
+        )
     with store_lock(url):
         finish_replacement(url)
         old = StoreReader(url)
@@ -327,11 +353,21 @@ def append(
         if already_appended(manifest, labels):
             log.info("%s: these items are already its generation %d; nothing to do", url, manifest["generation"])
             total = n_blocks(n_old, block_rows)
-            return AppendResult(url, manifest, int(manifest["generation"]), n_old - len(labels), len(labels), total,
-                                0, int(generations[-1].get("exact_pairs", 0)), reused=True)  # fmt: skip
+            return AppendResult(
+                url,
+                manifest,
+                int(manifest["generation"]),
+                n_old - len(labels),
+                len(labels),
+                total,
+                0,
+                int(generations[-1].get("exact_pairs", 0)),
+                reused=True,
+            )
         if not isinstance(labels, distance.labels_class):
-            raise TypeError(f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, "
-                            f"got {type(labels).__name__}")  # fmt: skip
+            raise TypeError(
+                f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, got {type(labels).__name__}"
+            )
         check_same_reading(old, labels)
         check_new_ids(old, labels)
         stored = old.labels()
@@ -342,21 +378,31 @@ def append(
         if dense and dense_limit is not None and dense_bytes(n) > dense_limit:
             from dask.utils import format_bytes
 
-            raise ValueError(f"{url}: appending {len(labels):,} items grows its dense matrix to {n:,} x {n:,} "
-                             f"float32, {format_bytes(dense_bytes(n))}, over the dense limit of "
-                             f"{format_bytes(dense_limit)}; nothing was written. Raise --dense-limit (dense_limit=), "
-                             "or rebuild the store with --knn-only")  # fmt: skip
+            raise ValueError(
+                f"{url}: appending {len(labels):,} items grows its dense matrix to {n:,} x {n:,} "
+                f"float32, {format_bytes(dense_bytes(n))}, over the dense limit of "
+                f"{format_bytes(dense_limit)}; nothing was written. Raise --dense-limit (dense_limit=), "
+                "or rebuild the store with --knn-only"
+            )
         if "exact_pairs" not in generations[-1]:
             generations[-1]["exact_pairs"] = exact_pairs_total(url)
         entry = generation_entry(generations[-1]["generation"] + 1, n_old, labels)
         entry["appended_to"] = manifest_digest(manifest)  # the generation it was built on: a resume checks it
         wanted = build_manifest(
-            dataset=manifest["dataset"], kind=distance.kind, params=distance.params(), labels=union, k=k,
-            dense=dense, block_rows=block_rows, symmetric=symmetric, generations=[*generations, entry],
-        )  # fmt: skip
+            dataset=manifest["dataset"],
+            kind=distance.kind,
+            params=distance.params(),
+            labels=union,
+            k=k,
+            dense=dense,
+            block_rows=block_rows,
+            symmetric=symmetric,
+            generations=[*generations, entry],
+        )
         if wanted["params"] != manifest["params"]:  # both from the store's: a bug, not an input to refuse
-            raise StoreError(f"{url}: the grown store's parameters {wanted['params']} differ from the store's "
-                             f"{manifest['params']}")  # fmt: skip
+            raise StoreError(
+                f"{url}: the grown store's parameters {wanted['params']} differ from the store's {manifest['params']}"
+            )
         staged = append_url(url)
         previous = read_manifest(staged)
         if previous is not None and _same_generation(previous, wanted):
@@ -369,11 +415,34 @@ def append(
             upper_todo, todo = symmetric_todo(staged)
         else:
             upper_todo, todo = [], np.flatnonzero(~blocks_done(staged)).tolist()
-        log.info("%s: generation %d, %d new items on %d: %d of %d row blocks to compute (%s)", url, entry["generation"],
-                 len(labels), n_old, len(todo), total, action)  # fmt: skip
+        log.info(
+            "%s: generation %d, %d new items on %d: %d of %d row blocks to compute (%s)",
+            url,
+            entry["generation"],
+            len(labels),
+            n_old,
+            len(todo),
+            total,
+            action,
+        )
         if todo:
-            _run_append(client, scheduler, n_workers, progress, union, distance, staged, url, n_old, k, block_rows,
-                        dense, symmetric, upper_todo, todo)  # fmt: skip
+            _run_append(
+                client,
+                scheduler,
+                n_workers,
+                progress,
+                union,
+                distance,
+                staged,
+                url,
+                n_old,
+                k,
+                block_rows,
+                dense,
+                symmetric,
+                upper_todo,
+                todo,
+            )
         if symmetric:
             drop_work(staged)
         pairs = record_generation_pairs(staged)
@@ -384,10 +453,22 @@ def append(
 
 
 def _run_append(
-    client: Any, scheduler: str | None, n_workers: int | None, progress: bool | None, union: LabelSet,
-    distance: LabelDistance, staged: str, url: str, n_old: int, k: int, block_rows: int, dense: bool,
-    symmetric: bool, upper_todo: list[int], todo: list[int],
-) -> None:  # fmt: skip
+    client: Any,
+    scheduler: str | None,
+    n_workers: int | None,
+    progress: bool | None,
+    union: LabelSet,
+    distance: LabelDistance,
+    staged: str,
+    url: str,
+    n_old: int,
+    k: int,
+    block_rows: int,
+    dense: bool,
+    symmetric: bool,
+    upper_todo: list[int],
+    todo: list[int],
+) -> None:
     n = len(union)
 
     def rows(block: int) -> int:
@@ -405,13 +486,45 @@ def _run_append(
                 tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
         common = {"url": staged, "block_rows": block_rows}
         if not symmetric:
-            _run_tasks(client, compute_appended_block, todo, progress, f"{distance.kind} append", rows=rows,
-                       labels=_scatter(client, union), distance=distance, old_url=url, n_old=n_old, k=k, dense=dense,
-                       **common)  # fmt: skip
+            _run_tasks(
+                client,
+                compute_appended_block,
+                todo,
+                progress,
+                f"{distance.kind} append",
+                rows=rows,
+                labels=_scatter(client, union),
+                distance=distance,
+                old_url=url,
+                n_old=n_old,
+                k=k,
+                dense=dense,
+                **common,
+            )
             return
         if upper_todo:  # the barrier, as in precompute: phase 2 reads strips of every block before it
-            _run_tasks(client, compute_appended_upper, upper_todo, progress, f"{distance.kind} append upper",
-                       rows=rows, labels=_scatter(client, union), distance=distance, old_url=url, n_old=n_old,
-                       **common)  # fmt: skip
-        _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} append rows", rows=rows, n_items=n, k=k,
-                   n_old=n_old, **common)  # fmt: skip
+            _run_tasks(
+                client,
+                compute_appended_upper,
+                upper_todo,
+                progress,
+                f"{distance.kind} append upper",
+                rows=rows,
+                labels=_scatter(client, union),
+                distance=distance,
+                old_url=url,
+                n_old=n_old,
+                **common,
+            )
+        _run_tasks(
+            client,
+            compute_mirrored,
+            todo,
+            progress,
+            f"{distance.kind} append rows",
+            rows=rows,
+            n_items=n,
+            k=k,
+            n_old=n_old,
+            **common,
+        )

@@ -66,8 +66,10 @@ def resolve_pool(n_items: int, *, pool: Any = None, exclude: Any = None) -> np.n
     ([0, 2, 3, 5], [0, 5])
     """
     if pool is not None and exclude is not None:
-        raise PoolError("give pool (the items minibatches are drawn from) or exclude (the items they never "
-                        "contain), not both", "exclude")  # fmt: skip
+        raise PoolError(
+            "give pool (the items minibatches are drawn from) or exclude (the items they never contain), not both",
+            "exclude",
+        )
     given, field = (pool, "pool") if pool is not None else (exclude, "exclude")
     if given is None:
         return None
@@ -75,8 +77,9 @@ def resolve_pool(n_items: int, *, pool: Any = None, exclude: Any = None) -> np.n
     bad = (arr < 0) | (arr >= n_items)
     if bad.any():
         value = int(arr[np.argmax(bad)])
-        raise PoolError(f"{field} names item {value}, which the store does not have (its items are "
-                        f"0..{n_items - 1})", field)  # fmt: skip
+        raise PoolError(
+            f"{field} names item {value}, which the store does not have (its items are 0..{n_items - 1})", field
+        )
     if field == "pool":
         return np.unique(arr)
     keep = np.ones(n_items, dtype=bool)
@@ -90,15 +93,20 @@ def check_pool(pool: np.ndarray, anchors: np.ndarray | None, size: int, field: s
     be drawn from it)."""
     if pool.size < size:
         what = "the pool holds" if field == "pool" else "the items not excluded are"
-        raise PoolError(f"{what} {pool.size} item(s), fewer than size={size}: a minibatch is size distinct items "
-                        "of the pool, anchor included", field)  # fmt: skip
+        raise PoolError(
+            f"{what} {pool.size} item(s), fewer than size={size}: a minibatch is size distinct items "
+            "of the pool, anchor included",
+            field,
+        )
     if anchors is not None and anchors.size:
         outside = ~in_sorted(pool, anchors)
         if outside.any():
             a = int(anchors[np.argmax(outside)])
             where = "not in the pool" if field == "pool" else "excluded"
-            raise PoolError(f"anchor {a} is {where}: every member of a minibatch, its anchor included, is an item "
-                            "of the pool", "anchors")  # fmt: skip
+            raise PoolError(
+                f"anchor {a} is {where}: every member of a minibatch, its anchor included, is an item of the pool",
+                "anchors",
+            )
 
 
 def in_sorted(sorted_items: np.ndarray, values: np.ndarray) -> np.ndarray:

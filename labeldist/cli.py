@@ -60,28 +60,48 @@ def _add_kind_commands(kinds: Any) -> None:
 def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
     p.add_argument("--out", help="output store: a path or an fsspec URL (default: stores/<dataset>-<kind>)")
     p.add_argument("--dataset", help="dataset name recorded in the manifest (default: from the input)")
-    p.add_argument("--k", type=positive_int, default=default_k,
-                   help="neighbours per item, fewer than the items (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--k",
+        type=positive_int,
+        default=default_k,
+        help="neighbours per item, fewer than the items (default: %(default)s)",
+    )
     # one dest for two flags: each states the default in words (the formatter would print "default: True" for both)
     dense = p.add_mutually_exclusive_group()
-    dense.add_argument("--dense", dest="dense", action="store_true", default=True,
-                       help="also store the full N x N float32 matrix (default: on, up to --dense-limit; above it "
-                            "the command refuses before writing anything)")  # fmt: skip
-    dense.add_argument("--knn-only", dest="dense", action="store_false",
-                       help="store the kNN lists only, no dense matrix (default: off; needed above "
-                            "--dense-limit)")  # fmt: skip
+    dense.add_argument(
+        "--dense",
+        dest="dense",
+        action="store_true",
+        default=True,
+        help="also store the full N x N float32 matrix (default: on, up to --dense-limit; above it "
+        "the command refuses before writing anything)",
+    )
+    dense.add_argument(
+        "--knn-only",
+        dest="dense",
+        action="store_false",
+        help="store the kNN lists only, no dense matrix (default: off; needed above --dense-limit)",
+    )
     # a string default goes through type= as a typed value would: --help shows "1GiB", the job gets bytes
-    p.add_argument("--dense-limit", type=byte_size, default=f"{DENSE_LIMIT >> 30}GiB", metavar="SIZE",
-                   help="largest dense matrix to build, 4 N^2 bytes: 1GiB holds 16,384 items, 4GiB 32,768 (default: "
-                        "%(default)s)")  # fmt: skip
-    p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786 "
-                   "(default: a LocalCluster on this machine)")  # fmt: skip
-    p.add_argument("--workers", type=positive_int,
-                   help="worker processes of the LocalCluster (default: one per core)")  # fmt: skip
+    p.add_argument(
+        "--dense-limit",
+        type=byte_size,
+        default=f"{DENSE_LIMIT >> 30}GiB",
+        metavar="SIZE",
+        help="largest dense matrix to build, 4 N^2 bytes: 1GiB holds 16,384 items, 4GiB 32,768 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--scheduler",
+        help="address of an existing Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
+    )
+    p.add_argument("--workers", type=positive_int, help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--block-rows", type=positive_int, help="rows per task (default: chosen from N)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a store made with other labels or parameters at --out (the new store is built "
-                        "beside it and swapped in once complete)")  # fmt: skip
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a store made with other labels or parameters at --out (the new store is built "
+        "beside it and swapped in once complete)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -97,17 +117,30 @@ def _precompute(args: argparse.Namespace) -> int:
     check_output(out)
     try:
         result = precompute(
-            labels, distance, out, dataset=dataset, k=args.k, dense=args.dense, dense_limit=args.dense_limit,
+            labels,
+            distance,
+            out,
+            dataset=dataset,
+            k=args.k,
+            dense=args.dense,
+            dense_limit=args.dense_limit,
             block_rows=args.block_rows,
-            scheduler=args.scheduler, n_workers=args.workers, overwrite=args.overwrite,
+            scheduler=args.scheduler,
+            n_workers=args.workers,
+            overwrite=args.overwrite,
             progress=False if args.no_progress else None,
-        )  # fmt: skip
+        )
     except OSError as e:
         raise _no_space(out, e) from e
-    what = "reused (same labels and parameters)" if result.reused else (
-        f"{result.blocks_computed} of {result.blocks_total} blocks computed")  # fmt: skip
-    print(f"{result.url}: complete, {result.manifest['n_items']} items, k={result.manifest['k']}, "
-          f"dense={result.manifest['dense']}; {what}")  # fmt: skip
+    what = (
+        "reused (same labels and parameters)"
+        if result.reused
+        else (f"{result.blocks_computed} of {result.blocks_total} blocks computed")
+    )
+    print(
+        f"{result.url}: complete, {result.manifest['n_items']} items, k={result.manifest['k']}, "
+        f"dense={result.manifest['dense']}; {what}"
+    )
     return 0
 
 
@@ -143,12 +176,18 @@ def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentPars
     recorded = {**reading, **params}
     p.set_defaults(**{a.dest: recorded[a.dest] for a in p._actions if a.dest in recorded and a.dest != "help"})
     p.set_defaults(dataset=None)  # a kind's loader names a dataset; the store keeps its own
-    p.add_argument("--dense-limit", type=byte_size, default=f"{DENSE_LIMIT >> 30}GiB", metavar="SIZE",
-                   help="largest dense matrix the grown store may have (default: %(default)s)")  # fmt: skip
-    p.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786 "
-                   "(default: a LocalCluster on this machine)")  # fmt: skip
-    p.add_argument("--workers", type=positive_int,
-                   help="worker processes of the LocalCluster (default: one per core)")  # fmt: skip
+    p.add_argument(
+        "--dense-limit",
+        type=byte_size,
+        default=f"{DENSE_LIMIT >> 30}GiB",
+        metavar="SIZE",
+        help="largest dense matrix the grown store may have (default: %(default)s)",
+    )
+    p.add_argument(
+        "--scheduler",
+        help="address of an existing Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
+    )
+    p.add_argument("--workers", type=positive_int, help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return show_defaults(p)
 
@@ -166,19 +205,26 @@ def _append(args: argparse.Namespace) -> int:
     options = append_parser(args.store, manifest).parse_args(args.kind_args)
     labels, distance, _ = get_kind(manifest["kind"]).load(options)
     try:
-        result = append(args.store, labels, distance=distance, dense_limit=options.dense_limit,
-                        scheduler=options.scheduler, n_workers=options.workers,
-                        progress=False if options.no_progress else None)  # fmt: skip
+        result = append(
+            args.store,
+            labels,
+            distance=distance,
+            dense_limit=options.dense_limit,
+            scheduler=options.scheduler,
+            n_workers=options.workers,
+            progress=False if options.no_progress else None,
+        )
     except OSError as e:
         raise _no_space(args.store, e) from e
     n = result.n_old + result.n_new
     if result.reused:
-        print(f"{result.url}: these {result.n_new} items are already its generation {result.generation}; "
-              "nothing to do")  # fmt: skip
+        print(f"{result.url}: these {result.n_new} items are already its generation {result.generation}; nothing to do")
         return 0
-    print(f"{result.url}: generation {result.generation} complete, {result.n_old} + {result.n_new} = {n} items; "
-          f"{result.blocks_computed} of {result.blocks_total} blocks computed, {result.exact_pairs:,} distances "
-          f"({result.exact_pairs / n**2:.1%} of the {n**2:,} of a recompute)")  # fmt: skip
+    print(
+        f"{result.url}: generation {result.generation} complete, {result.n_old} + {result.n_new} = {n} items; "
+        f"{result.blocks_computed} of {result.blocks_total} blocks computed, {result.exact_pairs:,} distances "
+        f"({result.exact_pairs / n**2:.1%} of the {n**2:,} of a recompute)"
+    )
     return 0
 
 
@@ -235,8 +281,14 @@ def _export(args: argparse.Namespace) -> int:
     from labeldist.export import export_neighbors, format_of
 
     check_store_path(args.store)
-    result = export_neighbors(args.store, args.out, format_of(args.format, args.out), k=args.k,
-                              overwrite=args.overwrite, progress=not args.no_progress)  # fmt: skip
+    result = export_neighbors(
+        args.store,
+        args.out,
+        format_of(args.format, args.out),
+        k=args.k,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
     where = "standard output" if result.out == "-" else result.out
     print(
         f"{where}: {result.rows:,} rows ({result.items:,} items, up to {result.k} neighbours each), "
@@ -276,9 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the store's kind.",
     )
     app.add_argument("store", help="the store to grow")
-    app.add_argument("kind_args", nargs=argparse.REMAINDER, metavar="FILE [OPTIONS]",
-                     help="the new items' file and the options of the store's kind, as precompute has "
-                          "them")  # fmt: skip
+    app.add_argument(
+        "kind_args",
+        nargs=argparse.REMAINDER,
+        metavar="FILE [OPTIONS]",
+        help="the new items' file and the options of the store's kind, as precompute has them",
+    )
     app.set_defaults(func=_append)
 
     info = sub.add_parser("info", help="print a store's manifest and summary statistics")
@@ -289,8 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="check every chunk's checksum, then recompute a sample of entries with the slow reference"
     )
     verify.add_argument("store")
-    verify.add_argument("--sample", type=nonnegative_int, default=200,
-                        help="entries to recompute, 0 for the checksums only (default: %(default)s)")  # fmt: skip
+    verify.add_argument(
+        "--sample",
+        type=nonnegative_int,
+        default=200,
+        help="entries to recompute, 0 for the checksums only (default: %(default)s)",
+    )
     verify.add_argument("--seed", type=seed_int, default=0, help="seed of the sample (default: %(default)s)")
     verify.set_defaults(func=_verify)
 
@@ -303,13 +362,19 @@ def build_parser() -> argparse.ArgumentParser:
         "renamed into place once complete.",
     )
     export.add_argument("store", help="a complete store: a folder or an fsspec URL")
-    export.add_argument("--format", choices=("parquet", "csv"),
-                        help="file format (default: from --out's suffix, .parquet, .pq or .csv; else parquet, "
-                             "which needs pyarrow)")  # fmt: skip
-    export.add_argument("--out", help="file to write; - for standard output (CSV only) (default: "
-                        "<store name>-neighbors.<format> in the current folder)")  # fmt: skip
-    export.add_argument("--k", type=positive_int,
-                        help="the first K neighbours of each item (default: all the store has)")  # fmt: skip
+    export.add_argument(
+        "--format",
+        choices=("parquet", "csv"),
+        help="file format (default: from --out's suffix, .parquet, .pq or .csv; else parquet, which needs pyarrow)",
+    )
+    export.add_argument(
+        "--out",
+        help="file to write; - for standard output (CSV only) (default: "
+        "<store name>-neighbors.<format> in the current folder)",
+    )
+    export.add_argument(
+        "--k", type=positive_int, help="the first K neighbours of each item (default: all the store has)"
+    )
     export.add_argument("--overwrite", action="store_true", help="replace an existing file at --out")
     export.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     export.set_defaults(func=_export)
@@ -317,8 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stores", help="folder of stores (default: LABELDIST_STORES or ./stores)")
     serve.add_argument("--host", help="bind address (default: 127.0.0.1)")
     serve.add_argument("--port", type=port_number, help="port, 1-65535 (default: 8000)")
-    serve.add_argument("--workers", type=positive_int,
-                       help="uvicorn worker processes, each loading every store (default: 1)")  # fmt: skip
+    serve.add_argument(
+        "--workers", type=positive_int, help="uvicorn worker processes, each loading every store (default: 1)"
+    )
     serve.set_defaults(func=_serve)
 
     from labeldist.sts.commands import add_sts_parser
@@ -336,8 +402,9 @@ def _command(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")  # fmt: skip
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     try:
         if args.command == "sts":
             require(f"labeldist sts {args.sts_command}", "sts")

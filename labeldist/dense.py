@@ -27,10 +27,12 @@ def check_dense_size(n_items: int, limit: int | None, what: str = "items") -> No
     size = dense_bytes(n_items)
     if limit is not None and size > limit:
         most = math.isqrt(limit // 4)
-        raise ValueError(f"a dense matrix of {n_items:,} {what} (N x N float32) takes {format_bytes(size)}, over "
-                         f"the dense limit of {format_bytes(limit)} ({most:,} {what} at most); nothing was written. "
-                         f"Pass --knn-only to store the kNN lists alone (dense=False), or --dense-limit "
-                         f"{_limit_needed(size)} to build it anyway (dense_limit=)")  # fmt: skip
+        raise ValueError(
+            f"a dense matrix of {n_items:,} {what} (N x N float32) takes {format_bytes(size)}, over "
+            f"the dense limit of {format_bytes(limit)} ({most:,} {what} at most); nothing was written. "
+            f"Pass --knn-only to store the kNN lists alone (dense=False), or --dense-limit "
+            f"{_limit_needed(size)} to build it anyway (dense_limit=)"
+        )
 
 
 def _limit_needed(size: int) -> str:

@@ -349,8 +349,11 @@ def prepare_store(
             else:
                 return "reuse", existing, url
         if not overwrite:
-            detail = "; ".join(f"{key}: store has {existing.get(key)!r}, asked {manifest.get(key)!r}"
-                               for key in diff if key != "labels_sha256")  # fmt: skip
+            detail = "; ".join(
+                f"{key}: store has {existing.get(key)!r}, asked {manifest.get(key)!r}"
+                for key in diff
+                if key != "labels_sha256"
+            )
             if "labels_sha256" in diff:
                 detail = "; ".join(filter(None, [detail, "the labels differ"]))
             raise StoreMismatchError(
@@ -403,15 +406,18 @@ def precompute(
     if len(labels) < 2:
         raise ValueError(f"need at least 2 items to compute distances, got {len(labels)}")
     if k >= len(labels):  # the lists would be padded with -1 / inf: nothing a caller asking for k can use
-        raise ValueError(f"k={k} neighbours asked of {len(labels)} items, each of which has only {len(labels) - 1} "
-                         f"others; ask for k <= {len(labels) - 1}")  # fmt: skip
+        raise ValueError(
+            f"k={k} neighbours asked of {len(labels)} items, each of which has only {len(labels) - 1} "
+            f"others; ask for k <= {len(labels) - 1}"
+        )
     if block_rows is not None and block_rows < 1:  # 0 must not quietly mean "default"
         raise ValueError(f"block_rows must be at least 1 (or None for the default), got {block_rows}")
     if n_workers is not None and n_workers < 1:
         raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
     if not isinstance(labels, distance.labels_class):
-        raise TypeError(f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, "
-                        f"got {type(labels).__name__}")  # fmt: skip
+        raise TypeError(
+            f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, got {type(labels).__name__}"
+        )
     if dense_limit is not None and dense_limit < 0:
         raise ValueError(f"dense_limit must be at least 0 bytes (or None for no limit), got {dense_limit}")
     if dense:
@@ -424,9 +430,15 @@ def precompute(
     block_rows = block_rows or (None if dense else distance.knn_block_rows(labels)) or default_block_rows(len(labels))
     symmetric = dense and distance.symmetric
     manifest = build_manifest(
-        dataset=dataset, kind=distance.kind, params=distance.params(), labels=labels, k=k, dense=dense,
-        block_rows=block_rows, symmetric=symmetric,
-    )  # fmt: skip
+        dataset=dataset,
+        kind=distance.kind,
+        params=distance.params(),
+        labels=labels,
+        k=k,
+        dense=dense,
+        block_rows=block_rows,
+        symmetric=symmetric,
+    )
     total = n_blocks(len(labels), block_rows)
     # one writer per store, from the first look at what is there to the swap of a staged store: see labeldist.lock
     with store_lock(url):
@@ -438,8 +450,16 @@ def precompute(
             return PrecomputeResult(url, existing or manifest, total, 0, reused=True, symmetric=symmetric)
         if symmetric:
             upper_todo, todo = symmetric_todo(url)
-            log.info("%s: symmetric dense (upper triangle, mirrored): %d of %d upper strips and %d of %d row blocks "
-                     "to compute (%s)", url, len(upper_todo), total, len(todo), total, action)  # fmt: skip
+            log.info(
+                "%s: symmetric dense (upper triangle, mirrored): %d of %d upper strips and %d of %d row blocks "
+                "to compute (%s)",
+                url,
+                len(upper_todo),
+                total,
+                len(todo),
+                total,
+                action,
+            )
         else:
             upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
             log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
@@ -453,34 +473,66 @@ def precompute(
             started = time.perf_counter()
             distance.prepare(labels)  # can be the slow phase (the sentence kind embeds every sentence here)
             if not quiet and time.perf_counter() - started > 1:
-                tqdm.write(f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s",
-                           file=sys.stderr)  # fmt: skip
+                tqdm.write(
+                    f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s", file=sys.stderr
+                )
             with contextlib.ExitStack() as stack:
                 if client is None:
                     client = stack.enter_context(dask_client(scheduler, n_workers))
                     if not quiet:
                         tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
                 if not symmetric:
-                    _run_tasks(client, compute_block, todo, progress, distance.kind, rows=rows,
-                               labels=_scatter(client, labels), distance=distance, url=url, k=k, block_rows=block_rows,
-                               dense=dense)  # fmt: skip
+                    _run_tasks(
+                        client,
+                        compute_block,
+                        todo,
+                        progress,
+                        distance.kind,
+                        rows=rows,
+                        labels=_scatter(client, labels),
+                        distance=distance,
+                        url=url,
+                        k=k,
+                        block_rows=block_rows,
+                        dense=dense,
+                    )
                 else:
                     # the barrier: _run_tasks returns only once every phase-1 task has finished, so no phase-2 task
                     # reads a strip still being written
                     if upper_todo:
-                        _run_tasks(client, compute_upper, upper_todo, progress, f"{distance.kind} upper", rows=rows,
-                                   labels=_scatter(client, labels), distance=distance, url=url,
-                                   block_rows=block_rows)  # fmt: skip
-                    _run_tasks(client, compute_mirrored, todo, progress, f"{distance.kind} rows", rows=rows, n_items=n,
-                               url=url, k=k, block_rows=block_rows)  # fmt: skip
+                        _run_tasks(
+                            client,
+                            compute_upper,
+                            upper_todo,
+                            progress,
+                            f"{distance.kind} upper",
+                            rows=rows,
+                            labels=_scatter(client, labels),
+                            distance=distance,
+                            url=url,
+                            block_rows=block_rows,
+                        )
+                    _run_tasks(
+                        client,
+                        compute_mirrored,
+                        todo,
+                        progress,
+                        f"{distance.kind} rows",
+                        rows=rows,
+                        n_items=n,
+                        url=url,
+                        k=k,
+                        block_rows=block_rows,
+                    )
         if symmetric:
             drop_work(url)  # before publish: a store seen complete has the plain layout
         final = publish(url)
         if url != target:
             replace_with_staged(target)
             log.info("%s: replaced by the new store", target)
-        return PrecomputeResult(target, final, total, len(todo), reused=False, symmetric=symmetric,
-                                upper_computed=len(upper_todo))  # fmt: skip
+        return PrecomputeResult(
+            target, final, total, len(todo), reused=False, symmetric=symmetric, upper_computed=len(upper_todo)
+        )
 
 
 def _scatter(client: Any, labels: LabelSet) -> Any:
@@ -489,9 +541,15 @@ def _scatter(client: Any, labels: LabelSet) -> Any:
 
 
 def _run_tasks(
-    client: Any, func: Any, todo: list[int], progress: bool | None, desc: str, *, rows: Callable[[int], int],
+    client: Any,
+    func: Any,
+    todo: list[int],
+    progress: bool | None,
+    desc: str,
+    *,
+    rows: Callable[[int], int],
     **kwargs: Any,
-) -> None:  # fmt: skip
+) -> None:
     """Run ``func(block, **kwargs)`` for every block of ``todo`` on ``client``; return once all have finished,
     raising the first task error (the other tasks cancelled). The progress counts items (``rows(block)`` of
     each), not blocks: a user knows how many items the job has. It is tqdm's bar on a terminal and plain lines

@@ -82,8 +82,10 @@ def _pyarrow() -> Any:
         import pyarrow
         import pyarrow.parquet  # noqa: F401 - the writer
     except ImportError:
-        raise UsageError(f"--format parquet needs pyarrow, which is not installed: {PYARROW_HINT} (or use "
-                         "--format csv, which needs nothing more)") from None  # fmt: skip
+        raise UsageError(
+            f"--format parquet needs pyarrow, which is not installed: {PYARROW_HINT} (or use "
+            "--format csv, which needs nothing more)"
+        ) from None
     return pyarrow
 
 
@@ -127,8 +129,12 @@ class Progress:
             self.last = now
             rate = self.done / max(now - self.started, 1e-9)
             left = (self.total - self.done) / rate if rate > 0 else float("inf")
-            print(f"export: {self.done:,} of {self.total:,} items ({self.done / max(self.total, 1):.1%}), "
-                  f"{rate:,.0f} items/s, {left:,.0f} s left", file=self.stream, flush=True)  # fmt: skip
+            print(
+                f"export: {self.done:,} of {self.total:,} items ({self.done / max(self.total, 1):.1%}), "
+                f"{rate:,.0f} items/s, {left:,.0f} s left",
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -173,23 +179,38 @@ def _write_csv(stream: TextIO, blocks: Iterator[tuple[int, dict[str, np.ndarray]
     for items, block in blocks:
         # float32's shortest decimal (NumPy's repr of a float32): read back and rounded to float32, the same value
         distances = [str(d) for d in block["distance"]]
-        writer.writerows(zip(block["item_index"].tolist(), block["item_id"].tolist(), block["rank"].tolist(),
-                             block["neighbor_index"].tolist(), block["neighbor_id"].tolist(), distances))  # fmt: skip
+        writer.writerows(
+            zip(
+                block["item_index"].tolist(),
+                block["item_id"].tolist(),
+                block["rank"].tolist(),
+                block["neighbor_index"].tolist(),
+                block["neighbor_id"].tolist(),
+                distances,
+            )
+        )
         rows += len(distances)
         progress.update(items)
     return rows
 
 
-def _write_parquet(path: str, blocks: Iterator[tuple[int, dict[str, np.ndarray]]], progress: Progress,
-                   metadata: dict[str, Any]) -> int:  # fmt: skip
+def _write_parquet(
+    path: str, blocks: Iterator[tuple[int, dict[str, np.ndarray]]], progress: Progress, metadata: dict[str, Any]
+) -> int:
     pa = _pyarrow()
     import pyarrow.parquet as pq
 
     schema = pa.schema(
-        [("item_index", pa.int32()), ("item_id", pa.string()), ("rank", pa.int32()),
-         ("neighbor_index", pa.int32()), ("neighbor_id", pa.string()), ("distance", pa.float32())],
+        [
+            ("item_index", pa.int32()),
+            ("item_id", pa.string()),
+            ("rank", pa.int32()),
+            ("neighbor_index", pa.int32()),
+            ("neighbor_id", pa.string()),
+            ("distance", pa.float32()),
+        ],
         metadata={"labeldist": json.dumps(metadata)},
-    )  # fmt: skip
+    )
     rows = 0
     with pq.ParquetWriter(path, schema) as writer:
         for items, block in blocks:
@@ -235,8 +256,14 @@ def export_neighbors(
     blocks = _blocks(reader, k, rows)
     bar = Progress(reader.n_items, progress, progress_every)
     started = time.monotonic()
-    metadata = {"store": reader.url, "kind": reader.manifest.get("kind"), "dataset": reader.manifest.get("dataset"),
-                "n_items": reader.n_items, "k": k, "columns": list(COLUMNS)}  # fmt: skip
+    metadata = {
+        "store": reader.url,
+        "kind": reader.manifest.get("kind"),
+        "dataset": reader.manifest.get("dataset"),
+        "n_items": reader.n_items,
+        "k": k,
+        "columns": list(COLUMNS),
+    }
     try:
         if to_stdout:
             written = _write_csv(sys.stdout, blocks, bar)

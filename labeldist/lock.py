@@ -56,8 +56,11 @@ def store_lock(url: str) -> Iterator[None]:
     job holds it. On an fsspec URL no lock is taken, and a warning says so."""
     url = store_url(url)
     if not is_local(url):
-        log.warning("%s: no lock taken: one writer per store is enforced on local paths only; make sure no other "
-                    "job writes this store now", url)  # fmt: skip
+        log.warning(
+            "%s: no lock taken: one writer per store is enforced on local paths only; make sure no other "
+            "job writes this store now",
+            url,
+        )
         yield
         return
     path = lock_path(url)
@@ -83,8 +86,10 @@ def _take(path: str, url: str) -> int:
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                 raise
-            raise StoreLockedError(f"{url}: another precompute is writing this store ({_describe(holder)}); wait "
-                                   f"for it to end, or stop it, then rerun (its lock: {path})") from None  # fmt: skip
+            raise StoreLockedError(
+                f"{url}: another precompute is writing this store ({_describe(holder)}); wait "
+                f"for it to end, or stop it, then rerun (its lock: {path})"
+            ) from None
         if _is_at(fd, path):
             _take_over(fd, url)
             return fd
@@ -107,8 +112,11 @@ def _take_over(fd: int, url: str) -> None:
     previous = _read(fd)
     if previous is not None:
         log.warning("%s: %s; taking it over", url, _stale(previous))
-    record = {"host": socket.gethostname(), "pid": os.getpid(),
-              "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+    record = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(record).encode(), 0)
 

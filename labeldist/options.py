@@ -25,9 +25,13 @@ def _bounds(minimum: float | None, maximum: float | None, above: bool, below: bo
 
 
 def number_option(
-    kind: type, minimum: float | None = None, maximum: float | None = None, *, above: bool = False,
+    kind: type,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    *,
+    above: bool = False,
     below: bool = False,
-) -> Callable[[str], Any]:  # fmt: skip
+) -> Callable[[str], Any]:
     """An argparse ``type=``: a finite ``kind`` (int or float) in [minimum, maximum]; ``above``/``below`` leave
     out the bound itself. argparse turns its ArgumentTypeError into ``argument --name: ...``, exit status 2."""
     noun = "an integer" if kind is int else "a finite number"
@@ -76,8 +80,10 @@ def byte_size(text: str) -> int:
 def check_k(k: int, n_items: int) -> None:
     """ValueError naming ``--k`` when a kNN list of ``k`` cannot be filled: an item has only N - 1 others."""
     if n_items >= 2 and k >= n_items:  # fewer than 2 items: precompute() says that itself
-        raise ValueError(f"--k {k}: each of the {n_items} items has only {n_items - 1} others to be its neighbours; "
-                         f"ask for --k {n_items - 1} or fewer")  # fmt: skip
+        raise ValueError(
+            f"--k {k}: each of the {n_items} items has only {n_items - 1} others to be its neighbours; "
+            f"ask for --k {n_items - 1} or fewer"
+        )
 
 
 # ---------------------------------------------------------------- paths, checked before any work

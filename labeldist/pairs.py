@@ -54,8 +54,11 @@ class PairPlan:
     def cost_s(self, distance_cls: Any) -> float:
         """Estimated seconds of one core: calls x the kind's cost a call + kernel pairs x its cost a pair + distinct
         items x its cost an item."""
-        return (self.calls * distance_cls.cost_per_call_s + self.kernel_pairs * distance_cls.cost_per_pair_s
-                + self.items * distance_cls.cost_per_item_s)  # fmt: skip
+        return (
+            self.calls * distance_cls.cost_per_call_s
+            + self.kernel_pairs * distance_cls.cost_per_pair_s
+            + self.items * distance_cls.cost_per_item_s
+        )
 
 
 def plan_pairs(a: np.ndarray, b: np.ndarray) -> PairPlan:

@@ -171,8 +171,9 @@ class KnnRows:
         distances = np.ascontiguousarray(distances, dtype=np.float32)
         for name, arr in (("indices", indices), ("distances", distances)):
             if arr.shape != (stop - start, self.k):
-                raise ValueError(f"kNN {name} rows {start}:{stop} have shape {arr.shape}, expected "
-                                 f"({stop - start}, {self.k})")  # fmt: skip
+                raise ValueError(
+                    f"kNN {name} rows {start}:{stop} have shape {arr.shape}, expected ({stop - start}, {self.k})"
+                )
         return indices, distances
 
     def holds(self, rows: np.ndarray | int) -> bool:

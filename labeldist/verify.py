@@ -106,6 +106,7 @@ def generation_problems(manifest: dict[str, Any], labels: LabelSet) -> list[str]
     for g in generations:
         start, stop = g["items"]
         if labels.subset(slice(start, stop)).sha256() != g["labels_sha256"]:
-            problems.append(f"generation {g['generation']} (items {start}:{stop}): its labels are not those its "
-                            "labels_sha256 names")  # fmt: skip
+            problems.append(
+                f"generation {g['generation']} (items {start}:{stop}): its labels are not those its labels_sha256 names"
+            )
     return problems

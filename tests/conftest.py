@@ -28,8 +28,15 @@ def write_store(url: str | Path, labels, distance, *, dataset: str, k: int, dens
     from labeldist.engine import compute_block
     from labeldist.store import build_manifest, create_store, n_blocks, publish
 
-    manifest = build_manifest(dataset=dataset, kind=distance.kind, params=distance.params(), labels=labels, k=k,
-                              dense=dense, block_rows=block_rows)  # fmt: skip
+    manifest = build_manifest(
+        dataset=dataset,
+        kind=distance.kind,
+        params=distance.params(),
+        labels=labels,
+        k=k,
+        dense=dense,
+        block_rows=block_rows,
+    )
     create_store(str(url), manifest, labels)
     for block in range(n_blocks(len(labels), block_rows)):
         compute_block(block, labels=labels, distance=distance, url=str(url), k=k, block_rows=block_rows, dense=dense)

@@ -52,9 +52,14 @@ class HeldJob:
         root = Path(__file__).resolve().parents[1]
         self.log = log
         self._stderr = open(log, "w")  # noqa: SIM115 - closed in release()
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.held_precompute", point, *map(str, args)],
-                                     cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     text=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.held_precompute", point, *map(str, args)],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
         self.point = point
         self.lines: list[str] = []
         self._held = threading.Event()
@@ -74,8 +79,10 @@ class HeldJob:
         reached = self._held.wait(REACH_TIMEOUT)
         if not reached or self.proc.poll() is not None:
             self.release()
-            raise AssertionError(f"the job did not reach {self.point} (exit {self.proc.returncode}):\n"
-                                 f"{''.join(self.lines)}{self.log.read_text()}")  # fmt: skip
+            raise AssertionError(
+                f"the job did not reach {self.point} (exit {self.proc.returncode}):\n"
+                f"{''.join(self.lines)}{self.log.read_text()}"
+            )
 
     def release(self, timeout: float = REACH_TIMEOUT) -> tuple[int, str, str]:
         """Let the job go on; its exit status, stdout and stderr once it has ended."""

@@ -32,9 +32,14 @@ def spawn(args: list[str], **env: str) -> subprocess.Popen:
     """A Python module run in a new session with the test's interpreter, output captured (text)."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
     return subprocess.Popen(
-        [sys.executable, "-m", *args], cwd=REPO, env={**inherited, **env}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-m", *args],
+        cwd=REPO,
+        env={**inherited, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -51,8 +56,9 @@ def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 
 def labeldist(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a labeldist command to its end."""
-    return subprocess.run([sys.executable, "-m", "labeldist.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "labeldist.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def wait_healthy(proc: subprocess.Popen, url: str, timeout: float = STARTUP_TIMEOUT) -> None:
@@ -76,8 +82,9 @@ class Cluster:
     def __init__(self, n_workers: int = 2) -> None:
         port = free_port()
         self.address = f"tcp://127.0.0.1:{port}"
-        self.scheduler = spawn(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                "--no-dashboard"])  # fmt: skip
+        self.scheduler = spawn(
+            ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]
+        )
         self.workers: list[subprocess.Popen] = []
         try:
             for _ in range(n_workers):
@@ -88,8 +95,21 @@ class Cluster:
             raise
 
     def start_worker(self) -> subprocess.Popen:
-        proc = spawn(["distributed.cli.dask_worker", self.address, "--host", "127.0.0.1", "--nworkers", "1",
-                      "--nthreads", "1", "--no-dashboard", "--death-timeout", "60"])  # fmt: skip
+        proc = spawn(
+            [
+                "distributed.cli.dask_worker",
+                self.address,
+                "--host",
+                "127.0.0.1",
+                "--nworkers",
+                "1",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--death-timeout",
+                "60",
+            ]
+        )
         self.workers.append(proc)
         return proc
 
@@ -123,8 +143,10 @@ class Service:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Service:
-        self.proc = spawn(["labeldist.cli", "serve", "--stores", str(self.stores), "--host", "127.0.0.1", "--port",
-                           str(self.port)], **self.env)  # fmt: skip
+        self.proc = spawn(
+            ["labeldist.cli", "serve", "--stores", str(self.stores), "--host", "127.0.0.1", "--port", str(self.port)],
+            **self.env,
+        )
         wait_healthy(self.proc, self.url)
         return self
 

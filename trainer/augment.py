@@ -104,17 +104,21 @@ class Augmentation:
 
     def __post_init__(self) -> None:
         if self.flip not in FLIPS:
-            raise AugmentationError(f"augmentation {self.name}: flip must be one of {', '.join(FLIPS)}, "
-                                    f"got {self.flip!r}")  # fmt: skip
+            raise AugmentationError(
+                f"augmentation {self.name}: flip must be one of {', '.join(FLIPS)}, got {self.flip!r}"
+            )
         if self.jitter not in JITTERS:
-            raise AugmentationError(f"augmentation {self.name}: jitter must be one of {', '.join(JITTERS)}, "
-                                    f"got {self.jitter!r}")  # fmt: skip
+            raise AugmentationError(
+                f"augmentation {self.name}: jitter must be one of {', '.join(JITTERS)}, got {self.jitter!r}"
+            )
         if self.eval not in EVALS:
-            raise AugmentationError(f"augmentation {self.name}: eval must be one of {', '.join(EVALS)}, "
-                                    f"got {self.eval!r}")  # fmt: skip
+            raise AugmentationError(
+                f"augmentation {self.name}: eval must be one of {', '.join(EVALS)}, got {self.eval!r}"
+            )
         if not 0 <= self.scale < 1 or not 0 <= self.shift < 1:
-            raise AugmentationError(f"augmentation {self.name}: scale and shift must be in [0, 1), got "
-                                    f"{self.scale} and {self.shift}")  # fmt: skip
+            raise AugmentationError(
+                f"augmentation {self.name}: scale and shift must be in [0, 1), got {self.scale} and {self.shift}"
+            )
         if self.crop_scale is not None:
             lo, hi = self.crop_scale
             if not 0 < lo <= hi <= 1:
@@ -208,13 +212,22 @@ def kind_augmentation(kind: str) -> KindAugmentation:
     mirror-invariant (nothing says it is)."""
     if kind in KINDS:
         return KINDS[kind]
-    none = replace(NONE, description=f"none: the {kind} kind declares no label-preserving augmentation "
-                                     "(labeldist.trainer.augment.KINDS), so images go through as rendered")  # fmt: skip
+    none = replace(
+        NONE,
+        description=f"none: the {kind} kind declares no label-preserving augmentation "
+        "(labeldist.trainer.augment.KINDS), so images go through as rendered",
+    )
     return KindAugmentation(none, mirror_invariant=False, reason=f"the {kind} kind declares nothing")
 
 
-def resolve_augmentation(name: str, kind: str, *, allow_image_flip: bool = False, flip: bool = True,
-                         crop_scale: tuple[float, float] | None = None) -> Augmentation:  # fmt: skip
+def resolve_augmentation(
+    name: str,
+    kind: str,
+    *,
+    allow_image_flip: bool = False,
+    flip: bool = True,
+    crop_scale: tuple[float, float] | None = None,
+) -> Augmentation:
     """The augmentation named ``name`` (:data:`AUGMENT_NAMES`) for a store of ``kind``: "kind" (the kind's own,
     :data:`KINDS`), "none" or "imagenet" (the trainer's old recipe, kept so old runs can be repeated).
 
@@ -261,8 +274,12 @@ class AugmentParams:
         return tuple(self.flip.shape)
 
     def to(self, device: torch.device | str) -> AugmentParams:
-        return AugmentParams(self.scale.to(device), self.shift.to(device), self.flip.to(device),
-                             None if self.crop is None else self.crop.to(device))  # fmt: skip
+        return AugmentParams(
+            self.scale.to(device),
+            self.shift.to(device),
+            self.flip.to(device),
+            None if self.crop is None else self.crop.to(device),
+        )
 
     def flip_only(self) -> AugmentParams:
         """The same flips with no jitter and no crop: the part that keeps every label distance of a minibatch."""
@@ -308,8 +325,9 @@ def _uniform(shape: tuple[int, ...], half_width: float, generator: torch.Generat
     return ((2 * u - 1) * half_width).float()
 
 
-def _resized_crops(shape: tuple[int, int], area: tuple[float, float], generator: torch.Generator,
-                   attempts: int = 10) -> torch.Tensor:  # fmt: skip
+def _resized_crops(
+    shape: tuple[int, int], area: tuple[float, float], generator: torch.Generator, attempts: int = 10
+) -> torch.Tensor:
     """(B, n, 4) boxes of torchvision's RandomResizedCrop on a square image, in fractions: ``attempts`` tries of an
     area in ``area`` and a log-uniform aspect in 3/4-4/3, the first that fits; else the whole image (what
     torchvision falls back to on a square image)."""
@@ -327,8 +345,9 @@ def _resized_crops(shape: tuple[int, int], area: tuple[float, float], generator:
     return torch.stack([pos[..., 0] * (1 - w), pos[..., 1] * (1 - h), w, h], -1).float()
 
 
-def draw_augmentation(shape_BN: tuple[int, int], aug: Augmentation, generator: torch.Generator,
-                      device: torch.device | str | None = None) -> AugmentParams:  # fmt: skip
+def draw_augmentation(
+    shape_BN: tuple[int, int], aug: Augmentation, generator: torch.Generator, device: torch.device | str | None = None
+) -> AugmentParams:
     """The transforms of a ``(B, n)`` block of minibatches (B rows of n images, anchor first), drawn from
     ``generator`` on its own device, then moved to ``device``.
 
@@ -420,8 +439,9 @@ def transform_maps(maps: torch.Tensor, params: AugmentParams) -> torch.Tensor:
         out = torch.where(params.flip[..., None, None], t.flip(-1), t)
     else:
         grid = F.affine_grid(params.theta(), [B * n, 1, H, W], align_corners=False)
-        sampled = F.grid_sample(t.reshape(B * n, 1, H, W).float(), grid, mode="nearest", padding_mode=PADDING,
-                                align_corners=False)  # fmt: skip
+        sampled = F.grid_sample(
+            t.reshape(B * n, 1, H, W).float(), grid, mode="nearest", padding_mode=PADDING, align_corners=False
+        )
         out = sampled.round().to(t.dtype).reshape(B, n, H, W)
     return out.numpy() if is_numpy else out
 

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from labeldist.trainer.augment import kind_augmentation
 from labeldist.trainer.metrics import mean_label_distance, ndcg
 
@@ -165,16 +166,22 @@ def ceiling(
     jitter = bool(scale or shift)
     if not isinstance(labels, Poses):
         if jitter or view != "label":
-            raise ValueError(f"{type(labels).__name__} are painted in their own frame with no jitter: a ceiling "
-                             "takes no scale, shift or view for them")  # fmt: skip
-        note = ("drawn in the label's own frame with no jitter (a layout's map is its picture): a perfect model "
-                "ranks by the label distance itself, so the ceiling is 1 by construction")  # fmt: skip
+            raise ValueError(
+                f"{type(labels).__name__} are painted in their own frame with no jitter: a ceiling "
+                "takes no scale, shift or view for them"
+            )
+        note = (
+            "drawn in the label's own frame with no jitter (a layout's map is its picture): a perfect model "
+            "ranks by the label distance itself, so the ceiling is 1 by construction"
+        )
         views, used = [labels], 1
     elif view == "bbox":
         if jitter:
             raise ValueError("the bounding-box view undoes any scale and shift: it takes no jitter")
-        note = ("render version 1: each pose normalised by its own bounding box, its position and size lost; "
-                "the ranking is the pose distance between the normalised poses")  # fmt: skip
+        note = (
+            "render version 1: each pose normalised by its own bounding box, its position and size lost; "
+            "the ranking is the pose distance between the normalised poses"
+        )
         views, used = [_with_xy(labels, bbox_normalise(labels.xy, labels.present))], 1
     elif not jitter:
         note = "no jitter: the ranking is the label distance's own (the oracle's), so nDCG is 1 at every K"
@@ -182,8 +189,10 @@ def ceiling(
     else:
         if frame is None:
             raise ValueError("a jitter needs the frame (cx, cy, half): its centre and side")
-        note = (f"the label's frame {tuple(float(v) for v in frame)} with the training jitter: scale 1 ± {scale} "
-                f"about the centre, shift ± {shift} of the side, one draw per item, {draws} draws")  # fmt: skip
+        note = (
+            f"the label's frame {tuple(float(v) for v in frame)} with the training jitter: scale 1 ± {scale} "
+            f"about the centre, shift ± {shift} of the side, one draw per item, {draws} draws"
+        )
         views = []
         for d in range(draws):
             rng = np.random.default_rng(np.random.SeedSequence([int(seed), d]))
@@ -209,12 +218,23 @@ def ceiling(
         stack = np.stack([s[name] for s in scores])
         out[name], out[f"{name}_std"] = stack.mean(0), stack.std(0)
     out["oracle_mean_label_distance"] = mean_label_distance(true, ranking(true, k_max))
-    out["summary"] = {f"{name}@{k}": float(out[name][k - 1]) for name in ("ndcg", "mean_label_distance")
-                      for k in SUMMARY_K if k <= k_max}  # fmt: skip
-    out["params"] = {"scale": float(scale), "shift": float(shift), "view": view, "mirror": bool(mirror),
-                     "draws": used, "seed": int(seed),
-                     "frame": None if frame is None else [float(v) for v in frame], "queries": len(queries),
-                     "gallery": len(gallery)}  # fmt: skip
+    out["summary"] = {
+        f"{name}@{k}": float(out[name][k - 1])
+        for name in ("ndcg", "mean_label_distance")
+        for k in SUMMARY_K
+        if k <= k_max
+    }
+    out["params"] = {
+        "scale": float(scale),
+        "shift": float(shift),
+        "view": view,
+        "mirror": bool(mirror),
+        "draws": used,
+        "seed": int(seed),
+        "frame": None if frame is None else [float(v) for v in frame],
+        "queries": len(queries),
+        "gallery": len(gallery),
+    }
     out["note"] = note
     return out
 
@@ -283,8 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--labels", help="an MPII CSV: split with --split-seed (trainer split's split), poses only")
     src.add_argument("--store", help="a test store; --split names its queries and gallery")
-    p.add_argument("--normalization", choices=("none", "head", "center_scale"), default="center_scale",
-                   help="--labels: how the poses are read (default: %(default)s, as RESULTS.md's stores)")  # fmt: skip
+    p.add_argument(
+        "--normalization",
+        choices=("none", "head", "center_scale"),
+        default="center_scale",
+        help="--labels: how the poses are read (default: %(default)s, as RESULTS.md's stores)",
+    )
     p.add_argument("--split", help="--store: split.json (queries, gallery: positions in the store)")
     p.add_argument("--split-seed", type=int, default=0, help="--labels: split_indices seed (default: %(default)s)")
     p.add_argument("--test-fraction", type=float, default=0.2)
@@ -303,10 +327,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="shift jitter, ± SHIFT of the side (default: %(default)s, the pose augmentation's)",
     )
     frames = p.add_mutually_exclusive_group()
-    frames.add_argument("--frame", type=float, nargs=3, metavar=("CX", "CY", "HALF"),
-                        help="the render's frame (default: the store's, as trainer render picks it)")  # fmt: skip
-    frames.add_argument("--frame-from", metavar="RENDER", help="the frame of the render in this folder (its "
-                        "render.json): the train render, for a test store not normalised center_scale")  # fmt: skip
+    frames.add_argument(
+        "--frame",
+        type=float,
+        nargs=3,
+        metavar=("CX", "CY", "HALF"),
+        help="the render's frame (default: the store's, as trainer render picks it)",
+    )
+    frames.add_argument(
+        "--frame-from",
+        metavar="RENDER",
+        help="the frame of the render in this folder (its "
+        "render.json): the train render, for a test store not normalised center_scale",
+    )
     p.add_argument("--draws", type=int, default=5, help="jitter draws to average (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="jitter seed (default: %(default)s)")
     p.add_argument("--k", type=int, nargs="+", default=[1, 10, 50], help="K to print (default: %(default)s)")
@@ -324,14 +357,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.error(str(e))
 
     if args.labels:
-        from labeldist.trainer.split import split_indices
-
         from labeldist.distances.pose import PoseDistance
         from labeldist.labels.poses import read_mpii_csv
+        from labeldist.trainer.split import split_indices
 
         every = read_mpii_csv(args.labels, normalization=args.normalization)
-        split = split_indices(len(every), test_fraction=args.test_fraction, query_fraction=args.query_fraction,
-                              seed=args.split_seed)  # fmt: skip
+        split = split_indices(
+            len(every), test_fraction=args.test_fraction, query_fraction=args.query_fraction, seed=args.split_seed
+        )
         # the frame of the whole file: what trainer render gives the train store, and must give the test store
         frame = _frame_for(every, args.normalization, args.frame)
         labels, distance = every.subset(np.asarray(split["test"])), PoseDistance()
@@ -363,8 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             labels, distance, queries, gallery, scale=args.scale, shift=args.shift, mirror=True, **common
         )
     if args.json:
-        print(json.dumps({name: {**r["summary"], "params": r["params"], "note": r["note"]} for name, r in rows.items()},
-                         indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {name: {**r["summary"], "params": r["params"], "note": r["note"]} for name, r in rows.items()}, indent=2
+            )
+        )
         return 0
     print(f"{len(queries)} queries x {len(gallery)} gallery, frame {frame}")
     print(_table(rows, [k for k in args.k if k <= len(gallery)]))

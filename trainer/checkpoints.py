@@ -123,8 +123,10 @@ def read_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     what = f"checkpoint {path}"
     state = read_torch_file(path, what, map_location)
     if not isinstance(state, dict) or not isinstance(state.get("model"), Mapping):
-        raise CheckpointError(f"{what}: not a trainer checkpoint (no model state dict in it); a torchvision state "
-                              "dict starts a run with --weights")  # fmt: skip
+        raise CheckpointError(
+            f"{what}: not a trainer checkpoint (no model state dict in it); a torchvision state "
+            "dict starts a run with --weights"
+        )
     missing = [k for k in KEYS if k not in state]
     if missing:
         raise CheckpointError(f"{what}: not a trainer checkpoint (no {', '.join(missing)} in it)")
@@ -156,11 +158,18 @@ def load_weights(module: nn.Module, weights: Mapping[str, Any], what: str, confi
     own = module.state_dict()
     missing = [k for k in own if k not in weights]
     unexpected = [k for k in weights if k not in own]
-    shapes = [f"{k} {tuple(weights[k].shape)} vs {tuple(v.shape)}" for k, v in own.items()
-              if k in weights and isinstance(weights[k], torch.Tensor) and weights[k].shape != v.shape]  # fmt: skip
+    shapes = [
+        f"{k} {tuple(weights[k].shape)} vs {tuple(v.shape)}"
+        for k, v in own.items()
+        if k in weights and isinstance(weights[k], torch.Tensor) and weights[k].shape != v.shape
+    ]
     if missing or unexpected or shapes:
-        parts = [f"{len(x)} {kind} (first: {x[0]})" for x, kind in
-                 ((missing, "missing"), (unexpected, "unexpected"), (shapes, "of another shape")) if x]  # fmt: skip
-        raise CheckpointError(f"{what}: its weights do not fit the model it records ({describe_model(config)}): "
-                              + "; ".join(parts))  # fmt: skip
+        parts = [
+            f"{len(x)} {kind} (first: {x[0]})"
+            for x, kind in ((missing, "missing"), (unexpected, "unexpected"), (shapes, "of another shape"))
+            if x
+        ]
+        raise CheckpointError(
+            f"{what}: its weights do not fit the model it records ({describe_model(config)}): " + "; ".join(parts)
+        )
     module.load_state_dict(weights)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from labeldist.client import InputError, ServiceError
+from labeldist.options import show_defaults
 from labeldist.trainer.augment import AUGMENT_NAMES, AugmentationError
 from labeldist.trainer.checkpoints import CheckpointError
 from labeldist.trainer.losses import LOSSES
@@ -38,16 +39,15 @@ from labeldist.trainer.recipes import (
     resolve_recipe,
 )
 
-from labeldist.options import show_defaults
-
 #: losses that split a minibatch into positives and negatives by the binary rule (--positives)
 BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
 
 
 def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.margin is not None and args.loss in ("log_ratio", "ladder", "multi_similarity"):
-        raise SystemExit(f"--margin does not apply to {args.loss} (log_ratio has none; ladder and multi_similarity "
-                         "keep the papers')")  # fmt: skip
+        raise SystemExit(
+            f"--margin does not apply to {args.loss} (log_ratio has none; ladder and multi_similarity keep the papers')"
+        )
     options: dict[str, Any] = {}
     if args.margin is not None:
         options["margin"] = args.margin
@@ -70,8 +70,10 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
                 raise SystemExit("--ladder-percentiles needs --ladder-calibrate percentile")
             options["percentiles"] = args.ladder_percentiles
     elif ladder_flags:
-        raise SystemExit(f"--ladder-calibrate, --ladder-percentiles and --ladder-shares are options of the ladder "
-                         f"loss, not of {args.loss}")  # fmt: skip
+        raise SystemExit(
+            f"--ladder-calibrate, --ladder-percentiles and --ladder-shares are options of the ladder "
+            f"loss, not of {args.loss}"
+        )
     return options
 
 
@@ -107,12 +109,25 @@ def _fit(args: argparse.Namespace) -> int:
         queries, gallery = load_split(args.split)
         images = None
         if args.eval_images:
-            images = ImageSource(args.eval_images, pattern=args.image_pattern, index=args.eval_image_index,
-                                 input_size=args.input_size, workers=args.loader_workers)  # fmt: skip
+            images = ImageSource(
+                args.eval_images,
+                pattern=args.image_pattern,
+                index=args.eval_image_index,
+                input_size=args.input_size,
+                workers=args.loader_workers,
+            )
         with open_source(args.stores, args.url, args.api_key) as client:
-            result = evaluate(client, args.eval_store, args.eval_features, queries, gallery, images=images,
-                              checkpoint=summary["checkpoint"], k_max=args.k_max,
-                              progress=False if args.no_progress else None)  # fmt: skip
+            result = evaluate(
+                client,
+                args.eval_store,
+                args.eval_features,
+                queries,
+                gallery,
+                images=images,
+                checkpoint=summary["checkpoint"],
+                k_max=args.k_max,
+                progress=False if args.no_progress else None,
+            )
         out = Path(args.out)
         (out / "eval.json").write_text(json.dumps(result), encoding="utf-8")
         plot_curves({args.loss: result}, out / "eval.png", title=f"{args.eval_store}: {args.loss}")
@@ -129,13 +144,29 @@ def _eval(args: argparse.Namespace) -> int:
     queries, gallery = load_split(args.split)
     images = None
     if args.images:
-        images = ImageSource(args.images, pattern=args.image_pattern, index=args.image_index,
-                             input_size=args.input_size, workers=args.loader_workers)  # fmt: skip
+        images = ImageSource(
+            args.images,
+            pattern=args.image_pattern,
+            index=args.image_index,
+            input_size=args.input_size,
+            workers=args.loader_workers,
+        )
     with open_source(args.stores, args.url, args.api_key) as client:
-        result = evaluate(client, args.store, args.features, queries, gallery, checkpoint=args.checkpoint,
-                          k_max=args.k_max, device=args.device, images=images, backbone=args.backbone,
-                          embedding_dim=args.embedding_dim, weights=args.weights,
-                          progress=False if args.no_progress else None)  # fmt: skip
+        result = evaluate(
+            client,
+            args.store,
+            args.features,
+            queries,
+            gallery,
+            checkpoint=args.checkpoint,
+            k_max=args.k_max,
+            device=args.device,
+            images=images,
+            backbone=args.backbone,
+            embedding_dim=args.embedding_dim,
+            weights=args.weights,
+            progress=False if args.no_progress else None,
+        )
     untrained = "input features" if args.features else f"untrained {args.backbone or UNTRAINED_BACKBONE}"
     result["label"] = args.label or (result.get("loss") or untrained)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -180,9 +211,16 @@ def _split(args: argparse.Namespace) -> int:
     from labeldist.trainer.split import SplitError, split_input
 
     try:
-        info = split_input(args.input, args.out, test_fraction=args.test_fraction, query_fraction=args.query_fraction,
-                           seed=args.seed, overwrite=args.overwrite, scheduler=args.scheduler,
-                           n_workers=args.workers)  # fmt: skip
+        info = split_input(
+            args.input,
+            args.out,
+            test_fraction=args.test_fraction,
+            query_fraction=args.query_fraction,
+            seed=args.seed,
+            overwrite=args.overwrite,
+            scheduler=args.scheduler,
+            n_workers=args.workers,
+        )
     except SplitError as e:  # one line, no traceback
         print(f"trainer split: {e}", file=sys.stderr)
         return 2
@@ -193,15 +231,23 @@ def _split(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from labeldist.trainer.render import RenderError, read_frame, render_store
-
     from labeldist.store import StoreError
+    from labeldist.trainer.render import RenderError, read_frame, render_store
 
     try:
         frame = read_frame(args.frame_from) if args.frame_from else args.frame
-        meta = render_store(args.store, args.out, size=args.size, seed=args.seed, fmt=args.format, items=args.items,
-                            workers=args.workers, overwrite=args.overwrite, progress=not args.no_progress,
-                            frame=frame)  # fmt: skip
+        meta = render_store(
+            args.store,
+            args.out,
+            size=args.size,
+            seed=args.seed,
+            fmt=args.format,
+            items=args.items,
+            workers=args.workers,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            frame=frame,
+        )
     except (RenderError, StoreError) as e:  # one line, no traceback
         print(f"trainer render: {e}", file=sys.stderr)
         return 2
@@ -215,67 +261,122 @@ def _input_args(p: argparse.ArgumentParser, train: bool = True) -> None:
     """--features or --images, and how images are found, sized and embedded."""
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--features", help="input features indexed like the store (.npy or zarr): an MLP head")
-    which.add_argument("--images", metavar="ROOT", help="a folder of images, one per store item: a ResNet (trainer "
-                       "render draws them from pose and layout labels)")  # fmt: skip
-    p.add_argument("--image-pattern", help="images: the file of an item under ROOT, e.g. '{id}.jpg' (default: "
-                   "ROOT/index.csv when it exists, else '{id}.jpg')")  # fmt: skip
+    which.add_argument(
+        "--images",
+        metavar="ROOT",
+        help="a folder of images, one per store item: a ResNet (trainer render draws them from pose and layout labels)",
+    )
+    p.add_argument(
+        "--image-pattern",
+        help="images: the file of an item under ROOT, e.g. '{id}.jpg' (default: "
+        "ROOT/index.csv when it exists, else '{id}.jpg')",
+    )
     p.add_argument("--image-index", help="images: a CSV with columns id,path (paths relative to the CSV)")
     if train:
-        p.add_argument("--backbone", default="resnet34", choices=BACKBONES,
-                       help="images: torchvision ResNet (default: %(default)s)")  # fmt: skip
+        p.add_argument(
+            "--backbone",
+            default="resnet34",
+            choices=BACKBONES,
+            help="images: torchvision ResNet (default: %(default)s)",
+        )
     else:  # no default: given with --checkpoint, it must be the checkpoint's (another one is refused)
-        p.add_argument("--backbone", choices=BACKBONES, help="images: torchvision ResNet when untrained (default: "
-                       "resnet34); with --checkpoint, the checkpoint's")  # fmt: skip
-    p.add_argument("--weights", help="images: a local state dict to start from (torchvision's ImageNet checkpoint "
-                   "of the backbone, or a trainer checkpoint); default: random initialisation")  # fmt: skip
+        p.add_argument(
+            "--backbone",
+            choices=BACKBONES,
+            help="images: torchvision ResNet when untrained (default: resnet34); with --checkpoint, the checkpoint's",
+        )
+    p.add_argument(
+        "--weights",
+        help="images: a local state dict to start from (torchvision's ImageNet checkpoint "
+        "of the backbone, or a trainer checkpoint); default: random initialisation",
+    )
     own = "" if train else ", or the checkpoint's"
-    p.add_argument("--input-size", type=int, help="images: side of the square input in pixels (default: the "
-                   f"images' own size when they all have one{own})")  # fmt: skip
+    p.add_argument(
+        "--input-size",
+        type=int,
+        help=f"images: side of the square input in pixels (default: the images' own size when they all have one{own})",
+    )
     p.add_argument("--loader-workers", type=int, help="images: decoding processes (default: CPU cores - 1, max 16)")
 
 
 def _service_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="http://127.0.0.1:8000", help="labeldist service (default: %(default)s)")
-    p.add_argument("--stores", metavar="DIR", help="read the stores in this process from DIR (as `labeldist serve "
-                   "--stores DIR` names them), no service: the same minibatches for the same seed")  # fmt: skip
+    p.add_argument(
+        "--stores",
+        metavar="DIR",
+        help="read the stores in this process from DIR (as `labeldist serve "
+        "--stores DIR` names them), no service: the same minibatches for the same seed",
+    )
     p.add_argument("--api-key", help="sent as X-API-Key (when the service computes distances only with one)")
 
 
 def _fit_loss_args(fit: argparse.ArgumentParser) -> None:
     """fit: the loss and its options (--loss, --margin, --positives, log_ratio's --squared, the ladder's)."""
     fit.add_argument("--loss", choices=sorted(LOSSES), help="recipe: log_ratio (Kim et al.), ladder (Zhou et al.)")
-    fit.add_argument("--margin", type=float, help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
-                     "negative margin (1); proxy_anchor: delta (0.1)")  # fmt: skip
-    fit.add_argument("--positives", type=int, help="binary_triplet, lifted, proxy_anchor, multi_similarity: the N "
-                     "items of each minibatch nearest the anchor in label distance are its positives, the rest its "
-                     "negatives (default 30); proxy_anchor: those N and the anchor form the class of the anchor's "
-                     "store index, every other item the class of its own (one proxy per store item)")  # fmt: skip
+    fit.add_argument(
+        "--margin",
+        type=float,
+        help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
+        "negative margin (1); proxy_anchor: delta (0.1)",
+    )
+    fit.add_argument(
+        "--positives",
+        type=int,
+        help="binary_triplet, lifted, proxy_anchor, multi_similarity: the N "
+        "items of each minibatch nearest the anchor in label distance are its positives, the rest its "
+        "negatives (default 30); proxy_anchor: those N and the anchor form the class of the anchor's "
+        "store index, every other item the class of its own (one proxy per store item)",
+    )
     squared = fit.add_mutually_exclusive_group()
-    squared.add_argument("--unsquared", action="store_true", help="log_ratio: Euclidean D(f), as the authors' code "
-                         "(the kim2019 recipes' choice)")  # fmt: skip
-    squared.add_argument("--squared", action="store_true", help="log_ratio: squared Euclidean D(f), as the paper's "
-                         "Eq. 5 (labeldist-v1's choice)")  # fmt: skip
+    squared.add_argument(
+        "--unsquared",
+        action="store_true",
+        help="log_ratio: Euclidean D(f), as the authors' code (the kim2019 recipes' choice)",
+    )
+    squared.add_argument(
+        "--squared",
+        action="store_true",
+        help="log_ratio: squared Euclidean D(f), as the paper's Eq. 5 (labeldist-v1's choice)",
+    )
     fit.add_argument("--thresholds", type=float, nargs="+", help="ladder: relevance thresholds, decreasing")
     fit.add_argument("--relevance", choices=("one_minus", "inverse"), help="ladder: relevance from distance")
-    fit.add_argument("--ladder-calibrate", choices=("auto", "quantile", "off", "percentile"), help="ladder: auto "
-                     "(default) keeps the thresholds where the first batch's relevances lie in [0, 1] and form a rung, "
-                     "else sets them at quantiles of its label distances (quantile: always; off: never, an error); "
-                     "percentile: Zhou et al.'s adaptive thresholds, per anchor at percentiles of its own relevances "
-                     "to the minibatch (--ladder-percentiles)")  # fmt: skip
-    fit.add_argument("--ladder-percentiles", type=float, nargs="+", help="ladder, --ladder-calibrate percentile: "
-                     "one per rung, decreasing (default 95 85, the authors' code)")  # fmt: skip
-    fit.add_argument("--ladder-shares", type=float, nargs="+", help="ladder: shares of the first batch's pairs at "
-                     "or below each calibrated threshold, one per rung, increasing (default 0.05 0.2)")  # fmt: skip
+    fit.add_argument(
+        "--ladder-calibrate",
+        choices=("auto", "quantile", "off", "percentile"),
+        help="ladder: auto "
+        "(default) keeps the thresholds where the first batch's relevances lie in [0, 1] and form a rung, "
+        "else sets them at quantiles of its label distances (quantile: always; off: never, an error); "
+        "percentile: Zhou et al.'s adaptive thresholds, per anchor at percentiles of its own relevances "
+        "to the minibatch (--ladder-percentiles)",
+    )
+    fit.add_argument(
+        "--ladder-percentiles",
+        type=float,
+        nargs="+",
+        help="ladder, --ladder-calibrate percentile: one per rung, decreasing (default 95 85, the authors' code)",
+    )
+    fit.add_argument(
+        "--ladder-shares",
+        type=float,
+        nargs="+",
+        help="ladder: shares of the first batch's pairs at "
+        "or below each calibrated threshold, one per rung, increasing (default 0.05 0.2)",
+    )
 
 
 def _fit_recipe_args(fit: argparse.ArgumentParser) -> None:
     """fit: the recipe and the training settings (minibatches, epochs, optimiser and schedule, embedding), most of
     them the recipe's unless given."""
-    fit.add_argument("--recipe", default="auto", choices=("auto", *RECIPES), help="the paper's training settings "
-                     "(optimiser, lr and decay, epochs, batch, neighbours, loss, embedding, augmentation); every "
-                     "option below overrides its field. auto: the paper's recipe of the store's kind over images "
-                     "(kim2019-pose, kim2019-layout, kim2019-caption, zhou2020 for sentences), labeldist-v1 (the "
-                     "defaults before recipes) over features. " + describe_recipes())  # fmt: skip
+    fit.add_argument(
+        "--recipe",
+        default="auto",
+        choices=("auto", *RECIPES),
+        help="the paper's training settings "
+        "(optimiser, lr and decay, epochs, batch, neighbours, loss, embedding, augmentation); every "
+        "option below overrides its field. auto: the paper's recipe of the store's kind over images "
+        "(kim2019-pose, kim2019-layout, kim2019-caption, zhou2020 for sentences), labeldist-v1 (the "
+        "defaults before recipes) over features. " + describe_recipes(),
+    )
     fit.add_argument("--size", type=int, help="minibatch size with the anchor (recipe; paper: 150 poses, 50 captions)")
     fit.add_argument("--neighbors", type=int, help="nearest neighbours per minibatch (recipe; paper: 5)")
     fit.add_argument("--batches-per-step", type=int, default=1, help="minibatches (anchors) per optimizer step")
@@ -285,8 +386,11 @@ def _fit_recipe_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--lr", type=float, help="initial learning rate (recipe: 0.01 Kim et al.)")
     fit.add_argument("--momentum", type=float, help="sgd momentum (recipe: 0.9)")
     fit.add_argument("--weight-decay", type=float, help="recipe: 5e-4 Kim et al.")
-    fit.add_argument("--lr-schedule", choices=SCHEDULES, help="constant, inverse: lr / (1 + DECAY * step) (Kim et "
-                     "al.), step: x DECAY at --lr-step-epochs (VSE++)")  # fmt: skip
+    fit.add_argument(
+        "--lr-schedule",
+        choices=SCHEDULES,
+        help="constant, inverse: lr / (1 + DECAY * step) (Kim et al.), step: x DECAY at --lr-step-epochs (VSE++)",
+    )
     fit.add_argument("--lr-decay", type=float, help="the schedule's DECAY (recipe: 1e-4 inverse, 0.1 step)")
     fit.add_argument("--lr-step-epochs", type=int, nargs="*", help="step schedule: the epochs where it decays")
     fit.add_argument("--embedding-dim", type=int, help="recipe: 128 (Kim et al.), 1024 (Zhou et al.)")
@@ -295,29 +399,55 @@ def _fit_recipe_args(fit: argparse.ArgumentParser) -> None:
 
 def _fit_image_args(fit: argparse.ArgumentParser) -> None:
     """fit, images: their augmentation and decoded-image cache."""
-    fit.add_argument("--augment", choices=AUGMENT_NAMES, help="images: kind (the store kind's label-preserving "
-                     "transforms: poses a +-5%% scale and +-3%% shift jitter and a flip of the whole minibatch or "
-                     "none of it; layouts the minibatch flip), none, or imagenet (random resized crop and a flip per "
-                     "image; refused where the distance is not mirror-invariant) (recipe: kind; labeldist-v1: "
-                     "imagenet)")  # fmt: skip
-    fit.add_argument("--allow-image-flip", action="store_true", help="images: allow a per-image flip on a kind "
-                     "whose distance is not mirror-invariant (poses, layouts): it teaches that a pose and its mirror "
-                     "are alike, which the distance says they are not")  # fmt: skip
+    fit.add_argument(
+        "--augment",
+        choices=AUGMENT_NAMES,
+        help="images: kind (the store kind's label-preserving "
+        "transforms: poses a +-5%% scale and +-3%% shift jitter and a flip of the whole minibatch or "
+        "none of it; layouts the minibatch flip), none, or imagenet (random resized crop and a flip per "
+        "image; refused where the distance is not mirror-invariant) (recipe: kind; labeldist-v1: "
+        "imagenet)",
+    )
+    fit.add_argument(
+        "--allow-image-flip",
+        action="store_true",
+        help="images: allow a per-image flip on a kind "
+        "whose distance is not mirror-invariant (poses, layouts): it teaches that a pose and its mirror "
+        "are alike, which the distance says they are not",
+    )
     fit.add_argument("--no-flip", action="store_true", help="images: no flip in the chosen augmentation")
-    fit.add_argument("--crop-scale", type=float, nargs=2, default=[0.08, 1.0], metavar=("MIN", "MAX"),
-                     help="images, --augment imagenet: area range of the random resized crop (default: "
-                     "%(default)s)")  # fmt: skip
-    fit.add_argument("--image-cache", choices=("auto", "on", "off"), default="auto", help="images: decode every "
-                     "image once into a shared uint8 array in memory (auto: when it fits), else decode in loader "
-                     "processes each step")  # fmt: skip
+    fit.add_argument(
+        "--crop-scale",
+        type=float,
+        nargs=2,
+        default=[0.08, 1.0],
+        metavar=("MIN", "MAX"),
+        help="images, --augment imagenet: area range of the random resized crop (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--image-cache",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="images: decode every "
+        "image once into a shared uint8 array in memory (auto: when it fits), else decode in loader "
+        "processes each step",
+    )
 
 
 def _fit_run_args(fit: argparse.ArgumentParser) -> None:
     """fit: precision, device, threads, seed, checkpoints and resume, prefetch, progress."""
-    fit.add_argument("--precision", choices=("auto", "bf16", "fp16", "fp32"), default="auto", help="forward pass "
-                     "(auto: bf16 on CUDA, fp32 on CPU; the loss is always fp32) (default: %(default)s)")  # fmt: skip
-    fit.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
-                     help="images: channels-last convolutions (default: on CUDA only)")  # fmt: skip
+    fit.add_argument(
+        "--precision",
+        choices=("auto", "bf16", "fp16", "fp32"),
+        default="auto",
+        help="forward pass (auto: bf16 on CUDA, fp32 on CPU; the loss is always fp32) (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--channels-last",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="images: channels-last convolutions (default: on CUDA only)",
+    )
     fit.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA; the first steps compile)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
@@ -326,8 +456,11 @@ def _fit_run_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
     fit.add_argument("--prefetch", type=int, default=8, help="requests fetched ahead")
     fit.add_argument("--workers", type=int, default=2, help="prefetch threads")
-    fit.add_argument("--anchors-per-request", type=int, help="minibatches per service request (default: 8 over "
-                     "features, --batches-per-step over images)")  # fmt: skip
+    fit.add_argument(
+        "--anchors-per-request",
+        type=int,
+        help="minibatches per service request (default: 8 over features, --batches-per-step over images)",
+    )
     fit.add_argument("--no-progress", action="store_true")
 
 
@@ -360,24 +493,34 @@ def add_fit_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
 
 def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """``trainer eval``: retrieval metrics of a checkpoint, or of the untrained inputs."""
-    ev = subparsers.add_parser("eval", help="retrieval metrics of a checkpoint (or of the input features) on a "
-                               "test store")  # fmt: skip
+    ev = subparsers.add_parser(
+        "eval", help="retrieval metrics of a checkpoint (or of the input features) on a test store"
+    )
     _service_args(ev)
     ev.add_argument("--store", required=True)
     _input_args(ev, train=False)
     ev.add_argument("--split", required=True, help="split.json with queries and gallery (positions in the store)")
-    ev.add_argument("--checkpoint", help="model to evaluate (default: untrained, the input features themselves, or "
-                    "with --images the --backbone as initialised)")  # fmt: skip
-    ev.add_argument("--embedding-dim", type=int, help="untrained backbone's head (default: 128); with --checkpoint, "
-                    "the checkpoint's")  # fmt: skip
+    ev.add_argument(
+        "--checkpoint",
+        help="model to evaluate (default: untrained, the input features themselves, or "
+        "with --images the --backbone as initialised)",
+    )
+    ev.add_argument(
+        "--embedding-dim",
+        type=int,
+        help="untrained backbone's head (default: 128); with --checkpoint, the checkpoint's",
+    )
     ev.add_argument("--out", required=True, help="results JSON")
     ev.add_argument("--plot", help="PNG of nDCG@K and mean label distance@K")
     ev.add_argument("--label", help="name of this result in plots")
     ev.add_argument("--k-max", type=int, default=100)
     ev.add_argument("--device", default="auto")
     ev.add_argument("--json", action="store_true", help="print the metrics' summary as JSON, not a table")
-    ev.add_argument("--no-progress", action="store_true", help="no progress (a bar on a terminal, else a plain line "
-                    "every few seconds)")  # fmt: skip
+    ev.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress (a bar on a terminal, else a plain line every few seconds)",
+    )
     ev.set_defaults(func=_eval)
     return ev
 
@@ -390,8 +533,12 @@ def add_plot_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     pl.add_argument("--title")
     pl.add_argument("--loss-curves", action="store_true", help="loss against step from each run's log.jsonl")
     pl.add_argument("--label", action="append", help="a curve's name, once per run in order (default: the run's)")
-    pl.add_argument("--y-scale", choices=("auto", "linear", "log"), default="auto",
-                    help="loss curves: auto is log where the losses span more than two decades")  # fmt: skip
+    pl.add_argument(
+        "--y-scale",
+        choices=("auto", "linear", "log"),
+        default="auto",
+        help="loss curves: auto is log where the losses span more than two decades",
+    )
     pl.set_defaults(func=_plot)
     return pl
 
@@ -410,22 +557,37 @@ def add_demo_inputs_parser(subparsers: argparse._SubParsersAction[argparse.Argum
 
 def add_split_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """``trainer split``: a store or a label file into train and test parts."""
-    sp = subparsers.add_parser("split", help="split a store of any kind into a train store and a test store, or a "
-                               "label file (Karpathy JSON, CSV) into train/test label files")  # fmt: skip
-    sp.add_argument("input", help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: "
-                    "a Karpathy JSON list (.json) or a CSV with a header row such as MPII's (.csv), whose halves "
-                    "OUT/train.EXT and OUT/test.EXT each build a store")  # fmt: skip
+    sp = subparsers.add_parser(
+        "split",
+        help="split a store of any kind into a train store and a test store, or a "
+        "label file (Karpathy JSON, CSV) into train/test label files",
+    )
+    sp.add_argument(
+        "input",
+        help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: "
+        "a Karpathy JSON list (.json) or a CSV with a header row such as MPII's (.csv), whose halves "
+        "OUT/train.EXT and OUT/test.EXT each build a store",
+    )
     sp.add_argument("--out", required=True, help="folder: the two parts and split.json")
     sp.add_argument("--test-fraction", type=float, default=0.2)
-    sp.add_argument("--query-fraction", type=float, default=0.2, help="of the test items, the queries; the rest "
-                    "is the gallery (default: %(default)s)")  # fmt: skip
+    sp.add_argument(
+        "--query-fraction",
+        type=float,
+        default=0.2,
+        help="of the test items, the queries; the rest is the gallery (default: %(default)s)",
+    )
     sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--overwrite", action="store_true", help="a store: replace parts made with other labels or "
-                    "parameters (built beside them, then swapped in)")  # fmt: skip
-    sp.add_argument("--scheduler", help="a kNN-only store: the Dask scheduler that precomputes its parts (default: a "
-                    "LocalCluster)")  # fmt: skip
-    sp.add_argument("--workers", type=int, help="a kNN-only store: the LocalCluster's worker processes (default: "
-                    "one per core)")  # fmt: skip
+    sp.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="a store: replace parts made with other labels or parameters (built beside them, then swapped in)",
+    )
+    sp.add_argument(
+        "--scheduler", help="a kNN-only store: the Dask scheduler that precomputes its parts (default: a LocalCluster)"
+    )
+    sp.add_argument(
+        "--workers", type=int, help="a kNN-only store: the LocalCluster's worker processes (default: one per core)"
+    )
     sp.set_defaults(func=_split)
     return sp
 
@@ -442,10 +604,15 @@ def add_render_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     rd.add_argument("--workers", type=int, help="processes (default: the CPU count; the images do not depend on it)")
     rd.add_argument("--overwrite", action="store_true", help="replace a different render in --out")
     rf = rd.add_mutually_exclusive_group()
-    rf.add_argument("--frame", type=float, nargs=3, metavar=("CX", "CY", "HALF"),
-                    help="poses: the square of label coordinates the picture shows (default: 0 0 1.1 for a "
-                    "center_scale store, else the store's own extent); a test store takes its train "
-                    "render's")  # fmt: skip
+    rf.add_argument(
+        "--frame",
+        type=float,
+        nargs=3,
+        metavar=("CX", "CY", "HALF"),
+        help="poses: the square of label coordinates the picture shows (default: 0 0 1.1 for a "
+        "center_scale store, else the store's own extent); a test store takes its train "
+        "render's",
+    )
     rf.add_argument(
         "--frame-from",
         metavar="RENDER",

@@ -39,8 +39,9 @@ def caption_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device: 
     """(N, 384) float32: the MiniLM embedding of one randomly chosen caption per image of a caption store."""
     reader = StoreReader(store)
     if reader.manifest["kind"] != "caption_wmd":  # sentence stores hold captions too: their inputs differ
-        raise ValueError(f"{store}: not a caption store (kind {reader.manifest['kind']!r}; sentence stores: "
-                         "sentence_inputs)")  # fmt: skip
+        raise ValueError(
+            f"{store}: not a caption store (kind {reader.manifest['kind']!r}; sentence stores: sentence_inputs)"
+        )
     labels = reader.labels()
     rng = np.random.default_rng(seed)
     texts = []

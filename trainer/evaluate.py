@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from labeldist.client import FeatureInputs, LabelDistClient
 from labeldist.trainer.checkpoints import CheckpointError, describe_model
 from labeldist.trainer.fit import autocast, default_loader_workers, pick_device
@@ -65,18 +66,26 @@ class _Items(torch.utils.data.Dataset):
 
 
 @torch.no_grad()
-def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, device: torch.device, *, workers: int,
-                 batch: int = 256, progress: bool | None = False) -> np.ndarray:  # fmt: skip
+def embed_images(
+    model: torch.nn.Module,
+    inputs: Any,
+    indices: np.ndarray,
+    device: torch.device,
+    *,
+    workers: int,
+    batch: int = 256,
+    progress: bool | None = False,
+) -> np.ndarray:
     """Embeddings (float32) of the images of ``indices`` (eval transform), decoded by ``workers`` processes;
     ``progress`` as :func:`labeldist.progress.progress_bar`'s ``enabled``."""
     from labeldist.client.loader import PASSED_ON, worker_message
-
     from labeldist.progress import progress_bar
 
     model = model.to(device).eval()
     amp, _ = autocast(device)
-    loader = torch.utils.data.DataLoader(_Items(inputs, indices), batch_size=batch, num_workers=workers,
-                                         pin_memory=device.type == "cuda")  # fmt: skip
+    loader = torch.utils.data.DataLoader(
+        _Items(inputs, indices), batch_size=batch, num_workers=workers, pin_memory=device.type == "cuda"
+    )
     out = []
     try:
         with progress_bar(len(indices), "eval: embedding images", unit="img", units="images", enabled=progress) as bar:
@@ -89,8 +98,14 @@ def embed_images(model: torch.nn.Module, inputs: Any, indices: np.ndarray, devic
     return torch.cat(out).numpy()
 
 
-def checkpoint_model(path: str, *, images: bool, backbone: str | None = None, embedding_dim: int | None = None,
-                     features: int | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:  # fmt: skip
+def checkpoint_model(
+    path: str,
+    *,
+    images: bool,
+    backbone: str | None = None,
+    embedding_dim: int | None = None,
+    features: int | None = None,
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The model of checkpoint ``path`` and the checkpoint, refused in one line saying what it was made with when
     it is not what was asked: ``images`` or features (``features`` columns), a ``backbone`` or ``embedding_dim``
     given (they describe an untrained model; with a checkpoint they can only be its own)."""
@@ -99,26 +114,38 @@ def checkpoint_model(path: str, *, images: bool, backbone: str | None = None, em
     trained_on = state.get("inputs", {}).get("kind") or ("features" if config.get("kind") == "mlp" else "images")
     if images != (trained_on == "images"):
         other = "--features" if images else "--images"
-        raise CheckpointError(f"{made}, trained on {trained_on}, not {'images' if images else 'features'}: evaluate "
-                              f"it with {other}")  # fmt: skip
+        raise CheckpointError(
+            f"{made}, trained on {trained_on}, not {'images' if images else 'features'}: evaluate it with {other}"
+        )
     asked = []
     if backbone is not None and backbone != config.get("kind"):
         asked.append(f"--backbone {backbone}")
     if embedding_dim is not None and embedding_dim != config.get("out_dim"):
         asked.append(f"--embedding-dim {embedding_dim}")
     if asked:
-        raise CheckpointError(f"{made}, but {' and '.join(asked)} was asked: leave it out to evaluate the "
-                              "checkpoint's model")  # fmt: skip
+        raise CheckpointError(
+            f"{made}, but {' and '.join(asked)} was asked: leave it out to evaluate the checkpoint's model"
+        )
     if features is not None and features != config.get("in_dim"):
-        raise CheckpointError(f"{made}, but the features given have {features} columns: evaluate it on features "
-                              "like those it was trained on")  # fmt: skip
+        raise CheckpointError(
+            f"{made}, but the features given have {features} columns: evaluate it on features "
+            "like those it was trained on"
+        )
     return model, state
 
 
-def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, indices: np.ndarray,
-                     checkpoint: str | None, device: torch.device, backbone: str | None, embedding_dim: int | None,
-                     weights: str | None,
-                     progress: bool | None = False) -> tuple[np.ndarray, dict[str, Any], bool]:  # fmt: skip
+def image_embeddings(
+    client: LabelDistClient,
+    store: str,
+    source: ImageSource,
+    indices: np.ndarray,
+    checkpoint: str | None,
+    device: torch.device,
+    backbone: str | None,
+    embedding_dim: int | None,
+    weights: str | None,
+    progress: bool | None = False,
+) -> tuple[np.ndarray, dict[str, Any], bool]:
     """Embeddings of the store's images of ``indices``; the model's description; whether it L2-normalises."""
     from labeldist.trainer.images import open_images
     from labeldist.trainer.models import ResNetEmbedding
@@ -134,22 +161,31 @@ def image_embeddings(client: LabelDistClient, store: str, source: ImageSource, i
     else:
         model, state = checkpoint_model(checkpoint, images=True, backbone=backbone, embedding_dim=embedding_dim)
         normalized = bool(state.get("normalized"))
-        info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
-                "seed": state["config"]["seed"]}  # fmt: skip
+        info = {
+            "model": state["model_config"],
+            "loss": state["loss"],
+            "steps": state["step"],
+            "seed": state["config"]["seed"],
+        }
         size = source.input_size or state["inputs"]["input_size"]
         # checkpoints from before augmentations were recorded trained on ImageNet crops: their eval is the centre crop
         transform = source.transform or state["inputs"].get("eval_transform", "center_crop")
-    inputs = open_images(source.root, client.ids(store), pattern=source.pattern, index=source.index,
-                         input_size=size, transform=transform)  # fmt: skip
+    inputs = open_images(
+        source.root, client.ids(store), pattern=source.pattern, index=source.index, input_size=size, transform=transform
+    )
     info["eval_transform"] = transform
     workers = default_loader_workers() if source.workers is None else source.workers
     return embed_images(model, inputs, indices, device, workers=workers, progress=progress), info, normalized
 
 
 def label_distance_matrix(
-    client: LabelDistClient, store: str, queries: np.ndarray, gallery: np.ndarray, max_pairs: int = 10_000,
+    client: LabelDistClient,
+    store: str,
+    queries: np.ndarray,
+    gallery: np.ndarray,
+    max_pairs: int = 10_000,
     progress: bool | None = False,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """(Q, G) label distances from each query to every gallery item, from the service, in requests of at most
     ``max_pairs`` pairs (the service's default LABELDIST_MAX_ITEMS); ``progress`` (queries done) as
     :func:`labeldist.progress.progress_bar`'s ``enabled``."""
@@ -216,22 +252,41 @@ def evaluate(
     if checkpoint is None:
         emb, metric, model_info = x, metric or "euclidean", {"model": "input features (untrained)"}
     else:
-        model, state = checkpoint_model(checkpoint, images=False, backbone=backbone, embedding_dim=embedding_dim,
-                                        features=x.shape[1])  # fmt: skip
+        model, state = checkpoint_model(
+            checkpoint, images=False, backbone=backbone, embedding_dim=embedding_dim, features=x.shape[1]
+        )
         emb = embed(model, x, pick_device(device))
         metric = metric or ("cosine" if state.get("normalized") else "euclidean")
-        model_info = {"model": state["model_config"], "loss": state["loss"], "steps": state["step"],
-                      "seed": state["config"]["seed"]}  # fmt: skip
+        model_info = {
+            "model": state["model_config"],
+            "loss": state["loss"],
+            "steps": state["step"],
+            "seed": state["config"]["seed"],
+        }
     return _metrics(client, store, emb, metric, model_info, queries, gallery, k_max, progress)
 
 
-def _metrics(client: LabelDistClient, store: str, emb: np.ndarray, metric: str, model_info: dict[str, Any],
-             queries: np.ndarray, gallery: np.ndarray, k_max: int,
-             progress: bool | None) -> dict[str, Any]:  # fmt: skip
+def _metrics(
+    client: LabelDistClient,
+    store: str,
+    emb: np.ndarray,
+    metric: str,
+    model_info: dict[str, Any],
+    queries: np.ndarray,
+    gallery: np.ndarray,
+    k_max: int,
+    progress: bool | None,
+) -> dict[str, Any]:
     dist = label_distance_matrix(client, store, queries, gallery, progress=progress)
     metrics = retrieval_metrics(emb[queries], emb[gallery], dist, k_max=k_max, metric=metric)
-    result: dict[str, Any] = {"store": store, "n_queries": len(queries), "n_gallery": len(gallery),
-                              "metric": metric, "embedding_dim": int(emb.shape[1]), **model_info}  # fmt: skip
+    result: dict[str, Any] = {
+        "store": store,
+        "n_queries": len(queries),
+        "n_gallery": len(gallery),
+        "metric": metric,
+        "embedding_dim": int(emb.shape[1]),
+        **model_info,
+    }
     # NaN (CS@1, undefined) as null, so the JSON is standard
     result.update({name: [None if v != v else v for v in np.asarray(a).tolist()] for name, a in metrics.items()})
     result["summary"] = {

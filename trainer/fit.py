@@ -28,7 +28,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
+
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
+from labeldist.progress import progress_bar
 from labeldist.trainer.augment import augment, resolve_augmentation, step_generator
 from labeldist.trainer.checkpoints import (
     CheckpointError,
@@ -47,9 +50,6 @@ from labeldist.trainer.models import (
 )
 from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value
 from labeldist.trainer.recipes import lr_factor
-from tqdm import tqdm
-
-from labeldist.progress import progress_bar
 
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
@@ -191,17 +191,24 @@ def make_optimizer(config: FitConfig, groups: list[dict[str, Any]]) -> torch.opt
     raise ValueError(f"unknown optimizer {config.optimizer!r}; known: adam, sgd")
 
 
-def make_scheduler(config: FitConfig, optimizer: torch.optim.Optimizer,
-                   steps_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:  # fmt: skip
+def make_scheduler(
+    config: FitConfig, optimizer: torch.optim.Optimizer, steps_per_epoch: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """The learning rate of each step (:func:`labeldist.trainer.recipes.lr_factor`), stepped once per optimizer
     step; its state goes into the checkpoint, so a resumed run continues the decay where it was."""
-    factor = functools.partial(lr_factor, schedule=config.lr_schedule, decay=config.lr_decay,
-                               step_epochs=tuple(config.lr_step_epochs), steps_per_epoch=steps_per_epoch)  # fmt: skip
+    factor = functools.partial(
+        lr_factor,
+        schedule=config.lr_schedule,
+        decay=config.lr_decay,
+        step_epochs=tuple(config.lr_step_epochs),
+        steps_per_epoch=steps_per_epoch,
+    )
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def make_inputs(config: FitConfig, client: Source, store: str, info: dict[str, Any], *,
-                encoded: bool = False) -> Inputs:  # fmt: skip
+def make_inputs(
+    config: FitConfig, client: Source, store: str, info: dict[str, Any], *, encoded: bool = False
+) -> Inputs:
     """The store's inputs: its feature array, or its images (every file found and its header read first): decoded
     once into a shared cache when they fit in memory (``config.image_cache``), else decoded each step, on the
     device when ``encoded`` (CUDA: nvJPEG), else in loader processes."""
@@ -214,13 +221,23 @@ def make_inputs(config: FitConfig, client: Source, store: str, info: dict[str, A
         from labeldist.trainer.images import open_images
 
         # decoded and resized only: the augmentation runs on the step's device (labeldist.trainer.augment)
-        inputs = open_images(config.images, client.ids(store), pattern=config.image_pattern, index=config.image_index,
-                             input_size=config.input_size, transform="resize", cache=config.image_cache,
-                             encoded=encoded, crop_scale=config.crop_scale, progress=config.progress)  # fmt: skip
+        inputs = open_images(
+            config.images,
+            client.ids(store),
+            pattern=config.image_pattern,
+            index=config.image_index,
+            input_size=config.input_size,
+            transform="resize",
+            cache=config.image_cache,
+            encoded=encoded,
+            crop_scale=config.crop_scale,
+            progress=config.progress,
+        )
         what = f"images under {config.images} are {inputs.n_items}"
     if info.get("n_items") != inputs.n_items:
-        raise InputError(f"{what} but store {store!r} has {info.get('n_items')} items: inputs must be indexed "
-                         "like the store")  # fmt: skip
+        raise InputError(
+            f"{what} but store {store!r} has {info.get('n_items')} items: inputs must be indexed like the store"
+        )
     return inputs
 
 
@@ -249,12 +266,16 @@ def resume_from(
     what = f"--resume: checkpoint {path}"
     recorded = state["model_config"]
     if not same_model(recorded, model.config):
-        raise CheckpointError(f"{what} was made with {describe_model(recorded)}, but this run asks for "
-                              f"{describe_model(model.config)}: resume with the options it was trained with, or "
-                              "give a new --out")  # fmt: skip
+        raise CheckpointError(
+            f"{what} was made with {describe_model(recorded)}, but this run asks for "
+            f"{describe_model(model.config)}: resume with the options it was trained with, or "
+            "give a new --out"
+        )
     if state["loss"] != config.loss:
-        raise CheckpointError(f"{what} was trained with loss {state['loss']}, but this run asks for {config.loss}: "
-                              "resume with its loss, or give a new --out")  # fmt: skip
+        raise CheckpointError(
+            f"{what} was trained with loss {state['loss']}, but this run asks for {config.loss}: "
+            "resume with its loss, or give a new --out"
+        )
     load_weights(model, state["model"], what, recorded)
     try:
         optimizer.load_state_dict(state["optimizer"])
@@ -269,8 +290,10 @@ def resume_from(
                 scheduler.last_epoch = int(state["step"])
         torch.set_rng_state(state["torch_rng"].cpu())  # loaded onto the device with the rest
     except (KeyError, RuntimeError, TypeError, ValueError) as e:  # e.g. proxies of a store of another size
-        raise CheckpointError(f"{what} does not fit this run ({first_line(e)}): resume with the options and store "
-                              "it was trained with, or give a new --out") from None  # fmt: skip
+        raise CheckpointError(
+            f"{what} does not fit this run ({first_line(e)}): resume with the options and store "
+            "it was trained with, or give a new --out"
+        ) from None
     return int(state["step"])
 
 
@@ -373,9 +396,13 @@ def open_inputs(config: FitConfig, client: Source, device: torch.device) -> tupl
     try:
         info = client.store(config.store)
         if config.images is not None:  # refused before any image is read
-            augmentation = resolve_augmentation(config.augment, str(info.get("kind")),
-                                                allow_image_flip=config.allow_image_flip, flip=config.flip,
-                                                crop_scale=tuple(config.crop_scale))  # fmt: skip
+            augmentation = resolve_augmentation(
+                config.augment,
+                str(info.get("kind")),
+                allow_image_flip=config.allow_image_flip,
+                flip=config.flip,
+                crop_scale=tuple(config.crop_scale),
+            )
         encoded = device.type == "cuda" if config.decode_on_device is None else config.decode_on_device
         inputs = make_inputs(config, client, config.store, info, encoded=encoded)
     except BaseException:
@@ -396,8 +423,9 @@ def build(config: FitConfig) -> Run:
     client = open_source(config.stores, config.url, config.api_key)
     info, inputs, augmentation = open_inputs(config, client, device)
     # after the store: a proxy loss has one proxy per store item (and draws them before the model's weights)
-    loss_fn = make_loss(config.loss, n_items=inputs.n_items, embedding_dim=config.embedding_dim,
-                        **config.loss_options).to(device)  # fmt: skip
+    loss_fn = make_loss(
+        config.loss, n_items=inputs.n_items, embedding_dim=config.embedding_dim, **config.loss_options
+    ).to(device)
     model = make_model(config, inputs, device).to(device)
     forward = torch.compile(model) if config.compile else model
     groups = [{"params": list(model.parameters())}]
@@ -406,9 +434,22 @@ def build(config: FitConfig) -> Run:
     optimizer = make_optimizer(config, groups)
     scheduler = make_scheduler(config, optimizer, max(inputs.n_items // config.batches_per_step, 1))
     amp, scaler = autocast(device, config.precision)
-    return Run(config=config, out=out, device=device, client=client, info=info, inputs=inputs,
-               augmentation=augmentation, loss_fn=loss_fn, model=model, forward=forward, optimizer=optimizer,
-               scheduler=scheduler, amp=amp, scaler=scaler)  # fmt: skip
+    return Run(
+        config=config,
+        out=out,
+        device=device,
+        client=client,
+        info=info,
+        inputs=inputs,
+        augmentation=augmentation,
+        loss_fn=loss_fn,
+        model=model,
+        forward=forward,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        amp=amp,
+        scaler=scaler,
+    )
 
 
 def resume(run: Run) -> None:
@@ -418,8 +459,16 @@ def resume(run: Run) -> None:
     config = run.config
     if config.resume and run.checkpoint_path.exists():
         try:
-            run.step = resume_from(run.checkpoint_path, config, run.model, run.optimizer, run.loss_fn, run.scaler,
-                                   run.device, run.scheduler)  # fmt: skip
+            run.step = resume_from(
+                run.checkpoint_path,
+                config,
+                run.model,
+                run.optimizer,
+                run.loss_fn,
+                run.scaler,
+                run.device,
+                run.scheduler,
+            )
         except BaseException:
             run.client.close()
             raise
@@ -432,19 +481,30 @@ def make_stream(run: Run) -> MinibatchStream:
     store."""
     config, inputs = run.config, run.inputs
     stream = MinibatchStream(
-        run.client, config.store, inputs, size=config.size, neighbors=config.neighbors,
-        pairwise=run.loss_fn.needs_pairwise, batches_per_step=config.batches_per_step,
+        run.client,
+        config.store,
+        inputs,
+        size=config.size,
+        neighbors=config.neighbors,
+        pairwise=run.loss_fn.needs_pairwise,
+        batches_per_step=config.batches_per_step,
         anchors_per_request=config.anchors_per_request or (8 if config.images is None else config.batches_per_step),
-        epochs=config.epochs, seed=config.seed,
-        start_step=run.step, prefetch=config.prefetch, workers=config.workers,
-        processes=None if not getattr(inputs, "needs_processes", False) else (
-            default_loader_workers() if config.loader_workers is None else config.loader_workers),
+        epochs=config.epochs,
+        seed=config.seed,
+        start_step=run.step,
+        prefetch=config.prefetch,
+        workers=config.workers,
+        processes=None
+        if not getattr(inputs, "needs_processes", False)
+        else (default_loader_workers() if config.loader_workers is None else config.loader_workers),
         pin_memory=run.device.type == "cuda",
-    )  # fmt: skip
+    )
     if run.loss_fn.needs_pairwise and not run.info.get("has_dense") and config.progress:
-        tqdm.write(f"note: store {config.store!r} is kNN-only, so the service computes each minibatch's pairwise "
-                   "label distances on demand (for caption WMDs 9-20 minibatches/s); a dense store of the "
-                   "training split serves them from disk (BENCHMARKS.md, pairwise minibatches)")  # fmt: skip
+        tqdm.write(
+            f"note: store {config.store!r} is kNN-only, so the service computes each minibatch's pairwise "
+            "label distances on demand (for caption WMDs 9-20 minibatches/s); a dense store of the "
+            "training split serves them from disk (BENCHMARKS.md, pairwise minibatches)"
+        )
     return stream
 
 
@@ -454,13 +514,24 @@ def checkpoint(run: Run, log: Any) -> None:
     (:func:`input_config`)."""
     config, loss_fn, scaler = run.config, run.loss_fn, run.scaler
     sync(log)  # first: a kill between the two leaves the log ahead of the checkpoint, never behind
-    save_checkpoint(run.checkpoint_path, {
-        "model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(), "loss_state": loss_fn.state_dict(),
-        "scaler": scaler.state_dict() if scaler is not None else None, "torch_rng": torch.get_rng_state(),
-        "scheduler": run.scheduler.state_dict(),
-        "step": run.step, "config": asdict(config), "model_config": run.model.config, "loss": config.loss,
-        "normalized": loss_fn.normalized, "store": run.info, "inputs": input_config(run.inputs, run.augmentation),
-    })  # fmt: skip
+    save_checkpoint(
+        run.checkpoint_path,
+        {
+            "model": run.model.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "loss_state": loss_fn.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "torch_rng": torch.get_rng_state(),
+            "scheduler": run.scheduler.state_dict(),
+            "step": run.step,
+            "config": asdict(config),
+            "model_config": run.model.config,
+            "loss": config.loss,
+            "normalized": loss_fn.normalized,
+            "store": run.info,
+            "inputs": input_config(run.inputs, run.augmentation),
+        },
+    )
 
 
 def train_step(run: Run, batch: Minibatch) -> tuple[float, dict[str, float], float]:
@@ -512,18 +583,39 @@ class LoopState:
         self.watch = TrainingWatch(loss, flat_at=flat_value(loss_fn))
 
 
-def log_step(run: Run, log: Any, state: LoopState, value: float, spread: dict[str, float], lr_used: float, *,
-             steps_per_epoch: int, t0: float, t1: float) -> None:  # fmt: skip
+def log_step(
+    run: Run,
+    log: Any,
+    state: LoopState,
+    value: float,
+    spread: dict[str, float],
+    lr_used: float,
+    *,
+    steps_per_epoch: int,
+    t0: float,
+    t1: float,
+) -> None:
     """The ``step`` line of the step just done (its batch waited for from ``t0`` to ``t1``, trained from ``t1``),
     then the watch's warning (printed, and a ``warning`` line per kind) and, after the first batch, the loss's
     description (a ``loss`` line)."""
     step = run.step
     state.recent = (state.recent + [value])[-10:]
-    log.write(json.dumps({"event": "step", "step": step, "epoch": (step - 1) // steps_per_epoch,
-                          "loss": value, "lr": lr_used, "mean_cosine": round(spread["mean_cosine"], 6),
-                          "spread_var": round(spread["variance"], 6),
-                          "data_wait_s": round(t1 - t0, 6),
-                          "step_s": round(time.perf_counter() - t1, 6)}) + "\n")  # fmt: skip
+    log.write(
+        json.dumps(
+            {
+                "event": "step",
+                "step": step,
+                "epoch": (step - 1) // steps_per_epoch,
+                "loss": value,
+                "lr": lr_used,
+                "mean_cosine": round(spread["mean_cosine"], 6),
+                "spread_var": round(spread["variance"], 6),
+                "data_wait_s": round(t1 - t0, 6),
+                "step_s": round(time.perf_counter() - t1, 6),
+            }
+        )
+        + "\n"
+    )
     said = len(state.watch.warnings)
     warning = state.watch.update(step, value, spread)
     if warning:  # printed whether or not the bar shows: a run going wrong is worth saying in any log
@@ -539,11 +631,16 @@ def summarize(run: Run, stream: MinibatchStream, state: LoopState) -> dict[str, 
     """The log's ``end`` line, which :func:`fit` returns."""
     recent, loss_fn = state.recent, run.loss_fn
     seconds = time.perf_counter() - state.start
-    summary = {"event": "end", "steps": run.step, "epochs": round(run.step / stream.steps_per_epoch, 4),
-               "loss": float(np.mean(recent)) if recent else None,
-               "seconds": seconds, "data_wait_s": stream.waited,
-               "data_wait_share": stream.waited / seconds if seconds > 0 else None,
-               "checkpoint": str(run.checkpoint_path)}  # fmt: skip
+    summary = {
+        "event": "end",
+        "steps": run.step,
+        "epochs": round(run.step / stream.steps_per_epoch, 4),
+        "loss": float(np.mean(recent)) if recent else None,
+        "seconds": seconds,
+        "data_wait_s": stream.waited,
+        "data_wait_share": stream.waited / seconds if seconds > 0 else None,
+        "checkpoint": str(run.checkpoint_path),
+    }
     if loss_fn.describe():
         summary["loss_info"] = loss_fn.describe()
     if state.watch.warnings:

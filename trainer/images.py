@@ -38,6 +38,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+
 from labeldist.client import InputError
 from labeldist.trainer.augment import EVALS, eval_transform
 
@@ -71,8 +72,10 @@ def read_index(path: Path, ids: Sequence[str]) -> list[Path]:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or not {"id", "path"} <= set(reader.fieldnames):
-                raise ImageInputError(f"image index {path}: needs the columns id,path, found "
-                                      f"{','.join(reader.fieldnames or []) or 'nothing'}")  # fmt: skip
+                raise ImageInputError(
+                    f"image index {path}: needs the columns id,path, found "
+                    f"{','.join(reader.fieldnames or []) or 'nothing'}"
+                )
             rows = [(row["id"], row["path"]) for row in reader]
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ImageInputError(f"image index {path}: cannot read: {e}") from None
@@ -86,20 +89,26 @@ def read_index(path: Path, ids: Sequence[str]) -> list[Path]:
             repeated.append(i)
         found[i] = p
     if unknown:
-        raise ImageInputError(f"image index {path}: {len(unknown)} ids are not items of the store: "
-                              f"{_listing([repr(u) for u in unknown[:3]], len(unknown))}")  # fmt: skip
+        raise ImageInputError(
+            f"image index {path}: {len(unknown)} ids are not items of the store: "
+            f"{_listing([repr(u) for u in unknown[:3]], len(unknown))}"
+        )
     if repeated:
-        raise ImageInputError(f"image index {path}: ids listed twice: "
-                              f"{_listing([repr(r) for r in repeated[:3]], len(repeated))}")  # fmt: skip
+        raise ImageInputError(
+            f"image index {path}: ids listed twice: {_listing([repr(r) for r in repeated[:3]], len(repeated))}"
+        )
     missing = [i for i in ids if i not in found]
     if missing:
-        raise ImageInputError(f"image index {path}: {len(missing)} items of the store have no image: "
-                              f"{_listing([repr(m) for m in missing[:3]], len(missing))}")  # fmt: skip
+        raise ImageInputError(
+            f"image index {path}: {len(missing)} items of the store have no image: "
+            f"{_listing([repr(m) for m in missing[:3]], len(missing))}"
+        )
     return [path.parent / found[i] for i in ids]
 
 
-def image_paths(root: str | Path, ids: Sequence[str], *, pattern: str | None = None,
-                index: str | Path | None = None) -> list[Path]:  # fmt: skip
+def image_paths(
+    root: str | Path, ids: Sequence[str], *, pattern: str | None = None, index: str | Path | None = None
+) -> list[Path]:
     """The image file of each store item, in index order: from ``index`` (an ``id,path`` CSV), else
     ``ROOT/index.csv`` when it exists and no ``pattern`` is given, else ``ROOT / pattern.format(id=...)``.
 
@@ -120,8 +129,7 @@ def image_paths(root: str | Path, ids: Sequence[str], *, pattern: str | None = N
         paths = [root / pattern.format(id=i) for i in ids]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        raise ImageInputError(f"{len(missing)} of {len(paths)} images not found: "
-                              f"{_listing(missing[:3], len(missing))}")  # fmt: skip
+        raise ImageInputError(f"{len(missing)} of {len(paths)} images not found: {_listing(missing[:3], len(missing))}")
     return paths
 
 
@@ -134,8 +142,7 @@ def check_images(paths: Sequence[Path], *, progress: bool = False) -> dict[tuple
     from labeldist.progress import progress_bar
 
     sizes: dict[tuple[int, int], int] = {}
-    with progress_bar(len(paths), "checking images", unit="img", units="images", enabled=progress,
-                      leave=False) as bar:  # fmt: skip
+    with progress_bar(len(paths), "checking images", unit="img", units="images", enabled=progress, leave=False) as bar:
         for path in paths:
             try:
                 with Image.open(path) as image:
@@ -210,8 +217,16 @@ class ImageInputs:
     #: decoded in DataLoader worker processes (labeldist.client.loader), never in the prefetch threads
     needs_processes = True
 
-    def __init__(self, paths: Sequence[Path], size: int, transform: str | None = None, *, train: bool | None = None,
-                 flip: bool | None = None, crop_scale: tuple[float, float] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        size: int,
+        transform: str | None = None,
+        *,
+        train: bool | None = None,
+        flip: bool | None = None,
+        crop_scale: tuple[float, float] | None = None,
+    ) -> None:
         self.paths = list(paths)
         self.size = int(size)
         self.transform = _legacy_transform(transform, train)
@@ -298,8 +313,15 @@ class CachedImages:
         self.item_shape = (3, self.size, self.size)
 
     @classmethod
-    def decode(cls, paths: Sequence[Path], size: int, *, transform: str = "resize", workers: int | None = None,
-               progress: bool = False) -> CachedImages:  # fmt: skip
+    def decode(
+        cls,
+        paths: Sequence[Path],
+        size: int,
+        *,
+        transform: str = "resize",
+        workers: int | None = None,
+        progress: bool = False,
+    ) -> CachedImages:
         """Decode every file of ``paths`` into a new shared cache, in ``workers`` threads (default: one per core,
         at most 16; libjpeg, libpng and the resize release the GIL), with a progress bar when ``progress``.
         Raises :class:`ImageInputError` naming the first file that does not decode."""
@@ -332,8 +354,14 @@ class CachedImages:
 # Decoded on the device: the files' bytes through the loader, decoded in batch
 
 
-def decode_batch(encoded: Sequence[torch.Tensor], size: int, device: torch.device | str = "cpu", *,
-                 names: Sequence[object] | None = None, transform: str = "resize") -> torch.Tensor:  # fmt: skip
+def decode_batch(
+    encoded: Sequence[torch.Tensor],
+    size: int,
+    device: torch.device | str = "cpu",
+    *,
+    names: Sequence[object] | None = None,
+    transform: str = "resize",
+) -> torch.Tensor:
     """Files' bytes (each a uint8 1-D tensor on the CPU) decoded and brought to the input size (``transform``) on
     ``device``: uint8 ``(len, 3, size, size)``.
 
@@ -462,14 +490,16 @@ class EncodedImages:
         data = torch.cat(files) if files else torch.empty(0, dtype=torch.uint8)
         return PackedImages(data, offsets, torch.from_numpy(flat.reshape(np.shape(indices)).copy()))
 
-    def decode(self, packed: PackedImages, size: int | None = None,
-               device: torch.device | str | None = None) -> torch.Tensor:  # fmt: skip
+    def decode(
+        self, packed: PackedImages, size: int | None = None, device: torch.device | str | None = None
+    ) -> torch.Tensor:
         """The pixels of ``packed`` on ``device`` (default: where ``packed.to`` sent it): uint8 ``packed.shape +
         (3, size, size)``."""
         size = self.size if size is None else size
         names = [self.paths[i] for i in packed.indices.reshape(-1).tolist()]
-        images = decode_batch(packed.files(), size, packed.device if device is None else device, names=names,
-                              transform=self.transform)  # fmt: skip
+        images = decode_batch(
+            packed.files(), size, packed.device if device is None else device, names=names, transform=self.transform
+        )
         return images.reshape(*packed.shape, 3, size, size)
 
 
@@ -487,12 +517,23 @@ def device_images(inputs: torch.Tensor | PackedImages, source: object, device: t
 IMAGE_INPUTS = (ImageInputs, CachedImages, EncodedImages)
 
 
-def open_images(root: str | Path, ids: Sequence[str], *, pattern: str | None = None, index: str | Path | None = None,
-                input_size: int | None = None, transform: str | None = None,
-                cache: Literal["auto", "on", "off"] = "off", cache_limit_bytes: int | None = None,
-                encoded: bool = False, workers: int | None = None, progress: bool = False,
-                train: bool | None = None, flip: bool | None = None, crop_scale: tuple[float, float] | None = None
-                ) -> ImageInputs | CachedImages | EncodedImages:  # fmt: skip
+def open_images(
+    root: str | Path,
+    ids: Sequence[str],
+    *,
+    pattern: str | None = None,
+    index: str | Path | None = None,
+    input_size: int | None = None,
+    transform: str | None = None,
+    cache: Literal["auto", "on", "off"] = "off",
+    cache_limit_bytes: int | None = None,
+    encoded: bool = False,
+    workers: int | None = None,
+    progress: bool = False,
+    train: bool | None = None,
+    flip: bool | None = None,
+    crop_scale: tuple[float, float] | None = None,
+) -> ImageInputs | CachedImages | EncodedImages:
     """The images of a store's ``ids``, every file found and its header read first, decoded to uint8 ``(3, size,
     size)`` by ``transform`` ("resize", default; "center_crop": the old ImageNet eval):
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from labeldist.trainer.checkpoints import CheckpointError, load_weights, read_checkpoint, read_torch_file
 from torch import nn
+
+from labeldist.trainer.checkpoints import CheckpointError, load_weights, read_checkpoint, read_torch_file
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
 #: ImageNet mean and std, the statistics the torchvision ResNet weights expect
@@ -40,8 +41,13 @@ class EmbeddingMLP(nn.Module):
             width = h
         layers.append(nn.Linear(width, out_dim))
         self.net = nn.Sequential(*layers)
-        self.config: dict[str, Any] = {"kind": "mlp", "in_dim": in_dim, "out_dim": out_dim,
-                                       "hidden": list(hidden), "dropout": dropout}  # fmt: skip
+        self.config: dict[str, Any] = {
+            "kind": "mlp",
+            "in_dim": in_dim,
+            "out_dim": out_dim,
+            "hidden": list(hidden),
+            "dropout": dropout,
+        }
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
@@ -88,11 +94,17 @@ def load_backbone_weights(backbone: nn.Module, path: str | Path, arch: str) -> N
     own = {k: v for k, v in backbone.state_dict().items() if not k.startswith("fc.")}
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
-    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items()
-              if k in state and state[k].shape != v.shape]  # fmt: skip
+    shapes = [
+        f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+        for k, v in own.items()
+        if k in state and state[k].shape != v.shape
+    ]
     if missing or unexpected or shapes:
-        parts = [f"{len(x)} {what} (first: {x[0]})" for x, what in
-                 ((missing, "missing"), (unexpected, "unexpected"), (shapes, "of another shape")) if x]  # fmt: skip
+        parts = [
+            f"{len(x)} {what} (first: {x[0]})"
+            for x, what in ((missing, "missing"), (unexpected, "unexpected"), (shapes, "of another shape"))
+            if x
+        ]
         raise WeightsError(f"--weights {path} do not fit {arch}: " + "; ".join(parts))
     backbone.load_state_dict(state, strict=False)
 
@@ -108,9 +120,12 @@ class ResNetEmbedding(nn.Module):
     """
 
     def __init__(
-        self, arch: str = "resnet34", out_dim: int = 128, weights: str | Path | None = None,
+        self,
+        arch: str = "resnet34",
+        out_dim: int = 128,
+        weights: str | Path | None = None,
         channels_last: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__()
         if arch not in BACKBONES:
             raise ValueError(f"unknown backbone {arch!r}; known: {', '.join(BACKBONES)}")

@@ -176,16 +176,24 @@ class TrainingWatch:
             self.collapsed_for = self.collapsed_for + 1 if self.last_cosine > self.collapse_cosine else 0
         seen: list[tuple[str, str]] = []
         if "collapse" not in self.fired and self.collapsed_for >= self.window:
-            seen.append(("collapse", f"its embeddings collapsed (mean pairwise cosine above {self.collapse_cosine} "
-                                     f"for {self.collapsed_for} steps, now {self.last_cosine:.4f})"))  # fmt: skip
+            seen.append(
+                (
+                    "collapse",
+                    f"its embeddings collapsed (mean pairwise cosine above {self.collapse_cosine} "
+                    f"for {self.collapsed_for} steps, now {self.last_cosine:.4f})",
+                )
+            )
         if "flat" not in self.fired and len(self.losses) == self.window:
             flat = self.flat_reason()
             if flat:
                 seen.append(("flat", flat))
         if not seen:
             return None
-        message = (f"warning: {self.loss} training looks stuck at step {step}: " + " and ".join(w for _, w in seen)
-                   + f"; try {ADVICE.get(self.loss, GENERIC_ADVICE)}")  # fmt: skip
+        message = (
+            f"warning: {self.loss} training looks stuck at step {step}: "
+            + " and ".join(w for _, w in seen)
+            + f"; try {ADVICE.get(self.loss, GENERIC_ADVICE)}"
+        )
         for kind, _ in seen:
             self.fired.add(kind)
             self.warnings.append({"step": step, "kind": kind, "message": message})
@@ -210,10 +218,12 @@ class TrainingWatch:
             if cosine > PLATEAU_COSINE and ratio / math.sqrt(self.window) < self.flat_std:
                 self.plateau_for += 1
                 if self.plateau_for >= (PLATEAU_WINDOWS - 1) * self.window + 1:
-                    return (f"its loss sat at {mean:.4g} +- {std:.2g}, its margin ({self.flat_at:g}), for "
-                            f"{self.plateau_for + self.window - 1} steps with the embeddings bunched (mean pairwise "
-                            f"cosine {cosine:.3f}): the value of embeddings that do not order their "
-                            "triplets")  # fmt: skip
+                    return (
+                        f"its loss sat at {mean:.4g} +- {std:.2g}, its margin ({self.flat_at:g}), for "
+                        f"{self.plateau_for + self.window - 1} steps with the embeddings bunched (mean pairwise "
+                        f"cosine {cosine:.3f}): the value of embeddings that do not order their "
+                        "triplets"
+                    )
                 return None
             self.plateau_for = 0
             return None

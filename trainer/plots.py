@@ -67,8 +67,11 @@ def unique_labels(names: Sequence[str], details: Sequence[dict[str, str]], paths
         raise SystemExit(f"trainer plot: {len(names)} labels for {len(paths)} runs: give one --label per run")
     labels = list(names)
     for group in _groups(labels):
-        keys = [k for k in dict.fromkeys(k for i in group for k in details[i])
-                if len({details[i].get(k) for i in group}) > 1]  # fmt: skip
+        keys = [
+            k
+            for k in dict.fromkeys(k for i in group for k in details[i])
+            if len({details[i].get(k) for i in group}) > 1
+        ]
         for i in group:
             values = [details[i][k] for k in keys if k in details[i]]
             if values:

@@ -76,11 +76,25 @@ def _kim2019(name: str, size: int, what: str) -> Recipe:
     return Recipe(
         name=name,
         source=f"Kim et al., CVPR 2019 ({what}), as the authors' code trains",
-        optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, lr_schedule="inverse", lr_decay=1e-4,
-        lr_step_epochs=(), epochs=30, size=size, neighbors=5, loss="log_ratio", embedding_dim=128, augment="kind",
-        loss_options={"log_ratio": {"squared": False}, "dense_triplet": {"margin": 0.03},
-                      "binary_triplet": {"margin": 0.2}},
-    )  # fmt: skip
+        optimizer="sgd",
+        lr=0.01,
+        momentum=0.9,
+        weight_decay=5e-4,
+        lr_schedule="inverse",
+        lr_decay=1e-4,
+        lr_step_epochs=(),
+        epochs=30,
+        size=size,
+        neighbors=5,
+        loss="log_ratio",
+        embedding_dim=128,
+        augment="kind",
+        loss_options={
+            "log_ratio": {"squared": False},
+            "dense_triplet": {"margin": 0.03},
+            "binary_triplet": {"margin": 0.2},
+        },
+    )
 
 
 RECIPES: dict[str, Recipe] = {
@@ -103,7 +117,7 @@ RECIPES: dict[str, Recipe] = {
         loss="ladder",
         embedding_dim=1024,
         augment="kind",
-    ),  # fmt: skip
+    ),
     "labeldist-v1": Recipe(
         name="labeldist-v1",
         source="labeldist's trainer defaults before recipes (issue 6 to 17)",
@@ -120,7 +134,7 @@ RECIPES: dict[str, Recipe] = {
         loss="log_ratio",
         embedding_dim=128,
         augment="imagenet",
-    ),  # fmt: skip
+    ),
 }
 #: the recipe ``auto`` picks for image runs, by store kind (feature runs, the MLP head, use labeldist-v1)
 KIND_RECIPES = {
@@ -172,8 +186,7 @@ def check_values(values: Mapping[str, Any], recipe: str = "the run") -> None:
     if values["optimizer"] not in OPTIMIZERS:
         raise RecipeError(f"{recipe}: optimizer must be one of {', '.join(OPTIMIZERS)}, got {values['optimizer']!r}")
     if values["lr_schedule"] not in SCHEDULES:
-        raise RecipeError(f"{recipe}: lr_schedule must be one of {', '.join(SCHEDULES)}, got "
-                          f"{values['lr_schedule']!r}")  # fmt: skip
+        raise RecipeError(f"{recipe}: lr_schedule must be one of {', '.join(SCHEDULES)}, got {values['lr_schedule']!r}")
     if not values["lr"] > 0:
         raise RecipeError(f"{recipe}: lr must be > 0, got {values['lr']}")
     if values["lr_decay"] < 0:
@@ -186,8 +199,9 @@ def check_values(values: Mapping[str, Any], recipe: str = "the run") -> None:
         raise RecipeError(f"{recipe}: epochs must be >= 1, got {values['epochs']}")
 
 
-def lr_factor(step: int, *, schedule: str, decay: float, step_epochs: tuple[int, ...] = (),
-              steps_per_epoch: int = 1) -> float:  # fmt: skip
+def lr_factor(
+    step: int, *, schedule: str, decay: float, step_epochs: tuple[int, ...] = (), steps_per_epoch: int = 1
+) -> float:
     """The learning rate at optimizer step ``step`` (0-based) as a multiple of the initial one.
 
     - ``constant``: 1;
@@ -211,5 +225,7 @@ def lr_factor(step: int, *, schedule: str, decay: float, step_epochs: tuple[int,
 
 def describe_recipes() -> str:
     """One line per recipe, for ``--help`` and the docs."""
-    return "; ".join(f"{r.name}: {r.optimizer} lr {r.lr:g}, {r.lr_schedule} decay, {r.epochs} epochs, "
-                     f"batch {r.size}, {r.loss}" for r in RECIPES.values())  # fmt: skip
+    return "; ".join(
+        f"{r.name}: {r.optimizer} lr {r.lr:g}, {r.lr_schedule} decay, {r.epochs} epochs, batch {r.size}, {r.loss}"
+        for r in RECIPES.values()
+    )

@@ -182,8 +182,9 @@ def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool) -> None:
     if not overwrite:
         if old_meta is not None:
             diff = [k for k in IDENTITY if not isinstance(old_meta, dict) or old_meta.get(k) != meta[k]]
-            raise RenderError(f"{out}: holds a different render ({', '.join(diff)} differ); pass --overwrite "
-                              "to replace it")  # fmt: skip
+            raise RenderError(
+                f"{out}: holds a different render ({', '.join(diff)} differ); pass --overwrite to replace it"
+            )
         if any(out.iterdir()):
             raise RenderError(f"{out}: is a folder of other files, not a render; pass --overwrite to render into it")
         return

@@ -27,8 +27,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from labeldist.trainer.render import finish, hsv, smooth_noise
 from PIL import Image, ImageFilter
+
+from labeldist.trainer.render import finish, hsv, smooth_noise
 
 N_SURFACES = 5
 FLOOR, MIDDLE_WALL, RIGHT_WALL, LEFT_WALL, CEILING = 1, 2, 3, 4, 5

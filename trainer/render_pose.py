@@ -70,10 +70,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from labeldist.trainer.render import RenderError, finish, hsv, luminance, smooth_noise
 from PIL import Image, ImageDraw
 
 from labeldist.labels.poses import MPII_JOINTS, default_joint_names, joint_side, skeleton_edges
+from labeldist.trainer.render import RenderError, finish, hsv, luminance, smooth_noise
 
 #: MPII's right and left joints, and its neck and head top (the head disc's segment)
 RIGHT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("r_"))
@@ -99,8 +99,12 @@ def figure_parts(names: tuple[str, ...]) -> FigureParts:
     :data:`HEAD_TOP`)."""
     sides = [joint_side(name) for name in names]
     head = (names.index("upper_neck"), names.index("head_top")) if {"upper_neck", "head_top"} <= set(names) else None
-    return FigureParts(skeleton_edges(names), frozenset(i for i, s in enumerate(sides) if s == "right"),
-                       frozenset(i for i, s in enumerate(sides) if s == "left"), head)  # fmt: skip
+    return FigureParts(
+        skeleton_edges(names),
+        frozenset(i for i, s in enumerate(sides) if s == "right"),
+        frozenset(i for i, s in enumerate(sides) if s == "left"),
+        head,
+    )
 
 
 def _parts(names: Sequence[str] | None, n_joints: int) -> FigureParts:
@@ -154,8 +158,11 @@ def item(labels, index: int, frame: Sequence[float] = CENTER_SCALE_FRAME) -> tup
     """The label of item ``index`` of a Poses set as the renderer takes it: (J, 2) coordinates, (J,) present,
     the frame to draw it in and, for joints not named by default (MPII's for 16), their names: ``(xy, present,
     frame)`` or ``(xy, present, frame, names)`` (it travels with the item to the worker processes)."""
-    out = (np.asarray(labels.xy[index], dtype=np.float64), np.asarray(labels.present[index], dtype=bool),
-           Frame(*map(float, frame)))  # fmt: skip
+    out = (
+        np.asarray(labels.xy[index], dtype=np.float64),
+        np.asarray(labels.present[index], dtype=bool),
+        Frame(*map(float, frame)),
+    )
     names = _parts_names(labels)
     return out if names == default_joint_names(len(names)) else (*out, names)
 
@@ -275,10 +282,12 @@ def check_in_frame(labels, frame: Sequence[float]) -> None:
     x, y = labels.xy[i, j]
     names = _parts_names(labels)
     fits = frame_from_extent(labels.xy, labels.present, names)
-    raise RenderError(f"pose {str(labels.ids[i])!r}: joint {j} ({names[j]}) at ({x:.6g}, {y:.6g}) lies "
-                      f"outside the frame (cx, cy, half) = {_show(frame)} ({int(bad.any(axis=1).sum())} of "
-                      f"{len(bad)} poses do); a frame that holds every pose here: {_show(fits)}; render a train "
-                      "store and its test store with the same frame")  # fmt: skip
+    raise RenderError(
+        f"pose {str(labels.ids[i])!r}: joint {j} ({names[j]}) at ({x:.6g}, {y:.6g}) lies "
+        f"outside the frame (cx, cy, half) = {_show(frame)} ({int(bad.any(axis=1).sum())} of "
+        f"{len(bad)} poses do); a frame that holds every pose here: {_show(fits)}; render a train "
+        "store and its test store with the same frame"
+    )
 
 
 def _parts_names(labels) -> tuple[str, ...]:
@@ -312,8 +321,10 @@ def store_frame(manifest: dict[str, Any], labels, frame: Sequence[float] | None 
             found, source = BOX_FRAME, "box default"
         else:
             found = frame_from_extent(labels.xy, labels.present, _parts_names(labels))
-            source = (f"this store's extent (normalization {how!r}): render its train and test stores with the "
-                      f"same frame, frame={_show(found)}")  # fmt: skip
+            source = (
+                f"this store's extent (normalization {how!r}): render its train and test stores with the "
+                f"same frame, frame={_show(found)}"
+            )
     check_in_frame(labels, found)
     return found, source
 
@@ -383,9 +394,13 @@ def _side(a: int, b: int, parts: FigureParts) -> str:
 
 
 def draw_figure(
-    image: Image.Image, joints: np.ndarray, style: FigureStyle, colours: dict, ss: int,
+    image: Image.Image,
+    joints: np.ndarray,
+    style: FigureStyle,
+    colours: dict,
+    ss: int,
     parts: FigureParts | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Draw the figure of ``joints`` (output pixels, NaN = missing) onto ``image`` (``ss`` times larger): first
     the outline of every part, then the parts, so the outline surrounds the whole silhouette. ``parts``: the
     figure's bones, sides and head (:func:`figure_parts`; default those of its number of joints' default names,
@@ -442,8 +457,10 @@ def render(item: tuple, size: int, rng: np.random.Generator) -> np.ndarray:
     bad = outside(xy, present, frame)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
-        raise RenderError(f"joint {j} ({names[j]}) at ({xy[j, 0]:.6g}, {xy[j, 1]:.6g}) lies outside the "
-                          f"frame (cx, cy, half) = {_show(frame)}")  # fmt: skip
+        raise RenderError(
+            f"joint {j} ({names[j]}) at ({xy[j, 0]:.6g}, {xy[j, 1]:.6g}) lies outside the "
+            f"frame (cx, cy, half) = {_show(frame)}"
+        )
     bg_rng, fig_rng, noise_rng = rng.spawn(3)
     ss = supersampling(size)
     image = background(bg_rng, size, ss)

@@ -13,8 +13,12 @@ from typing import Any
 #: CS, R); a metric not named here is shown under its own name after them
 METRIC_NAMES = {"mean_label_distance": "MLD", "ndcg": "nDCG", "coherent_score": "CS", "recall": "R"}
 #: what each short name means, for the line under the table
-METRIC_NOTES = {"mean_label_distance": "MLD: mean label distance (lower is better)", "ndcg": "nDCG (higher is better)",
-                "coherent_score": "CS: coherent score (higher)", "recall": "R: recall (higher)"}  # fmt: skip
+METRIC_NOTES = {
+    "mean_label_distance": "MLD: mean label distance (lower is better)",
+    "ndcg": "nDCG (higher is better)",
+    "coherent_score": "CS: coherent score (higher)",
+    "recall": "R: recall (higher)",
+}
 #: the K shown by default: a few, so the table stays narrow (every K of the summary is in --json)
 TABLE_K = (1, 5, 10, 20, 100)
 _NUMBER = re.compile(r"^[-+]?(\d[\d.,]*|\.\d+)(e[-+]?\d+)?( ?[a-z%]+)?( \(\d+%\))?$")
@@ -24,8 +28,9 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns aligned under ``header``, two spaces apart: numbers to the right, text to the left."""
     cells = [list(header), *[list(r) for r in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    numeric = [all(_NUMBER.match(row[i]) or row[i] == "-" for row in cells[1:]) and len(cells) > 1
-               for i in range(len(header))]  # fmt: skip
+    numeric = [
+        all(_NUMBER.match(row[i]) or row[i] == "-" for row in cells[1:]) and len(cells) > 1 for i in range(len(header))
+    ]
     return "\n".join(
         "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric)).rstrip()
         for row in cells
@@ -93,8 +98,15 @@ def fit_table(summary: dict[str, Any], *, run: str, loss: str, device: str | Non
     if waited is not None and seconds:
         wait += f" ({waited / seconds:.0%})"
     header = ["run", "loss", "steps", "time", "final loss", "data wait", "device"]
-    row = [run, loss, str(summary.get("steps", "-")), format_seconds(seconds), format_number(summary.get("loss")),
-           wait, device or "-"]  # fmt: skip
+    row = [
+        run,
+        loss,
+        str(summary.get("steps", "-")),
+        format_seconds(seconds),
+        format_number(summary.get("loss")),
+        wait,
+        device or "-",
+    ]
     table = format_table(header, [row])
     if summary.get("loss_info"):  # what the loss decided in the run (the ladder's calibrated thresholds)
         table += "\nloss: " + ", ".join(f"{k} {_compact(v)}" for k, v in summary["loss_info"].items() if v is not None)
@@ -129,7 +141,9 @@ def eval_table(result: dict[str, Any], ks: Sequence[int] = TABLE_K) -> str:
         shown = sorted({k for values in by_metric.values() for k in values})
     order = [m for m in METRIC_NAMES if m in by_metric] + [m for m in by_metric if m not in METRIC_NAMES]
     rows = [[f"{METRIC_NAMES.get(m, m)}@K", *(format_number(by_metric[m].get(k)) for k in shown)] for m in order]
-    title = (f"{result.get('store', '?')}: {result.get('n_queries', '?')} queries x {result.get('n_gallery', '?')} "
-             f"gallery, {result.get('metric', '?')} ranking; {_model_line(result)}")  # fmt: skip
+    title = (
+        f"{result.get('store', '?')}: {result.get('n_queries', '?')} queries x {result.get('n_gallery', '?')} "
+        f"gallery, {result.get('metric', '?')} ranking; {_model_line(result)}"
+    )
     notes = "; ".join(METRIC_NOTES[m] for m in order if m in METRIC_NOTES)
     return "\n".join([title, format_table(["K", *map(str, shown)], rows), *([notes] if notes else [])])

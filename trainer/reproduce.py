@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
 from labeldist.trainer.fit import FitConfig, fit
 
@@ -76,10 +77,14 @@ def _fit_and_eval(config: FitConfig, evaluate_at: Any, eval_path: Path) -> dict[
     """Train one run (resuming a finished or interrupted one), evaluate its checkpoint, keep the result."""
     summary = fit(config)
     result = evaluate_at(str(Path(config.out) / "checkpoint.pt"))
-    result.update(train_seconds=training_seconds(Path(config.out) / "log.jsonl"),
-                  data_wait_share=summary["data_wait_share"],
-                  steps=summary["steps"], epochs=summary["epochs"], recipe=config.recipe,
-                  augment=config.augment)  # fmt: skip
+    result.update(
+        train_seconds=training_seconds(Path(config.out) / "log.jsonl"),
+        data_wait_share=summary["data_wait_share"],
+        steps=summary["steps"],
+        epochs=summary["epochs"],
+        recipe=config.recipe,
+        augment=config.augment,
+    )
     eval_path.write_text(json.dumps(result), encoding="utf-8")
     return result
 
@@ -147,10 +152,16 @@ def reproduce(
     base = runs / dataset
     queries, gallery = load_split(base / "split.json")
     if images:
-        train_inputs = {"images": str(runs / "images" / train), "backbone": backbone, "input_size": input_size,
-                        "loader_workers": loader_workers}  # fmt: skip
-        test_features, source = None, ImageSource(str(runs / "images" / test), input_size=input_size,
-                                                  workers=loader_workers)  # fmt: skip
+        train_inputs = {
+            "images": str(runs / "images" / train),
+            "backbone": backbone,
+            "input_size": input_size,
+            "loader_workers": loader_workers,
+        }
+        test_features, source = (
+            None,
+            ImageSource(str(runs / "images" / test), input_size=input_size, workers=loader_workers),
+        )
         untrained_name = f"untrained {backbone} (random weights)"
     else:
         train_inputs = {"features": str(runs / "features" / f"{train}.npy")}
@@ -159,9 +170,19 @@ def reproduce(
 
     def evaluate_at(checkpoint: str | None, metric: str | None = None) -> dict[str, Any]:
         with _source(url, stores) as client:
-            return evaluate(client, test, test_features, queries, gallery, k_max=k_max, images=source,
-                            checkpoint=checkpoint, backbone=None if checkpoint else backbone,
-                            embedding_dim=None if checkpoint else max(dims), metric=metric)  # fmt: skip
+            return evaluate(
+                client,
+                test,
+                test_features,
+                queries,
+                gallery,
+                k_max=k_max,
+                images=source,
+                checkpoint=checkpoint,
+                backbone=None if checkpoint else backbone,
+                embedding_dim=None if checkpoint else max(dims),
+                metric=metric,
+            )
 
     untrained = {m: evaluate_at(None, m) for m in ("euclidean", "cosine")}
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -178,9 +199,18 @@ def reproduce(
                 if size is None and recipe == "labeldist-v1":
                     given["size"] = paper_size
                 values = resolve_recipe(recipe, kind=kind, images=images, given=given)
-                config = FitConfig(store=train, out=str(out), seed=seed, resume=True, progress=False,
-                                   max_steps=max_steps, allow_image_flip=allow_image_flip, **where, **values,
-                                   **train_inputs)  # fmt: skip
+                config = FitConfig(
+                    store=train,
+                    out=str(out),
+                    seed=seed,
+                    resume=True,
+                    progress=False,
+                    max_steps=max_steps,
+                    allow_image_flip=allow_image_flip,
+                    **where,
+                    **values,
+                    **train_inputs,
+                )
                 if curve_every and dim == max(dims) and seed == seeds[0]:
                     total = max_steps or 10**9
                     curve = _curve(config, evaluate_at, curve_every, total, out / "curve.json")
@@ -192,8 +222,10 @@ def reproduce(
 
     device = str(pick_device("auto"))
     header = " | ".join(f"MLD@{k}" for k in TABLE_K) + " | " + " | ".join(f"nDCG@{k}" for k in TABLE_K)
-    lines = [f"| method ({dataset}, {len(queries)} queries x {len(gallery)} gallery; device {device}) | {header} |",
-             "|---" * (1 + 2 * len(TABLE_K)) + "|"]  # fmt: skip
+    lines = [
+        f"| method ({dataset}, {len(queries)} queries x {len(gallery)} gallery; device {device}) | {header} |",
+        "|---" * (1 + 2 * len(TABLE_K)) + "|",
+    ]
     ceiling_row = None
     if stores is not None and images:
         from labeldist.trainer.augment import kind_augmentation
@@ -201,8 +233,7 @@ def reproduce(
 
         kind_aug = kind_augmentation(kind).augmentation  # the jitter the kind's own augmentation trains with
         jitter = ceiling or {"scale": kind_aug.scale, "shift": kind_aug.shift}
-        ceiling_row = store_ceiling(str(stores / test), {"queries": queries, "gallery": gallery}, k_max=k_max,
-                                    **jitter)  # fmt: skip
+        ceiling_row = store_ceiling(str(stores / test), {"queries": queries, "gallery": gallery}, k_max=k_max, **jitter)
         lines.append(_row(f"ceiling: a perfect model of the test pictures ({ceiling_row['note']})", [ceiling_row]))
     for metric, result in untrained.items():
         lines.append(_row(f"{untrained_name}, ranked by {_ranked(metric)}", [result]))
@@ -213,8 +244,13 @@ def reproduce(
             minutes = np.mean([r.get("train_seconds", np.nan) for r in got]) / 60
             steps = ",".join(sorted({str(r.get("steps", "?")) for r in got}))
             epochs_run = ",".join(sorted({f"{r.get('epochs', float('nan')):.2f}" for r in got}))
-            lines.append(_row(f"{name}, {dim}-d, ranked by {_ranked(got[0]['metric'])} (seeds {seeds_used}; "
-                              f"{steps} steps = {epochs_run} epochs; {minutes:.1f} min/run)", got))  # fmt: skip
+            lines.append(
+                _row(
+                    f"{name}, {dim}-d, ranked by {_ranked(got[0]['metric'])} (seeds {seeds_used}; "
+                    f"{steps} steps = {epochs_run} epochs; {minutes:.1f} min/run)",
+                    got,
+                )
+            )
     table = "\n".join(lines)
     (base / f"table{tag}.md").write_text(table + "\n", encoding="utf-8")
 
@@ -223,26 +259,34 @@ def reproduce(
 
     top = max(dims)
     baseline = untrained["euclidean"]
-    plot_curves({f"{untrained_name}, Euclidean": baseline,
-                 **{METHODS[m][2]: mean_curves(results[(m, top)]) for m in methods}},
-                base / f"fig3{tag}.png", title=f"{dataset}: {top}-d embeddings (mean over seeds)",
-                styles={METHODS[m][2]: {"color": f"C{i + 1}"} for i, m in enumerate(methods)})  # fmt: skip
+    plot_curves(
+        {f"{untrained_name}, Euclidean": baseline, **{METHODS[m][2]: mean_curves(results[(m, top)]) for m in methods}},
+        base / f"fig3{tag}.png",
+        title=f"{dataset}: {top}-d embeddings (mean over seeds)",
+        styles={METHODS[m][2]: {"color": f"C{i + 1}"} for i, m in enumerate(methods)},
+    )
     fig5, styles = {}, {}
     for i, m in enumerate(methods):
         for dim in dims:
             label = f"{METHODS[m][2]}, {dim}-d"
             fig5[label] = mean_curves(results[(m, dim)])
             styles[label] = {"color": f"C{i + 1}", "linestyle": "-" if dim == top else "--"}
-    plot_curves(fig5, base / f"fig5{tag}.png", title=f"{dataset}: {' vs '.join(f'{d}-d' for d in dims)} (dashed: "
-                "smaller)", styles=styles)  # fmt: skip
+    plot_curves(
+        fig5,
+        base / f"fig5{tag}.png",
+        title=f"{dataset}: {' vs '.join(f'{d}-d' for d in dims)} (dashed: smaller)",
+        styles=styles,
+    )
     if curves:
         from labeldist.trainer.plots import draw_step_curves, save
 
         levels = {f"{untrained_name} ({_ranked(m)})": r["summary"]["ndcg@10"] for m, r in untrained.items()}
         if ceiling_row is not None:
             levels["ceiling"] = ceiling_row["summary"]["ndcg@10"]
-        save(draw_step_curves(curves, title=f"{dataset}: {top}-d, seed {seeds[0]}", levels=levels),
-             base / f"curve{tag}.png")  # fmt: skip
+        save(
+            draw_step_curves(curves, title=f"{dataset}: {top}-d, seed {seeds[0]}", levels=levels),
+            base / f"curve{tag}.png",
+        )
     return table
 
 
@@ -251,12 +295,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m labeldist.trainer.reproduce", description=__doc__.split("\n")[0])
     p.add_argument("--url", default="http://127.0.0.1:8000")
-    p.add_argument("--stores", type=Path, help="read the stores from this folder in-process (no service); adds the "
-                   "ceiling row over images")  # fmt: skip
+    p.add_argument(
+        "--stores",
+        type=Path,
+        help="read the stores from this folder in-process (no service); adds the ceiling row over images",
+    )
     p.add_argument("--dataset", choices=sorted(DATASETS), required=True)
     p.add_argument("--runs", type=Path, required=True)
-    p.add_argument("--recipe", default="auto", choices=("auto", *RECIPES), help="labeldist.trainer.recipes "
-                   "(auto: the paper's over images, labeldist-v1 over features)")  # fmt: skip
+    p.add_argument(
+        "--recipe",
+        default="auto",
+        choices=("auto", *RECIPES),
+        help="labeldist.trainer.recipes (auto: the paper's over images, labeldist-v1 over features)",
+    )
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--lr", type=float, help="override the recipe's learning rate")
     p.add_argument("--size", type=int, help="override the recipe's minibatch size")
@@ -273,19 +324,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--loader-workers", type=int, help="--images: decoding processes (default: the trainer's)")
     p.add_argument("--max-steps", type=int, help="stop each run after this many steps (default: the epochs')")
     p.add_argument("--curve-every", type=int, help="evaluate the first seed of each method every N steps")
-    p.add_argument("--tag", default="", help="name of a variant (another augmentation, ...): its run folders and "
-                   "outputs end in -TAG")  # fmt: skip
-    p.add_argument("--jitter", type=float, nargs=2, metavar=("SCALE", "SHIFT"), help="the ceiling's jitter "
-                   "(default: the kind's own augmentation's: 0.05 0.015 for poses, none for layouts)")  # fmt: skip
+    p.add_argument(
+        "--tag",
+        default="",
+        help="name of a variant (another augmentation, ...): its run folders and outputs end in -TAG",
+    )
+    p.add_argument(
+        "--jitter",
+        type=float,
+        nargs=2,
+        metavar=("SCALE", "SHIFT"),
+        help="the ceiling's jitter (default: the kind's own augmentation's: 0.05 0.015 for poses, none for layouts)",
+    )
     args = p.parse_args(argv)
     jitter = None if args.jitter is None else {"scale": args.jitter[0], "shift": args.jitter[1]}
-    print(reproduce(args.url, args.dataset, args.runs, epochs=args.epochs, seeds=args.seeds, dims=args.dims,
-                    small_dim_seeds=args.small_dim_seeds, lr=args.lr, k_max=args.k_max,
-                    methods=args.methods, images=args.images, backbone=args.backbone, input_size=args.input_size,
-                    loader_workers=args.loader_workers, max_steps=args.max_steps, recipe=args.recipe,
-                    stores=args.stores, augment=args.augment, allow_image_flip=args.allow_image_flip,
-                    size=args.size, curve_every=args.curve_every, ceiling=jitter,
-                    tag=args.tag if not args.tag or args.tag.startswith("-") else f"-{args.tag}"))  # fmt: skip
+    print(
+        reproduce(
+            args.url,
+            args.dataset,
+            args.runs,
+            epochs=args.epochs,
+            seeds=args.seeds,
+            dims=args.dims,
+            small_dim_seeds=args.small_dim_seeds,
+            lr=args.lr,
+            k_max=args.k_max,
+            methods=args.methods,
+            images=args.images,
+            backbone=args.backbone,
+            input_size=args.input_size,
+            loader_workers=args.loader_workers,
+            max_steps=args.max_steps,
+            recipe=args.recipe,
+            stores=args.stores,
+            augment=args.augment,
+            allow_image_flip=args.allow_image_flip,
+            size=args.size,
+            curve_every=args.curve_every,
+            ceiling=jitter,
+            tag=args.tag if not args.tag or args.tag.startswith("-") else f"-{args.tag}",
+        )
+    )
     return 0
 
 

@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from labeldist.client import FeatureInputs, LabelDistClient
+from labeldist.labels.coco import load_json, parse_karpathy
 from labeldist.trainer.evaluate import embed, evaluate, label_distance_matrix
 from labeldist.trainer.fit import LOG, FitConfig, fit, pick_device
 from labeldist.trainer.losses import LadderLoss
 from labeldist.trainer.metrics import coherent_score, retrieve
 from labeldist.trainer.models import load_checkpoint
-
-from labeldist.labels.coco import load_json, parse_karpathy
 
 TRAIN, TEST = "coco-train-sentence_relevance", "coco-test-sentence_relevance"
 #: run name: loss, its options, the name in the table
@@ -102,8 +102,9 @@ def thresholds_used(loss: str, options: dict[str, Any]) -> str:
     return "given θ = (" + ", ".join(f"{t:g}" for t in made.thresholds) + ")"
 
 
-def sentence_split(split: dict[str, Any], test_images: Sequence[str], sentence_ids: Sequence[str]) -> tuple[
-        np.ndarray, np.ndarray]:  # fmt: skip
+def sentence_split(
+    split: dict[str, Any], test_images: Sequence[str], sentence_ids: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """Queries and gallery of the sentence store: the positions of the sentences (ids ``<image id>#<n>``) of the
     split's query and gallery images (``split["queries"]`` / ``["gallery"]`` index ``test_images``).
 
@@ -117,13 +118,16 @@ def sentence_split(split: dict[str, Any], test_images: Sequence[str], sentence_i
     gallery = np.array([i for i, m in enumerate(image) if m in gallery_images], dtype=np.int64)
     unknown = set(image) - query_images - gallery_images
     if unknown:
-        raise ValueError(f"{len(unknown)} images of the test store are in neither queries nor gallery "
-                         f"(e.g. {sorted(unknown)[0]!r}): the split is not the store's")  # fmt: skip
+        raise ValueError(
+            f"{len(unknown)} images of the test store are in neither queries nor gallery "
+            f"(e.g. {sorted(unknown)[0]!r}): the split is not the store's"
+        )
     return queries, gallery
 
 
-def coherent_at(query_emb: np.ndarray, gallery_emb: np.ndarray, label_distances: np.ndarray, k: int,
-                metric: str) -> float:  # fmt: skip
+def coherent_at(
+    query_emb: np.ndarray, gallery_emb: np.ndarray, label_distances: np.ndarray, k: int, metric: str
+) -> float:
     """CS@k over the queries, as :func:`labeldist.trainer.metrics.retrieval_metrics` scores it (the same retrieval and
     embedding scores), one query at a time so that a large k needs only (k, k) memory. NaN if defined nowhere."""
     k = min(k, len(gallery_emb))
@@ -163,8 +167,9 @@ def _cell(values: Sequence[float], bold: bool = False) -> str:
     return mean + (f" ± {np.std(values):.3f}" if len(values) > 1 else "")
 
 
-def table(rows: dict[str, list[dict[str, Any]]], n_queries: int, n_gallery: int,
-          thresholds: dict[str, str] | None = None) -> str:  # fmt: skip
+def table(
+    rows: dict[str, list[dict[str, Any]]], n_queries: int, n_gallery: int, thresholds: dict[str, str] | None = None
+) -> str:
     """Markdown: one row per method (mean ± std over its results), CS@K then R@K, then training time; the best
     mean of each column in bold. With ``thresholds`` (method name: what set its rungs), a column for it after the
     method's name."""
@@ -172,8 +177,10 @@ def table(rows: dict[str, list[dict[str, Any]]], n_queries: int, n_gallery: int,
     best = {c: max(np.mean([r[c[0]][str(c[1])] for r in got]) for got in rows.values()) for c in cols}
     head = " | ".join(f"CS@{k}" for k in CS_K) + " | " + " | ".join(f"R@{k}" for k in R_K)
     extra = " thresholds |" if thresholds is not None else ""
-    lines = [f"| method ({n_queries} queries x {n_gallery} gallery sentences) |{extra} {head} | training time |",
-             "|---" * (2 + len(cols) + bool(extra)) + "|"]  # fmt: skip
+    lines = [
+        f"| method ({n_queries} queries x {n_gallery} gallery sentences) |{extra} {head} | training time |",
+        "|---" * (2 + len(cols) + bool(extra)) + "|",
+    ]
     for name, got in rows.items():
         cells = []
         for c in cols:
@@ -189,16 +196,21 @@ def table(rows: dict[str, list[dict[str, Any]]], n_queries: int, n_gallery: int,
 def ladder_note(name: str, seed: int, info: dict[str, Any]) -> str:
     """One line on what a ladder run's thresholds were and how often its rungs could be formed."""
     if info.get("ladder_mode") == "percentile":
-        stats = "; ".join(f"p{p:g}: mean {s['mean']:.3f}, min {s['min']:.3f}, max {s['max']:.3f}"
-                          for p, s in zip(info["percentiles"], info["anchor_thresholds_first_batch"]))  # fmt: skip
+        stats = "; ".join(
+            f"p{p:g}: mean {s['mean']:.3f}, min {s['min']:.3f}, max {s['max']:.3f}"
+            for p, s in zip(info["percentiles"], info["anchor_thresholds_first_batch"])
+        )
         used = f"per-anchor percentiles {info['percentiles']} (first batch's per-anchor thresholds: {stats})"
     else:
         used = f"relevance thresholds {info['thresholds']} ({info['ladder_mode']})"
-    line = (f"{name}, seed {seed}: {used}, {info['minibatches_without_rung']} of {info['minibatches']} minibatches "
-            "without a rung")  # fmt: skip
+    line = (
+        f"{name}, seed {seed}: {used}, {info['minibatches_without_rung']} of {info['minibatches']} minibatches "
+        "without a rung"
+    )
     if info.get("queries"):
-        shares = ", ".join(f"rung {i}: {100 * c / info['queries']:.1f} %"
-                           for i, c in enumerate(info["queries_with_rung"], start=1))  # fmt: skip
+        shares = ", ".join(
+            f"rung {i}: {100 * c / info['queries']:.1f} %" for i, c in enumerate(info["queries_with_rung"], start=1)
+        )
         line += f"; queries with items on both sides of each rung: {shares}"
     return line
 
@@ -209,8 +221,17 @@ def _scores(result: dict[str, Any], cs_1000: float) -> dict[str, Any]:
     return {"cs": cs, "r": {str(k): result["recall"][k - 1] for k in R_K}}
 
 
-def reproduce(url: str, runs: Path, *, epochs: int, seeds: Sequence[int], size: int, dim: int, lr: float,
-              methods: Sequence[str] = tuple(METHODS)) -> str:  # fmt: skip
+def reproduce(
+    url: str,
+    runs: Path,
+    *,
+    epochs: int,
+    seeds: Sequence[int],
+    size: int,
+    dim: int,
+    lr: float,
+    methods: Sequence[str] = tuple(METHODS),
+) -> str:
     """Train and evaluate every method; returns the markdown table (also written to ``table.md``)."""
     base = runs / "coco-ladder"
     base.mkdir(parents=True, exist_ok=True)
@@ -221,8 +242,11 @@ def reproduce(url: str, runs: Path, *, epochs: int, seeds: Sequence[int], size: 
         queries, gallery = sentence_split(split, test_images, client.ids(TEST))
         t0 = time.perf_counter()
         dist = label_distance_matrix(client, TEST, queries, gallery)
-        print(f"{len(queries)} queries x {len(gallery)} gallery sentences: label distances in "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"{len(queries)} queries x {len(gallery)} gallery sentences: label distances in "
+            f"{time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
 
     def scored(out: Path | None) -> dict[str, Any]:
         eval_path = (out or base) / ("eval.json" if out else "untrained-eval.json")
@@ -245,7 +269,9 @@ def reproduce(url: str, runs: Path, *, epochs: int, seeds: Sequence[int], size: 
     untrained = scored(None)
     rows: dict[str, list[dict[str, Any]]] = {
         "input features (untrained MiniLM of a sibling caption)": [
-            {**_scores(untrained, untrained["coherent_score_1000"]), "train_s": None}]}  # fmt: skip
+            {**_scores(untrained, untrained["coherent_score_1000"]), "train_s": None}
+        ]
+    }
     notes, used = [], {}
     for method in methods:
         loss, options, name = METHODS[method]
@@ -254,12 +280,30 @@ def reproduce(url: str, runs: Path, *, epochs: int, seeds: Sequence[int], size: 
             out = base / f"{method}-d{dim}-s{seed}"
             if not (out / "eval.json").exists():
                 t0 = time.perf_counter()
-                summary = fit(FitConfig(url=url, store=TRAIN, features=features[TRAIN], out=str(out), loss=loss,
-                                        loss_options=options, size=size, neighbors=5, epochs=epochs, lr=lr,
-                                        embedding_dim=dim, seed=seed, resume=True, progress=False))  # fmt: skip
+                summary = fit(
+                    FitConfig(
+                        url=url,
+                        store=TRAIN,
+                        features=features[TRAIN],
+                        out=str(out),
+                        loss=loss,
+                        loss_options=options,
+                        size=size,
+                        neighbors=5,
+                        epochs=epochs,
+                        lr=lr,
+                        embedding_dim=dim,
+                        seed=seed,
+                        resume=True,
+                        progress=False,
+                    )
+                )
                 took = time.perf_counter() - t0
-                print(f"{method} seed {seed}: {summary['steps']} steps in {took:.0f} s (data waits "
-                      f"{summary['data_wait_s']:.0f} s), loss {summary['loss']:.4f}", flush=True)  # fmt: skip
+                print(
+                    f"{method} seed {seed}: {summary['steps']} steps in {took:.0f} s (data waits "
+                    f"{summary['data_wait_s']:.0f} s), loss {summary['loss']:.4f}",
+                    flush=True,
+                )
             result = scored(out)
             end = result.get("train", {})
             got.append({**_scores(result, result["coherent_score_1000"]), "train_s": end.get("seconds")})
@@ -287,8 +331,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     args = p.parse_args(argv)
-    print(reproduce(args.url, args.runs, epochs=args.epochs, seeds=args.seeds, size=args.size, dim=args.dim,
-                    lr=args.lr, methods=args.methods))  # fmt: skip
+    print(
+        reproduce(
+            args.url,
+            args.runs,
+            epochs=args.epochs,
+            seeds=args.seeds,
+            size=args.size,
+            dim=args.dim,
+            lr=args.lr,
+            methods=args.methods,
+        )
+    )
     return 0
 
 

@@ -176,30 +176,55 @@ def split_store(
     except (StoreError, ValueError) as e:  # damaged, incomplete, too few items, fractions out of range
         raise SplitError(f"{path}: {e}") from None
     if len(split["train"]) < 2:  # a store needs two items to hold a distance
-        raise SplitError(f"{path}: {reader.n_items} items leave {len(split['train'])} for the train store at "
-                         f"test_fraction={test_fraction}; a store needs at least 2")  # fmt: skip
+        raise SplitError(
+            f"{path}: {reader.n_items} items leave {len(split['train'])} for the train store at "
+            f"test_fraction={test_fraction}; a store needs at least 2"
+        )
     out.mkdir(parents=True, exist_ok=True)
     stores = {}
     for part in ("train", "test"):
         items = np.asarray(split[part], dtype=np.int64)
         url = out / part
         try:
-            _write_part(reader, items, url, f"{manifest['dataset']}-{part}", overwrite=overwrite,
-                        scheduler=scheduler, n_workers=n_workers, client=client, progress=progress)  # fmt: skip
+            _write_part(
+                reader,
+                items,
+                url,
+                f"{manifest['dataset']}-{part}",
+                overwrite=overwrite,
+                scheduler=scheduler,
+                n_workers=n_workers,
+                client=client,
+                progress=progress,
+            )
         except (StoreError, ValueError) as e:  # a store of other parameters there, a locked one, a damaged chunk
             raise SplitError(f"{url}: {e}") from None
         stores[part] = str(url)
-    info = {"source": str(path), "kind": manifest["kind"], "stores": stores, "seed": seed,
-            "test_fraction": test_fraction, "query_fraction": query_fraction}  # fmt: skip
+    info = {
+        "source": str(path),
+        "kind": manifest["kind"],
+        "stores": stores,
+        "seed": seed,
+        "test_fraction": test_fraction,
+        "query_fraction": query_fraction,
+    }
     info.update(split)
     (out / "split.json").write_text(json.dumps(info), encoding="utf-8")
     return info
 
 
 def _write_part(
-    reader: Any, items: np.ndarray, url: Path, dataset: str, *, overwrite: bool, scheduler: str | None,
-    n_workers: int | None, client: Any | None, progress: bool | None,
-) -> None:  # fmt: skip
+    reader: Any,
+    items: np.ndarray,
+    url: Path,
+    dataset: str,
+    *,
+    overwrite: bool,
+    scheduler: str | None,
+    n_workers: int | None,
+    client: Any | None,
+    progress: bool | None,
+) -> None:
     """One part of :func:`split_store`: the store of ``items`` at ``url``."""
     from labeldist.engine import precompute
 
@@ -209,8 +234,19 @@ def _write_part(
     labels.provenance = dict(recorded) if isinstance(recorded, dict) else {}  # recorded again in the part's params
     k = min(reader.k, len(items) - 1)
     if not reader.has_dense:
-        precompute(labels, reader.distance(), url, dataset=dataset, k=k, dense=False, scheduler=scheduler,
-                   n_workers=n_workers, client=client, overwrite=overwrite, progress=progress)  # fmt: skip
+        precompute(
+            labels,
+            reader.distance(),
+            url,
+            dataset=dataset,
+            k=k,
+            dense=False,
+            scheduler=scheduler,
+            n_workers=n_workers,
+            client=client,
+            overwrite=overwrite,
+            progress=progress,
+        )
         return
     _copy_dense_part(reader, items, labels, str(url), dataset, k, overwrite)
 
@@ -238,8 +274,9 @@ def _copy_dense_part(
     source = reader.manifest
     params = {key: value for key, value in source["params"].items() if key != "labels"}
     block_rows = int(source["block_rows"])
-    manifest = build_manifest(dataset=dataset, kind=source["kind"], params=params, labels=labels, k=k, dense=True,
-                              block_rows=block_rows)  # fmt: skip
+    manifest = build_manifest(
+        dataset=dataset, kind=source["kind"], params=params, labels=labels, k=k, dense=True, block_rows=block_rows
+    )
     with store_lock(url):
         finish_replacement(url)
         target = url
@@ -252,8 +289,10 @@ def _copy_dense_part(
                 if not overwrite:
                     differ = [f"{key} differs" for key in diff if key != "labels_sha256"]
                     differ += ["the labels differ"] if "labels_sha256" in diff else []
-                    raise StoreError(f"another store is already there ({'; '.join(differ)}): another split, or "
-                                     "another source; choose another --out or pass --overwrite")  # fmt: skip
+                    raise StoreError(
+                        f"another store is already there ({'; '.join(differ)}): another split, or "
+                        "another source; choose another --out or pass --overwrite"
+                    )
                 url = staging_url(url)
         elif Path(url).exists() and (not Path(url).is_dir() or any(Path(url).iterdir())):
             raise StoreError("exists and is not a labeldist store; refusing to write over it")
@@ -302,6 +341,7 @@ def split_input(
 ) -> dict[str, Any]:
     """What ``trainer split`` does: :func:`split_store` for a store, :func:`split_labels` for a label file."""
     if is_store(path):
-        return split_store(path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed,
-                           **store_options)  # fmt: skip
+        return split_store(
+            path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed, **store_options
+        )
     return split_labels(path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)

@@ -7,6 +7,9 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive
+
 from labeldist.api.batching import draw_anchors, draw_and_fill, draw_batch_items, fill_distances
 from labeldist.api.compute import ComputeGuard, guard_for, run_cancellable
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
@@ -15,8 +18,6 @@ from labeldist.api.errors import TooLarge, error_responses
 from labeldist.api.registry import ServedStore
 from labeldist.api.schemas import Batches, BatchesByAnchors, BatchesByCount
 from labeldist.api.settings import Settings
-from starlette.concurrency import run_in_threadpool
-from starlette.types import Receive
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["batches"])
 #: answers with more values than this are encoded in a worker thread, so the event loop keeps serving others
@@ -84,30 +85,63 @@ async def batches_response(
     if body.size > settings.max_batch_size:
         raise TooLarge(f"size={body.size} is over the limit of {settings.max_batch_size} (LABELDIST_MAX_BATCH_SIZE)")
     if body.pairwise and n_batches * body.size**2 > settings.max_pairwise_values:
-        raise TooLarge(f"{n_batches} pairwise matrices of {body.size}x{body.size} is over the limit of "
-                       f"{settings.max_pairwise_values} values (LABELDIST_MAX_PAIRWISE_VALUES)")  # fmt: skip
+        raise TooLarge(
+            f"{n_batches} pairwise matrices of {body.size}x{body.size} is over the limit of "
+            f"{settings.max_pairwise_values} values (LABELDIST_MAX_PAIRWISE_VALUES)"
+        )
     seed = body.seed if body.seed is not None else secrets.randbits(53)
     anchors = body.anchors if isinstance(body, BatchesByAnchors) else None
     count = body.count if isinstance(body, BatchesByCount) else None
-    result, rng = draw_anchors(store, anchors=anchors, count=count, size=body.size, neighbors=body.neighbors,
-                               seed=seed, pool=body.pool, exclude=body.exclude)  # fmt: skip
+    result, rng = draw_anchors(
+        store,
+        anchors=anchors,
+        count=count,
+        size=body.size,
+        neighbors=body.neighbors,
+        seed=seed,
+        pool=body.pool,
+        exclude=body.exclude,
+    )
     # kNN lists to read from disk, or a pool's items to rank where a list runs out: all in a worker thread
     if body.neighbors and (result.pool is not None or not store.knn.holds(result.anchors)):
-        await run_cancellable(receive, guard, draw_and_fill, store, result, rng, size=body.size,
-                              neighbors=body.neighbors, pairwise=body.pairwise, allow_compute=allow_compute,
-                              guard=guard)  # fmt: skip
+        await run_cancellable(
+            receive,
+            guard,
+            draw_and_fill,
+            store,
+            result,
+            rng,
+            size=body.size,
+            neighbors=body.neighbors,
+            pairwise=body.pairwise,
+            allow_compute=allow_compute,
+            guard=guard,
+        )
     else:
         draw_batch_items(store, result, rng, size=body.size, neighbors=body.neighbors)
         needed = result.members if body.pairwise else result.anchors
         if store.in_memory(needed):  # cached dense rows: a few NumPy gathers, answered right here
             fill_distances(store, result, pairwise=body.pairwise, allow_compute=allow_compute)
         else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
-            await run_cancellable(receive, guard, fill_distances, store, result, pairwise=body.pairwise,
-                                  allow_compute=allow_compute, guard=guard)  # fmt: skip
+            await run_cancellable(
+                receive,
+                guard,
+                fill_distances,
+                store,
+                result,
+                pairwise=body.pairwise,
+                allow_compute=allow_compute,
+                guard=guard,
+            )
     big = result.items.size + (0 if result.pairwise is None else result.pairwise.size) > BIG_ANSWER
     if npz:
-        arrays = {"anchors": result.anchors, "items": result.items, "distances": result.distances,
-                  "seed": np.uint64(seed), "computed": np.int64(result.computed)}  # fmt: skip
+        arrays = {
+            "anchors": result.anchors,
+            "items": result.items,
+            "distances": result.distances,
+            "seed": np.uint64(seed),
+            "computed": np.int64(result.computed),
+        }
         if result.pairwise is not None:
             arrays["pairwise"] = result.pairwise
         return await run_in_threadpool(npz_response, arrays) if big else npz_response(arrays)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
+
 from labeldist.api.compute import guard_for, run_cancellable
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz

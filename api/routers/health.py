@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+
 from labeldist.api.schemas import Health
 
 router = APIRouter(tags=["health"])

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Path, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
 from labeldist.api.deps import StoreDep
 from labeldist.api.encoding import json_response
 from labeldist.api.errors import BadParameter, TooLarge, error_responses
@@ -14,7 +16,6 @@ from labeldist.api.labelview import render_label
 from labeldist.api.registry import ServedStore
 from labeldist.api.schemas import LabelView, Neighbors
 from labeldist.api.settings import Settings
-from starlette.concurrency import run_in_threadpool
 
 router = APIRouter(prefix="/v1/stores/{store}/items", tags=["items"])
 
@@ -32,7 +33,7 @@ async def neighbors(
         Query(
             description="also answer the item's label (label) and its neighbours' (labels), each in its "
             "kind's JSON form; 422 for a kind whose labels have none"
-        ),  # fmt: skip
+        ),
     ] = False,
 ) -> Response:
     """The item's ``k`` nearest neighbours, nearest first, from the store's exact kNN lists; with
@@ -76,7 +77,7 @@ def neighbors_response(store: ServedStore, index: int, k: int | None, include_la
         "indices": indices,
         "ids": store.ids[indices].tolist(),
         "distances": distances,
-    }  # fmt: skip
+    }
     if include_labels:
         own, *theirs = item_labels(store, [index, *np.asarray(indices).tolist()])
         answer.update(label=own, labels=theirs)

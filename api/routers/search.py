@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Request, Response
+from starlette.concurrency import run_in_threadpool
+
 from labeldist.api.compute import guard_for, run_cancellable
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from labeldist.api.encoding import json_response
@@ -12,27 +14,48 @@ from labeldist.api.errors import TooLarge, error_responses
 from labeldist.api.itemlabels import check_labels_available, item_labels
 from labeldist.api.schemas import Search, SearchResult
 from labeldist.api.search import search_store
-from starlette.concurrency import run_in_threadpool
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["search"])
 
 #: 052475643.jpg#0 of data/mpii/mpii_valid_2958.csv, MPII's 16 joints in image pixels
 POSE_PIXELS = [
-    [317, 412], [318, 299], [290, 274], [353, 275], [403, 299], [394, 409], [322, 275], [327, 172],
-    [329, 162], [347, 105], [296, 135], [281, 208], [296, 167], [358, 177], [387, 236], [392, 167],
-]  # fmt: skip
+    [317, 412],
+    [318, 299],
+    [290, 274],
+    [353, 275],
+    [403, 299],
+    [394, 409],
+    [322, 275],
+    [327, 172],
+    [329, 162],
+    [347, 105],
+    [296, 135],
+    [281, 208],
+    [296, 167],
+    [358, 177],
+    [387, 236],
+    [392, 167],
+]
 EXAMPLES = {
-    "captions": {"summary": "a caption set (caption stores)",
-                 "value": {"label": ["a dog catches a frisbee on the grass", "a brown dog jumping"], "k": 5}},
+    "captions": {
+        "summary": "a caption set (caption stores)",
+        "value": {"label": ["a dog catches a frisbee on the grass", "a brown dog jumping"], "k": 5},
+    },
     "vector": {"summary": "a vector (vector stores)", "value": {"label": [0.5, 1.25, -3.0], "k": 5}},
-    "labels": {"summary": "a vector, answered with each hit's label",
-               "value": {"label": [0.5, 1.25, -3.0], "k": 5, "include_labels": True}},
-    "pose": {"summary": "a pose on a store of image pixels (--normalization none): 16 joints, [x, y] or null",
-             "value": {"label": POSE_PIXELS, "k": 5}},
-    "pose_raw": {"summary": "a pose in image pixels with its centre and scale, on a store normalised center_scale "
-                            "(normalised as the store's poses were; a head store takes head, a box store box)",
-                 "value": {"label": {"joints": POSE_PIXELS, "center": [316, 246.43], "scale": 2.202294}, "k": 5}},
-}  # fmt: skip
+    "labels": {
+        "summary": "a vector, answered with each hit's label",
+        "value": {"label": [0.5, 1.25, -3.0], "k": 5, "include_labels": True},
+    },
+    "pose": {
+        "summary": "a pose on a store of image pixels (--normalization none): 16 joints, [x, y] or null",
+        "value": {"label": POSE_PIXELS, "k": 5},
+    },
+    "pose_raw": {
+        "summary": "a pose in image pixels with its centre and scale, on a store normalised center_scale "
+        "(normalised as the store's poses were; a head store takes head, a box store box)",
+        "value": {"label": {"joints": POSE_PIXELS, "center": [316, 246.43], "scale": 2.202294}, "k": 5},
+    },
+}
 
 
 @router.post(
@@ -72,7 +95,7 @@ async def search(
         "ids": store.ids[result.indices].tolist(),
         "distances": result.distances,
         "computed": result.computed,
-    }  # fmt: skip
+    }
     if body.include_labels:
         answer["labels"] = await run_in_threadpool(item_labels, store, result.indices)
     return json_response(answer)

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter
+
 from labeldist.api.deps import RegistryDep, StoreDep
 from labeldist.api.errors import error_responses
 from labeldist.api.schemas import StoreIds, StoreInfo, StoreList

@@ -24,10 +24,19 @@ MPII = HERE.parents[1] / "data" / "mpii" / "mpii_valid_2958.csv"
 N = 40
 #: COCO's name of each joint MPII has too
 COCO_OF = {
-    "r_ankle": "right_ankle", "r_knee": "right_knee", "r_hip": "right_hip", "l_hip": "left_hip",
-    "l_knee": "left_knee", "l_ankle": "left_ankle", "r_wrist": "right_wrist", "r_elbow": "right_elbow",
-    "r_shoulder": "right_shoulder", "l_shoulder": "left_shoulder", "l_elbow": "left_elbow", "l_wrist": "left_wrist",
-}  # fmt: skip
+    "r_ankle": "right_ankle",
+    "r_knee": "right_knee",
+    "r_hip": "right_hip",
+    "l_hip": "left_hip",
+    "l_knee": "left_knee",
+    "l_ankle": "left_ankle",
+    "r_wrist": "right_wrist",
+    "r_elbow": "right_elbow",
+    "r_shoulder": "right_shoulder",
+    "l_shoulder": "left_shoulder",
+    "l_elbow": "left_elbow",
+    "l_wrist": "left_wrist",
+}
 
 
 def joint(row: dict[str, str], name: str) -> tuple[float, float, int] | None:
@@ -51,21 +60,54 @@ def main(out: Path = HERE) -> None:
         labelled = [(x, y) for x, y, v in zip(xs, ys, keypoints[2::3]) if v]
         x0, y0 = min(x for x, _ in labelled), min(y for _, y in labelled)
         x1, y1 = max(x for x, _ in labelled), max(y for _, y in labelled)
-        annotations.append({"id": 1000 + n, "image_id": images[row["imgname"]], "category_id": 1, "iscrowd": 0,
-                            "num_keypoints": len(labelled), "keypoints": keypoints,
-                            "bbox": [x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0)]})  # fmt: skip
+        annotations.append(
+            {
+                "id": 1000 + n,
+                "image_id": images[row["imgname"]],
+                "category_id": 1,
+                "iscrowd": 0,
+                "num_keypoints": len(labelled),
+                "keypoints": keypoints,
+                "bbox": [x0, y0, max(x1 - x0, 1.0), max(y1 - y0, 1.0)],
+            }
+        )
     empty = [0] * (3 * len(COCO_JOINTS))
-    annotations.append({"id": 2001, "image_id": 1, "category_id": 1, "iscrowd": 1, "num_keypoints": 0,
-                        "keypoints": empty, "bbox": [0, 0, 400, 300]})  # fmt: skip
-    annotations.append({"id": 2002, "image_id": 1, "category_id": 1, "iscrowd": 0, "num_keypoints": 0,
-                        "keypoints": empty, "bbox": [10, 10, 20, 40]})  # fmt: skip
+    annotations.append(
+        {
+            "id": 2001,
+            "image_id": 1,
+            "category_id": 1,
+            "iscrowd": 1,
+            "num_keypoints": 0,
+            "keypoints": empty,
+            "bbox": [0, 0, 400, 300],
+        }
+    )
+    annotations.append(
+        {
+            "id": 2002,
+            "image_id": 1,
+            "category_id": 1,
+            "iscrowd": 0,
+            "num_keypoints": 0,
+            "keypoints": empty,
+            "bbox": [10, 10, 20, 40],
+        }
+    )
     coco = {
         "info": {"description": f"the first {N} people of data/mpii/mpii_valid_2958.csv as COCO keypoints"},
         "images": [{"id": i, "file_name": name} for name, i in images.items()],
         "annotations": annotations,
-        "categories": [{"id": 1, "name": "person", "supercategory": "person", "keypoints": list(COCO_JOINTS),
-                        "skeleton": [[a + 1, b + 1] for a, b in COCO_EDGES]}],  # COCO's own: 1-based
-    }  # fmt: skip
+        "categories": [
+            {
+                "id": 1,
+                "name": "person",
+                "supercategory": "person",
+                "keypoints": list(COCO_JOINTS),
+                "skeleton": [[a + 1, b + 1] for a, b in COCO_EDGES],
+            }
+        ],  # COCO's own: 1-based
+    }
     (out / "person_keypoints.json").write_text(json.dumps(coco, separators=(",", ":")) + "\n")
     with open(out / "poses.csv", "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")

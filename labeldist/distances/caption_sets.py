@@ -243,8 +243,25 @@ def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj):  # p
                 filled[v] = run
                 for a in range(img_off[i + 1] - img_off[i]):
                     table[a, v] = _word_dist(vectors, img_words[img_off[i] + a], vectors, v)
-        out[t], n = _pruned_w(table, local, w, off, cap[i], cap[i + 1], ids, w, off, cap[j], cap[j + 1], ws, cost,
-                              bound, order, rmin, cmin)  # fmt: skip
+        out[t], n = _pruned_w(
+            table,
+            local,
+            w,
+            off,
+            cap[i],
+            cap[i + 1],
+            ids,
+            w,
+            off,
+            cap[j],
+            cap[j + 1],
+            ws,
+            cost,
+            bound,
+            order,
+            rmin,
+            cmin,
+        )
         solved += n
     return out, solved
 
@@ -266,8 +283,25 @@ def _block_w(  # pragma: no cover - compiled
             for v in range(vb.shape[0]):
                 table[a, v] = _word_dist(va, words_a[img_off_a[i] + a], vb, v)
         for j in range(n_b):
-            out[i, j], n = _pruned_w(table, local_a, w_a, off_a, cap_a[i], cap_a[i + 1], ids_b, w_b, off_b, cap_b[j],
-                                     cap_b[j + 1], ws, cost, bound, order, rmin, cmin)  # fmt: skip
+            out[i, j], n = _pruned_w(
+                table,
+                local_a,
+                w_a,
+                off_a,
+                cap_a[i],
+                cap_a[i + 1],
+                ids_b,
+                w_b,
+                off_b,
+                cap_b[j],
+                cap_b[j + 1],
+                ws,
+                cost,
+                bound,
+                order,
+                rmin,
+                cmin,
+            )
             solved += n
     return out, solved
 
@@ -522,8 +556,20 @@ class CaptionSetWMD(LabelDistance):
         if len(rows) == 0 or len(cols) == 0:
             return np.empty((len(rows), len(cols)))
         a, b = self._prepared(rows).bags(rows), self._prepared(cols).bags(cols)
-        out, _ = _block_w(a.vectors, a.weights, a.offsets, rows.caption_offsets, a.image_words, a.image_offsets,
-                          a.local, b.vectors, b.ids, b.weights, b.offsets, cols.caption_offsets)  # fmt: skip
+        out, _ = _block_w(
+            a.vectors,
+            a.weights,
+            a.offsets,
+            rows.caption_offsets,
+            a.image_words,
+            a.image_offsets,
+            a.local,
+            b.vectors,
+            b.ids,
+            b.weights,
+            b.offsets,
+            cols.caption_offsets,
+        )
         for i, j in zip(*np.nonzero(np.isnan(out))):
             out[i, j] = self._block_plain(rows.subset(np.array([i])), cols.subset(np.array([j])))[0, 0]
         return out
@@ -558,8 +604,18 @@ class CaptionSetWMD(LabelDistance):
             return out
         b = self._prepared(labels).bags(labels)
         by_row = np.argsort(i, kind="stable")  # runs of one row image share their word distances
-        out[by_row] = _pairs_w(b.vectors, b.ids, b.weights, b.offsets, labels.caption_offsets, b.image_words,
-                               b.image_offsets, b.local, i[by_row], j[by_row])[0]  # fmt: skip
+        out[by_row] = _pairs_w(
+            b.vectors,
+            b.ids,
+            b.weights,
+            b.offsets,
+            labels.caption_offsets,
+            b.image_words,
+            b.image_offsets,
+            b.local,
+            i[by_row],
+            j[by_row],
+        )[0]
         bad = np.flatnonzero(np.isnan(out))
         if len(bad):
             out[bad] = self._pairs_plain(labels, i[bad], j[bad])
@@ -611,8 +667,9 @@ class CaptionSetWMD(LabelDistance):
             ids = ids.reshape(-1).astype(np.int64)
             near = nearest_in_texts(dist_t, ids, offsets)
             cap = rows.caption_offsets[i0 : i1 + 1] - c0
-            out[i0:i1] = _set_rwmd(dist_t, near, ids, a.weights[e0:e1], offsets, cap, b.ids, b.weights, b.offsets,
-                                   cols.caption_offsets)  # fmt: skip
+            out[i0:i1] = _set_rwmd(
+                dist_t, near, ids, a.weights[e0:e1], offsets, cap, b.ids, b.weights, b.offsets, cols.caption_offsets
+            )
             del dist_t, near
         out *= 1.0 - _LB_MARGIN
         return out

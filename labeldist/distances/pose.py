@@ -101,8 +101,10 @@ class PoseDistance(LabelDistance):
             return
         t = int(np.argmax(joint))
         axis = int(np.argmax(spread[t]))
-        low, high = (int(np.argmin(np.where(present[:, t], xy[:, t, axis], np.inf))),
-                     int(np.argmax(np.where(present[:, t], xy[:, t, axis], -np.inf))))  # fmt: skip
+        low, high = (
+            int(np.argmin(np.where(present[:, t], xy[:, t, axis], np.inf))),
+            int(np.argmax(np.where(present[:, t], xy[:, t, axis], -np.inf))),
+        )
         n = len(labels)
         row = max([r for r in (high, low) if r < n] or [0], key=lambda r: abs(xy[r, t, axis]))
 
@@ -113,9 +115,11 @@ class PoseDistance(LabelDistance):
 
         name = labels.joint_names[t]
         whose = "the label's" if place(row) == "the label" else f"{place(row)}: its"
-        raise LabelError(f"{whose} values are too large for the pose distance ({self.metric}): joint {t} ({name}) "
-                         f"{'xy'[axis]} spans {xy[low, t, axis]:.6g} ({place(low)}) to {xy[high, t, axis]:.6g} "
-                         f"({place(high)}), so that {past_stored(bound)}")  # fmt: skip
+        raise LabelError(
+            f"{whose} values are too large for the pose distance ({self.metric}): joint {t} ({name}) "
+            f"{'xy'[axis]} spans {xy[low, t, axis]:.6g} ({place(low)}) to {xy[high, t, axis]:.6g} "
+            f"({place(high)}), so that {past_stored(bound)}"
+        )
 
     def block(self, rows: Poses, cols: Poses) -> np.ndarray:
         if rows.n_joints != cols.n_joints:

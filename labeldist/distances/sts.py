@@ -154,11 +154,17 @@ class SentenceRelevance(LabelDistance):
 
     def params(self) -> dict[str, Any]:
         return {
-            "scorer": self.scorer, "model": self.model, "cbow_threshold": self.cbow_threshold,
-            "below": self.below, "cross_model": self.cross_model, "bert_threshold": self.bert_threshold,
-            "max_length": self.max_length, "model_sha256": self.model_sha256,
-            "cross_model_sha256": self.cross_model_sha256, "calibration": self.calibration,
-        }  # fmt: skip
+            "scorer": self.scorer,
+            "model": self.model,
+            "cbow_threshold": self.cbow_threshold,
+            "below": self.below,
+            "cross_model": self.cross_model,
+            "bert_threshold": self.bert_threshold,
+            "max_length": self.max_length,
+            "model_sha256": self.model_sha256,
+            "cross_model_sha256": self.cross_model_sha256,
+            "calibration": self.calibration,
+        }
 
     # ------------------------------------------------------------------ blocks and pairs
     def relevance(self, rows: Sentences, cols: Sentences) -> np.ndarray:

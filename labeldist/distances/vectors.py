@@ -238,8 +238,9 @@ def faiss_knn_block(labels: LabelSet, start: int, stop: int, k: int, metric: str
             exact = 1.0 - sums / (norms[rows, None] * norms[np.maximum(cand, 0)])
         r, c = np.nonzero(exact < GUARD * d)  # 1 - cos loses digits near 0: what cdist gives, pair by pair
         if len(r):
-            exact[r, c] = [cdist(x[rows[i] : rows[i] + 1], x[cand[i, j] : cand[i, j] + 1], metric)[0, 0]
-                           for i, j in zip(r, c)]  # fmt: skip
+            exact[r, c] = [
+                cdist(x[rows[i] : rows[i] + 1], x[cand[i, j] : cand[i, j] + 1], metric)[0, 0] for i, j in zip(r, c)
+            ]
         # any other item's cosine is at most FAISS's last one plus its error: its distance at least 1 minus that
         lower = 1.0 - (approx[:, -1].astype(np.float64) + eps)
     else:
@@ -292,17 +293,22 @@ class VectorDistance(LabelDistance):
             if big.size:
                 row = int(big[0])
                 col = int(np.argmax(np.abs(x[row])))
-                raise LabelError(f"{_whose(labels, row, others)} values are too large for the {self.metric} "
-                                 f"distance: {_value(labels, row, col, others)} makes its squared norm overflow "
-                                 f"float64{_more(big.size)}")  # fmt: skip
+                raise LabelError(
+                    f"{_whose(labels, row, others)} values are too large for the {self.metric} "
+                    f"distance: {_value(labels, row, col, others)} makes its squared norm overflow "
+                    f"float64{_more(big.size)}"
+                )
         if self.metric == "cosine":
             small = np.flatnonzero(squared < SQUARED_NORM_MIN)
             if small.size:
                 row = int(small[0])
                 norm = _norm(x[row])
-                why = ("a zero vector has no direction: its cosine distance is undefined" if norm == 0 else
-                       f"its norm, {norm:.3g}, is too small for the cosine distance (its square underflows "
-                       f"float64; at least {SQUARED_NORM_MIN ** 0.5:.3g})")  # fmt: skip
+                why = (
+                    "a zero vector has no direction: its cosine distance is undefined"
+                    if norm == 0
+                    else f"its norm, {norm:.3g}, is too small for the cosine distance (its square underflows "
+                    f"float64; at least {SQUARED_NORM_MIN**0.5:.3g})"
+                )
                 raise LabelError(f"{_who(labels, row, others)}: {why}{_more(small.size)}")
             return  # a cosine distance lies in [0, 2]
         self._check_spread(labels, others)
@@ -324,8 +330,10 @@ class VectorDistance(LabelDistance):
         low, high = int(np.argmin(every[:, col])), int(np.argmax(every[:, col]))
         n = len(labels)
         row = max([r for r in (high, low) if r < n] or [0], key=lambda r: abs(every[r, col]))  # the farther end
-        span = (f"column {labels.columns[col]!r} spans {every[low, col]:.6g} ({_place(labels, low, others)}) to "
-                f"{every[high, col]:.6g} ({_place(labels, high, others)})")  # fmt: skip
+        span = (
+            f"column {labels.columns[col]!r} spans {every[low, col]:.6g} ({_place(labels, low, others)}) to "
+            f"{every[high, col]:.6g} ({_place(labels, high, others)})"
+        )
         raise LabelError(
             f"{_whose(labels, row, others)} values are too large for the {self.metric} distance: "
             f"{span}, so that {past_stored(bound)}"

@@ -142,9 +142,13 @@ def _fix_nan(out: np.ndarray, a: _Bags, b: _Bags, i: np.ndarray | None = None, j
 
 
 def wmd_many(
-    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
-    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
-) -> np.ndarray:  # fmt: skip
+    tokens_a: np.ndarray,
+    offsets_a: np.ndarray,
+    vectors_a: np.ndarray,
+    tokens_b: np.ndarray,
+    offsets_b: np.ndarray,
+    vectors_b: np.ndarray,
+) -> np.ndarray:
     """WMD between every text of A and every text of B, in one compiled call.
 
     .. math::  D_{pq} = WMD\\big((X_p, d_p), (Y_q, d'_q)\\big)
@@ -172,10 +176,15 @@ def wmd_many(
 
 
 def wmd_pairs(
-    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
-    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
-    i: np.ndarray, j: np.ndarray,
-) -> np.ndarray:  # fmt: skip
+    tokens_a: np.ndarray,
+    offsets_a: np.ndarray,
+    vectors_a: np.ndarray,
+    tokens_b: np.ndarray,
+    offsets_b: np.ndarray,
+    vectors_b: np.ndarray,
+    i: np.ndarray,
+    j: np.ndarray,
+) -> np.ndarray:
     """WMD between text ``i[t]`` of A and text ``j[t]`` of B for each ``t``; arguments as in :func:`wmd_many`.
 
     .. math::  D_t = WMD\\big((X_{i_t}, d_{i_t}), (Y_{j_t}, d'_{j_t})\\big)

@@ -116,9 +116,13 @@ def _rwmd_all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no
 
 
 def rwmd_many(
-    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
-    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
-) -> np.ndarray:  # fmt: skip
+    tokens_a: np.ndarray,
+    offsets_a: np.ndarray,
+    vectors_a: np.ndarray,
+    tokens_b: np.ndarray,
+    offsets_b: np.ndarray,
+    vectors_b: np.ndarray,
+) -> np.ndarray:
     """Relaxed WMD (see :func:`rwmd`) between every text of A and every text of B; a lower bound of
     :func:`~labeldist.distances.wmd.wmd_many` entry by entry (Kusner et al., ICML 2015, §4). Arguments as in
     :func:`~labeldist.distances.wmd.wmd_many`.
@@ -145,9 +149,13 @@ def centroids(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> n
 
 
 def wcd_many(
-    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
-    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
-) -> np.ndarray:  # fmt: skip
+    tokens_a: np.ndarray,
+    offsets_a: np.ndarray,
+    vectors_a: np.ndarray,
+    tokens_b: np.ndarray,
+    offsets_b: np.ndarray,
+    vectors_b: np.ndarray,
+) -> np.ndarray:
     """Word centroid distance (see :func:`wcd`) between every text of A and every text of B; a lower bound
     of :func:`~labeldist.distances.wmd.wmd_many` entry by entry (Kusner et al., ICML 2015, §4). Arguments as in
     :func:`~labeldist.distances.wmd.wmd_many`.
@@ -282,9 +290,13 @@ def _rwmd_linear(dist_t, ids_a, w_a, off_a, ids_b, w_b, off_b):  # pragma: no co
 
 
 def rwmd_linear_many(
-    tokens_a: np.ndarray, offsets_a: np.ndarray, vectors_a: np.ndarray,
-    tokens_b: np.ndarray, offsets_b: np.ndarray, vectors_b: np.ndarray,
-) -> np.ndarray:  # fmt: skip
+    tokens_a: np.ndarray,
+    offsets_a: np.ndarray,
+    vectors_a: np.ndarray,
+    tokens_b: np.ndarray,
+    offsets_b: np.ndarray,
+    vectors_b: np.ndarray,
+) -> np.ndarray:
     """Relaxed WMD between every text of A and every text of B with linear complexity, a lower bound of
     :func:`~labeldist.distances.wmd.wmd_many` (Atasu, Parnell, Dünner, Sifalakis, Pozidis, Vasileiadis, Vlachos,
     Berrospi, Labbi, "Linear-Complexity Relaxed Word Mover's Distance with GPU Acceleration", IEEE Big Data 2017).

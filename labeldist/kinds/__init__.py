@@ -84,11 +84,13 @@ class Kind:
         try:
             cls = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as e:
-            raise KindError(f"kind {self.name!r} ({self.origin}): cannot import its distance {self.distance!r}: "
-                            f"{e}") from e  # fmt: skip
+            raise KindError(
+                f"kind {self.name!r} ({self.origin}): cannot import its distance {self.distance!r}: {e}"
+            ) from e
         if getattr(cls, "kind", None) != self.name:
-            raise KindError(f"kind {self.name!r} ({self.origin}): {self.distance} has kind "
-                            f"{getattr(cls, 'kind', None)!r}")  # fmt: skip
+            raise KindError(
+                f"kind {self.name!r} ({self.origin}): {self.distance} has kind {getattr(cls, 'kind', None)!r}"
+            )
         return cls
 
 
@@ -155,8 +157,10 @@ def get_kind(name: str) -> Kind:
         return reg.kinds[name]
     if name in reg.broken:
         raise KindError(f"kind {name!r}: {reg.broken[name]}")
-    raise KindError(f"unknown kind {name!r}; known: {', '.join(sorted(reg.kinds))} (a plugin kind needs its "
-                    f"package installed: entry points {ENTRY_POINTS!r})")  # fmt: skip
+    raise KindError(
+        f"unknown kind {name!r}; known: {', '.join(sorted(reg.kinds))} (a plugin kind needs its "
+        f"package installed: entry points {ENTRY_POINTS!r})"
+    )
 
 
 def distance_class(name: str) -> type[LabelDistance]:
@@ -179,9 +183,11 @@ def check_block(kind: str, block: Any, rows: int, cols: int, *, row_ids: Any = N
         r, c = np.nonzero(nan)
         pairs = ", ".join(_pair(int(i), int(j), row_ids, col_ids) for i, j in zip(r[:3], c[:3]))
         more = ", ..." if len(r) > 3 else ""
-        raise KindError(f"kind {kind!r}: block() returned NaN distances for {len(r)} of {nan.size} pairs: "
-                        f"{pairs}{more}: its distance is undefined for them (a value too large or too small for its "
-                        "formula?); nothing is stored or answered for them")  # fmt: skip
+        raise KindError(
+            f"kind {kind!r}: block() returned NaN distances for {len(r)} of {nan.size} pairs: "
+            f"{pairs}{more}: its distance is undefined for them (a value too large or too small for its "
+            "formula?); nothing is stored or answered for them"
+        )
 
 
 def _pair(i: int, j: int, row_ids: Any, col_ids: Any) -> str:

@@ -49,8 +49,9 @@ def _int_number(value: int, where: str) -> float:
             digits = str(len(str(abs(value))))
         except ValueError:  # past Python's limit on writing out an integer (which JSON's reader applies too)
             digits = "thousands of"
-        raise LabelError(f"{where} is an integer of {digits} digits, too large for a number (at most about "
-                         "1.8e308)") from None  # fmt: skip
+        raise LabelError(
+            f"{where} is an integer of {digits} digits, too large for a number (at most about 1.8e308)"
+        ) from None
 
 
 def json_text(value: object, where: str) -> str:
@@ -69,8 +70,9 @@ def check_text(text: str, where: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise LabelError(f"{where} holds a lone surrogate (U+{ord(text[e.start]):04X} at character {e.start}): not "
-                         "Unicode text") from None  # fmt: skip
+        raise LabelError(
+            f"{where} holds a lone surrogate (U+{ord(text[e.start]):04X} at character {e.start}): not Unicode text"
+        ) from None
 
 
 def check_json_value(value: object, root: str = "", source: str = "") -> None:
@@ -120,9 +122,11 @@ def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
         if header is None:
             raise LabelError(f"{path}: cannot read as .npy: not a NumPy .npy file (it has no .npy header)") from None
         if header == np.dtype(object):
-            raise LabelError(f"{path}: an array of Python objects (dtype object), which is not read: it would have "
-                             "to be unpickled, and labeldist never unpickles a file; save an array of numbers "
-                             "(np.save(path, array.astype(float)))") from None  # fmt: skip
+            raise LabelError(
+                f"{path}: an array of Python objects (dtype object), which is not read: it would have "
+                "to be unpickled, and labeldist never unpickles a file; save an array of numbers "
+                "(np.save(path, array.astype(float)))"
+            ) from None
         raise LabelError(f"{path}: cannot read as .npy ({e})") from None
 
 
@@ -151,8 +155,11 @@ def check_header(header: Sequence[str], where: str, what: str = "the header") ->
         fields.setdefault(name, []).append(n)
     twice = [(name, at) for name, at in fields.items() if len(at) > 1]
     if twice:
-        said = ", ".join(f"column {name!r} {'twice' if len(at) == 2 else f'{len(at)} times'} (fields "
-                         f"{', '.join(map(str, at[:-1]))} and {at[-1]})" for name, at in twice)  # fmt: skip
+        said = ", ".join(
+            f"column {name!r} {'twice' if len(at) == 2 else f'{len(at)} times'} (fields "
+            f"{', '.join(map(str, at[:-1]))} and {at[-1]})"
+            for name, at in twice
+        )
         raise LabelError(f"{where}: {what} names {said}: each column needs a name of its own")
 
 
@@ -170,8 +177,13 @@ def item_id(value: object, where: str, *, allow_empty: bool = False) -> str:
     return text
 
 
-def unique_ids(ids: Iterable[object], source: str = "", place: Callable[[int], str] = lambda i: f"item {i}", *,
-               allow_empty: bool = False) -> list[str]:  # fmt: skip
+def unique_ids(
+    ids: Iterable[object],
+    source: str = "",
+    place: Callable[[int], str] = lambda i: f"item {i}",
+    *,
+    allow_empty: bool = False,
+) -> list[str]:
     """``ids`` as Python strings (:func:`item_id` each), refused where one repeats another, compared as Python
     strings (never as a fixed-width NumPy array, which would drop trailing NULs). Errors name ``source`` (a file)
     and ``place(i)`` of the item (``line 3``, ``row 2``; default ``item 2``)."""
@@ -279,12 +291,15 @@ class LabelSet(ABC):
             arr, more = np.asarray(arr), np.asarray(theirs[name])
             if name in self.shared_arrays:
                 if arr.shape != more.shape or not np.array_equal(arr, more):
-                    raise LabelError(f"the labels' {name} differ: {json_repr(arr.tolist())} against "
-                                     f"{json_repr(more.tolist())}")  # fmt: skip
+                    raise LabelError(
+                        f"the labels' {name} differ: {json_repr(arr.tolist())} against {json_repr(more.tolist())}"
+                    )
                 joined[name] = arr
             elif arr.ndim == 0 or len(arr) != len(self) or len(more) != len(other) or arr.shape[1:] != more.shape[1:]:
-                raise LabelError(f"the labels' {name} cannot be joined item by item: shapes {arr.shape} (of "
-                                 f"{len(self)} items) and {more.shape} (of {len(other)})")  # fmt: skip
+                raise LabelError(
+                    f"the labels' {name} cannot be joined item by item: shapes {arr.shape} (of "
+                    f"{len(self)} items) and {more.shape} (of {len(other)})"
+                )
             else:
                 joined[name] = np.concatenate([arr, more.astype(arr.dtype, copy=False)])
         out = type(self).from_arrays(np.concatenate([self.ids, other.ids]), joined)

@@ -179,8 +179,10 @@ class CaptionSets(LabelSet):
         if both.size:
             raise LabelError(f"{both.size} item ids are in both sets, e.g. {both[:3].tolist()}")
         if self.vectors.shape[1] != other.vectors.shape[1]:
-            raise LabelError(f"word vectors of {self.vectors.shape[1]} and {other.vectors.shape[1]} numbers: the two "
-                             "sets were read with different word vectors")  # fmt: skip
+            raise LabelError(
+                f"word vectors of {self.vectors.shape[1]} and {other.vectors.shape[1]} numbers: the two "
+                "sets were read with different word vectors"
+            )
         vocab = np.union1d(self.vocab, other.vocab)
         mine, theirs = np.searchsorted(vocab, self.vocab), np.searchsorted(vocab, other.vocab)
         vectors = np.empty((len(vocab), self.vectors.shape[1]), dtype=np.float32)
@@ -188,8 +190,10 @@ class CaptionSets(LabelSet):
         shared, in_mine, in_theirs = np.intersect1d(self.vocab, other.vocab, return_indices=True)
         differ = np.flatnonzero((self.vectors[in_mine] != other.vectors[in_theirs]).any(axis=1))
         if differ.size:
-            raise LabelError(f"the word {str(shared[differ[0]])!r} has another vector in each set ({differ.size} "
-                             "such words): the two sets were read with different word vectors")  # fmt: skip
+            raise LabelError(
+                f"the word {str(shared[differ[0]])!r} has another vector in each set ({differ.size} "
+                "such words): the two sets were read with different word vectors"
+            )
         vectors[theirs] = other.vectors
 
         def joined(name: str, total: int) -> np.ndarray:  # offsets of other shifted past this set's ``total``
@@ -377,11 +381,17 @@ def query_vocabulary(like: CaptionSets) -> WordVectors:
         table = _recorded_vectors(source) if isinstance(source, str) else None
         if table is not None:
             vocab = like.vocab.tolist()
-            agrees = (table.dim == like.vectors.shape[1] and all(w in table for w in vocab)
-                      and np.array_equal(table.lookup(vocab), like.vectors))  # fmt: skip
+            agrees = (
+                table.dim == like.vectors.shape[1]
+                and all(w in table for w in vocab)
+                and np.array_equal(table.lookup(vocab), like.vectors)
+            )
             if not agrees:
-                log.warning("word vectors %s differ from those the store's captions hold: a query uses the "
-                            "store's own vocabulary only", source)  # fmt: skip
+                log.warning(
+                    "word vectors %s differ from those the store's captions hold: a query uses the "
+                    "store's own vocabulary only",
+                    source,
+                )
                 table = None
         if table is None:
             table = WordVectors(like.vocab.tolist(), like.vectors, "the store's vocabulary")
@@ -418,8 +428,9 @@ def query_caption_set(value: object, like: CaptionSets) -> CaptionSets:
         json_text(caption, f"caption {k}")
     most = int(np.diff(like.caption_offsets).max()) if len(like) else 0
     if len(captions) > most:
-        raise LabelError(f"{len(captions)} captions: a query may have at most {most}, as many as the store's "
-                         "largest item")  # fmt: skip
+        raise LabelError(
+            f"{len(captions)} captions: a query may have at most {most}, as many as the store's largest item"
+        )
     params = like.provenance.get("tokenizer")
     tokenizer = Tokenizer(**params) if isinstance(params, dict) else Tokenizer()
     empty = like.provenance.get("empty", "error")
@@ -431,8 +442,10 @@ def query_caption_set(value: object, like: CaptionSets) -> CaptionSets:
     for k, caption in enumerate(captions):
         n_words = len(tokenizer.tokens(caption, vectors))
         if n_words > longest:
-            raise LabelError(f"caption {k} has {n_words} words with a vector: at most {longest}, as many as the "
-                             "store's longest caption")  # fmt: skip
+            raise LabelError(
+                f"caption {k} has {n_words} words with a vector: at most {longest}, as many as the "
+                "store's longest caption"
+            )
         if kept.add(caption):
             n_kept += 1
             continue

@@ -58,9 +58,23 @@ from labeldist.labels.base import (
 log = logging.getLogger(__name__)
 
 MPII_JOINTS = (
-    "r_ankle", "r_knee", "r_hip", "l_hip", "l_knee", "l_ankle", "pelvis", "thorax", "upper_neck", "head_top",
-    "r_wrist", "r_elbow", "r_shoulder", "l_shoulder", "l_elbow", "l_wrist",
-)  # fmt: skip
+    "r_ankle",
+    "r_knee",
+    "r_hip",
+    "l_hip",
+    "l_knee",
+    "l_ankle",
+    "pelvis",
+    "thorax",
+    "upper_neck",
+    "head_top",
+    "r_wrist",
+    "r_elbow",
+    "r_shoulder",
+    "l_shoulder",
+    "l_elbow",
+    "l_wrist",
+)
 #: MPII's person scale is relative to a 200-pixel-tall person
 MPII_SCALE_PIXELS = 200.0
 Normalization = Literal["none", "head", "center_scale", "box"]
@@ -82,22 +96,64 @@ NORMALIZATION_FORMULA = {
 #: bones of the MPII 16-joint skeleton, as pairs of joint positions in MPII_JOINTS (drawn by the service's
 #: label view and by ``trainer render``)
 MPII_EDGES = (
-    (0, 1), (1, 2), (2, 6), (6, 3), (3, 4), (4, 5),  # right leg, pelvis, left leg
-    (6, 7), (7, 8), (8, 9),  # spine, neck, head
-    (7, 12), (12, 11), (11, 10),  # right arm
-    (7, 13), (13, 14), (14, 15),  # left arm
-)  # fmt: skip
+    (0, 1),
+    (1, 2),
+    (2, 6),
+    (6, 3),
+    (3, 4),
+    (4, 5),  # right leg, pelvis, left leg
+    (6, 7),
+    (7, 8),
+    (8, 9),  # spine, neck, head
+    (7, 12),
+    (12, 11),
+    (11, 10),  # right arm
+    (7, 13),
+    (13, 14),
+    (14, 15),  # left arm
+)
 #: COCO's 17 person keypoints, in the order of ``categories[0].keypoints`` of ``person_keypoints_*.json``
 COCO_JOINTS = (
-    "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder", "left_elbow",
-    "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip", "left_knee", "right_knee", "left_ankle",
+    "nose",
+    "left_eye",
+    "right_eye",
+    "left_ear",
+    "right_ear",
+    "left_shoulder",
+    "right_shoulder",
+    "left_elbow",
+    "right_elbow",
+    "left_wrist",
+    "right_wrist",
+    "left_hip",
+    "right_hip",
+    "left_knee",
+    "right_knee",
+    "left_ankle",
     "right_ankle",
-)  # fmt: skip
+)
 #: COCO's person skeleton (``categories[0].skeleton``, there 1-based), as pairs of positions in COCO_JOINTS
 COCO_EDGES = (
-    (15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7), (6, 8), (7, 9), (8, 10),
-    (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
-)  # fmt: skip
+    (15, 13),
+    (13, 11),
+    (16, 14),
+    (14, 12),
+    (11, 12),
+    (5, 11),
+    (6, 12),
+    (5, 6),
+    (5, 7),
+    (6, 8),
+    (7, 9),
+    (8, 10),
+    (1, 2),
+    (0, 1),
+    (0, 2),
+    (1, 3),
+    (2, 4),
+    (3, 5),
+    (4, 6),
+)
 
 
 @dataclass(frozen=True)
@@ -212,8 +268,7 @@ class Poses(LabelSet):
         return self.xy.shape[1]
 
     def subset(self, index: slice | np.ndarray) -> Self:
-        return type(self)(self.ids[index], self.xy[index], self.present[index], self.visible[index],
-                          self.joint_names)  # fmt: skip
+        return type(self)(self.ids[index], self.xy[index], self.present[index], self.visible[index], self.joint_names)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = {
@@ -228,15 +283,21 @@ class Poses(LabelSet):
     @classmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:
         names = arrays.get("joint_names")
-        return cls(ids, arrays["xy"], arrays["present"].astype(bool), arrays["visible"].astype(bool),
-                   None if names is None else as_str_array(names).tolist())  # fmt: skip
+        return cls(
+            ids,
+            arrays["xy"],
+            arrays["present"].astype(bool),
+            arrays["visible"].astype(bool),
+            None if names is None else as_str_array(names).tolist(),
+        )
 
     def concat(self, other: LabelSet) -> Self:
         """These poses followed by ``other``'s (:meth:`LabelSet.concat`), which must have the same joints, in the same
         order: LabelError naming both joint lists otherwise."""
         if isinstance(other, Poses) and other.joint_names != self.joint_names:
-            raise LabelError(f"the new poses' joints ({_names(other.joint_names)}) are not the store's "
-                             f"({_names(self.joint_names)})")  # fmt: skip
+            raise LabelError(
+                f"the new poses' joints ({_names(other.joint_names)}) are not the store's ({_names(self.joint_names)})"
+            )
         return super().concat(other)
 
     @functools.cached_property
@@ -275,14 +336,18 @@ class Poses(LabelSet):
         how = recorded if recorded in NORMALIZATIONS else None
         person: dict[str, object] = {}
         if isinstance(value, dict) and "joints" not in value and {"center", "scale", "head", "box"} & value.keys():
-            raise LabelError("the pose has no 'joints': a pose in image pixels is {\"joints\": [[x, y] or null, ...], "
-                             f"{_person_example(how or 'center_scale')}}}")  # fmt: skip
+            raise LabelError(
+                "the pose has no 'joints': a pose in image pixels is {\"joints\": [[x, y] or null, ...], "
+                f"{_person_example(how or 'center_scale')}}}"
+            )
         if isinstance(value, dict) and "joints" in value:
             unknown = [key for key in value if key not in ("joints", "center", "scale", "head", "box")]
             if unknown:
-                raise LabelError(f"the pose has the field{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}; "
-                                 "a pose is {\"joints\": ...} with \"center\", \"scale\", \"head\" or \"box\" as "
-                                 "its store's normalisation needs")  # fmt: skip
+                raise LabelError(
+                    f"the pose has the field{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}; "
+                    'a pose is {"joints": ...} with "center", "scale", "head" or "box" as '
+                    "its store's normalisation needs"
+                )
             person = {key: v for key, v in value.items() if key != "joints"}
             if person:  # without them, the joints are in the frame of the store's coordinates, as a list's are
                 _check_person_fields(person, how)
@@ -293,8 +358,9 @@ class Poses(LabelSet):
             raise LabelError(f"the pose has no joint: every one of its {n} joints is null")
         least = like.provenance.get("min_joints")
         if isinstance(least, int) and found < least:
-            raise LabelError(f"the pose has {found} joint{'s' * (found > 1)}; the store's poses have at least "
-                             f"{least} (min_joints)")  # fmt: skip
+            raise LabelError(
+                f"the pose has {found} joint{'s' * (found > 1)}; the store's poses have at least {least} (min_joints)"
+            )
         if person:
             assert how is not None
             center, scale, head, box = _json_person(person)
@@ -302,8 +368,9 @@ class Poses(LabelSet):
             bad = ~np.isfinite(xy).all(axis=2) & present
             if bad.any():
                 t = int(np.flatnonzero(bad[0])[0])
-                raise LabelError(f"joint {t} ({names[t]}) is not finite once normalised ({how!r}: "
-                                 f"{NORMALIZATION_FORMULA[how]})")  # fmt: skip
+                raise LabelError(
+                    f"joint {t} ({names[t]}) is not finite once normalised ({how!r}: {NORMALIZATION_FORMULA[how]})"
+                )
         if how not in (None, "none"):
             _check_in_store_frame(xy, present, like, how, bool(person))
         return cls(np.array(["query"]), xy, present, present.copy(), names)
@@ -326,27 +393,38 @@ def _names(names: Sequence[str], at_most: int = 6) -> str:
 
 
 def _person_example(how: str) -> str:
-    return {"head": '"center": [x, y], "head": h', "center_scale": '"center": [x, y], "scale": s',
-            "box": '"box": [x, y, w, h]'}.get(how, "")  # fmt: skip
+    return {
+        "head": '"center": [x, y], "head": h',
+        "center_scale": '"center": [x, y], "scale": s',
+        "box": '"box": [x, y, w, h]',
+    }.get(how, "")
 
 
 def _check_person_fields(person: dict[str, object], how: str | None) -> None:
     """LabelError unless ``person`` holds exactly the fields the store's normalisation ``how`` takes."""
     if how is None:
-        raise LabelError("the store does not record how its poses were normalised (params.labels.normalization): "
-                         "give the joints in the frame of its coordinates, without "
-                         f"{', '.join(map(repr, person))}")  # fmt: skip
+        raise LabelError(
+            "the store does not record how its poses were normalised (params.labels.normalization): "
+            "give the joints in the frame of its coordinates, without "
+            f"{', '.join(map(repr, person))}"
+        )
     needs = NORMALIZATION_NEEDS[how]
     if how == "none":
-        raise LabelError(f"the store's poses are image pixels (normalization 'none'): give the joints as they are, "
-                         f"without {', '.join(map(repr, person))}")  # fmt: skip
+        raise LabelError(
+            f"the store's poses are image pixels (normalization 'none'): give the joints as they are, "
+            f"without {', '.join(map(repr, person))}"
+        )
     missing = [key for key in needs if key not in person]
     extra = [key for key in person if key not in needs]
     if missing or extra:
-        said = "; ".join(([f"it lacks {', '.join(map(repr, missing))}"] if missing else [])
-                         + ([f"it does not take {', '.join(map(repr, extra))}"] if extra else []))  # fmt: skip
-        raise LabelError(f"the store's poses are normalised {how!r} ({NORMALIZATION_FORMULA[how]}): a pose in "
-                         f"image pixels comes with {{\"joints\": ..., {_person_example(how)}}}; {said}")  # fmt: skip
+        said = "; ".join(
+            ([f"it lacks {', '.join(map(repr, missing))}"] if missing else [])
+            + ([f"it does not take {', '.join(map(repr, extra))}"] if extra else [])
+        )
+        raise LabelError(
+            f"the store's poses are normalised {how!r} ({NORMALIZATION_FORMULA[how]}): a pose in "
+            f'image pixels comes with {{"joints": ..., {_person_example(how)}}}; {said}'
+        )
 
 
 def _json_person(person: dict[str, object]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
@@ -382,13 +460,17 @@ def _json_joints(value: object, names: tuple[str, ...]) -> tuple[np.ndarray, np.
     if isinstance(value, dict):
         unknown = [key for key in value if key not in names]
         if unknown:
-            raise LabelError(f"the pose names joint{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown[:5]))} "
-                             f"that the store's poses do not have ({_names(names)})")  # fmt: skip
+            raise LabelError(
+                f"the pose names joint{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown[:5]))} "
+                f"that the store's poses do not have ({_names(names)})"
+            )
         items = [(names.index(key), joint) for key, joint in value.items()]
     elif isinstance(value, list):
         if len(value) != n:
-            raise LabelError(f"the pose has {len(value)} joints, the store's poses have {n} "
-                             f"({', '.join(names[:3])}, ...), each [x, y] or null")  # fmt: skip
+            raise LabelError(
+                f"the pose has {len(value)} joints, the store's poses have {n} "
+                f"({', '.join(names[:3])}, ...), each [x, y] or null"
+            )
         items = list(enumerate(value))
     else:
         raise LabelError(f"the pose must be a list of {n} joints, each [x, y] or null, got {json_repr(value)}")
@@ -418,13 +500,17 @@ def _check_in_store_frame(xy: np.ndarray, present: np.ndarray, like: Poses, how:
     x, y = xy[0, t]
     span = f"x {lo[0]:.3g}..{hi[0]:.3g}, y {lo[1]:.3g}..{hi[1]:.3g}"
     if normalised:
-        raise LabelError(f"normalised as the store's poses ({how!r}: {NORMALIZATION_FORMULA[how]}), joint {t} "
-                         f"({like.joint_names[t]}) is at ({x:.6g}, {y:.6g}), far outside the store's poses ({span}): "
-                         "check the person's fields and their units")  # fmt: skip
-    raise LabelError(f"joint {t} ({like.joint_names[t]}) is at ({x:.6g}, {y:.6g}), far outside the store's poses, "
-                     f"normalised {how!r} ({NORMALIZATION_FORMULA[how]}: {span}): image pixels? Send "
-                     f"{{\"joints\": [[x, y] or null, ...], {_person_example(how)}}} to have them normalised as "
-                     "the store's were, or joints already normalised")  # fmt: skip
+        raise LabelError(
+            f"normalised as the store's poses ({how!r}: {NORMALIZATION_FORMULA[how]}), joint {t} "
+            f"({like.joint_names[t]}) is at ({x:.6g}, {y:.6g}), far outside the store's poses ({span}): "
+            "check the person's fields and their units"
+        )
+    raise LabelError(
+        f"joint {t} ({like.joint_names[t]}) is at ({x:.6g}, {y:.6g}), far outside the store's poses, "
+        f"normalised {how!r} ({NORMALIZATION_FORMULA[how]}: {span}): image pixels? Send "
+        f'{{"joints": [[x, y] or null, ...], {_person_example(how)}}} to have them normalised as '
+        "the store's were, or joints already normalised"
+    )
 
 
 def _parse_float(text: str, path: str, line: int, column: str) -> float:
@@ -437,16 +523,20 @@ def _parse_float(text: str, path: str, line: int, column: str) -> float:
     return value
 
 
-MPII_HINT = (f"an MPII CSV has <joint>_x, <joint>_y, <joint>_vis for each of the {len(MPII_JOINTS)} MPII joints "
-             "(a joint not annotated in a row is 0,0,0 there)")  # fmt: skip
+MPII_HINT = (
+    f"an MPII CSV has <joint>_x, <joint>_y, <joint>_vis for each of the {len(MPII_JOINTS)} MPII joints "
+    "(a joint not annotated in a row is 0,0,0 there)"
+)
 
 
 def _refuse_other_joint_columns(header: Sequence[str], expected: Sequence[str], path: str) -> None:
     # a coordinate-like column of another joint would be silently ignored; "center_x, center_y" are the person's
     other = [c for c in header if c.endswith(("_x", "_y", "_vis")) and c not in expected and not c.startswith("center")]
     if other:
-        raise LabelError(f"{path}: header has columns of joints that are not MPII's: {', '.join(other)}; "
-                         f"known joints: {', '.join(MPII_JOINTS)}")  # fmt: skip
+        raise LabelError(
+            f"{path}: header has columns of joints that are not MPII's: {', '.join(other)}; "
+            f"known joints: {', '.join(MPII_JOINTS)}"
+        )
 
 
 #: a missing column: (its name in the file, the joint it belongs to or None, what it is for)
@@ -528,8 +618,9 @@ def parse_joints(spec: str | Sequence[str] | Mapping[str, str] | None) -> list[t
         raise LabelError("joints: no joint named")
     for name, source in pairs:
         if not name or not source:
-            raise LabelError(f"joints: {name or source or '(empty)'!r}: a joint is NAME or NAME=SOURCE, e.g. "
-                             "r_ankle=RightAnkle")  # fmt: skip
+            raise LabelError(
+                f"joints: {name or source or '(empty)'!r}: a joint is NAME or NAME=SOURCE, e.g. r_ankle=RightAnkle"
+            )
     check_joint_names([name for name, _ in pairs], len(pairs), "joints")
     sources = [source for _, source in pairs]
     twice = sorted({s for s in sources if sources.count(s) > 1})
@@ -593,8 +684,10 @@ def parse_joint_columns(spec: str | Sequence[str] | None) -> tuple[str, str, str
         return DEFAULT_JOINT_COLUMNS
     parts = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec)]
     if len(parts) not in (2, 3) or any(p.count("{joint}") != 1 for p in parts) or len(set(parts)) != len(parts):
-        raise LabelError(f"joint columns: {json_repr(spec, 60)} is not X,Y or X,Y,VIS, three different names each "
-                         "holding {joint} once, e.g. {joint}_x,{joint}_y,{joint}_vis")  # fmt: skip
+        raise LabelError(
+            f"joint columns: {json_repr(spec, 60)} is not X,Y or X,Y,VIS, three different names each "
+            "holding {joint} once, e.g. {joint}_x,{joint}_y,{joint}_vis"
+        )
     return parts[0], parts[1], parts[2] if len(parts) == 3 else None
 
 
@@ -671,21 +764,31 @@ def read_pose_csv(
         if key not in CSV_COLUMNS and key not in {f"{name}_{a}" for name in names for a in ("x", "y", "vis")}
     ]
     if unknown:
-        raise LabelError(f"columns: {', '.join(map(repr, unknown))}: no column the reader knows "
-                         f"({', '.join(CSV_COLUMNS)}, or <joint>_x, <joint>_y, <joint>_vis of a joint "
-                         "read)")  # fmt: skip
+        raise LabelError(
+            f"columns: {', '.join(map(repr, unknown))}: no column the reader knows "
+            f"({', '.join(CSV_COLUMNS)}, or <joint>_x, <joint>_y, <joint>_vis of a joint "
+            "read)"
+        )
     # (x, y, vis) column of each joint: mapped by name, else by the naming rule
-    joint_cols = [tuple(names_of.get(f"{name}_{a}", t.format(joint=source) if t else None)
-                        for a, t in zip(("x", "y", "vis"), templates))
-                  for name, source in pairs]  # fmt: skip
+    joint_cols = [
+        tuple(
+            names_of.get(f"{name}_{a}", t.format(joint=source) if t else None)
+            for a, t in zip(("x", "y", "vis"), templates)
+        )
+        for name, source in pairs
+    ]
     with_vis = _mpii or any(cv is not None and cv in header for _, _, cv in joint_cols)
-    missing: list[Missing] = [(c, name, "") for name, cols in zip(names, joint_cols)
-                              for c in (cols if with_vis else cols[:2])
-                              if c is not None and c not in header]  # fmt: skip
+    missing: list[Missing] = [
+        (c, name, "")
+        for name, cols in zip(names, joint_cols)
+        for c in (cols if with_vis else cols[:2])
+        if c is not None and c not in header
+    ]
     id_cols = _id_columns(header, other)
     if id_cols is None and not {"id", "imgname"} & names_of.keys():  # else named below, as columns renames it
-        missing.append((other["imgname"], None, f"the image, the item id with {other['person']}; or an "
-                        f"{other['id']} column"))  # fmt: skip
+        missing.append(
+            (other["imgname"], None, f"the image, the item id with {other['person']}; or an {other['id']} column")
+        )
     for name in NORMALIZATION_COLUMNS[normalization]:
         if other[name] not in header:
             missing.append((other[name], None, f"{CSV_COLUMNS[name]}, for normalization {normalization!r}"))
@@ -693,8 +796,14 @@ def read_pose_csv(
         if name in CSV_COLUMNS and other[name] not in header and all(other[name] != c for c, _, _ in missing):
             missing.append((other[name], None, f"{CSV_COLUMNS[name]}, as columns names it"))
     if missing:
-        hint = MPII_HINT if _mpii else ("other names: --columns NAME=COLUMN,...; another naming rule of the joints' "
-                                        "columns: --joint-columns; fewer joints: --joints")  # fmt: skip
+        hint = (
+            MPII_HINT
+            if _mpii
+            else (
+                "other names: --columns NAME=COLUMN,...; another naming rule of the joints' "
+                "columns: --joint-columns; fewer joints: --joints"
+            )
+        )
         raise LabelError(f"{path}: header lacks the columns {_missing_text(missing, note)}; {hint}")
     if _mpii:
         _refuse_other_joint_columns(header, [c for cols in joint_cols for c in cols if c], path)
@@ -709,8 +818,10 @@ def read_pose_csv(
         if not row:
             continue
         if len(row) != len(header):
-            raise LabelError(f"{path}, line {line}: {len(row)} fields, expected {len(header)} ({n_joints} joints x "
-                             f"({'x, y, vis' if with_vis else 'x, y'}) and {n_other} other columns)")  # fmt: skip
+            raise LabelError(
+                f"{path}, line {line}: {len(row)} fields, expected {len(header)} ({n_joints} joints x "
+                f"({'x, y, vis' if with_vis else 'x, y'}) and {n_other} other columns)"
+            )
         xy, here, vis = _csv_joints(row, pos, joint_cols, with_vis, names, path, line)
         if id_cols is not None:
             ids.append("#".join(row[pos[c]] for c in id_cols))
@@ -725,21 +836,38 @@ def read_pose_csv(
     present = np.asarray(present_rows)
     too_few = np.flatnonzero(present.sum(axis=1) < min_joints)
     if too_few.size:
-        raise LabelError(f"{path}: pose {ids[too_few[0]]!r} (line {lines[too_few[0]]}) has fewer than {min_joints} "
-                         "joints")  # fmt: skip
+        raise LabelError(
+            f"{path}: pose {ids[too_few[0]]!r} (line {lines[too_few[0]]}) has fewer than {min_joints} joints"
+        )
     xy = _normalize_rows(np.asarray(coords), np.asarray(person).reshape(len(lines), -1), normalization, path, lines)
     poses = Poses(ids, xy, present, np.asarray(visible_rows), names)
     # an MPII CSV read as one records what MPII's reader always did (a store of it is the same store)
-    mpii = _mpii or (names == MPII_JOINTS and all(n == s for n, s in pairs) and not names_of
-                     and templates == DEFAULT_JOINT_COLUMNS and with_vis)  # fmt: skip
+    mpii = _mpii or (
+        names == MPII_JOINTS
+        and all(n == s for n, s in pairs)
+        and not names_of
+        and templates == DEFAULT_JOINT_COLUMNS
+        and with_vis
+    )
     rule = "x = y = 0 and vis = 0" if mpii else "x and y empty, or x = y = 0 and vis = 0"
-    poses.provenance = {"format": "mpii_csv" if mpii else "csv", "normalization": normalization,
-                        "min_joints": min_joints, "missing_joint": rule}  # fmt: skip
+    poses.provenance = {
+        "format": "mpii_csv" if mpii else "csv",
+        "normalization": normalization,
+        "min_joints": min_joints,
+        "missing_joint": rule,
+    }
     return poses
 
 
-def _csv_joints(row: Sequence[str], pos: dict[str, int], joint_cols: Sequence[tuple[str | None, ...]], with_vis: bool,
-                names: Sequence[str], path: str, line: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+def _csv_joints(
+    row: Sequence[str],
+    pos: dict[str, int],
+    joint_cols: Sequence[tuple[str | None, ...]],
+    with_vis: bool,
+    names: Sequence[str],
+    path: str,
+    line: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(J, 2) coordinates, (J,) present and (J,) visible of one CSV row (see :func:`read_pose_csv`)."""
     n = len(joint_cols)
     xy, here, vis = np.zeros((n, 2)), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
@@ -748,12 +876,16 @@ def _csv_joints(row: Sequence[str], pos: dict[str, int], joint_cols: Sequence[tu
         v_text = row[pos[cv]].strip() if with_vis else ""
         if not x_text and not y_text:  # not annotated
             if v_text and v_text not in ("0", "0.0"):
-                raise LabelError(f"{path}, line {line}: joint {names[t]} has empty {cx!r} and {cy!r} but {cv!r} is "
-                                 f"{v_text!r}: a joint not annotated has vis 0 or empty")  # fmt: skip
+                raise LabelError(
+                    f"{path}, line {line}: joint {names[t]} has empty {cx!r} and {cy!r} but {cv!r} is "
+                    f"{v_text!r}: a joint not annotated has vis 0 or empty"
+                )
             continue
         if not x_text or not y_text:
-            raise LabelError(f"{path}, line {line}: column {cx if not x_text else cy!r} is empty and "
-                             f"{cy if not x_text else cx!r} is not: a joint not annotated has both empty")  # fmt: skip
+            raise LabelError(
+                f"{path}, line {line}: column {cx if not x_text else cy!r} is empty and "
+                f"{cy if not x_text else cx!r} is not: a joint not annotated has both empty"
+            )
         xy[t] = (_parse_float(x_text, path, line, cx), _parse_float(y_text, path, line, cy))
         if with_vis:
             v = _parse_float(v_text, path, line, cv)
@@ -790,9 +922,12 @@ def _id_columns(header: Sequence[str], other: dict[str, str]) -> list[str] | Non
 
 
 def _header_joints(
-    header: Sequence[str], templates: tuple[str, str, str | None], names_of: dict[str, str], other: dict[str, str],
+    header: Sequence[str],
+    templates: tuple[str, str, str | None],
+    names_of: dict[str, str],
+    other: dict[str, str],
     path: str,
-) -> tuple[list[tuple[str, str]], str]:  # fmt: skip
+) -> tuple[list[tuple[str, str]], str]:
     """Every joint ``header`` has by the naming rule (an x or a y column that is not a person's), as (name, name),
     and a note for the message naming missing columns: a declared skeleton's joints in its order when they are
     its joints, or when more than half of them are (its missing columns are then named, with the note); else in
@@ -803,14 +938,21 @@ def _header_joints(
     found = [j for j in dict.fromkeys([*xs, *ys]) if xs.get(j) not in taken and ys.get(j) not in taken]
     if not found:
         rule = ", ".join(t.replace("{joint}", "<joint>") for t in templates if t)
-        raise LabelError(f"{path}: the header names no joint: a joint has the columns {rule} (another naming rule: "
-                         "--joint-columns; other names: --columns)")  # fmt: skip
+        raise LabelError(
+            f"{path}: the header names no joint: a joint has the columns {rule} (another naming rule: "
+            "--joint-columns; other names: --columns)"
+        )
     for skeleton in SKELETONS.values():
         known = [j for j in found if j in skeleton.joints]
         if set(found) == set(skeleton.joints) or 2 * len(known) > len(found):
-            note = "" if set(found) == set(skeleton.joints) else (
-                f", of the {skeleton.name.upper()} skeleton's {len(skeleton.joints)} joints, whose other columns the "
-                "file has: to read fewer joints, name them")  # fmt: skip
+            note = (
+                ""
+                if set(found) == set(skeleton.joints)
+                else (
+                    f", of the {skeleton.name.upper()} skeleton's {len(skeleton.joints)} joints, whose other columns "
+                    "the file has: to read fewer joints, name them"
+                )
+            )
             return [(j, j) for j in skeleton.joints], note
     return [(j, j) for j in found], ""
 
@@ -858,8 +1000,10 @@ def read_coco_keypoints(
     _check_normalization(normalization)
     if normalization in ("head", "center_scale"):
         what = "head size" if normalization == "head" else "scale"
-        raise LabelError(f"{path}: COCO keypoints have no person {what} for normalization {normalization!r}: use "
-                         "'box' (by each person's bbox) or 'none'")  # fmt: skip
+        raise LabelError(
+            f"{path}: COCO keypoints have no person {what} for normalization {normalization!r}: use "
+            "'box' (by each person's bbox) or 'none'"
+        )
     pairs = parse_joints(joints)
     data = load_json(Path(path))
     if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
@@ -894,14 +1038,18 @@ def read_coco_keypoints(
         kp = ann.get("keypoints")
         if not isinstance(kp, list) or len(kp) != 3 * len(file_joints):
             got = f"{len(kp)} numbers" if isinstance(kp, list) else json_repr(kp)
-            raise LabelError(f"{where}: 'keypoints' must be {3 * len(file_joints)} numbers (x, y, v for each of "
-                             f"{_names(file_joints)}), got {got}")  # fmt: skip
+            raise LabelError(
+                f"{where}: 'keypoints' must be {3 * len(file_joints)} numbers (x, y, v for each of "
+                f"{_names(file_joints)}), got {got}"
+            )
         values = np.array([json_number(v, f"{where}: keypoints[{i}]") for i, v in enumerate(kp)]).reshape(-1, 3)
         v = values[take, 2]
         if not np.isin(v, (0.0, 1.0, 2.0)).all():
             t = int(np.flatnonzero(~np.isin(v, (0.0, 1.0, 2.0)))[0])
-            raise LabelError(f"{where}: keypoint {pairs[t][1]} has v = {v[t]:g}: v is 0 (not labelled), 1 (labelled, "
-                             "not visible) or 2 (visible)")  # fmt: skip
+            raise LabelError(
+                f"{where}: keypoint {pairs[t][1]} has v = {v[t]:g}: v is 0 (not labelled), 1 (labelled, "
+                "not visible) or 2 (visible)"
+            )
         if int((v > 0).sum()) < least:
             few += 1
             continue
@@ -934,8 +1082,12 @@ def read_coco_keypoints(
     if normalization == "box":
         xy = normalize_poses(xy, None, None, None, "box", box=np.asarray(boxes))
     poses = Poses(ids, xy, v > 0, v == 2, names)
-    poses.provenance = {"format": "coco_keypoints", "normalization": normalization, "min_joints": min_joints,
-                        "missing_joint": "v = 0"}  # fmt: skip
+    poses.provenance = {
+        "format": "coco_keypoints",
+        "normalization": normalization,
+        "min_joints": min_joints,
+        "missing_joint": "v = 0",
+    }
     return poses
 
 
@@ -950,14 +1102,15 @@ def _coco_category(data: dict, path: str, wanted: str | None) -> tuple[tuple[str
         named = [c for c in named if str(c.get("name")) == wanted or str(c.get("id")) == wanted]
         if not named:
             known = [str(c.get("name")) for c in categories if isinstance(c, dict) and c.get("keypoints")]
-            raise LabelError(f"{path}: no category {wanted!r} with keypoints; categories with keypoints: "
-                             f"{', '.join(known) or 'none'}")  # fmt: skip
+            raise LabelError(
+                f"{path}: no category {wanted!r} with keypoints; categories with keypoints: "
+                f"{', '.join(known) or 'none'}"
+            )
     if not named:
         return None, None
     if len(named) > 1:
         listed = ", ".join(str(c.get("name")) for c in named)
-        raise LabelError(f"{path}: {len(named)} categories have keypoints ({listed}): name the one to read "
-                         "(category)")  # fmt: skip
+        raise LabelError(f"{path}: {len(named)} categories have keypoints ({listed}): name the one to read (category)")
     cat = named[0]
     where = f"{path}: category {json_repr(cat.get('name'))} keypoints"
     if not isinstance(cat["keypoints"], list) or not all(isinstance(k, str) for k in cat["keypoints"]):
@@ -1021,5 +1174,4 @@ def read_poses(
         if joints is not None:
             raise LabelError(f"{path}: the mpii format reads MPII's 16 joints; read others with the csv format")
         return read_mpii_csv(path, normalization, min_joints)
-    return read_pose_csv(path, normalization, min_joints, joints=joints, columns=columns,
-                         joint_columns=joint_columns)  # fmt: skip
+    return read_pose_csv(path, normalization, min_joints, joints=joints, columns=columns, joint_columns=joint_columns)

@@ -55,13 +55,16 @@ def _lines(text: str) -> list[str]:
 
 def _txt_items(path: Path, text: str, column: str | None, id_column: str | None) -> list[_Item]:
     if column is not None or id_column is not None:
-        raise LabelError(f"{path}: a .txt file holds one sentence a line and has no columns "
-                         "(--column, --id-column are for .csv, .tsv and .jsonl)")  # fmt: skip
+        raise LabelError(
+            f"{path}: a .txt file holds one sentence a line and has no columns "
+            "(--column, --id-column are for .csv, .tsv and .jsonl)"
+        )
     return [_Item(n, str(n - 1), line if line.strip() else None) for n, line in enumerate(_lines(text), start=1)]
 
 
-def _table_items(path: Path, text: str, delimiter: str, column: str | None,
-                 id_column: str | None) -> tuple[list[_Item], dict[str, Any]]:  # fmt: skip
+def _table_items(
+    path: Path, text: str, delimiter: str, column: str | None, id_column: str | None
+) -> tuple[list[_Item], dict[str, Any]]:
     """The rows of a CSV (or TSV) with a header row, standard quoting (a quoted field may hold the delimiter, a
     quote as ``""`` and line breaks); ids from the id column, else the row numbers 0, 1, ... below the header."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -82,8 +85,10 @@ def _table_items(path: Path, text: str, delimiter: str, column: str | None,
     if column is None:
         column = next((c for c in TEXT_COLUMNS if c in header), None)
         if column is None:
-            raise LabelError(f"{path}, line {header_line}: no column named 'sentence' or 'text'; name the "
-                             f"sentences' column with --column; the header's columns: {names}{hint}")  # fmt: skip
+            raise LabelError(
+                f"{path}, line {header_line}: no column named 'sentence' or 'text'; name the "
+                f"sentences' column with --column; the header's columns: {names}{hint}"
+            )
     elif column not in header:
         raise LabelError(f"{path}, line {header_line}: no column {column!r}; the header's columns: {names}{hint}")
     if id_column is None:
@@ -113,8 +118,9 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _jsonl_items(path: Path, text: str, column: str | None,
-                 id_column: str | None) -> tuple[list[_Item], dict[str, Any]]:  # fmt: skip
+def _jsonl_items(
+    path: Path, text: str, column: str | None, id_column: str | None
+) -> tuple[list[_Item], dict[str, Any]]:
     """One JSON value a line: every line a string (the sentence; ids the line numbers 0, 1, ...) or every line an
     object holding the sentence under ``column`` (default: ``sentence`` or ``text``, the first the first object
     has) and its id under ``id_column`` (default: ``id`` where the first object has it, else the line numbers)."""
@@ -128,8 +134,9 @@ def _jsonl_items(path: Path, text: str, column: str | None,
         try:
             value = json.loads(line)
         except json.JSONDecodeError as e:
-            raise LabelError(f"{path}, line {n}: not JSON: {e.msg} at column {e.colno} (one JSON object or "
-                             "string a line)") from None  # fmt: skip
+            raise LabelError(
+                f"{path}, line {n}: not JSON: {e.msg} at column {e.colno} (one JSON object or string a line)"
+            ) from None
         except ValueError as e:  # an integer past Python's limit on its digits
             raise LabelError(f"{path}, line {n}: {e}") from None
         if not isinstance(value, (str, dict)):
@@ -139,32 +146,41 @@ def _jsonl_items(path: Path, text: str, column: str | None,
         if first is None:
             first = (n, kind)
             if kind == "string" and (column is not None or id_column is not None):
-                raise LabelError(f"{path}, line {n}: a JSON string, not an object: --column and --id-column name "
-                                 "the keys of one object a line")  # fmt: skip
+                raise LabelError(
+                    f"{path}, line {n}: a JSON string, not an object: --column and --id-column name "
+                    "the keys of one object a line"
+                )
             if kind == "object":
                 text_key = column or next((c for c in TEXT_COLUMNS if c in value), None)
                 if text_key is None:
-                    raise LabelError(f"{path}, line {n}: no key 'sentence' or 'text'; name the sentences' key "
-                                     f"with --column; the object's keys: {', '.join(map(repr, value))}")  # fmt: skip
+                    raise LabelError(
+                        f"{path}, line {n}: no key 'sentence' or 'text'; name the sentences' key "
+                        f"with --column; the object's keys: {', '.join(map(repr, value))}"
+                    )
                 id_key = id_column or (ID_COLUMN if ID_COLUMN in value and ID_COLUMN != text_key else None)
                 keys = {"column": text_key, "id_column": id_key}
         elif kind != first[1]:
-            raise LabelError(f"{path}, line {n}: a JSON {kind}, where line {first[0]} holds a JSON {first[1]}: "
-                             "every line must hold the same (a string, or an object)")  # fmt: skip
+            raise LabelError(
+                f"{path}, line {n}: a JSON {kind}, where line {first[0]} holds a JSON {first[1]}: "
+                "every line must hold the same (a string, or an object)"
+            )
         if isinstance(value, str):
             items.append(_Item(n, str(n - 1), value))
             continue
         for key in (keys["column"], keys["id_column"]):
             if key is not None and key not in value:
-                raise LabelError(f"{path}, line {n}: no key {key!r}; the object's keys: "
-                                 f"{', '.join(map(repr, value)) or 'none'}")  # fmt: skip
+                raise LabelError(
+                    f"{path}, line {n}: no key {key!r}; the object's keys: {', '.join(map(repr, value)) or 'none'}"
+                )
         sentence = value[keys["column"]]
         if not isinstance(sentence, str):
             raise LabelError(f"{path}, line {n}: {keys['column']!r} is {_json_type(sentence)}, not a string")
         item = value[keys["id_column"]] if keys["id_column"] is not None else n - 1
         if isinstance(item, bool) or not isinstance(item, (int, str)) or item == "":
-            raise LabelError(f"{path}, line {n}: id {keys['id_column']!r} must be an integer or a non-empty "
-                             f"string, got {json.dumps(item)}")  # fmt: skip
+            raise LabelError(
+                f"{path}, line {n}: id {keys['id_column']!r} must be an integer or a non-empty "
+                f"string, got {json.dumps(item)}"
+            )
         items.append(_Item(n, item_id(item, f"{path}, line {n}"), sentence))
     return items, keys
 
@@ -206,9 +222,11 @@ def read_plain_sentences(
             if empty == "drop":
                 continue
             what = "a blank line" if item.text is None else f"sentence {item.id!r} is empty"
-            raise LabelError(f"{path}, line {item.line}: {what}: no sentence to keep; pass --empty drop "
-                             "(empty='drop') to leave blank lines and empty sentences out (the other ids do not "
-                             "change)")  # fmt: skip
+            raise LabelError(
+                f"{path}, line {item.line}: {what}: no sentence to keep; pass --empty drop "
+                "(empty='drop') to leave blank lines and empty sentences out (the other ids do not "
+                "change)"
+            )
         if item.id in seen:
             raise LabelError(f"{path}, line {item.line}: id {item.id!r} again (first on line {seen[item.id]})")
         seen[item.id] = item.line

@@ -82,9 +82,16 @@ class Sentences(CaptionSets):
         if caption_offsets is not None and not np.array_equal(caption_offsets, one_each):
             raise LabelError("Sentences hold exactly one sentence per item")
         super().__init__(
-            ids, caption_offsets=one_each, text=text, text_offsets=text_offsets, tokens=tokens,
-            token_offsets=token_offsets, vocab=vocab, vectors=vectors, provenance=provenance,
-        )  # fmt: skip
+            ids,
+            caption_offsets=one_each,
+            text=text,
+            text_offsets=text_offsets,
+            tokens=tokens,
+            token_offsets=token_offsets,
+            vocab=vocab,
+            vectors=vectors,
+            provenance=provenance,
+        )
         blank = [i for i, t in enumerate(self.texts) if not t.strip()]
         if blank:
             raise LabelError(f"sentence {self.ids[blank[0]]!r} is empty")
@@ -212,8 +219,9 @@ def read_caption_sentences(
     texts = [cap for caps in captions for cap in caps]
     if limit is not None:
         ids, texts = ids[:limit], texts[:limit]
-    sentences = sentences_from_texts(ids, texts, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path),
-                                     needs_cbow=needs_cbow)  # fmt: skip
+    sentences = sentences_from_texts(
+        ids, texts, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path), needs_cbow=needs_cbow
+    )
     sentences.provenance["format"] = format
     return sentences
 
@@ -270,18 +278,37 @@ def read_sentences(
     kind = PLAIN_SUFFIXES.get(path.suffix.lower()) if format == "auto" else format
     if kind is None or kind in CAPTION_FORMATS:
         if column is not None or id_column is not None:
-            raise LabelError(f"{path}: --column and --id-column are for .csv, .tsv and .jsonl files; in a captions "
-                             "JSON the sentences are the captions and their ids '<image id>#<n>'")  # fmt: skip
+            raise LabelError(
+                f"{path}: --column and --id-column are for .csv, .tsv and .jsonl files; in a captions "
+                "JSON the sentences are the captions and their ids '<image id>#<n>'"
+            )
         try:
-            return read_caption_sentences(path, format=kind or "auto", tokenizer=tokenizer, vectors=vectors,
-                                          empty=empty, limit=limit, needs_cbow=needs_cbow)  # fmt: skip
+            return read_caption_sentences(
+                path,
+                format=kind or "auto",
+                tokenizer=tokenizer,
+                vectors=vectors,
+                empty=empty,
+                limit=limit,
+                needs_cbow=needs_cbow,
+            )
         except LabelError as e:
             if kind is None and path.suffix.lower() != ".json" and "malformed JSON" in str(e):
-                raise LabelError(f"{e} (read as captions JSON: the suffix is not one of "
-                                 f"{', '.join(PLAIN_SUFFIXES)}; pass --format for a plain file)") from None  # fmt: skip
+                raise LabelError(
+                    f"{e} (read as captions JSON: the suffix is not one of "
+                    f"{', '.join(PLAIN_SUFFIXES)}; pass --format for a plain file)"
+                ) from None
             raise
     ids, texts, lines, keys = read_plain_sentences(path, kind, column, id_column, empty=empty, limit=limit)
-    sentences = sentences_from_texts(ids, texts, tokenizer=tokenizer, vectors=vectors, empty=empty, source=str(path),
-                                     needs_cbow=needs_cbow, lines=lines)  # fmt: skip
+    sentences = sentences_from_texts(
+        ids,
+        texts,
+        tokenizer=tokenizer,
+        vectors=vectors,
+        empty=empty,
+        source=str(path),
+        needs_cbow=needs_cbow,
+        lines=lines,
+    )
     sentences.provenance.update({"format": kind, **keys})
     return sentences

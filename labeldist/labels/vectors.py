@@ -28,8 +28,14 @@ class Vectors(LabelSet):
 
     label_type = "vectors"
 
-    def __init__(self, ids: np.ndarray | Sequence[object], values: np.ndarray, columns: Sequence[str] | None = None,
-                 *, checked: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        ids: np.ndarray | Sequence[object],
+        values: np.ndarray,
+        columns: Sequence[str] | None = None,
+        *,
+        checked: bool = True,
+    ) -> None:
         """``checked=False`` leaves the finite-values check to the caller (a reader, to name its file)."""
         super().__init__(ids)
         values = np.asarray(values, dtype=np.float64)
@@ -77,8 +83,9 @@ class Vectors(LabelSet):
         if not value:
             raise LabelError(f"the vector is empty: the store's labels have {d} number{'s' * (d > 1)}{names}")
         if len(value) != d:
-            raise LabelError(f"the vector has {len(value)} number{'s' * (len(value) > 1)}, the store's labels have "
-                             f"{d}{names}")  # fmt: skip
+            raise LabelError(
+                f"the vector has {len(value)} number{'s' * (len(value) > 1)}, the store's labels have {d}{names}"
+            )
         numbers = [json_number(x, f"number {t} of the vector") for t, x in enumerate(value)]
         return cls(np.array(["query"]), np.array([numbers], dtype=np.float64), like.columns)
 
@@ -95,8 +102,10 @@ def check_finite(labels: Vectors, source: str = "") -> None:
     if len(bad):
         row, col = bad[0]
         where = f"{source}: " if source else ""
-        raise LabelError(f"{where}row {row} (id {str(labels.ids[row])!r}), column {labels.columns[col]!r}: "
-                         f"{labels.values[row, col]} is not a finite number ({len(bad)} such values)")  # fmt: skip
+        raise LabelError(
+            f"{where}row {row} (id {str(labels.ids[row])!r}), column {labels.columns[col]!r}: "
+            f"{labels.values[row, col]} is not a finite number ({len(bad)} such values)"
+        )
 
 
 def _finite(text: str, line: int, column: str, path: Path) -> float:
@@ -109,9 +118,9 @@ def _finite(text: str, line: int, column: str, path: Path) -> float:
     return value
 
 
-def _pick(header: Sequence[str], columns: Sequence[str] | None, id_column: str | None, path: Path) -> tuple[
-    list[str], str | None
-]:  # fmt: skip
+def _pick(
+    header: Sequence[str], columns: Sequence[str] | None, id_column: str | None, path: Path
+) -> tuple[list[str], str | None]:
     """The value columns and the id column of a table with ``header``."""
     if id_column is None and "id" in header:
         id_column = "id"
@@ -169,11 +178,16 @@ def read_parquet(path: Path, columns: Sequence[str] | None, id_column: str | Non
     for c in value_columns:
         column = table.column(c)
         if not _numeric(column):
-            raise LabelError(f"{path}: column {c!r} has type {column.type}, not a number (integer, floating point, "
-                             "decimal or boolean)")  # fmt: skip
+            raise LabelError(
+                f"{path}: column {c!r} has type {column.type}, not a number (integer, floating point, "
+                "decimal or boolean)"
+            )
         values.append(column.to_numpy(zero_copy_only=False).astype(np.float64))
-    ids = (unique_ids(table.column(id_column).to_pylist(), str(path), lambda i: f"row {i}") if id_column
-           else np.arange(table.num_rows).astype(str))  # fmt: skip
+    ids = (
+        unique_ids(table.column(id_column).to_pylist(), str(path), lambda i: f"row {i}")
+        if id_column
+        else np.arange(table.num_rows).astype(str)
+    )
     labels = Vectors(ids, np.stack(values, axis=1), value_columns, checked=False)
     check_finite(labels, str(path))
     return labels
@@ -190,8 +204,9 @@ def read_npy_vectors(path: Path) -> Vectors:
     return labels
 
 
-def read_vectors(path: str | Path, *, format: str = "auto", columns: Sequence[str] | None = None,
-                 id_column: str | None = None) -> Vectors:  # fmt: skip
+def read_vectors(
+    path: str | Path, *, format: str = "auto", columns: Sequence[str] | None = None, id_column: str | None = None
+) -> Vectors:
     """Numeric labels of a file (see the module docstring); :class:`LabelError` names what is wrong."""
     path = Path(path)
     kind = path.suffix.lower().lstrip(".") if format == "auto" else format
@@ -205,6 +220,5 @@ def read_vectors(path: str | Path, *, format: str = "auto", columns: Sequence[st
         labels = read_csv(path, columns, id_column)
     else:
         labels = read_parquet(path, columns, id_column)
-    labels.provenance = {"file": path.name, "format": kind, "columns": labels.columns,
-                         "id_column": id_column}  # fmt: skip
+    labels.provenance = {"file": path.name, "format": kind, "columns": labels.columns, "id_column": id_column}
     return labels

@@ -56,8 +56,11 @@ def checked_read(url: str, path: str, region: str) -> Iterator[None]:
         reason = damage_reason(e)
         if reason is None:
             raise StoreError(f"{url}: {path} {region} cannot be read: {e}") from e
-        raise StoreCorruptError(f"{url}: {path} {region} {reason} (damaged on disk): refusing to read it; "
-                                f"`labeldist verify {url}` lists every damaged chunk", array=path) from e  # fmt: skip
+        raise StoreCorruptError(
+            f"{url}: {path} {region} {reason} (damaged on disk): refusing to read it; "
+            f"`labeldist verify {url}` lists every damaged chunk",
+            array=path,
+        ) from e
 
 
 def missing_chunks(array: zarr.Array, start: int = 0, stop: int | None = None) -> list[tuple[int, ...]]:
@@ -92,9 +95,12 @@ def _missing_error(
     url: str, path: str, array: zarr.Array, coords: tuple[int, ...], count: int, start: int, stop: int
 ) -> StoreCorruptError:
     a, b = _rows_of(array, coords)
-    return StoreCorruptError(f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, coords))} is missing ({count} "
-                             f"missing in rows {start}:{stop}): refusing to read fill values as data; `labeldist "
-                             f"verify {url}` lists every damaged chunk", array=path)  # fmt: skip
+    return StoreCorruptError(
+        f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, coords))} is missing ({count} "
+        f"missing in rows {start}:{stop}): refusing to read fill values as data; `labeldist "
+        f"verify {url}` lists every damaged chunk",
+        array=path,
+    )
 
 
 def has_checksums(array: zarr.Array) -> bool:
@@ -118,9 +124,14 @@ def damaged_regions(url: str) -> list[dict[str, Any]]:
     damaged = []
     for path, array in store_arrays(url):
         if not has_checksums(array):
-            damaged.append({"array": path, "rows": [0, int(array.shape[0]) if array.ndim else 0],
-                            "error": "carries no CRC32C checksum (made before labeldist 0.2): damage to it "
-                                     "cannot be detected; rebuild the store"})  # fmt: skip
+            damaged.append(
+                {
+                    "array": path,
+                    "rows": [0, int(array.shape[0]) if array.ndim else 0],
+                    "error": "carries no CRC32C checksum (made before labeldist 0.2): damage to it "
+                    "cannot be detected; rebuild the store",
+                }
+            )
         seen: set[tuple[int, int]] = set()
         for coords, _key in chunk_keys(array):
             start, stop = _rows_of(array, coords)

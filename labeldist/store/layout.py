@@ -36,9 +36,18 @@ FORMAT = 1
 MANIFEST_KEY = "labeldist"
 #: manifest keys that must agree for an existing store to be resumed or reused
 FINGERPRINT_KEYS = (
-    "format", "dataset", "kind", "params", "n_items", "k", "labels_sha256", "labels_type", "dense",
-    "block_rows", "symmetric",
-)  # fmt: skip
+    "format",
+    "dataset",
+    "kind",
+    "params",
+    "n_items",
+    "k",
+    "labels_sha256",
+    "labels_type",
+    "dense",
+    "block_rows",
+    "symmetric",
+)
 DENSE_TILE = 512
 #: the kNN lists (both arrays) of a store up to this size are chunked by row block: a server holds them whole after
 #: its first requests (the service's default LABELDIST_KNN_CACHE_MB), so how they are cut does not matter to it

@@ -70,8 +70,11 @@ def generation_entry(generation: int, start: int, labels: LabelSet) -> dict[str,
     """The manifest's record of one generation: its number, the items it brought (rows ``start:start + len``)
     and the digest of their labels (:meth:`LabelSet.sha256` of those items alone: the file they were read from,
     as precompute of that file alone would record it)."""
-    return {"generation": int(generation), "items": [int(start), int(start + len(labels))],
-            "labels_sha256": labels.sha256()}  # fmt: skip
+    return {
+        "generation": int(generation),
+        "items": [int(start), int(start + len(labels))],
+        "labels_sha256": labels.sha256(),
+    }
 
 
 def store_generations(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -93,12 +96,12 @@ def read_manifest(url: str) -> dict[str, Any] | None:
     group's metadata cannot be parsed (a store damaged on disk is not "no store": it must not be written over)."""
     try:
         group = open_group(url, mode="r")
-    except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError,
-            zarr.errors.NodeTypeValidationError):  # fmt: skip
+    except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError):
         return None
     except ValueError as e:  # zarr.json that is not JSON, or not Zarr metadata
-        raise StoreCorruptError(f"{store_url(url)}: its metadata (zarr.json) cannot be read ({e}): the store is "
-                                "damaged; rebuild it") from e  # fmt: skip
+        raise StoreCorruptError(
+            f"{store_url(url)}: its metadata (zarr.json) cannot be read ({e}): the store is damaged; rebuild it"
+        ) from e
     man = group.attrs.get(MANIFEST_KEY)
     return dict(man) if isinstance(man, Mapping) else None
 

@@ -115,12 +115,18 @@ class StoreReader:
         self.url = store_url(self.url)
         try:
             self._group = open_group(self.url, mode="r")
-        except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError,
-                zarr.errors.NodeTypeValidationError) as e:  # fmt: skip
+        except (
+            FileNotFoundError,
+            NotADirectoryError,
+            zarr.errors.GroupNotFoundError,
+            zarr.errors.NodeTypeValidationError,
+        ) as e:
             raise StoreError(f"{self.url}: no store there") from e
         except ValueError as e:  # zarr.json that is not JSON, or not Zarr metadata
-            raise StoreCorruptError(f"{self.url}: its metadata (zarr.json) cannot be read ({e}): the store is "
-                                    "damaged; rebuild it", array="zarr.json") from e  # fmt: skip
+            raise StoreCorruptError(
+                f"{self.url}: its metadata (zarr.json) cannot be read ({e}): the store is damaged; rebuild it",
+                array="zarr.json",
+            ) from e
         man = self._group.attrs.get(MANIFEST_KEY)
         if not isinstance(man, Mapping):
             raise StoreError(f"{self.url}: not a labeldist store (no '{MANIFEST_KEY}' manifest)")
@@ -129,8 +135,9 @@ class StoreReader:
         self.manifest: dict[str, Any] = dict(man)
         for path in ("ids", "knn/indices", "knn/distances"):
             if path not in self._group:
-                raise StoreCorruptError(f"{self.url}: array {path} is missing: the store is damaged; rebuild it",
-                                        array=path)  # fmt: skip
+                raise StoreCorruptError(
+                    f"{self.url}: array {path} is missing: the store is damaged; rebuild it", array=path
+                )
         if not has_checksums(self._array("ids")):
             raise StoreError(
                 f"{self.url}: made by labeldist before 0.2, whose ids and labels carry no checksum, so damage to "
@@ -180,8 +187,9 @@ class StoreReader:
         indices, distances = self._read("knn/indices"), self._read("knn/distances")
         for path, arr in (("knn/indices", indices), ("knn/distances", distances)):
             if arr.shape != (self.n_items, self.k):
-                raise StoreCorruptError(f"{self.url}: {path} has shape {arr.shape}, the manifest says "
-                                        f"({self.n_items}, {self.k})")  # fmt: skip
+                raise StoreCorruptError(
+                    f"{self.url}: {path} has shape {arr.shape}, the manifest says ({self.n_items}, {self.k})"
+                )
         return indices, distances
 
     @property
@@ -198,8 +206,10 @@ class StoreReader:
         indices, distances = (self._read_knn(path, start, stop) for path in ("knn/indices", "knn/distances"))
         for path, arr in (("knn/indices", indices), ("knn/distances", distances)):
             if arr.shape != (stop - start, self.k):
-                raise StoreCorruptError(f"{self.url}: {path} rows {start}:{stop} have shape {arr.shape}, the "
-                                        f"manifest says k={self.k}", array=path)  # fmt: skip
+                raise StoreCorruptError(
+                    f"{self.url}: {path} rows {start}:{stop} have shape {arr.shape}, the manifest says k={self.k}",
+                    array=path,
+                )
         return indices, distances
 
     @cached_property
@@ -218,8 +228,9 @@ class StoreReader:
         for path in ("knn/indices", "knn/distances"):
             shape = tuple(self._array(path).shape)
             if shape != (self.n_items, self.k):
-                raise StoreCorruptError(f"{self.url}: {path} has shape {shape}, the manifest says "
-                                        f"({self.n_items}, {self.k})", array=path)  # fmt: skip
+                raise StoreCorruptError(
+                    f"{self.url}: {path} has shape {shape}, the manifest says ({self.n_items}, {self.k})", array=path
+                )
         rows = self.knn_block_rows
         for start in range(0, self.n_items, rows):
             self.knn_rows(start, min(start + rows, self.n_items))
@@ -231,8 +242,10 @@ class StoreReader:
         rows = self._read("dense/distances", start, stop)
         if np.isnan(rows).any():
             bad = start + int(np.flatnonzero(np.isnan(rows).any(axis=1))[0])
-            raise StoreCorruptError(f"{self.url}: dense/distances row {bad} holds NaN, a value never written: "
-                                    "refusing to serve it; rebuild the store")  # fmt: skip
+            raise StoreCorruptError(
+                f"{self.url}: dense/distances row {bad} holds NaN, a value never written: "
+                "refusing to serve it; rebuild the store"
+            )
         return rows
 
     def dense_value(self, i: int, j: int) -> float:

@@ -68,8 +68,9 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> Non
 def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
     n, k, rows = manifest["n_items"], manifest["k"], manifest["block_rows"]
     group = open_group(url, mode="w")
-    ids = group.create_array("ids", shape=(n,), dtype=str, chunks=(max(n, 1),), compressors=_codecs(),
-                             config=_WRITE_CONFIG)  # fmt: skip
+    ids = group.create_array(
+        "ids", shape=(n,), dtype=str, chunks=(max(n, 1),), compressors=_codecs(), config=_WRITE_CONFIG
+    )
     ids[:] = labels.ids
     for name, arr in labels.to_arrays().items():
         arr = np.asarray(arr)
@@ -86,20 +87,35 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
             out[...] = arr
     knn_rows = knn_chunk_rows(rows, k, n)
     group.create_array(
-        "knn/indices", shape=(n, k), dtype="int32", chunks=(knn_rows, max(k, 1)), compressors=_codecs(),
-        fill_value=-1, config=_WRITE_CONFIG,
-    )  # fmt: skip
+        "knn/indices",
+        shape=(n, k),
+        dtype="int32",
+        chunks=(knn_rows, max(k, 1)),
+        compressors=_codecs(),
+        fill_value=-1,
+        config=_WRITE_CONFIG,
+    )
     group.create_array(
-        "knn/distances", shape=(n, k), dtype="float32", chunks=(knn_rows, max(k, 1)), compressors=_codecs(),
-        fill_value=np.inf, config=_WRITE_CONFIG,
-    )  # fmt: skip
+        "knn/distances",
+        shape=(n, k),
+        dtype="float32",
+        chunks=(knn_rows, max(k, 1)),
+        compressors=_codecs(),
+        fill_value=np.inf,
+        config=_WRITE_CONFIG,
+    )
     if manifest["dense"]:
         _create_square(group, "dense/distances", n, rows)
     _create_marks(group, "progress/blocks", n_blocks(n, rows))
     group.create_array(
-        "progress/exact_pairs", shape=(n_blocks(n, rows),), dtype="int64", chunks=(1,), fill_value=0,
-        compressors=_mark_codecs(), config=_WRITE_CONFIG,
-    )  # fmt: skip
+        "progress/exact_pairs",
+        shape=(n_blocks(n, rows),),
+        dtype="int64",
+        chunks=(1,),
+        fill_value=0,
+        compressors=_mark_codecs(),
+        config=_WRITE_CONFIG,
+    )
     if manifest.get("symmetric"):
         _create_square(group, "work/upper", n, rows)
         _create_marks(group, "progress/upper", n_blocks(n, rows))
@@ -131,8 +147,15 @@ def _create_square(group: zarr.Group, path: str, n: int, rows: int) -> None:
 
 def _create_marks(group: zarr.Group, path: str, blocks: int) -> None:
     # one chunk per block: tasks marking different blocks never rewrite each other's chunk
-    group.create_array(path, shape=(blocks,), dtype="uint8", chunks=(1,), fill_value=0, compressors=_mark_codecs(),
-                       config=_WRITE_CONFIG)  # fmt: skip
+    group.create_array(
+        path,
+        shape=(blocks,),
+        dtype="uint8",
+        chunks=(1,),
+        fill_value=0,
+        compressors=_mark_codecs(),
+        config=_WRITE_CONFIG,
+    )
 
 
 def blocks_done(url: str) -> np.ndarray:
@@ -217,8 +240,10 @@ def publish(url: str) -> dict[str, Any]:
     for path, array in store_arrays(url):
         lost = missing_chunks(array)
         if lost:
-            raise StoreCorruptError(f"{url}: {path} lacks {len(lost)} chunk(s), e.g. {'/'.join(map(str, lost[0]))}, "
-                                    "although every block is marked written: not publishing it")  # fmt: skip
+            raise StoreCorruptError(
+                f"{url}: {path} lacks {len(lost)} chunk(s), e.g. {'/'.join(map(str, lost[0]))}, "
+                "although every block is marked written: not publishing it"
+            )
     manifest = dict(group.attrs[MANIFEST_KEY], complete=True)
     group.attrs[MANIFEST_KEY] = manifest
     return manifest

@@ -148,9 +148,11 @@ def predict_relevance(model: Any, config: FitConfig, first: list[str], second: l
         b = unit_rows(model.encode(second, batch_size=64, convert_to_numpy=True, show_progress_bar=False))
         return np.clip(np.sum(a * b, axis=1), 0.0, 1.0) if len(a) else np.zeros(0)
     both = model.predict(
-        list(zip(first, second)) + list(zip(second, first)), batch_size=64, convert_to_numpy=True,
+        list(zip(first, second)) + list(zip(second, first)),
+        batch_size=64,
+        convert_to_numpy=True,
         show_progress_bar=False,
-    )  # fmt: skip
+    )
     both = np.asarray(both, dtype=np.float64)
     return (both[: len(first)] + both[len(first) :]) / 2.0
 
@@ -173,11 +175,15 @@ def fit(
     total = steps_per_epoch * config.epochs
     no_decay = ("bias", "LayerNorm.weight", "norm.weight")
     groups = [
-        {"params": [p for name, p in model.named_parameters() if not any(k in name for k in no_decay)],
-         "weight_decay": config.weight_decay},
-        {"params": [p for name, p in model.named_parameters() if any(k in name for k in no_decay)],
-         "weight_decay": 0.0},
-    ]  # fmt: skip
+        {
+            "params": [p for name, p in model.named_parameters() if not any(k in name for k in no_decay)],
+            "weight_decay": config.weight_decay,
+        },
+        {
+            "params": [p for name, p in model.named_parameters() if any(k in name for k in no_decay)],
+            "weight_decay": 0.0,
+        },
+    ]
     optimizer = torch.optim.AdamW(groups, lr=config.lr)
     warmup_steps = int(round(config.warmup * total))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_schedule(s, total, warmup_steps))
@@ -202,8 +208,14 @@ def fit(
             bar.set_postfix(epoch=epoch + 1, loss=f"{running / (s + 1):.4f}", refresh=False)  # shown by the update
             bar.update(1)
         scores = correlations(predict_relevance(model, config, list(dev.first), list(dev.second)), dev.relevance)
-        history.append({"epoch": epoch + 1, "train_loss": running / steps_per_epoch, **scores,
-                        "seconds": round(time.perf_counter() - started, 1)})  # fmt: skip
+        history.append(
+            {
+                "epoch": epoch + 1,
+                "train_loss": running / steps_per_epoch,
+                **scores,
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+        )
         bar.write(f"epoch {epoch + 1}: dev Pearson {scores['pearson']:.4f}, Spearman {scores['spearman']:.4f}")
     bar.close()
     seconds = time.perf_counter() - started

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from labeldist.api.settings import Settings
 
+from labeldist.api.settings import Settings
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
 
@@ -43,10 +43,23 @@ def start_server(stores: Path, port: int, *, verbose: bool = False, **env: str) 
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
     environ = {**inherited, "LABELDIST_ACCESS_LOG": "false", **env}
     return subprocess.Popen(
-        [sys.executable, "-m", "labeldist.cli", *(["-v"] if verbose else []), "serve", "--stores", str(stores),
-         "--port", str(port)],
-        cwd=REPO, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "labeldist.cli",
+            *(["-v"] if verbose else []),
+            "serve",
+            "--stores",
+            str(stores),
+            "--port",
+            str(port),
+        ],
+        cwd=REPO,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def stop_server(proc: subprocess.Popen) -> str:

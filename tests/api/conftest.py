@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+
 from labeldist.api.main import create_app
 from labeldist.api.settings import Settings
-
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import precompute
 from labeldist.labels.poses import Poses
@@ -48,10 +48,18 @@ def stores_dir(tmp_path_factory: pytest.TempPathFactory, pose_labels: Poses, das
     precompute(pose_labels, distance, root / KNN, dense=False, **common)
     # k over N - 1 is refused by precompute since 0.2; a store with padded lists (from an older labeldist, or
     # another tool) is still served, so it is laid out here with the engine's own parts
-    write_store(root / TINY_STORE, pose_labels.subset(slice(0, TINY)), distance, dataset="mpii300", k=K,
-                dense=False, block_rows=64)  # fmt: skip
-    manifest = build_manifest(dataset="mpii300", kind="pose", params=distance.params(), labels=pose_labels,
-                              k=K, dense=False, block_rows=64)  # fmt: skip
+    write_store(
+        root / TINY_STORE,
+        pose_labels.subset(slice(0, TINY)),
+        distance,
+        dataset="mpii300",
+        k=K,
+        dense=False,
+        block_rows=64,
+    )
+    manifest = build_manifest(
+        dataset="mpii300", kind="pose", params=distance.params(), labels=pose_labels, k=K, dense=False, block_rows=64
+    )
     create_store(str(root / INCOMPLETE), manifest, pose_labels)
     (root / "notes").mkdir()
     (root / "notes" / "README.txt").write_text("not a store\n")
@@ -77,8 +85,11 @@ def store_arrays(stores_dir: Path) -> dict[str, dict[str, np.ndarray]]:
     out = {}
     for name in (DENSE, KNN, TINY_STORE):
         g = zarr.open_group(str(stores_dir / name), mode="r")
-        arrays = {"indices": g["knn/indices"][:], "distances": g["knn/distances"][:],
-                  "ids": np.array(g["ids"][:].tolist())}  # fmt: skip
+        arrays = {
+            "indices": g["knn/indices"][:],
+            "distances": g["knn/distances"][:],
+            "ids": np.array(g["ids"][:].tolist()),
+        }
         if "dense" in g:
             arrays["dense"] = g["dense/distances"][:]
         out[name] = arrays

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from labeldist.api.main import create_app
 
+from labeldist.api.main import create_app
 from tests.api.api_helpers import DENSE, KNN, make_settings
 from tests.processes import Service, free_port
 
@@ -86,6 +86,7 @@ def test_a_body_that_stops_arriving_is_a_408_at_the_asgi_level() -> None:
     """BodySizeLimit alone, around an app that reads the body and catches nothing (as the fast path does):
     the 408 is answered by the middleware itself, with Connection: close."""
     import anyio
+
     from labeldist.api.middleware import BodySizeLimit
 
     async def reader(scope, receive, send) -> None:  # reads to the end, then would answer 200
@@ -205,10 +206,13 @@ def test_non_finite_json_is_a_422_through_uvicorn_and_nothing_is_logged(stores_d
 
 @pytest.mark.parametrize(
     ("path", "chunked"),
-    [(f"/v1/stores/{DENSE}/batches", False), (f"/v1/stores/{KNN}/distances", False),
-     (f"/v1/stores/{DENSE}/distances", True)],
+    [
+        (f"/v1/stores/{DENSE}/batches", False),
+        (f"/v1/stores/{KNN}/distances", False),
+        (f"/v1/stores/{DENSE}/distances", True),
+    ],
     ids=["batches-fast-path", "distances-route", "chunked-route"],
-)  # fmt: skip
+)
 def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closed(
     server: Service, path: str, chunked: bool
 ) -> None:
@@ -232,8 +236,9 @@ def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closed(
     assert time.monotonic() - began >= BODY_TIMEOUT_S * 0.9, "not before the deadline"
 
 
-@pytest.mark.parametrize("path", [f"/v1/stores/{DENSE}/batches", f"/v1/stores/{KNN}/distances"],
-                         ids=["batches-fast-path", "distances-route"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path", [f"/v1/stores/{DENSE}/batches", f"/v1/stores/{KNN}/distances"], ids=["batches-fast-path", "distances-route"]
+)
 def test_a_body_that_trickles_in_before_the_deadline_is_answered(server: Service, path: str) -> None:
     """Six pieces 60 ms apart (a third of a second, against a deadline of several): answered 200 as usual."""
     body = b'{"count": 2, "size": 8, "seed": 5}' if "batches" in path else b'{"anchor": 0, "items": [1, 2, 3]}'
@@ -249,10 +254,13 @@ def test_a_body_that_trickles_in_before_the_deadline_is_answered(server: Service
 
 @pytest.mark.parametrize(
     "request_bytes",
-    [b"NOT AN HTTP REQUEST\r\n\r\n", b"POST /v1/stores HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
-     b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header Name: 1\r\n\r\n"],
+    [
+        b"NOT AN HTTP REQUEST\r\n\r\n",
+        b"POST /v1/stores HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header Name: 1\r\n\r\n",
+    ],
     ids=["request-line", "content-length", "header-name"],
-)  # fmt: skip
+)
 def test_uvicorns_own_400_is_json(server: Service, request_bytes: bytes) -> None:
     """Requests that uvicorn cannot parse never reach the app: its own 400, shaped as JSON by api/server.py."""
     status, headers, data, closed = exchange(server.port, [request_bytes])
@@ -266,14 +274,20 @@ def test_the_other_bad_bodies_are_json_through_uvicorn(server: Service) -> None:
     """Malformed JSON, invalid UTF-8 (as JSON and as text), a wrong content type, an unknown route and method:
     a 4xx with a JSON ``detail`` each, as the real server answers them."""
     path = f"/v1/stores/{DENSE}/distances"
-    cases = [(b"{not json", "application/json", 422), (b'{"anchor": "\xff\xfe"}', "application/json", 400),
-             (b"\xff\xfe{", "text/plain", 422), (b'{"anchor": 0, "items": [1]}', "text/plain", 422)]  # fmt: skip
+    cases = [
+        (b"{not json", "application/json", 422),
+        (b'{"anchor": "\xff\xfe"}', "application/json", 400),
+        (b"\xff\xfe{", "text/plain", 422),
+        (b'{"anchor": 0, "items": [1]}', "text/plain", 422),
+    ]
     for body, content_type, expected in cases:
         status, headers, data, _ = exchange(server.port, [request_head(path, len(body), content_type, True) + body])
         assert status == expected, (body, data)
         assert headers["content-type"] == "application/json" and strict_json(data)["detail"], (body, data)
-    wrong = [b"DELETE /v1/stores HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-             b"GET /v2/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"]  # fmt: skip
+    wrong = [
+        b"DELETE /v1/stores HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /v2/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ]
     for request_bytes, expected in zip(wrong, (405, 404)):
         status, headers, data, _ = exchange(server.port, [request_bytes])
         assert status == expected and headers["content-type"] == "application/json" and strict_json(data)["detail"]
@@ -282,8 +296,10 @@ def test_the_other_bad_bodies_are_json_through_uvicorn(server: Service) -> None:
 def test_a_websocket_handshake_is_answered_by_the_app_as_json(server: Service) -> None:
     """The service has no WebSocket route: a handshake is answered as the plain HTTP request it also is, by the
     app, in JSON (uvicorn's WebSocket support answered an empty text/plain 403)."""
-    upgrade = ("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
-               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")  # fmt: skip
+    upgrade = (
+        "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    )
     for path, expected in (("/v1/stores/nope", 404), (f"/v1/stores/{DENSE}", 200)):
         request = f"GET {path} HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n".encode()
         status, headers, data, _ = exchange(server.port, [request], wait_close=False)
@@ -298,8 +314,9 @@ def uvicorn_in_thread(app: object, http: object, lifespan: str = "off") -> Itera
     import uvicorn
 
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, http=http, ws="none", lifespan=lifespan,
-                            log_config=None, access_log=False)  # fmt: skip
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, http=http, ws="none", lifespan=lifespan, log_config=None, access_log=False
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
-from labeldist.api.caches import PairCache
 
+from labeldist.api.caches import PairCache
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
 from labeldist.pairs import compute_pairs
@@ -54,13 +54,17 @@ def test_compute_pairs_turns_an_anchor_against_many_into_one_call(pose_labels: P
     i, j = np.minimum(100, others), np.maximum(100, others)  # canonical (min, max): 100 on either side
     got = compute_pairs(pose_labels, Counting(), i, j)
     assert calls == [(1, 10)]
-    assert np.array_equal(got, PoseDistance().block(pose_labels.subset(np.array([100])), pose_labels.subset(others))
-                          .astype(np.float32)[0])  # fmt: skip
+    assert np.array_equal(
+        got, PoseDistance().block(pose_labels.subset(np.array([100])), pose_labels.subset(others)).astype(np.float32)[0]
+    )
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_no_request_changes_a_store(client: TestClient, stores_dir: Path) -> None:

@@ -11,9 +11,9 @@ import anyio
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+
 from labeldist.api.compute import ComputeGuard, ComputePool
 from labeldist.api.main import create_app
-
 from labeldist.distances.pose import PoseDistance
 from labeldist.pairs import plan_pairs
 from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server
@@ -80,7 +80,6 @@ def test_a_saturated_pool_answers_503_with_retry_after(stores_dir: Path) -> None
 
 def test_a_guard_stops_between_chunks_once_cancelled() -> None:
     from labeldist.api.compute import ClientGone
-
     from labeldist.labels.poses import read_mpii_csv
     from labeldist.pairs import compute_planned
     from tests.conftest import DATA
@@ -113,8 +112,9 @@ def caption_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
     coco = json.loads((DATA / "coco" / "coco_karpathy_test.json").read_text())[:400]
     (root / "coco.json").write_text(json.dumps(coco))
     labels = read_karpathy_captions(root / "coco.json")
-    write_store(root / "stores" / "captions", labels, CaptionSetWMD(), dataset="coco400", k=5, dense=False,
-                block_rows=100)  # fmt: skip
+    write_store(
+        root / "stores" / "captions", labels, CaptionSetWMD(), dataset="coco400", k=5, dense=False, block_rows=100
+    )
     return root / "stores"
 
 
@@ -125,8 +125,9 @@ def test_a_client_that_disconnects_stops_its_computation_on_a_live_server(captio
     nobody. Every step waits for an event the server logs (issue 17, Found 10: this test used to sleep 0.5 s and
     hope the computation had started)."""
     port = free_port()
-    proc = start_server(caption_stores, port, verbose=True, LABELDIST_COMPUTE_BUDGET_S="100000",
-                        LABELDIST_MAX_ITEMS="50000")  # fmt: skip
+    proc = start_server(
+        caption_stores, port, verbose=True, LABELDIST_COMPUTE_BUDGET_S="100000", LABELDIST_MAX_ITEMS="50000"
+    )
     log = LogFollower(proc)
     try:
         wait_healthy(proc, f"http://127.0.0.1:{port}")
@@ -135,8 +136,10 @@ def test_a_client_that_disconnects_stops_its_computation_on_a_live_server(captio
         upper = np.stack(np.triu_indices(400, 1), axis=1)
         pairs = upper[np.random.default_rng(0).permutation(len(upper))[:50_000]].tolist()
         body = json.dumps({"pairs": pairs}).encode()
-        head = (f"POST /v1/stores/captions/distances HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+        head = (
+            f"POST /v1/stores/captions/distances HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(head + body)
             started = log.wait_for("captions: computing ")
@@ -228,8 +231,9 @@ def test_a_flood_past_the_queue_time_is_answered_503_and_holds_no_thread(stores_
                 results: list[httpx.Response] = []
 
                 async def one(t: int) -> None:
-                    results.append(await ac.post(f"/v1/stores/{KNN}/distances",
-                                                 json={"pairs": _far_pairs(N_ITEMS, 4, seed=t)}))  # fmt: skip
+                    results.append(
+                        await ac.post(f"/v1/stores/{KNN}/distances", json={"pairs": _far_pairs(N_ITEMS, 4, seed=t)})
+                    )
 
                 async with anyio.create_task_group() as group:
                     for t in range(150):
@@ -238,8 +242,9 @@ def test_a_flood_past_the_queue_time_is_answered_503_and_holds_no_thread(stores_
 
         answers = client.portal.call(flood)
         assert [r.status_code for r in answers] == [503] * 150
-        assert all(r.headers["retry-after"].isdigit() and "LABELDIST_COMPUTE_WORKERS" in r.json()["detail"]
-                   for r in answers)  # fmt: skip
+        assert all(
+            r.headers["retry-after"].isdigit() and "LABELDIST_COMPUTE_WORKERS" in r.json()["detail"] for r in answers
+        )
         assert pool.waiting == 0
         _release_every_slot(client, pool)
         assert client.portal.call(lambda: pool.busy) == 0

@@ -39,8 +39,15 @@ ITEMS = 6
 
 def _write_store(url: Path, labels: Any, distance: Any) -> None:
     """A kNN-only store written block by block by the engine's own task function (no cluster to start)."""
-    manifest = build_manifest(dataset=url.name, kind=distance.kind, params=distance.params(), labels=labels, k=K,
-                              dense=False, block_rows=BLOCK_ROWS)  # fmt: skip
+    manifest = build_manifest(
+        dataset=url.name,
+        kind=distance.kind,
+        params=distance.params(),
+        labels=labels,
+        k=K,
+        dense=False,
+        block_rows=BLOCK_ROWS,
+    )
     create_store(str(url), manifest, labels)
     for block in range(n_blocks(len(labels), BLOCK_ROWS)):
         compute_block(block, labels=labels, distance=distance, url=str(url), k=K, block_rows=BLOCK_ROWS, dense=False)
@@ -97,8 +104,13 @@ def fresh_server(stores: Path) -> Iterator[tuple[str, list[str]]]:
     port = free_port()
     # one computation slot per client and a generous budget: a 503 "busy" or a 413 would be a fair answer, but
     # this test is about answers computed concurrently, so every request must get to compute
-    proc = start_server(stores, port, LABELDIST_COMPUTE_WORKERS=str(CLIENTS), LABELDIST_COMPUTE_QUEUE_S="600",
-                        LABELDIST_COMPUTE_BUDGET_S="600")  # fmt: skip
+    proc = start_server(
+        stores,
+        port,
+        LABELDIST_COMPUTE_WORKERS=str(CLIENTS),
+        LABELDIST_COMPUTE_QUEUE_S="600",
+        LABELDIST_COMPUTE_BUDGET_S="600",
+    )
     log: list[str] = []
     reader = threading.Thread(target=lambda: log.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
@@ -147,8 +159,10 @@ def test_concurrent_uncached_requests_on_every_kind(stores: Path, fresh_server: 
         sequential = [_answer(http, path, body) for _, path, body in work]
 
     failed = [(req[1], by_request[id(req)][:2]) for req in work if by_request[id(req)][0] != 200]
-    assert not failed, (f"{len(failed)} of {len(work)} concurrent requests failed, first: {failed[0]}\n"
-                        f"server log: {''.join(log)[-3000:]}")  # fmt: skip
+    assert not failed, (
+        f"{len(failed)} of {len(work)} concurrent requests failed, first: {failed[0]}\n"
+        f"server log: {''.join(log)[-3000:]}"
+    )
     assert all(status == 200 for status, _, _ in sequential)
     for req, (_, body, _) in zip(work, sequential):
         assert by_request[id(req)][1] == body, f"{req[1]} {req[2]}: the concurrent answer differs"

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from labeldist.api.main import create_app
 
+from labeldist.api.main import create_app
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import compute_block
 from labeldist.labels.poses import Poses
@@ -149,8 +149,15 @@ def test_422_unknown_format(client: TestClient) -> None:
 # ---------------------------------------------------------------- 413
 @pytest.fixture(scope="module")
 def small_limits(stores_dir: Path) -> Iterator[TestClient]:
-    limits = make_settings(stores=stores_dir, max_items=50, max_k=10, max_batches=3, max_batch_size=40,
-                      max_pairwise_values=3000, max_body_bytes=4096)  # fmt: skip
+    limits = make_settings(
+        stores=stores_dir,
+        max_items=50,
+        max_k=10,
+        max_batches=3,
+        max_batch_size=40,
+        max_pairwise_values=3000,
+        max_body_bytes=4096,
+    )
     with TestClient(create_app(limits)) as c:
         yield c
 
@@ -233,8 +240,9 @@ def test_incomplete_store_is_served_once_published(tmp_path: Path, pose_labels: 
     """Publishing rewrites the store's root metadata: the next request sees the change and serves the store."""
     labels = pose_labels.subset(slice(0, 40))
     url = str(tmp_path / "late")
-    manifest = build_manifest(dataset="late", kind="pose", params=PoseDistance().params(), labels=labels, k=5,
-                              dense=False, block_rows=20)  # fmt: skip
+    manifest = build_manifest(
+        dataset="late", kind="pose", params=PoseDistance().params(), labels=labels, k=5, dense=False, block_rows=20
+    )
     create_store(url, manifest, labels)
     with TestClient(create_app(make_settings(stores=tmp_path))) as c:
         assert c.get(NEIGHBORS.format("late", 0)).status_code == 503
@@ -399,8 +407,9 @@ def test_a_bad_parameter_with_a_non_finite_value_is_json() -> None:
     import asyncio
     import json
 
-    from labeldist.api.errors import BadParameter, api_error_handler
     from starlette.requests import Request
+
+    from labeldist.api.errors import BadParameter, api_error_handler
 
     request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
     for value, echoed in ((float("nan"), "NaN"), (float("inf"), "Infinity"), (-float("inf"), "-Infinity")):
@@ -414,5 +423,4 @@ def test_json_safe_replaces_only_what_json_cannot_hold() -> None:
     from labeldist.api.errors import json_safe
 
     value = {"a": [1, 2.5, float("nan"), (float("inf"), -float("inf"))], "b": b"ok\xff", "c": None, "d": "NaN"}
-    assert json_safe(value) == {"a": [1, 2.5, "NaN", ["Infinity", "-Infinity"]], "b": "ok\ufffd", "c": None,
-                                "d": "NaN"}  # fmt: skip
+    assert json_safe(value) == {"a": [1, 2.5, "NaN", ["Infinity", "-Infinity"]], "b": "ok\ufffd", "c": None, "d": "NaN"}

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import labeldist.api.fastpath
 import pytest
 from fastapi.testclient import TestClient
+
+import labeldist.api.fastpath
 from labeldist.api.fastpath import FastPath
 from labeldist.api.main import create_app
-
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, N_ITEMS, TINY_STORE, K, make_settings
 
 NB = "/v1/stores/{}/items/{}/neighbors"
@@ -160,8 +160,15 @@ def test_a_body_read_is_handed_on_whole() -> None:
 
     def scope() -> dict[str, Any]:
         headers = [(b"content-type", b"application/json"), (b"content-length", b"7")]
-        return {"type": "http", "method": "POST", "path": "/v1/stores/s/batches", "query_string": b"",
-                "headers": headers, "root_path": "", "app": type("A", (), {"state": State})()}  # fmt: skip
+        return {
+            "type": "http",
+            "method": "POST",
+            "path": "/v1/stores/s/batches",
+            "query_string": b"",
+            "headers": headers,
+            "root_path": "",
+            "app": type("A", (), {"state": State})(),
+        }
 
     def run(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         seen.clear()
@@ -176,8 +183,10 @@ def test_a_body_read_is_handed_on_whole() -> None:
         asyncio.run(FastPath(app)(scope(), receive, send))
         return seen
 
-    chunks = [{"type": "http.request", "body": b"[1,", "more_body": True},
-              {"type": "http.request", "body": b" 2, 3]", "more_body": False}]  # fmt: skip
+    chunks = [
+        {"type": "http.request", "body": b"[1,", "more_body": True},
+        {"type": "http.request", "body": b" 2, 3]", "more_body": False},
+    ]
     assert run(chunks) == [{"type": "http.request", "body": b"[1, 2, 3]", "more_body": False}]
     gone = [chunks[0], {"type": "http.disconnect"}]
     assert run(gone) == [{"type": "http.request", "body": b"[1,", "more_body": True}, {"type": "http.disconnect"}]
@@ -198,7 +207,11 @@ def test_the_fast_path_knows_every_input_of_the_routes_it_answers() -> None:
     until :data:`labeldist.api.fastpath.ROUTE_INPUTS` lists it, i.e. until someone has looked at the fast path."""
     from labeldist.api.routers import batches, neighbors
 
-    routes = {(method, r.path): r for router in (neighbors.router, batches.router) for r in router.routes
-              for method in r.methods}  # fmt: skip
+    routes = {
+        (method, r.path): r
+        for router in (neighbors.router, batches.router)
+        for r in router.routes
+        for method in r.methods
+    }
     for key, expected in labeldist.api.fastpath.ROUTE_INPUTS.items():
         assert _route_inputs(routes[key].dependant, set()) == expected, key

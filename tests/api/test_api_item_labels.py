@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import zarr
 from fastapi.testclient import TestClient
-from labeldist.api.main import create_app
 
+from labeldist.api.main import create_app
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.layout import LayoutMIoU
 from labeldist.distances.pose import PoseDistance
@@ -36,10 +36,16 @@ from tests.processes import free_port, wait_healthy
 
 K = 6
 SENTENCES = [
-    "A man rides a horse.", "A dog runs on the beach.", "A woman rides a horse on a beach.",
-    "Two cats sleep on a sofa.", "A child kicks a red ball.", "An old man reads a newspaper.",
-    "A dog catches a frisbee.", "Rain falls on the city street.", "A cat sleeps on a sunny windowsill.",
-]  # fmt: skip
+    "A man rides a horse.",
+    "A dog runs on the beach.",
+    "A woman rides a horse on a beach.",
+    "Two cats sleep on a sofa.",
+    "A child kicks a red ball.",
+    "An old man reads a newspaper.",
+    "A dog catches a frisbee.",
+    "Rain falls on the city street.",
+    "A cat sleeps on a sunny windowsill.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +58,17 @@ def stores_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     maps = rng.integers(0, 6, size=(20, 6, 5)).astype(np.uint8)
     built = {
         "pose": (read_mpii_csv(MPII_CSV).subset(slice(0, 60)), PoseDistance()),
-        "vec": (Vectors([f"v{i}" for i in range(40)], rng.normal(size=(40, 3)), ["a", "b", "c"]),
-                VectorDistance("euclidean")),
+        "vec": (
+            Vectors([f"v{i}" for i in range(40)], rng.normal(size=(40, 3)), ["a", "b", "c"]),
+            VectorDistance("euclidean"),
+        ),
         "captions": (read_karpathy_captions(root / "coco.json"), CaptionSetWMD()),
-        "sentences": (sentences_from_texts([f"s{i}" for i in range(len(SENTENCES))], SENTENCES),
-                      SentenceRelevance("cbow")),
+        "sentences": (
+            sentences_from_texts([f"s{i}" for i in range(len(SENTENCES))], SENTENCES),
+            SentenceRelevance("cbow"),
+        ),
         "layout": (LayoutMaps(np.array([f"m{i}" for i in range(20)]), maps), LayoutMIoU()),
-    }  # fmt: skip
+    }
     for name, (labels, distance) in built.items():
         write_store(root / "stores" / name, labels, distance, dataset=name, k=K, dense=False, block_rows=16)
     return root / "stores"
@@ -117,8 +127,9 @@ def test_search_answers_each_hits_label_and_an_answered_label_is_found_again(
     base: str, stores_root: Path, name: str
 ) -> None:
     item = 3
-    label = httpx.get(f"{base}/v1/stores/{name}/items/{item}/neighbors",
-                      params={"k": 1, "include_labels": "true"}).json()["label"]  # fmt: skip
+    label = httpx.get(
+        f"{base}/v1/stores/{name}/items/{item}/neighbors", params={"k": 1, "include_labels": "true"}
+    ).json()["label"]
     url = f"{base}/v1/stores/{name}/search"
     answer = httpx.post(url, json={"label": label, "k": K, "include_labels": True}, timeout=60)
     assert answer.status_code == 200, answer.text
@@ -136,8 +147,10 @@ def test_requests_without_the_field_are_answered_as_before(base: str) -> None:
     assert list(plain.json()) == ["index", "id", "indices", "ids", "distances"]
     assert httpx.get(url, params={"k": 4, "include_labels": "false"}).content == plain.content  # FastAPI's route
     search = f"{base}/v1/stores/vec/search"
-    answers = [httpx.post(search, json={"label": [0.1, 0.2, 0.3], "k": 4, **extra}) for extra in
-               ({}, {"include_labels": False})]  # fmt: skip
+    answers = [
+        httpx.post(search, json={"label": [0.1, 0.2, 0.3], "k": 4, **extra})
+        for extra in ({}, {"include_labels": False})
+    ]
     assert list(answers[0].json()) == ["indices", "ids", "distances", "computed"]
     assert answers[0].content == answers[1].content
     refused = httpx.post(search, json={"label": [0.1, 0.2, 0.3], "include_labels": "yes"})
@@ -170,12 +183,15 @@ def no_json_form(monkeypatch: pytest.MonkeyPatch, stores_root: Path) -> Iterator
 
 def test_a_kind_without_a_json_form_is_422_naming_the_field_before_any_work(no_json_form) -> None:
     client, calls = no_json_form
-    message = ("labels are not available for kind 'vectors': its labels have no JSON form (LabelSet.to_json); ask "
-               "without include_labels")  # fmt: skip
+    message = (
+        "labels are not available for kind 'vectors': its labels have no JSON form (LabelSet.to_json); ask "
+        "without include_labels"
+    )
     answer = client.post("/v1/stores/vec/search", json={"label": [0, 0, 0], "include_labels": True})
     assert answer.status_code == 422
-    assert answer.json()["detail"] == [{"type": "value_error", "loc": ["body", "include_labels"], "msg": message,
-                                        "input": True}]  # fmt: skip
+    assert answer.json()["detail"] == [
+        {"type": "value_error", "loc": ["body", "include_labels"], "msg": message, "input": True}
+    ]
     assert not calls
     answer = client.get("/v1/stores/vec/items/0/neighbors?include_labels=true")
     assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["query", "include_labels"]

@@ -91,10 +91,13 @@ def test_serve_warns_about_a_missing_default_stores_folder(tmp_path: Path) -> No
     port = free_port()
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "labeldist.cli", "serve", "--port", str(port)], cwd=REPO,
+        [sys.executable, "-m", "labeldist.cli", "serve", "--port", str(port)],
+        cwd=REPO,
         env={**inherited, "LABELDIST_STORES": str(tmp_path / "absent"), "LABELDIST_ACCESS_LOG": "false"},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, base)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import io
 
-import labeldist.api.encoding
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+
+import labeldist.api.encoding
 from labeldist.api.main import create_app
 from labeldist.api.settings import Settings
-
 from labeldist.labels.poses import MPII_JOINTS, Poses
 from tests.api.api_helpers import DENSE, KNN, N_ITEMS, TINY, TINY_STORE, K, reference
 
@@ -186,8 +186,9 @@ def test_distances_as_npz(client: TestClient, store_arrays: dict) -> None:
         data = np.load(io.BytesIO(r.content))
         assert data["distances"].dtype == np.float32
         assert np.array_equal(data["distances"], store_arrays[DENSE]["dense"][2, items])
-    r = client.post(path, params={"format": "json"}, headers={"Accept": "application/x-npz"},
-                    json={"anchor": 2, "items": items})  # fmt: skip
+    r = client.post(
+        path, params={"format": "json"}, headers={"Accept": "application/x-npz"}, json={"anchor": 2, "items": items}
+    )
     assert r.headers["content-type"] == "application/json"
 
 

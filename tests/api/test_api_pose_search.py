@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from labeldist.api.main import create_app
 
+from labeldist.api.main import create_app
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import COCO_JOINTS, MPII_JOINTS, Poses, read_coco_keypoints, read_mpii_csv
 from tests.api.api_helpers import MPII_CSV, make_settings
@@ -37,8 +37,12 @@ def first(poses: Poses) -> Poses:
 def stores(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("pose-search")
     coco = write_coco(root / "coco.json", mpii_rows(N), COCO_JOINTS, {c: m for m, c in SHARED.items()})
-    made = {"px": first(read_mpii_csv(MPII_CSV)), "cs": first(read_mpii_csv(MPII_CSV, "center_scale")),
-            "head": first(read_mpii_csv(MPII_CSV, "head")), "box": read_coco_keypoints(coco, "box")}  # fmt: skip
+    made = {
+        "px": first(read_mpii_csv(MPII_CSV)),
+        "cs": first(read_mpii_csv(MPII_CSV, "center_scale")),
+        "head": first(read_mpii_csv(MPII_CSV, "head")),
+        "box": read_coco_keypoints(coco, "box"),
+    }
     for name, labels in made.items():
         write_store(root / "stores" / name, labels, PoseDistance(), dataset=name, k=K, dense=False, block_rows=64)
     return {**made, "root": root}
@@ -54,8 +58,12 @@ def raw(i: int) -> tuple[list, dict[str, float]]:
     """Row ``i`` of the MPII file: its 16 joints in image pixels (null where not annotated) and its person."""
     with open(MPII_CSV, newline="") as f:
         row = list(csv.DictReader(f))[i]
-    joints = [None if (row[f"{j}_x"], row[f"{j}_y"], row[f"{j}_vis"]) == ("0", "0", "0") else
-              [float(row[f"{j}_x"]), float(row[f"{j}_y"])] for j in MPII_JOINTS]  # fmt: skip
+    joints = [
+        None
+        if (row[f"{j}_x"], row[f"{j}_y"], row[f"{j}_vis"]) == ("0", "0", "0")
+        else [float(row[f"{j}_x"]), float(row[f"{j}_y"])]
+        for j in MPII_JOINTS
+    ]
     return joints, {k: float(row[k]) for k in ("center_x", "center_y", "scale", "normalize")}
 
 
@@ -77,8 +85,10 @@ def as_list(poses: Poses, i: int) -> list:
 @pytest.mark.parametrize("i", [0, 7, 42])
 def test_a_raw_pose_with_its_centre_and_scale_is_normalised_as_the_store_did(client, stores, i) -> None:
     joints, p = raw(i)
-    for store, person in (("cs", {"center": [p["center_x"], p["center_y"]], "scale": p["scale"]}),
-                          ("head", {"center": [p["center_x"], p["center_y"]], "head": p["normalize"]})):  # fmt: skip
+    for store, person in (
+        ("cs", {"center": [p["center_x"], p["center_y"]], "scale": p["scale"]}),
+        ("head", {"center": [p["center_x"], p["center_y"]], "head": p["normalize"]}),
+    ):
         answer = search(client, store, {"joints": joints, **person})
         assert answer.status_code == 200, answer.text
         assert answer.json() == search(client, store, as_list(stores[store], i)).json(), "as if normalised first"
@@ -119,16 +129,21 @@ def test_the_person_fields_must_be_those_the_normalisation_takes(client) -> None
     centre = [p["center_x"], p["center_y"]]
     want = 'a pose in image pixels comes with {"joints": ..., "center": [x, y], "scale": s}; it lacks \'scale\''
     assert want in detail(search(client, "cs", {"joints": joints, "center": centre}))
-    assert "it does not take 'head'" in detail(search(client, "cs", {"joints": joints, "center": centre, "scale": 2,
-                                                                     "head": 40}))  # fmt: skip
+    assert "it does not take 'head'" in detail(
+        search(client, "cs", {"joints": joints, "center": centre, "scale": 2, "head": 40})
+    )
     assert "the pose has the field 'centre'" in detail(search(client, "cs", {"joints": joints, "centre": centre}))
     assert "image pixels (normalization 'none'): give the joints as they are, without 'center', 'scale'" in detail(
-        search(client, "px", {"joints": joints, "center": centre, "scale": 2}))  # fmt: skip
-    assert "'scale' must be positive, got 0" in detail(search(client, "cs", {"joints": joints, "center": centre,
-                                                                            "scale": 0}))  # fmt: skip
+        search(client, "px", {"joints": joints, "center": centre, "scale": 2})
+    )
+    assert "'scale' must be positive, got 0" in detail(
+        search(client, "cs", {"joints": joints, "center": centre, "scale": 0})
+    )
     assert "'center' must be [x, y], got 3" in detail(search(client, "cs", {"joints": joints, "center": 3, "scale": 1}))
     assert "the pose has no 'joints': a pose in image pixels is {\"joints\"" in detail(
-        search(client, "cs", {"center": centre, "scale": 2}))  # fmt: skip
+        search(client, "cs", {"center": centre, "scale": 2})
+    )
     # a pose normalised with a scale in the wrong unit (pixels, not MPII's 200-pixel units) lies far out too
     assert "check the person's fields and their units" in detail(
-        search(client, "cs", {"joints": joints, "center": centre, "scale": p["scale"] / 400}))  # fmt: skip
+        search(client, "cs", {"joints": joints, "center": centre, "scale": p["scale"] / 400})
+    )

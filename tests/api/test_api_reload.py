@@ -48,8 +48,20 @@ def write_csv(path: Path, rows: int) -> Path:
 
 
 def precompute(csv: Path, out: Path, *extra: str) -> None:
-    r = labeldist("precompute", "pose", str(csv), "--out", str(out), "--k", str(K), "--dense", "--workers", "1",
-                  "--no-progress", *extra)  # fmt: skip
+    r = labeldist(
+        "precompute",
+        "pose",
+        str(csv),
+        "--out",
+        str(out),
+        "--k",
+        str(K),
+        "--dense",
+        "--workers",
+        "1",
+        "--no-progress",
+        *extra,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -134,16 +146,26 @@ def _matches(answer: Answer, s: Snapshot) -> bool:
         return body["n_items"] == s.n_items and body["params"]["labels"]["normalization"] == s.normalization
     if answer.kind == "neighbors":
         i = req["index"]
-        return (i < s.n_items and body["indices"] == s.knn[i].tolist()
-                and np.array_equal(np.float32(body["distances"]), s.knn_distances[i]))  # fmt: skip
+        return (
+            i < s.n_items
+            and body["indices"] == s.knn[i].tolist()
+            and np.array_equal(np.float32(body["distances"]), s.knn_distances[i])
+        )
     if answer.kind == "distances":
         i, items = req["anchor"], req["items"]
-        return (i < s.n_items and max(items) < s.n_items
-                and np.array_equal(np.float32(body["distances"]), s.dense[i, items]))  # fmt: skip
+        return (
+            i < s.n_items
+            and max(items) < s.n_items
+            and np.array_equal(np.float32(body["distances"]), s.dense[i, items])
+        )
     (batch,) = body["batches"]
     a, items = batch["anchor"], batch["items"]
-    return (a < s.n_items and max(items) < s.n_items and items[:3] == s.knn[a, :3].tolist()
-            and np.array_equal(np.float32(batch["distances"]), s.dense[a, items]))  # fmt: skip
+    return (
+        a < s.n_items
+        and max(items) < s.n_items
+        and items[:3] == s.knn[a, :3].tolist()
+        and np.array_equal(np.float32(batch["distances"]), s.dense[a, items])
+    )
 
 
 @pytest.fixture
@@ -169,9 +191,13 @@ def servers(tmp_path: Path) -> Iterator[tuple[Path, list[tuple[str, LogFollower]
 
 
 def poll_through(
-    change: Callable[[], None], servers: list[tuple[str, LogFollower]], old: Snapshot, new_path: Path,
-    n_items: Callable[[], int], until_tag: Callable[[Snapshot], str],
-) -> tuple[Snapshot, list[Poller]]:  # fmt: skip
+    change: Callable[[], None],
+    servers: list[tuple[str, LogFollower]],
+    old: Snapshot,
+    new_path: Path,
+    n_items: Callable[[], int],
+    until_tag: Callable[[Snapshot], str],
+) -> tuple[Snapshot, list[Poller]]:
     """Poll both servers with three clients each while ``change()`` runs, then until every client has had an
     answer of the new store (a neighbour list, a distance row, a batch or the manifest: whichever it asks)."""
     pollers = [Poller(url, seed) for url, _ in servers for seed in range(3)]
@@ -184,8 +210,11 @@ def poll_through(
         change()
         new = Snapshot.read("new", new_path)
         tag = until_tag(new)
-        wait_until(lambda: all(any(classify(a, [old, new]) == tag for a in p.answers[-50:]) for p in pollers),
-                   "every client answered by the new store", SEE_TIMEOUT)  # fmt: skip
+        wait_until(
+            lambda: all(any(classify(a, [old, new]) == tag for a in p.answers[-50:]) for p in pollers),
+            "every client answered by the new store",
+            SEE_TIMEOUT,
+        )
     finally:
         for p in pollers:
             p.stop.set()

@@ -15,6 +15,7 @@ from tests.api.api_helpers import MPII_CSV, make_settings
 schemathesis = pytest.importorskip("schemathesis")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
+
 from labeldist.api.main import create_app  # noqa: E402
 
 MAX_EXAMPLES = int(os.environ.get("LABELDIST_SCHEMATHESIS_EXAMPLES", "40"))
@@ -34,8 +35,9 @@ def _stores() -> Path:
     distance = PoseDistance()
     for name, dense, finish in (("dense", True, True), ("knn", False, True), ("incomplete", False, False)):
         url = str(root / name)
-        manifest = build_manifest(dataset="mpii60", kind="pose", params=distance.params(), labels=labels, k=8,
-                                  dense=dense, block_rows=30)  # fmt: skip
+        manifest = build_manifest(
+            dataset="mpii60", kind="pose", params=distance.params(), labels=labels, k=8, dense=dense, block_rows=30
+        )
         create_store(url, manifest, labels)
         if finish:
             for block in (0, 1):
@@ -56,8 +58,12 @@ STORE_NAMES = ("dense", "knn", "incomplete", "dense", "knn")
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_api_conforms_to_its_schema(case) -> None:
     if case.path_parameters and "store" in case.path_parameters:
         # mostly real stores, so that the cases reach past the 404 of an unknown store

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from labeldist.api.main import create_app
 
+from labeldist.api.main import create_app
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.vectors import VectorDistance
@@ -325,8 +325,9 @@ HUGE = "1" + "0" * 400
 
 def post_raw(client: TestClient, store: str, body: str):
     """A search whose body is sent as written (JSON escapes and long numbers that ``json=`` would not make)."""
-    return client.post(f"/v1/stores/{store}/search", content=body.encode("ascii"),
-                       headers={"Content-Type": "application/json"})  # fmt: skip
+    return client.post(
+        f"/v1/stores/{store}/search", content=body.encode("ascii"), headers={"Content-Type": "application/json"}
+    )
 
 
 @pytest.mark.parametrize(
@@ -368,11 +369,19 @@ def test_a_kind_without_a_json_form_is_422_before_the_budget(tmp_path, computed:
     from labeldist.labels.sentences import sentences_from_texts
 
     sentences = sentences_from_texts(["a", "b", "c"], ["A dog runs.", "A cat sleeps.", "A red car."])
-    write_store(tmp_path / "stores" / "sent", sentences, SentenceRelevance("cbow"), dataset="sent", k=2, dense=False,
-                block_rows=2)  # fmt: skip
+    write_store(
+        tmp_path / "stores" / "sent",
+        sentences,
+        SentenceRelevance("cbow"),
+        dataset="sent",
+        k=2,
+        dense=False,
+        block_rows=2,
+    )
     with TestClient(create_app(make_settings(stores=tmp_path / "stores", compute_budget_s=1e-9))) as client:
         message = detail(search(client, "sent", ["A dog runs."]))
-        assert message == ("search by label is not available for kind 'sentence_relevance': its labels have no "
-                           "JSON form"), message  # fmt: skip
+        assert message == (
+            "search by label is not available for kind 'sentence_relevance': its labels have no JSON form"
+        ), message
         assert client.app.state.registry.get("sent")._labels is None, "labels loaded for a refused search"
     assert not computed

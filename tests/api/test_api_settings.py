@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+
 from labeldist.api.main import create_app
 from labeldist.api.settings import Settings, get_settings
-
 from tests.api.api_helpers import DENSE, KNN, make_settings
 
 
@@ -70,8 +70,10 @@ def test_zero_knn_cache_reads_every_list_from_disk_and_answers_the_same(
             body = uncached.get(f"/v1/stores/{store}/items/{index}/neighbors").json()
             assert body["indices"] == arrays["indices"][index].tolist()
             assert np.array_equal(np.float32(body["distances"]), arrays["distances"][index])
-        for batch in ({"anchors": [3, 3, 290], "size": 30, "neighbors": 5, "pairwise": True, "seed": 4},
-                      {"count": 5, "size": 12, "neighbors": 2, "seed": 9}):  # fmt: skip
+        for batch in (
+            {"anchors": [3, 3, 290], "size": 30, "neighbors": 5, "pairwise": True, "seed": 4},
+            {"count": 5, "size": 12, "neighbors": 2, "seed": 9},
+        ):
             got = uncached.post(f"/v1/stores/{store}/batches", json=batch)
             want = client.post(f"/v1/stores/{store}/batches", json=batch)
             assert got.status_code == want.status_code == 200
@@ -85,6 +87,7 @@ def test_serve_hands_workers_and_the_worker_healthcheck_to_uvicorn(
 ) -> None:
     """``labeldist serve`` hands the setting to uvicorn (whose 5 s default kills a worker busy in GIL-holding code)."""
     import uvicorn
+
     from labeldist.api.server import serve
 
     seen: dict = {}
@@ -101,10 +104,22 @@ def test_serve_hands_workers_and_the_worker_healthcheck_to_uvicorn(
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.0.0.53", True), ("::1", True), ("[::1]", True), ("localhost", True),
-     ("LocalHost", True), ("::ffff:127.0.0.1", True), ("0.0.0.0", False), ("::", False), ("192.168.1.20", False),
-     ("10.0.0.7", False), ("fe80::1", False), ("myhost.example.org", False)],
-)  # fmt: skip
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.53", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("LocalHost", True),
+        ("::ffff:127.0.0.1", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.20", False),
+        ("10.0.0.7", False),
+        ("fe80::1", False),
+        ("myhost.example.org", False),
+    ],
+)
 def test_on_loopback(host: str, loopback: bool) -> None:
     """Only a loopback address (or the name localhost) counts: any other name may resolve off this machine."""
     settings = make_settings(host=host)
@@ -137,6 +152,7 @@ def _serve_log(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     import logging
 
     import uvicorn
+
     from labeldist.api.server import serve
 
     seen: dict = {}
@@ -166,8 +182,9 @@ def test_serve_shapes_uvicorns_own_400s(clean_settings: pytest.MonkeyPatch, stor
     """uvicorn gets a protocol class of api/server.py, which answers its 400s as JSON (tests/api/test_api_bodies.py
     checks the answers against a real uvicorn)."""
     import uvicorn
-    from labeldist.api.server import serve
     from uvicorn.importer import import_from_string
+
+    from labeldist.api.server import serve
 
     seen: dict = {}
     clean_settings.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))

@@ -28,11 +28,21 @@ CARD = re.compile(r'<li class="card neighbor" data-index="(\d+)" data-id="([^"]*
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None
     command = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--window-size=1200,900", "--virtual-time-budget=5000", *args,
-    ]  # fmt: skip
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--window-size=1200,900",
+        "--virtual-time-budget=5000",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
 
 

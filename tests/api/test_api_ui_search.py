@@ -88,8 +88,9 @@ def _coco_poses(root: Path):
 
 
 def post(base: str, path: str, body: object) -> tuple[int, dict]:
-    request = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    request = urllib.request.Request(
+        f"{base}{path}", data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=120) as r:
             return r.status, json.loads(r.read())
@@ -124,8 +125,11 @@ def server(ui_stores: Path) -> Iterator[str]:
 
 def cards(dom: str) -> tuple[list[int], list[str], np.ndarray]:
     found = CARD.findall(dom)
-    return ([int(i) for i, _, _ in found], [html.unescape(i) for _, i, _ in found],
-            np.array([float(d) for _, _, d in found], dtype=np.float32))  # fmt: skip
+    return (
+        [int(i) for i, _, _ in found],
+        [html.unescape(i) for _, i, _ in found],
+        np.array([float(d) for _, _, d in found], dtype=np.float32),
+    )
 
 
 def page(base: str, **params: object) -> str:

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from labeldist.api.docs_assets import FILES, STATIC_URL, assets_dir
 
+from labeldist.api.docs_assets import FILES, STATIC_URL, assets_dir
 from tests.api.api_helpers import ARTIFACTS, start_server, stop_server
 from tests.api.test_api_ui import CHROMIUM, needs_chromium
 from tests.processes import free_port, wait_healthy
@@ -88,8 +88,10 @@ def test_page_names_only_this_server_and_each_url_answers(server: str, path: str
     assert "http://" not in page and "https://" not in page and "//cdn" not in page, "no URL of another host"
     urls = referenced_urls(page)
     assets = [u for u in urls if u.startswith(f"{STATIC_URL}/")]
-    expected = {"/docs": {"swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"},
-                "/redoc": {"redoc.standalone.js", "favicon.png"}}[path]  # fmt: skip
+    expected = {
+        "/docs": {"swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"},
+        "/redoc": {"redoc.standalone.js", "favicon.png"},
+    }[path]
     assert {u.rsplit("/", 1)[1] for u in assets} == expected
     assert "/openapi.json" in urls
     if path == "/docs":
@@ -137,14 +139,25 @@ class Browser:
 
         assert CHROMIUM is not None
         command = [
-            CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            f"--window-size={WIDTH},{HEIGHT}",
             # the network is off: every request to another host goes to a proxy that refuses it (loopback is never
             # proxied), and no name resolves, but for 127.0.0.1
-            "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-            "--remote-debugging-port=0", "about:blank",
-        ]  # fmt: skip
+            "--proxy-server=http://127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ]
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             self._connect(connect)
@@ -174,8 +187,14 @@ class Browser:
         self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.send("Network.enable", session=True)
         self.send("Page.enable", session=True)
-        self.send("Emulation.setDeviceMetricsOverride", session=True, width=WIDTH, height=HEIGHT,
-                  deviceScaleFactor=1, mobile=False)  # fmt: skip
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            session=True,
+            width=WIDTH,
+            height=HEIGHT,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def send(self, method: str, session: bool = False, timeout: float = 90, **params: Any) -> dict:
         """One DevTools command; the events that come before its answer are recorded on the way."""
@@ -229,19 +248,34 @@ class Browser:
             observer.observe(document, {{childList: true, subtree: true, characterData: true, attributes: true}});
             check();
         }})"""
-        result = self.send("Runtime.evaluate", session=True, timeout=timeout, expression=expression,
-                           awaitPromise=True, returnByValue=True)  # fmt: skip
+        result = self.send(
+            "Runtime.evaluate",
+            session=True,
+            timeout=timeout,
+            expression=expression,
+            awaitPromise=True,
+            returnByValue=True,
+        )
         assert "exceptionDetails" not in result, result["exceptionDetails"]
         return result["result"].get("value")
 
     def loaded(self, timeout: float = 90) -> None:
         """Wait for the page's load event: every script, style sheet and image it names loaded or failed."""
-        self.evaluate("new Promise(resolve => document.readyState === 'complete' ? resolve(true)"
-                      " : addEventListener('load', () => resolve(true)))", timeout=timeout)  # fmt: skip
+        self.evaluate(
+            "new Promise(resolve => document.readyState === 'complete' ? resolve(true)"
+            " : addEventListener('load', () => resolve(true)))",
+            timeout=timeout,
+        )
 
     def evaluate(self, expression: str, timeout: float = 90) -> Any:
-        result = self.send("Runtime.evaluate", session=True, timeout=timeout, expression=expression,
-                           awaitPromise=True, returnByValue=True)  # fmt: skip
+        result = self.send(
+            "Runtime.evaluate",
+            session=True,
+            timeout=timeout,
+            expression=expression,
+            awaitPromise=True,
+            returnByValue=True,
+        )
         assert "exceptionDetails" not in result, result["exceptionDetails"]
         return result["result"].get("value")
 
@@ -315,8 +349,12 @@ def test_swagger_ui_renders_offline(server: str, browser: Browser, tmp_path: Pat
     assert "labeldist" in text and "/v1/stores" in text
     assert browser.evaluate("document.querySelector('.swagger-ui .info .title') !== null")
     requested = set(browser.requests.values())
-    assert {f"{server}/docs", f"{server}{STATIC_URL}/swagger-ui-bundle.js", f"{server}{STATIC_URL}/swagger-ui.css",
-            f"{server}/openapi.json"} <= requested  # fmt: skip
+    assert {
+        f"{server}/docs",
+        f"{server}{STATIC_URL}/swagger-ui-bundle.js",
+        f"{server}{STATIC_URL}/swagger-ui.css",
+        f"{server}/openapi.json",
+    } <= requested
     assert only_this_server(browser, server) == {}
     shot = tmp_path / "docs-offline.png"
     image = browser.screenshot(shot)

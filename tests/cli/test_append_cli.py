@@ -34,11 +34,30 @@ def made(tmp_path_factory) -> dict[str, Path]:
     from labeldist.cli import main
 
     tmp = tmp_path_factory.mktemp("append-cli")
-    paths = {"base": rows_csv(tmp / "base.csv", 0, BASE), "new": rows_csv(tmp / "new.csv", BASE, TOTAL),
-             "all": rows_csv(tmp / "all.csv", 0, TOTAL), "store": tmp / "store", "full": tmp / "full"}  # fmt: skip
+    paths = {
+        "base": rows_csv(tmp / "base.csv", 0, BASE),
+        "new": rows_csv(tmp / "new.csv", BASE, TOTAL),
+        "all": rows_csv(tmp / "all.csv", 0, TOTAL),
+        "store": tmp / "store",
+        "full": tmp / "full",
+    }
     for csv, out in (("base", "store"), ("all", "full")):
-        argv = ["precompute", "pose", str(paths[csv]), "--out", str(paths[out]), "--k", str(K), "--normalization",
-                "center_scale", "--block-rows", "32", "--workers", "1", "--no-progress"]  # fmt: skip
+        argv = [
+            "precompute",
+            "pose",
+            str(paths[csv]),
+            "--out",
+            str(paths[out]),
+            "--k",
+            str(K),
+            "--normalization",
+            "center_scale",
+            "--block-rows",
+            "32",
+            "--workers",
+            "1",
+            "--no-progress",
+        ]
         assert main(argv) == 0
     return paths
 
@@ -80,13 +99,18 @@ def snapshot(path: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize(
     "extra, says",
     [
-        (["--normalization", "head"], "read with other settings than the store's labels (normalization: store has "
-                                      "'center_scale', the new items 'head')"),
-        (["--metric", "sqeuclidean"], "the store's distance has other parameters (metric: store has 'euclidean', "
-                                      "asked 'sqeuclidean')"),
+        (
+            ["--normalization", "head"],
+            "read with other settings than the store's labels (normalization: store has "
+            "'center_scale', the new items 'head')",
+        ),
+        (
+            ["--metric", "sqeuclidean"],
+            "the store's distance has other parameters (metric: store has 'euclidean', asked 'sqeuclidean')",
+        ),
         (["--dense-limit", "100KiB"], "grows its dense matrix to 170 x 170 float32"),
     ],
-)  # fmt: skip
+)
 def test_a_refused_append_says_why_in_one_line_and_leaves_the_store_as_it_was(made, store, capsys, extra, says):
     before = snapshot(store)
     rc, _, err = run_cli(capsys, "append", store, made["new"], "--workers", "1", *extra)

@@ -16,8 +16,9 @@ CSV = DATA / "mpii" / "mpii_valid_2958.csv"
 
 
 def labeldist(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labeldist.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "labeldist.cli", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +136,6 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
 def untouched(monkeypatch):
     """Make starting a Dask cluster, the HTTP server, a fine-tuning run or a scorer an error."""
     import labeldist.api.server
-
     import labeldist.engine
     import labeldist.kinds.sentence_relevance
     import labeldist.sts.commands
@@ -246,8 +246,12 @@ def test_the_stores_folder_of_serve_must_be_a_folder(tiny_csv, tmp_path, capsys,
 def test_info_and_verify_on_what_is_no_store_are_one_line(command, tiny_csv, tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
-    for path, reason in ((tmp_path / "nowhere", "no store there"), (tiny_csv, "not a folder"),
-                         (empty, "store there"), (DATA, "store there")):  # fmt: skip
+    for path, reason in (
+        (tmp_path / "nowhere", "no store there"),
+        (tiny_csv, "not a folder"),
+        (empty, "store there"),
+        (DATA, "store there"),
+    ):
         rc, out, err = run_cli(capsys, command, path)
         assert out == ""
         assert reason in _one_line_error(rc, err, path), (path, err)
@@ -261,9 +265,15 @@ def test_layout_needs_either_input_or_generate(tmp_path, capsys, untouched):
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--block-rows", "-3"), ("--block-rows", "0"), ("--workers", "0"), ("--workers", "-2"), ("--k", "0"),
-     ("--k", "1.5")],
-)  # fmt: skip
+    [
+        ("--block-rows", "-3"),
+        ("--block-rows", "0"),
+        ("--workers", "0"),
+        ("--workers", "-2"),
+        ("--k", "0"),
+        ("--k", "1.5"),
+    ],
+)
 def test_precompute_numeric_options_are_refused_before_anything_is_written(
     option, value, tiny_csv, tmp_path, capsys, untouched
 ):
@@ -283,9 +293,14 @@ def test_k_of_at_least_the_number_of_items_is_refused(k, tiny_csv, tmp_path, cap
 
 @pytest.mark.parametrize(
     ("args", "error"),
-    [({"k": 20}, "k=20"), ({"k": 0}, "k must be"), ({"block_rows": 0}, "block_rows"),
-     ({"block_rows": -3}, "block_rows"), ({"n_workers": 0}, "n_workers")],
-)  # fmt: skip
+    [
+        ({"k": 20}, "k=20"),
+        ({"k": 0}, "k must be"),
+        ({"block_rows": 0}, "block_rows"),
+        ({"block_rows": -3}, "block_rows"),
+        ({"n_workers": 0}, "n_workers"),
+    ],
+)
 def test_precompute_refuses_bad_arguments_before_writing(args, error, mpii_poses, tmp_path, untouched):
     from labeldist.distances.pose import PoseDistance
     from labeldist.engine import precompute
@@ -426,7 +441,8 @@ def test_sentences_use_the_same_dense_limit(tmp_path, capsys, untouched):
     text = tmp_path / "s.txt"
     text.write_text("".join(f"sentence number {i}\n" for i in range(200)))
     out = tmp_path / "out"
-    rc, _, err = run_cli(capsys, "precompute", "sentences", text, "--scorer", "bert", "--out", out,
-                         "--dense-limit", "100KiB")  # fmt: skip
+    rc, _, err = run_cli(
+        capsys, "precompute", "sentences", text, "--scorer", "bert", "--out", out, "--dense-limit", "100KiB"
+    )
     assert rc == 2 and "a dense matrix of 200 sentences" in err and "--knn-only" in err, err
     assert not out.exists()

@@ -61,9 +61,14 @@ def expected_table(store: Path, k: int | None = None) -> dict[str, np.ndarray]:
     indices, distances = indices[:, :k], distances[:, :k]
     keep = indices >= 0
     item, position = np.nonzero(keep)
-    return {"item_index": item, "item_id": reader.ids[item], "rank": position + 1,
-            "neighbor_index": indices[keep], "neighbor_id": reader.ids[indices[keep]],
-            "distance": distances[keep]}  # fmt: skip
+    return {
+        "item_index": item,
+        "item_id": reader.ids[item],
+        "rank": position + 1,
+        "neighbor_index": indices[keep],
+        "neighbor_id": reader.ids[indices[keep]],
+        "distance": distances[keep],
+    }
 
 
 def assert_equal_table(frame: pd.DataFrame, expected: dict[str, np.ndarray]) -> None:
@@ -104,7 +109,11 @@ def test_parquet_keeps_the_column_types(stores, tmp_path) -> None:
     export_neighbors(str(stores["pose"]), str(out), progress=False)
     frame = pd.read_parquet(out)
     assert {name: str(frame[name].dtype) for name in ("item_index", "rank", "neighbor_index", "distance")} == {
-        "item_index": "int32", "rank": "int32", "neighbor_index": "int32", "distance": "float32"}  # fmt: skip
+        "item_index": "int32",
+        "rank": "int32",
+        "neighbor_index": "int32",
+        "distance": "float32",
+    }
     assert np.array_equal(frame["distance"].to_numpy(), expected_table(stores["pose"])["distance"])
 
 
@@ -177,10 +186,13 @@ def test_bad_requests_are_one_line_and_write_nothing(stores, tmp_path, capsys) -
         args = ["export", stores["tiny"], *(["--out", out] if "--out" not in extra else []), *extra]
         assert_refused(*run_cli(capsys, *args)[::2], message)
     assert_refused(*run_cli(capsys, "export", tmp_path / "nope", "--out", out)[::2], "nope: no store there")
-    assert_refused(*run_cli(capsys, "export", stores["tiny"], "--out", tmp_path / "no" / "x.csv")[::2],
-                   f"{tmp_path / 'no'}: no such folder for the output file")  # fmt: skip
-    assert_refused(*run_cli(capsys, "export", stores["tiny"], "--out", tmp_path)[::2],
-                   f"{tmp_path}: a folder, not a file")  # fmt: skip
+    assert_refused(
+        *run_cli(capsys, "export", stores["tiny"], "--out", tmp_path / "no" / "x.csv")[::2],
+        f"{tmp_path / 'no'}: no such folder for the output file",
+    )
+    assert_refused(
+        *run_cli(capsys, "export", stores["tiny"], "--out", tmp_path)[::2], f"{tmp_path}: a folder, not a file"
+    )
     rc, _, err = run_cli(capsys, "export", stores["tiny"], "--format", "xlsx")
     assert rc == 2 and "invalid choice: 'xlsx'" in err
     assert not list(tmp_path.iterdir())
@@ -188,8 +200,15 @@ def test_bad_requests_are_one_line_and_write_nothing(stores, tmp_path, capsys) -
 
 def test_an_incomplete_store_is_refused(tmp_path, capsys) -> None:
     labels = Vectors(["a", "b", "c"], np.array([1.0, 2.0, 4.0]))
-    manifest = build_manifest(dataset="x", kind="vectors", params=VectorDistance("cityblock").params(),
-                              labels=labels, k=2, dense=False, block_rows=2)  # fmt: skip
+    manifest = build_manifest(
+        dataset="x",
+        kind="vectors",
+        params=VectorDistance("cityblock").params(),
+        labels=labels,
+        k=2,
+        dense=False,
+        block_rows=2,
+    )
     create_store(str(tmp_path / "half"), manifest, labels)
     rc, _, err = run_cli(capsys, "export", tmp_path / "half", "--out", tmp_path / "x.csv")
     assert_refused(rc, err, "store is not complete")
@@ -214,8 +233,9 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("export-big")
     values = np.random.default_rng(3).normal(size=(4000, 3))
     labels = Vectors([f"item-{i:06d}" for i in range(4000)], values)
-    return write_store(root / "big", labels, VectorDistance("euclidean"), dataset="big", k=25, dense=False,
-                       block_rows=1000)  # fmt: skip
+    return write_store(
+        root / "big", labels, VectorDistance("euclidean"), dataset="big", k=25, dense=False, block_rows=1000
+    )
 
 
 def test_the_export_reads_a_row_block_at_a_time_never_the_whole_lists(big_store, tmp_path, monkeypatch) -> None:
@@ -260,8 +280,13 @@ def test_memory_is_that_of_one_block(big_store, tmp_path, fmt) -> None:
     def peak(items_per_block: int) -> int:
         tracemalloc.start()
         try:
-            export_neighbors(str(big_store), str(tmp_path / f"x.{fmt}"), progress=False, overwrite=True,
-                             items_per_block=items_per_block)  # fmt: skip
+            export_neighbors(
+                str(big_store),
+                str(tmp_path / f"x.{fmt}"),
+                progress=False,
+                overwrite=True,
+                items_per_block=items_per_block,
+            )
             return tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

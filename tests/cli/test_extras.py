@@ -110,9 +110,13 @@ def test_a_lazy_import_of_an_extras_package_names_the_extra(hide) -> None:
     from labeldist.labels.text import _stopword_set
 
     hide("gensim", "ot")
-    with pytest.raises(extras.MissingExtra, match=re.escape(
+    with pytest.raises(
+        extras.MissingExtra,
+        match=re.escape(
             "a text kind (captions, sentences) needs the [sts] extra: pip install 'labeldist[sts]' "
-            "(not installed: gensim)")):  # fmt: skip
+            "(not installed: gensim)"
+        ),
+    ):
         _stopword_set("gensim")
     with pytest.raises(ImportError, match=r"caption WMD needs the \[sts\] extra"):  # still an ImportError
         _emd_pot(*[None] * 3)
@@ -152,8 +156,17 @@ def test_a_missing_package_met_while_working_names_the_extra_too(hide, monkeypat
     vectors = tmp_path / "tiny.glove.txt"
     vectors.write_text("a 0.1 0.2\ncat 0.3 0.4\n")
     hide("gensim")
-    argv = ["precompute", "captions", str(DATA / "coco" / "coco_karpathy_test.json"), "--vectors", str(vectors),
-            "--vectors-format", "glove", "--out", str(tmp_path / "store")]  # fmt: skip
+    argv = [
+        "precompute",
+        "captions",
+        str(DATA / "coco" / "coco_karpathy_test.json"),
+        "--vectors",
+        str(vectors),
+        "--vectors-format",
+        "glove",
+        "--out",
+        str(tmp_path / "store"),
+    ]
     assert main(argv) == 2
     assert one_line(capsys.readouterr().err) == (
         "labeldist: error: labeldist precompute captions needs the [sts] extra: pip install 'labeldist[sts]' "
@@ -182,7 +195,10 @@ def test_the_trainer_script_is_the_entry_point_in_front_of_the_trainer_and_extra
     the engine's modules use, imports no other module of labeldist (the trainer's least of all)."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["trainer"] == "labeldist.entrypoints:trainer_main"
-    imported = [n.module if isinstance(n, ast.ImportFrom) else a.name
-                for n in ast.walk(ast.parse((ROOT / "labeldist" / "extras.py").read_text()))
-                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names]  # fmt: skip
+    imported = [
+        n.module if isinstance(n, ast.ImportFrom) else a.name
+        for n in ast.walk(ast.parse((ROOT / "labeldist" / "extras.py").read_text()))
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    ]
     assert not [m for m in imported if m and m.startswith("labeldist")], imported

@@ -149,10 +149,29 @@ def test_a_redirected_precompute_log_has_periodic_plain_lines(tmp_path) -> None:
     log = tmp_path / "precompute.log"
     with open(log, "w") as err:
         proc = subprocess.run(
-            [sys.executable, "-m", "labeldist.cli", "precompute", "pose", str(small), "--k", "10", "--workers", "1",
-             "--block-rows", "20", "--out", str(tmp_path / "store")],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "labeldist.cli",
+                "precompute",
+                "pose",
+                str(small),
+                "--k",
+                "10",
+                "--workers",
+                "1",
+                "--block-rows",
+                "20",
+                "--out",
+                str(tmp_path / "store"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            timeout=600,
+        )
     text = log.read_text()
     assert proc.returncode == 0, text
     assert "6 of 6 blocks computed" in proc.stdout, proc.stdout

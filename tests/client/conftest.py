@@ -26,8 +26,15 @@ def build_pose_store(url: str, n_items: int, *, k: int, dense: bool, block_rows:
     labels = read_mpii_csv(REPO / "data" / "mpii" / "mpii_valid_2958.csv", normalization="center_scale")
     labels = labels.subset(slice(0, n_items))
     distance = PoseDistance()
-    manifest = build_manifest(dataset=f"mpii{n_items}", kind="pose", params=distance.params(), labels=labels, k=k,
-                              dense=dense, block_rows=block_rows)  # fmt: skip
+    manifest = build_manifest(
+        dataset=f"mpii{n_items}",
+        kind="pose",
+        params=distance.params(),
+        labels=labels,
+        k=k,
+        dense=dense,
+        block_rows=block_rows,
+    )
     create_store(url, manifest, labels)
     for block in range(n_blocks(n_items, block_rows)):
         compute_block(block, labels=labels, distance=distance, url=url, k=k, block_rows=block_rows, dense=dense)

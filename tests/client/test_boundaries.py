@@ -27,12 +27,17 @@ def imported(path) -> list[tuple[int, str]]:
 
 
 def test_the_client_imports_neither_the_service_nor_the_trainer() -> None:
-    offenders = [f"{p.relative_to(REPO)}:{line} {name}" for p in sorted(CLIENT.rglob("*.py"))
-                 for line, name in imported(p)
-                 if name.startswith(("labeldist.api", "labeldist.trainer", "api", "trainer", "fastapi"))]  # fmt: skip
+    offenders = [
+        f"{p.relative_to(REPO)}:{line} {name}"
+        for p in sorted(CLIENT.rglob("*.py"))
+        for line, name in imported(p)
+        if name.startswith(("labeldist.api", "labeldist.trainer", "api", "trainer", "fastapi"))
+    ]
     assert not offenders, offenders
-    code = ("import sys, labeldist.client, labeldist.client.loader; print(sorted(m for m in sys.modules "
-            "if m.startswith(('labeldist.api', 'labeldist.trainer', 'fastapi'))))")  # fmt: skip
+    code = (
+        "import sys, labeldist.client, labeldist.client.loader; print(sorted(m for m in sys.modules "
+        "if m.startswith(('labeldist.api', 'labeldist.trainer', 'fastapi'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]", out.stdout
 

@@ -10,6 +10,7 @@ import socket
 import httpx
 import numpy as np
 import pytest
+
 from labeldist.client.http import LabelDistClient, RequestRejected, ServiceUnavailable, StoreNotFound
 
 
@@ -126,8 +127,9 @@ def test_batches_needs_exactly_one_of_anchors_and_count() -> None:
 def test_neighbors_reads_null_distances_as_infinity() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.params["k"] == "2"
-        return httpx.Response(200, json={"index": 3, "id": "x", "indices": [5, 1], "ids": ["a", "b"],
-                                         "distances": [0.25, None]})  # fmt: skip
+        return httpx.Response(
+            200, json={"index": 3, "id": "x", "indices": [5, 1], "ids": ["a", "b"], "distances": [0.25, None]}
+        )
 
     idx, dist = client_for(handler).neighbors("s", 3, k=2)
     assert idx.tolist() == [5, 1] and dist[0] == np.float32(0.25) and np.isinf(dist[1])

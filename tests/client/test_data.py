@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from labeldist.client import Batches, FeatureInputs, MinibatchStream
 
 N = 23
@@ -38,8 +39,18 @@ def features() -> FeatureInputs:
 
 def test_each_epoch_visits_every_anchor_once_in_a_seeded_order() -> None:
     client = FakeClient()
-    stream = MinibatchStream(client, "s", features(), size=6, neighbors=2, batches_per_step=2,
-                             anchors_per_request=4, epochs=2, seed=3, prefetch=3)  # fmt: skip
+    stream = MinibatchStream(
+        client,
+        "s",
+        features(),
+        size=6,
+        neighbors=2,
+        batches_per_step=2,
+        anchors_per_request=4,
+        epochs=2,
+        seed=3,
+        prefetch=3,
+    )
     steps = list(stream)
     assert len(steps) == len(stream) == 2 * (N // 2)
     anchors = [int(a) for s in steps for a in s.indices[:, 0]]
@@ -49,8 +60,18 @@ def test_each_epoch_visits_every_anchor_once_in_a_seeded_order() -> None:
 
 
 def test_minibatch_shapes_inputs_and_distances() -> None:
-    stream = MinibatchStream(FakeClient(), "s", features(), size=6, neighbors=2, batches_per_step=2,
-                             anchors_per_request=4, pairwise=True, epochs=1, seed=0)  # fmt: skip
+    stream = MinibatchStream(
+        FakeClient(),
+        "s",
+        features(),
+        size=6,
+        neighbors=2,
+        batches_per_step=2,
+        anchors_per_request=4,
+        pairwise=True,
+        epochs=1,
+        seed=0,
+    )
     step = next(iter(stream))
     assert step.indices.shape == (2, 6) and step.inputs.shape == (2, 6, 2) and step.distances.shape == (2, 5)
     assert step.pairwise is not None and step.pairwise.shape == (2, 6, 6)
@@ -62,8 +83,18 @@ def test_minibatch_shapes_inputs_and_distances() -> None:
 
 def test_same_seed_same_minibatches_and_resume_continues_exactly() -> None:
     def run(start: int, seed: int = 5) -> list[torch.Tensor]:
-        stream = MinibatchStream(FakeClient(), "s", features(), size=5, neighbors=1, batches_per_step=1,
-                                 anchors_per_request=3, epochs=2, seed=seed, start_step=start)  # fmt: skip
+        stream = MinibatchStream(
+            FakeClient(),
+            "s",
+            features(),
+            size=5,
+            neighbors=1,
+            batches_per_step=1,
+            anchors_per_request=3,
+            epochs=2,
+            seed=seed,
+            start_step=start,
+        )
         return [s.indices for s in stream]
 
     full = run(0)
@@ -88,8 +119,11 @@ def test_feature_inputs_from_npy_and_zarr(tmp_path) -> None:
     z = zarr.create_array(str(tmp_path / "f.zarr"), shape=x.shape, dtype="float32", chunks=(4, 3, 2))
     z[...] = x
     idx = np.array([[7, 1, 7], [0, 9, 3]])
-    for source, in_memory in ((tmp_path / "f.npy", True), (str(tmp_path / "f.zarr"), True),
-                              (str(tmp_path / "f.zarr"), False)):  # fmt: skip
+    for source, in_memory in (
+        (tmp_path / "f.npy", True),
+        (str(tmp_path / "f.zarr"), True),
+        (str(tmp_path / "f.zarr"), False),
+    ):
         got = FeatureInputs(source, in_memory=in_memory)
         assert got.n_items == 10 and got.item_shape == (3, 2)
         np.testing.assert_array_equal(got(idx).numpy(), x[idx])

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+
 from labeldist.client import (
     FeatureInputs,
     InputError,
@@ -20,7 +21,6 @@ from labeldist.client import (
     StoreNotFound,
     draw_batch_items,
 )
-
 from labeldist.rowcache import KnnRows
 from labeldist.store import StoreReader
 from tests.client.conftest import DENSE, KNN
@@ -59,10 +59,12 @@ def test_draws_equal_the_service_drawing_code(stores: Path, name: str) -> None:
     indices, _ = reader.knn()
     knn = KnnRows(reader.knn_rows, reader.n_items, reader.k, reader.knn_block_rows, 1 << 20)
     served = SimpleNamespace(n_items=reader.n_items, k=reader.k, knn=knn, check_index=lambda *a: None)
-    cases = [dict(anchors=[0, 7, 7, 199], count=None, size=12, neighbors=5),
-             dict(anchors=None, count=9, size=40, neighbors=0),
-             dict(anchors=None, count=250, size=3, neighbors=2),  # more anchors than... some draws with replacement
-             dict(anchors=[3], count=None, size=reader.n_items, neighbors=reader.k)]  # fmt: skip
+    cases = [
+        dict(anchors=[0, 7, 7, 199], count=None, size=12, neighbors=5),
+        dict(anchors=None, count=9, size=40, neighbors=0),
+        dict(anchors=None, count=250, size=3, neighbors=2),  # more anchors than... some draws with replacement
+        dict(anchors=[3], count=None, size=reader.n_items, neighbors=reader.k),
+    ]
     for case in cases:
         for seed in (0, 1, 2**53 - 1):
             want = draw_batches(served, seed=seed, **case)
@@ -75,9 +77,11 @@ def test_draws_equal_the_service_drawing_code(stores: Path, name: str) -> None:
 # ------------------------------------------------------------------ the same answers as the service
 @pytest.mark.parametrize("name", [DENSE, KNN])
 def test_batches_equal_the_services(local: LocalSource, http: LabelDistClient, name: str) -> None:
-    for kw in (dict(anchors=[0, 5, 5, 150], size=20, neighbors=5, pairwise=True, seed=3),
-               dict(count=6, size=30, neighbors=0, pairwise=False, seed=11),
-               dict(count=2, size=50, neighbors=10, pairwise=True, seed=2**40)):  # fmt: skip
+    for kw in (
+        dict(anchors=[0, 5, 5, 150], size=20, neighbors=5, pairwise=True, seed=3),
+        dict(count=6, size=30, neighbors=0, pairwise=False, seed=11),
+        dict(count=2, size=50, neighbors=10, pairwise=True, seed=2**40),
+    ):
         assert_same_batches(local.batches(name, **kw), http.batches(name, **kw))
     drawn = local.batches(name, count=3, size=10, neighbors=2)  # no seed: one is drawn, and said
     assert_same_batches(drawn, http.batches(name, count=3, size=10, neighbors=2, seed=drawn.seed))
@@ -203,8 +207,20 @@ def test_a_stream_over_the_local_source_sees_the_services_minibatches(
     inputs = FeatureInputs(np.random.default_rng(0).normal(size=(300, 4)).astype(np.float32))
 
     def steps(source, **kw) -> list:
-        stream = MinibatchStream(source, DENSE, inputs, size=12, neighbors=3, pairwise=True, batches_per_step=2,
-                                 anchors_per_request=4, anchors=np.arange(24), epochs=1, seed=7, **kw)  # fmt: skip
+        stream = MinibatchStream(
+            source,
+            DENSE,
+            inputs,
+            size=12,
+            neighbors=3,
+            pairwise=True,
+            batches_per_step=2,
+            anchors_per_request=4,
+            anchors=np.arange(24),
+            epochs=1,
+            seed=7,
+            **kw,
+        )
         return list(stream)
 
     mine, theirs = steps(local), steps(http)
@@ -232,8 +248,9 @@ class BrokenInputs:
 
 
 def test_an_input_error_in_a_worker_process_comes_back_as_one_line_of_its_own_type(local: LocalSource) -> None:
-    stream = MinibatchStream(local, DENSE, BrokenInputs(), size=8, neighbors=2, anchors=np.arange(8),
-                             anchors_per_request=2, processes=1)  # fmt: skip
+    stream = MinibatchStream(
+        local, DENSE, BrokenInputs(), size=8, neighbors=2, anchors=np.arange(8), anchors_per_request=2, processes=1
+    )
     with pytest.raises(UndecodableImage) as error:
         list(stream)
     assert str(error.value) == "image /photos/17.jpg: cannot decode (truncated)"

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from labeldist.client import Minibatch, binary_split, pml_labels, pml_triplets
 from pytorch_metric_learning.losses import ContrastiveLoss, TripletMarginLoss
+
+from labeldist.client import Minibatch, binary_split, pml_labels, pml_triplets
 
 
 def minibatch(b: int, n: int, seed: int, *, ties: bool = False) -> SimpleNamespace:

@@ -16,8 +16,8 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from labeldist.client import FeatureInputs, LabelDistClient, LocalSource, MinibatchStream, RequestRejected
 
+from labeldist.client import FeatureInputs, LabelDistClient, LocalSource, MinibatchStream, RequestRejected
 from labeldist.store import StoreReader
 from tests.client.conftest import DENSE, KNN
 
@@ -117,9 +117,14 @@ def test_no_held_out_item_ever_appears_in_a_training_minibatch(
 
 @pytest.mark.parametrize(("store", "neighbors", "held_out"), [(DENSE, 10, 0.6), (KNN, 5, 0.5)])
 def test_where_a_list_runs_out_the_nearest_come_from_the_rest_of_the_pool(
-    local: LocalSource, http: LabelDistClient, matrices: dict, lists: dict, store: str, neighbors: int,
+    local: LocalSource,
+    http: LabelDistClient,
+    matrices: dict,
+    lists: dict,
+    store: str,
+    neighbors: int,
     held_out: float,
-) -> None:  # fmt: skip
+) -> None:
     """A small pool: many anchors have fewer than ``neighbors`` of their list in it, and their nearest within the
     pool come from the dense row or from distances computed from the labels (the kNN-only store)."""
     pool, _ = split(SIZES[store], held_out, seed=1)
@@ -207,24 +212,49 @@ def test_without_a_pool_the_minibatches_are_those_of_before(
 
 # ------------------------------------------------------------------ refused pools
 REFUSED = [
-    ({"anchors": [0], "pool": [0, 1, 300] + list(range(2, 40))}, "pool",
-     "pool names item 300, which the store does not have (its items are 0..299)"),
-    ({"anchors": [0], "exclude": [5, 301]}, "exclude",
-     "exclude names item 301, which the store does not have (its items are 0..299)"),
-    ({"anchors": [3, 5], "pool": list(range(5)) + list(range(6, 50))}, "anchors",
-     "anchor 5 is not in the pool: every member of a minibatch, its anchor included, is an item of the pool"),
-    ({"anchors": [3, 5], "exclude": [5]}, "anchors",
-     "anchor 5 is excluded: every member of a minibatch, its anchor included, is an item of the pool"),
-    ({"anchors": [3], "pool": list(range(10))}, "pool",
-     "the pool holds 10 item(s), fewer than size=30: a minibatch is size distinct items of the pool, anchor included"),
-    ({"count": 2, "exclude": list(range(280))}, "exclude",
-     "the items not excluded are 20 item(s), fewer than size=30: a minibatch is size distinct items of the pool, "
-     "anchor included"),
-    ({"count": 2, "pool": [], "size": 2, "neighbors": 1}, "pool",
-     "the pool holds 0 item(s), fewer than size=2: a minibatch is size distinct items of the pool, anchor included"),
-    ({"anchors": [0], "pool": list(range(40)), "exclude": [50]}, "exclude",
-     "give pool (the items minibatches are drawn from) or exclude (the items they never contain), not both"),
-]  # fmt: skip
+    (
+        {"anchors": [0], "pool": [0, 1, 300] + list(range(2, 40))},
+        "pool",
+        "pool names item 300, which the store does not have (its items are 0..299)",
+    ),
+    (
+        {"anchors": [0], "exclude": [5, 301]},
+        "exclude",
+        "exclude names item 301, which the store does not have (its items are 0..299)",
+    ),
+    (
+        {"anchors": [3, 5], "pool": list(range(5)) + list(range(6, 50))},
+        "anchors",
+        "anchor 5 is not in the pool: every member of a minibatch, its anchor included, is an item of the pool",
+    ),
+    (
+        {"anchors": [3, 5], "exclude": [5]},
+        "anchors",
+        "anchor 5 is excluded: every member of a minibatch, its anchor included, is an item of the pool",
+    ),
+    (
+        {"anchors": [3], "pool": list(range(10))},
+        "pool",
+        "the pool holds 10 item(s), fewer than size=30: a minibatch is size distinct items of the pool, "
+        "anchor included",
+    ),
+    (
+        {"count": 2, "exclude": list(range(280))},
+        "exclude",
+        "the items not excluded are 20 item(s), fewer than size=30: a minibatch is size distinct items of the pool, "
+        "anchor included",
+    ),
+    (
+        {"count": 2, "pool": [], "size": 2, "neighbors": 1},
+        "pool",
+        "the pool holds 0 item(s), fewer than size=2: a minibatch is size distinct items of the pool, anchor included",
+    ),
+    (
+        {"anchors": [0], "pool": list(range(40)), "exclude": [50]},
+        "exclude",
+        "give pool (the items minibatches are drawn from) or exclude (the items they never contain), not both",
+    ),
+]
 
 
 @pytest.mark.parametrize(("body", "field", "message"), REFUSED)

@@ -7,8 +7,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import labeldist.client.prefetch
 import pytest
+
+import labeldist.client.prefetch
 from labeldist.client.prefetch import Prefetcher
 
 #: how long a test waits for a producer thread: long, the machine may be a busy 2-core one

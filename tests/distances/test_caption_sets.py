@@ -290,6 +290,7 @@ def test_preprocessing_cache_is_bounded_and_not_pickled(coco):
     # a set freed and another built in its place (possibly at the same id) is not confused with it
     for k in range(3):
         s = coco.subset(slice(100 * k, 100 * k + 10))
-        np.testing.assert_array_equal(d.pairs(s, np.arange(10), np.zeros(10, int)), d._pairs_plain(s, np.arange(10),
-                                      np.zeros(10, int)))  # fmt: skip
+        np.testing.assert_array_equal(
+            d.pairs(s, np.arange(10), np.zeros(10, int)), d._pairs_plain(s, np.arange(10), np.zeros(10, int))
+        )
         del s

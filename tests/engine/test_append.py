@@ -162,8 +162,23 @@ def angles_plugin(tmp_path_factory, dask_client):
     from labeldist.kinds import registry
 
     target = tmp_path_factory.mktemp("plugin-site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(target), str(EXAMPLE)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
+        check=True,
+        capture_output=True,
+    )
     sys.path.insert(0, str(target))
     importlib.invalidate_caches()
     registry.cache_clear()
@@ -196,8 +211,17 @@ def _sys_path_remove(path: str) -> None:
 
 # ---------------------------------------------------------------- helpers
 def build(labels: LabelSet, distance, url: Path, case: Case, dense: bool, client) -> None:
-    precompute(labels, distance, url, dataset="t", k=case.k, dense=dense, block_rows=case.block_rows,
-               client=client, progress=False)  # fmt: skip
+    precompute(
+        labels,
+        distance,
+        url,
+        dataset="t",
+        k=case.k,
+        dense=dense,
+        block_rows=case.block_rows,
+        client=client,
+        progress=False,
+    )
 
 
 def _members(url: Path) -> list[str]:
@@ -301,8 +325,10 @@ def test_append_equals_a_precompute_of_all_items(name, dense, request, grown_sto
 # ---------------------------------------------------------------- 2. the manifest's generations
 def _symmetric_pairs(n_old: int, n: int, block_rows: int) -> int:
     """What a symmetric dense append computes: each block's upper strip from column max(start, n_old)."""
-    return sum((stop - start) * (n - max(start, n_old))
-               for start, stop in (block_range(b, n, block_rows) for b in range(n_blocks(n, block_rows))))  # fmt: skip
+    return sum(
+        (stop - start) * (n - max(start, n_old))
+        for start, stop in (block_range(b, n, block_rows) for b in range(n_blocks(n, block_rows)))
+    )
 
 
 @pytest.mark.parametrize(
@@ -355,8 +381,11 @@ def test_symmetric_dense_append_computes_appended_pairs(dask_client, tmp_path):
 
 
 # ---------------------------------------------------------------- 3. three generations
-@pytest.mark.parametrize(("name", "dense"), [("pose", True), ("pose", False), ("caption_wmd", False)],
-                         ids=["pose-dense", "pose-knn-only", "caption_wmd-knn-only"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "dense"),
+    [("pose", True), ("pose", False), ("caption_wmd", False)],
+    ids=["pose-dense", "pose-knn-only", "caption_wmd-knn-only"],
+)
 def test_two_appends_equal_a_precompute_of_all_items(name, dense, request, dask_client, grown_stores, tmp_path):
     case, full = make_case(name, request), grown_stores(name, dense, request).full
     n = len(case.labels)
@@ -485,16 +514,29 @@ def test_ids_already_in_the_store_are_refused_by_name(store, dask_client):
 def test_a_distance_with_other_parameters_is_refused(store, dask_client):
     from labeldist.distances.vectors import VectorDistance
 
-    info = refused(store, StoreMismatchError, "other parameters", _new_poses(),
-                   distance=PoseDistance(metric="sqeuclidean"), client=dask_client)  # fmt: skip
+    info = refused(
+        store,
+        StoreMismatchError,
+        "other parameters",
+        _new_poses(),
+        distance=PoseDistance(metric="sqeuclidean"),
+        client=dask_client,
+    )
     assert "metric: store has 'euclidean', asked 'sqeuclidean'" in str(info.value)
-    refused(store, StoreMismatchError, "a pose store; the new items are of kind vectors", _new_poses(),
-            distance=VectorDistance(), client=dask_client)  # fmt: skip
+    refused(
+        store,
+        StoreMismatchError,
+        "a pose store; the new items are of kind vectors",
+        _new_poses(),
+        distance=VectorDistance(),
+        client=dask_client,
+    )
 
 
 def test_labels_read_with_other_settings_are_refused(store, dask_client):
-    info = refused(store, StoreMismatchError, "read with other settings", _new_poses(normalization="head"),
-                   client=dask_client)  # fmt: skip
+    info = refused(
+        store, StoreMismatchError, "read with other settings", _new_poses(normalization="head"), client=dask_client
+    )
     assert "normalization: store has 'none', the new items 'head'" in str(info.value)
     refused(store, StoreMismatchError, "min_joints", _new_poses(min_joints=3), client=dask_client)
 
@@ -507,8 +549,13 @@ def test_labels_from_another_file_read_the_same_way_are_appended(store, dask_cli
 
 
 def test_labels_of_another_kind_are_refused(store, dask_client):
-    refused(store, TypeError, "PoseDistance needs Poses labels, got Vectors", _vectors().subset(slice(0, 5)),
-            client=dask_client)  # fmt: skip
+    refused(
+        store,
+        TypeError,
+        "PoseDistance needs Poses labels, got Vectors",
+        _vectors().subset(slice(0, 5)),
+        client=dask_client,
+    )
 
 
 def test_a_dense_store_grown_past_the_dense_limit_is_refused(store, dask_client):
@@ -532,8 +579,9 @@ def test_an_incomplete_store_is_refused(dask_client, tmp_path):
 
     old = _poses().subset(slice(0, 70))
     url = tmp_path / "stores" / "pose"
-    manifest = build_manifest(dataset="t", kind="pose", params=PoseDistance().params(), labels=old, k=8, dense=True,
-                              block_rows=16)  # fmt: skip
+    manifest = build_manifest(
+        dataset="t", kind="pose", params=PoseDistance().params(), labels=old, k=8, dense=True, block_rows=16
+    )
     create_store(str(url), manifest, old)  # laid out, no block written: a precompute killed at its start
     info = refused(url, StoreIncompleteError, "not complete", _new_poses(), client=dask_client)
     assert isinstance(info.value, StoreError)
@@ -675,8 +723,13 @@ def test_a_block_that_computed_no_pair_is_written_and_published(tmp_path):
     labels = read_mpii_csv(MPII).subset(slice(0, 40))
 
     url = str(tmp_path / "s")
-    create_store(url, build_manifest(dataset="t", kind="pose", params=PoseDistance().params(), labels=labels, k=3,
-                                     dense=False, block_rows=20), labels)  # fmt: skip
+    create_store(
+        url,
+        build_manifest(
+            dataset="t", kind="pose", params=PoseDistance().params(), labels=labels, k=3, dense=False, block_rows=20
+        ),
+        labels,
+    )
     for block in (0, 1):
         _, idx, dist = block_kernel(labels, PoseDistance(), 20 * block, 20 * block + 20, 3)
         write_block(url, 20 * block, idx, dist, None, block, 0)

@@ -36,8 +36,9 @@ def _brute_force(labels, anchors: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
 def test_pruned_knn_of_1000_images_equals_brute_force(coco, dask_client, tmp_path):
     labels = coco.subset(np.random.default_rng(0).choice(len(coco), 1000, replace=False))
     out = tmp_path / "coco1000"
-    result = precompute(labels, CaptionSetWMD(), out, dataset="coco1000", k=K, dense=False, client=dask_client,
-                        progress=False)  # fmt: skip
+    result = precompute(
+        labels, CaptionSetWMD(), out, dataset="coco1000", k=K, dense=False, client=dask_client, progress=False
+    )
     assert result.blocks_computed == result.blocks_total
     indices, distances = StoreReader(str(out)).knn()
     # anchors from every row block, the first and last rows included
@@ -53,8 +54,17 @@ def test_pruned_knn_of_1000_images_equals_brute_force(coco, dask_client, tmp_pat
 def test_dense_store_of_200_images_equals_block(coco, dask_client, tmp_path):
     labels = coco.subset(slice(300, 500))
     out = tmp_path / "coco200"
-    precompute(labels, CaptionSetWMD(), out, dataset="coco200", k=20, dense=True, client=dask_client, block_rows=64,
-               progress=False)  # fmt: skip
+    precompute(
+        labels,
+        CaptionSetWMD(),
+        out,
+        dataset="coco200",
+        k=20,
+        dense=True,
+        client=dask_client,
+        block_rows=64,
+        progress=False,
+    )
     assert "ok" in check_store(out)
     reader = StoreReader(str(out))
     dense = CaptionSetWMD().block(labels, labels).astype(np.float32)

@@ -80,17 +80,26 @@ def test_rerun_reuses_the_finished_store(store, poses, dask_client):
 def test_other_parameters_at_the_output_are_refused_and_leave_it_intact(store, poses, dask_client):
     before = StoreReader(str(store)).manifest
     with pytest.raises(StoreMismatchError, match="params: store has .*'euclidean'.*asked .*'sqeuclidean'"):
-        precompute(poses, PoseDistance(metric="sqeuclidean"), store, dataset="mpii301", k=25, block_rows=70,
-                   client=dask_client)  # fmt: skip
+        precompute(
+            poses, PoseDistance(metric="sqeuclidean"), store, dataset="mpii301", k=25, block_rows=70, client=dask_client
+        )
     with pytest.raises(StoreMismatchError, match="the labels differ"):
-        precompute(poses.subset(slice(0, 300)), PoseDistance(), store, dataset="mpii301", k=25, block_rows=70,
-                   client=dask_client)  # fmt: skip
+        precompute(
+            poses.subset(slice(0, 300)),
+            PoseDistance(),
+            store,
+            dataset="mpii301",
+            k=25,
+            block_rows=70,
+            client=dask_client,
+        )
     assert StoreReader(str(store)).manifest == before
 
 
 def test_knn_only_store_equals_the_dense_store_lists(store, poses, dask_client, tmp_path):
-    result = precompute(poses, PoseDistance(), tmp_path / "knn", dataset="mpii301", k=25, dense=False,
-                        block_rows=64, client=dask_client)  # fmt: skip
+    result = precompute(
+        poses, PoseDistance(), tmp_path / "knn", dataset="mpii301", k=25, dense=False, block_rows=64, client=dask_client
+    )
     a, b = StoreReader(result.url), StoreReader(str(store))
     assert not a.has_dense
     for x, y in zip(a.knn(), b.knn()):
@@ -101,8 +110,9 @@ def test_knn_only_store_equals_the_dense_store_lists(store, poses, dask_client, 
 def test_remote_scheduler_address_and_fsspec_url(poses, dask_client, tmp_path, in_memory):
     """`--scheduler tcp://...` path: a Client connecting by address; output given as an fsspec URL."""
     url = f"file://{tmp_path}/remote"
-    result = precompute(poses, PoseDistance(), url, dataset="mpii301", k=10, block_rows=128,
-                        scheduler=dask_client.scheduler.address)  # fmt: skip
+    result = precompute(
+        poses, PoseDistance(), url, dataset="mpii301", k=10, block_rows=128, scheduler=dask_client.scheduler.address
+    )
     assert result.blocks_computed == 3
     np.testing.assert_array_equal(StoreReader(url).dense_rows(0, 301), in_memory)
 
@@ -111,8 +121,9 @@ def test_store_is_not_readable_as_complete_before_publish(poses, tmp_path):
     from labeldist.store import build_manifest
 
     url = str(tmp_path / "half")
-    man = build_manifest(dataset="d", kind="pose", params=PoseDistance().params(), labels=poses, k=5,
-                         dense=True, block_rows=100)  # fmt: skip
+    man = build_manifest(
+        dataset="d", kind="pose", params=PoseDistance().params(), labels=poses, k=5, dense=True, block_rows=100
+    )
     create_store(url, man, poses)
     with pytest.raises(StoreIncompleteError, match="not complete"):
         StoreReader(url)

@@ -29,8 +29,9 @@ HOST = socket.gethostname()
 
 
 def labeldist(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labeldist.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "labeldist.cli", *map(str, args)], capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +43,21 @@ def csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def job(csv: Path, out: Path, k: int = 10, *extra: str) -> list[object]:
-    return ["precompute", "pose", csv, "--k", k, "--block-rows", "40", "--workers", "1", "--no-progress",
-            "--out", out, *extra]  # fmt: skip
+    return [
+        "precompute",
+        "pose",
+        csv,
+        "--k",
+        k,
+        "--block-rows",
+        "40",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        out,
+        *extra,
+    ]
 
 
 def lock_file(out: Path) -> Path:
@@ -135,9 +149,15 @@ def test_two_jobs_with_different_parameters_started_together_leave_one_store(csv
     """Whichever takes the lock first builds its store; the other one refuses, with a one-line message: the lock
     held, or (if the first had already finished) a store made with other parameters. Never a missing file."""
     out = tmp_path / "stores" / "mpii120"
-    jobs = {k: subprocess.Popen([sys.executable, "-m", "labeldist.cli", *map(str, job(csv, out, k))],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for k in (10, 5)}  # fmt: skip
+    jobs = {
+        k: subprocess.Popen(
+            [sys.executable, "-m", "labeldist.cli", *map(str, job(csv, out, k))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in (10, 5)
+    }
     results = {k: (p.communicate(timeout=600), p.returncode) for k, p in jobs.items()}
     winners = [k for k, (_, rc) in results.items() if rc == 0]
     assert len(winners) == 1, results

@@ -22,8 +22,14 @@ ARGS = ["precompute", "pose", CSV, "--k", "30", "--block-rows", "16", "--workers
 
 
 def _labeldist(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "labeldist.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "labeldist.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kw,
+    )
 
 
 def _arrays(url: str) -> dict[str, np.ndarray]:

@@ -100,8 +100,9 @@ def cases(poses, coco100, dask_client, tmp_path_factory):
         ("caption_wmd", coco100, CaptionSetWMD(), WMD_K, WMD_ROWS),
     ):
         url = str(tmp_path_factory.mktemp("symmetric") / name)
-        result = precompute(labels, distance, url, dataset=name, k=k, block_rows=rows, client=dask_client,
-                            progress=False)  # fmt: skip
+        result = precompute(
+            labels, distance, url, dataset=name, k=k, block_rows=rows, client=dask_client, progress=False
+        )
         out[name] = (labels, distance, k, rows, url, result)
     return out
 
@@ -155,8 +156,16 @@ def test_caption_wmd_store_equals_brute_force(cases, coco100):
 
 def _fresh_store(url: str, labels, distance, k: int, block_rows: int) -> None:
     """An empty symmetric store, as ``precompute`` lays it out before submitting any task."""
-    man = build_manifest(dataset="resume", kind=distance.kind, params=distance.params(), labels=labels, k=k,
-                         dense=True, block_rows=block_rows, symmetric=True)  # fmt: skip
+    man = build_manifest(
+        dataset="resume",
+        kind=distance.kind,
+        params=distance.params(),
+        labels=labels,
+        k=k,
+        dense=True,
+        block_rows=block_rows,
+        symmetric=True,
+    )
     create_store(url, man, labels)
 
 
@@ -191,8 +200,9 @@ def test_interrupted_run_resumes_to_the_clean_store(cases, name, stop, dask_clie
         drop_work(url)
     assert read_manifest(url)["complete"] is False
 
-    result = precompute(labels, distance, url, dataset="resume", k=k, block_rows=rows, client=dask_client,
-                        progress=False)  # fmt: skip
+    result = precompute(
+        labels, distance, url, dataset="resume", k=k, block_rows=rows, client=dask_client, progress=False
+    )
     total = n_blocks(len(labels), rows)
     assert result.upper_computed == total - len(set(upper) | set(mirrored))
     assert result.blocks_computed == total - len(set(mirrored))
@@ -219,16 +229,32 @@ def test_phase_2_refuses_to_read_strips_not_written(poses, tmp_path):
 
 def test_a_store_begun_in_the_plain_mode_is_not_finished_in_the_symmetric_one(coco100, dask_client, tmp_path):
     url = str(tmp_path / "plain")
-    man = build_manifest(dataset="d", kind="caption_wmd", params=CaptionSetWMD().params(), labels=coco100, k=5,
-                         dense=True, block_rows=WMD_ROWS)  # fmt: skip
+    man = build_manifest(
+        dataset="d",
+        kind="caption_wmd",
+        params=CaptionSetWMD().params(),
+        labels=coco100,
+        k=5,
+        dense=True,
+        block_rows=WMD_ROWS,
+    )
     create_store(url, man, coco100)
     with pytest.raises(StoreMismatchError, match="symmetric: store has None, asked True"):
         precompute(coco100, CaptionSetWMD(), url, dataset="d", k=5, block_rows=WMD_ROWS, client=dask_client)
 
 
 def test_knn_only_stores_ignore_the_symmetric_mode(poses, dask_client, tmp_path):
-    result = precompute(poses, LopsidedPose(), tmp_path / "knn", dataset="toy", k=TOY_K, dense=False,
-                        block_rows=TOY_ROWS, client=dask_client, progress=False)  # fmt: skip
+    result = precompute(
+        poses,
+        LopsidedPose(),
+        tmp_path / "knn",
+        dataset="toy",
+        k=TOY_K,
+        dense=False,
+        block_rows=TOY_ROWS,
+        client=dask_client,
+        progress=False,
+    )
     assert not result.symmetric and result.upper_computed == 0
     assert "symmetric" not in result.manifest
     assert "progress/upper" not in _members(result.url)

@@ -36,15 +36,29 @@ def circle(a: float, b: float) -> float:
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("plugin-site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(target), str(EXAMPLE)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return target
 
 
 def run(plugin_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(plugin_path)}
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_an_installed_plugin_kind_goes_through_the_whole_chain(plugin_path: Path, tmp_path: Path) -> None:
@@ -53,19 +67,35 @@ def test_an_installed_plugin_kind_goes_through_the_whole_chain(plugin_path: Path
     listed = run(plugin_path, "labeldist.cli", "precompute", "--help")
     assert "angles" in listed.stdout and "labeldist-angles" in listed.stdout  # the plugin's command, named
     for name, dense in (("angles", "--dense"), ("angles-knn", "--knn-only")):
-        made = run(plugin_path, "labeldist.cli", "precompute", "angles", str(tmp_path / "angles.txt"), "--k", "3",
-                   dense, "--out", str(stores / name), "--workers", "1", "--no-progress")  # fmt: skip
+        made = run(
+            plugin_path,
+            "labeldist.cli",
+            "precompute",
+            "angles",
+            str(tmp_path / "angles.txt"),
+            "--k",
+            "3",
+            dense,
+            "--out",
+            str(stores / name),
+            "--workers",
+            "1",
+            "--no-progress",
+        )
         assert made.returncode == 0, made.stderr
         verified = run(plugin_path, "labeldist.cli", "verify", str(stores / name))
         assert verified.returncode == 0 and '"ok": true' in verified.stdout, verified.stdout + verified.stderr
     info = run(plugin_path, "labeldist.cli", "info", str(stores / "angles"))
     assert info.returncode == 0 and json.loads(info.stdout)["manifest"]["kind"] == "angles"
 
-    code = ("from labeldist.store import StoreReader; import sys; labels = StoreReader(sys.argv[1]).labels(); "
-            "print(type(labels).__name__, labels.degrees.tolist())")  # fmt: skip
+    code = (
+        "from labeldist.store import StoreReader; import sys; labels = StoreReader(sys.argv[1]).labels(); "
+        "print(type(labels).__name__, labels.degrees.tolist())"
+    )
     env = {**os.environ, "PYTHONPATH": str(plugin_path)}
-    read = subprocess.run([sys.executable, "-c", code, str(stores / "angles")], cwd=REPO, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+    read = subprocess.run(
+        [sys.executable, "-c", code, str(stores / "angles")], cwd=REPO, env=env, capture_output=True, text=True
+    )
     assert read.stdout.split(" ", 1)[0] == "Angles" and json.loads(read.stdout.split(" ", 1)[1]) == ANGLES
 
     with Service(stores, PYTHONPATH=str(plugin_path)) as service:
@@ -129,8 +159,10 @@ def test_a_kind_whose_distance_misbehaves_is_refused_before_anything_is_written(
         def block(self, rows, cols):
             raise RuntimeError("the plugin's bug")
 
-    for distance, message in ((WrongShape(), r"must return a float array of shape \(2, 3\), got ndarray \(2, 1\)"),
-                              (Raises(), "block\\(\\) raised RuntimeError: the plugin's bug")):  # fmt: skip
+    for distance, message in (
+        (WrongShape(), r"must return a float array of shape \(2, 3\), got ndarray \(2, 1\)"),
+        (Raises(), "block\\(\\) raised RuntimeError: the plugin's bug"),
+    ):
         out = tmp_path / type(distance).__name__
         with pytest.raises(KindError, match=message):
             precompute(labels, distance, out, dataset="a", k=2)

@@ -70,8 +70,12 @@ def test_csv_parquet_and_npy_give_the_same_labels(tmp_path: Path) -> None:
         f"p{i}," + ",".join(repr(float(v)) for v in row) for i, row in enumerate(values)
     ]
     (tmp_path / "x.csv").write_text("\n".join(lines) + "\n")
-    pq.write_table(pa.table({"id": [f"p{i}" for i in range(5)], "age": values[:, 0], "height": values[:, 1],
-                             "weight": values[:, 2]}), tmp_path / "x.parquet")  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {"id": [f"p{i}" for i in range(5)], "age": values[:, 0], "height": values[:, 1], "weight": values[:, 2]}
+        ),
+        tmp_path / "x.parquet",
+    )
     npy, table, parquet = (read_vectors(tmp_path / f"x.{s}") for s in ("npy", "csv", "parquet"))
     assert npy.ids.tolist() == ["0", "1", "2", "3", "4"]  # row numbers
     assert table.ids.tolist() == parquet.ids.tolist() == [f"p{i}" for i in range(5)]  # the id column
@@ -94,8 +98,9 @@ def test_csv_parquet_and_npy_give_the_same_labels(tmp_path: Path) -> None:
         ("id,a\n", "a header and no rows"),
     ],
 )
-def test_bad_csv_is_refused_naming_the_place_and_nothing_is_written(text: str, message: str, tmp_path: Path,
-                                                                     capsys) -> None:  # fmt: skip
+def test_bad_csv_is_refused_naming_the_place_and_nothing_is_written(
+    text: str, message: str, tmp_path: Path, capsys
+) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text)
     with pytest.raises(LabelError, match=message):
@@ -121,8 +126,25 @@ def test_bad_npy_is_refused(tmp_path: Path) -> None:
 def test_the_command_makes_a_store_with_row_number_ids(tmp_path: Path, capsys) -> None:
     np.save(tmp_path / "ages.npy", np.array([20.0, 21.0, 35.0, 36.0, 60.0]))
     out = tmp_path / "ages"
-    assert main(["precompute", "vectors", str(tmp_path / "ages.npy"), "--metric", "cityblock", "--k", "2", "--out",
-                 str(out), "--workers", "1", "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "precompute",
+                "vectors",
+                str(tmp_path / "ages.npy"),
+                "--metric",
+                "cityblock",
+                "--k",
+                "2",
+                "--out",
+                str(out),
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     reader = StoreReader(str(out))
     assert reader.manifest["kind"] == "vectors" and reader.manifest["params"]["metric"] == "cityblock"
     indices, distances = reader.knn()
@@ -135,8 +157,9 @@ def refused(path: Path, tmp_path: Path, capsys, *options: str) -> str:
     """Run ``precompute vectors`` on ``path``: it must fail with one line (no traceback) and write nothing;
     returns that line."""
     out = tmp_path / "store"
-    code = main(["precompute", "vectors", str(path), "--k", "1", "--out", str(out), "--workers", "1", "--no-progress",
-                 *options])  # fmt: skip
+    code = main(
+        ["precompute", "vectors", str(path), "--k", "1", "--out", str(out), "--workers", "1", "--no-progress", *options]
+    )
     err = capsys.readouterr().err.strip()
     assert code != 0, err
     assert not out.exists(), "something was written to --out"
@@ -177,8 +200,9 @@ def test_a_csv_that_would_store_wrong_labels_is_refused(text: str, message: str,
         ({"id": ["a", "b", "c"], "v": [1, None, 3]}, "row 1 (id 'b'), column 'v': nan is not a finite number"),
     ],
 )
-def test_a_parquet_file_that_would_store_wrong_labels_is_refused(table: dict, message: str, tmp_path: Path,
-                                                                capsys) -> None:  # fmt: skip
+def test_a_parquet_file_that_would_store_wrong_labels_is_refused(
+    table: dict, message: str, tmp_path: Path, capsys
+) -> None:
     import datetime
 
     import pyarrow as pa
@@ -229,8 +253,10 @@ def test_an_object_npy_is_refused_unread(tmp_path: Path, capsys) -> None:
     path = tmp_path / "objects.npy"
     np.save(path, np.array([{"a": 1}, 2], dtype=object), allow_pickle=True)
     message = refused(path, tmp_path, capsys)
-    assert f"{path}: an array of Python objects (dtype object), which is not read: it would have to be unpickled" in \
-        message  # fmt: skip
+    assert (
+        f"{path}: an array of Python objects (dtype object), which is not read: it would have to be unpickled"
+        in message
+    )
     (tmp_path / "not.npy").write_bytes(b"hello, not an array")
     message = refused(tmp_path / "not.npy", tmp_path, capsys)
     assert f"{tmp_path / 'not.npy'}: cannot read as .npy: not a NumPy .npy file" in message
@@ -290,22 +316,28 @@ def test_values_that_fit_are_kept(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("block_rows", [None, 50])
 @pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean", "cosine"])
-def test_a_knn_only_store_searched_by_faiss_equals_scipy(metric: str, block_rows: int | None, tmp_path: Path,
-                                                         dask_client) -> None:  # fmt: skip
+def test_a_knn_only_store_searched_by_faiss_equals_scipy(
+    metric: str, block_rows: int | None, tmp_path: Path, dask_client
+) -> None:
     """Issue 19: FAISS blocks spread over a real cluster (one block of all N by default, or 50 rows each) give
     cdist's lists: distances to float32, indices equal except among tied items."""
     vectors = labels()
     out = tmp_path / metric
-    result = precompute(vectors, VectorDistance(metric), out, dataset="v", k=K, dense=False, block_rows=block_rows,
-                        client=dask_client)  # fmt: skip
+    result = precompute(
+        vectors, VectorDistance(metric), out, dataset="v", k=K, dense=False, block_rows=block_rows, client=dask_client
+    )
     assert result.manifest["block_rows"] == (block_rows or N)  # FAISS's blocks: at least 2048 rows, here all N
     assert check_store(out).strip().endswith(": ok")
     indices, distances = StoreReader(str(out)).knn()
     brute = cdist(vectors.values, vectors.values, metric)
     np.fill_diagonal(brute, np.inf)
     expected = np.argsort(brute.astype(np.float32), axis=1, kind="stable")[:, :K]
-    np.testing.assert_allclose(distances, np.take_along_axis(brute, expected, 1).astype(np.float32), rtol=2.5e-7,
-                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        distances, np.take_along_axis(brute, expected, 1).astype(np.float32), rtol=2.5e-7, atol=1e-12
+    )
     differ = indices != expected
-    np.testing.assert_allclose(np.take_along_axis(brute, indices.astype(np.int64), 1)[differ],
-                               np.take_along_axis(brute, expected, 1)[differ], rtol=2.5e-7)  # fmt: skip
+    np.testing.assert_allclose(
+        np.take_along_axis(brute, indices.astype(np.int64), 1)[differ],
+        np.take_along_axis(brute, expected, 1)[differ],
+        rtol=2.5e-7,
+    )

@@ -29,8 +29,11 @@ HUGE = 10**400
 # ---------------------------------------------------------------- the shared helpers
 def test_check_header_names_every_repeated_column() -> None:
     check_header(["id", "a", "b"], "f.csv, line 1")
-    with pytest.raises(LabelError, match=r"^f\.csv, line 1: the header names column 'a' twice \(fields 2 and 4\), "
-                                         r"column 'b' 3 times \(fields 3, 5 and 6\): "):  # fmt: skip
+    with pytest.raises(
+        LabelError,
+        match=r"^f\.csv, line 1: the header names column 'a' twice \(fields 2 and 4\), "
+        r"column 'b' 3 times \(fields 3, 5 and 6\): ",
+    ):
         check_header(["id", "a", "b", "a", "b", "b"], "f.csv, line 1")
 
 
@@ -164,8 +167,9 @@ def test_check_block_names_the_items_and_the_kind() -> None:
     block = np.array([[0.0, np.nan, 1.0], [np.nan, 2.0, 3.0]])
     with pytest.raises(KindError) as e:
         check_block("angles", block, 2, 3, row_ids=np.array(["r0", "r1"]), col_ids=np.array(["c0", "c1", "c2"]))
-    assert str(e.value).startswith("kind 'angles': block() returned NaN distances for 2 of 6 pairs: 'r0' to 'c1', "
-                                   "'r1' to 'c0'"), str(e.value)  # fmt: skip
+    assert str(e.value).startswith(
+        "kind 'angles': block() returned NaN distances for 2 of 6 pairs: 'r0' to 'c1', 'r1' to 'c0'"
+    ), str(e.value)
     with pytest.raises(KindError, match=r"NaN distances for 2 of 6 pairs: row 0 to column 1, row 1 to column 0"):
         check_block("angles", block, 2, 3)
 
@@ -176,10 +180,15 @@ def test_the_engine_refuses_a_nan_block_naming_the_items() -> None:
 
     labels = Angles([f"i{t}" for t in range(6)], [1.0, 2.0, 3.0, 4.0, 2000.0, 3000.0])
     probe(NaNDistance(), labels)  # its first three items are fine
-    for kernel in (lambda: block_kernel(labels, NaNDistance(), 4, 6, 2), lambda: upper_kernel(labels, NaNDistance(),
-                                                                                                 4, 6)):  # fmt: skip
-        with pytest.raises(KindError, match=r"kind 'angles': block\(\) returned NaN distances for 4 of \d+ pairs: "
-                                            r"'i4' to 'i4', 'i4' to 'i5', 'i5' to 'i4'"):  # fmt: skip
+    for kernel in (
+        lambda: block_kernel(labels, NaNDistance(), 4, 6, 2),
+        lambda: upper_kernel(labels, NaNDistance(), 4, 6),
+    ):
+        with pytest.raises(
+            KindError,
+            match=r"kind 'angles': block\(\) returned NaN distances for 4 of \d+ pairs: "
+            r"'i4' to 'i4', 'i4' to 'i5', 'i5' to 'i4'",
+        ):
             kernel()
 
 
@@ -190,8 +199,11 @@ def test_a_pose_csv_with_a_repeated_column_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "poses.csv"
     path.write_text("\n".join(lines) + "\n")
     header = lines[0].split(",")
-    with pytest.raises(LabelError, match=rf"poses\.csv, line 1: the header names column 'scale' twice \(fields "
-                                         rf"{header.index('scale') + 1} and {len(header)}\)"):  # fmt: skip
+    with pytest.raises(
+        LabelError,
+        match=rf"poses\.csv, line 1: the header names column 'scale' twice \(fields "
+        rf"{header.index('scale') + 1} and {len(header)}\)",
+    ):
         read_mpii_csv(path)
 
 
@@ -226,8 +238,11 @@ def test_json_files_with_a_lone_surrogate_are_refused_naming_the_place(tmp_path:
 
     path = tmp_path / "caps.json"
     path.write_text('[{"image": "a/COCO_1.jpg", "caption": ["a dog", "\\ud800 cat"]}]')
-    with pytest.raises(LabelError, match=r"caps\.json: \[0\]\['caption'\]\[1\] '\\ud800 cat' holds a lone "
-                                         r"surrogate \(U\+D800 at character 0\)"):  # fmt: skip
+    with pytest.raises(
+        LabelError,
+        match=r"caps\.json: \[0\]\['caption'\]\[1\] '\\ud800 cat' holds a lone "
+        r"surrogate \(U\+D800 at character 0\)",
+    ):
         read_captions(path)
     with pytest.raises(LabelError, match=r"caps\.json: \[0\]\['caption'\]\[1\] '\\ud800 cat' holds a lone"):
         read_sentences(path)
@@ -250,7 +265,9 @@ def test_a_pose_file_whose_distances_overflow_is_refused_unwritten(tmp_path: Pat
     code = main(["precompute", "pose", str(path), "--k", "1", "--out", str(out), "--workers", "1", "--no-progress"])
     assert code != 0
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"labeldist: error: {path}: pose '051423444.jpg#0': its values are too large for the pose "
-                          "distance (euclidean): joint 0 (r_ankle) x spans 317 (pose '052475643.jpg#0') to 1e+300 "
-                          "(pose '051423444.jpg#0'), so that distances reach 1.6e+301"), err  # fmt: skip
+    assert err.startswith(
+        f"labeldist: error: {path}: pose '051423444.jpg#0': its values are too large for the pose "
+        "distance (euclidean): joint 0 (r_ankle) x spans 317 (pose '052475643.jpg#0') to 1e+300 "
+        "(pose '051423444.jpg#0'), so that distances reach 1.6e+301"
+    ), err
     assert len(err.splitlines()) == 1 and not out.exists()

@@ -36,13 +36,23 @@ CSV = DATA / "mpii" / "mpii_valid_2958.csv"
 N = 240  # rows of the MPII file made into stores
 #: MPII's joints that COCO has too, by their COCO name
 SHARED = {
-    "r_ankle": "right_ankle", "r_knee": "right_knee", "r_hip": "right_hip", "l_hip": "left_hip",
-    "l_knee": "left_knee", "l_ankle": "left_ankle", "r_wrist": "right_wrist", "r_elbow": "right_elbow",
-    "r_shoulder": "right_shoulder", "l_shoulder": "left_shoulder", "l_elbow": "left_elbow", "l_wrist": "left_wrist",
-}  # fmt: skip
+    "r_ankle": "right_ankle",
+    "r_knee": "right_knee",
+    "r_hip": "right_hip",
+    "l_hip": "left_hip",
+    "l_knee": "left_knee",
+    "l_ankle": "left_ankle",
+    "r_wrist": "right_wrist",
+    "r_elbow": "right_elbow",
+    "r_shoulder": "right_shoulder",
+    "l_shoulder": "left_shoulder",
+    "l_elbow": "left_elbow",
+    "l_wrist": "left_wrist",
+}
 #: MPII's joints as another file names them (RightAnkle, UpperNeck, ...)
-CAMEL = {j: "".join(w.capitalize() for w in j.replace("r_", "right_").replace("l_", "left_").split("_"))
-         for j in MPII_JOINTS}  # fmt: skip
+CAMEL = {
+    j: "".join(w.capitalize() for w in j.replace("r_", "right_").replace("l_", "left_").split("_")) for j in MPII_JOINTS
+}
 #: the renamed CSV's other columns, by the names the reader knows them by
 RENAMED = {"imgname": "image", "person": "pid", "center_x": "cx", "center_y": "cy", "scale": "s", "normalize": "head"}
 
@@ -99,8 +109,9 @@ def coco_keypoints(row: dict[str, str], joints: tuple[str, ...], source: dict[st
     return out
 
 
-def write_coco(path: Path, rows: list[dict[str, str]], joints: tuple[str, ...], source: dict[str, str],
-               extras: bool = False) -> Path:  # fmt: skip
+def write_coco(
+    path: Path, rows: list[dict[str, str]], joints: tuple[str, ...], source: dict[str, str], extras: bool = False
+) -> Path:
     """A COCO keypoints file of the MPII rows: one image per file name, one person annotation per row (ids 1, 2,
     ... in row order) with the box ``center ± 100 scale`` (so that ``box`` is MPII's ``center_scale``); with
     ``extras``, what a real COCO file also holds and a reader leaves out: a crowd, a person with no keypoint
@@ -112,9 +123,17 @@ def write_coco(path: Path, rows: list[dict[str, str]], joints: tuple[str, ...], 
     for n, r in enumerate(rows, start=1):
         cx, cy, s = float(r["center_x"]), float(r["center_y"]), float(r["scale"])
         kp = coco_keypoints(r, joints, source)
-        annotations.append({"id": n, "image_id": image_id[r["imgname"]], "category_id": 1, "iscrowd": 0,
-                            "keypoints": kp, "num_keypoints": sum(v > 0 for v in kp[2::3]),
-                            "bbox": [cx - 100 * s, cy - 100 * s, 200 * s, 200 * s]})  # fmt: skip
+        annotations.append(
+            {
+                "id": n,
+                "image_id": image_id[r["imgname"]],
+                "category_id": 1,
+                "iscrowd": 0,
+                "keypoints": kp,
+                "num_keypoints": sum(v > 0 for v in kp[2::3]),
+                "bbox": [cx - 100 * s, cy - 100 * s, 200 * s, 200 * s],
+            }
+        )
     categories = [{"id": 1, "name": "person", "supercategory": "person", "keypoints": list(joints), "skeleton": []}]
     if extras:
         empty = [0] * (3 * len(joints))
@@ -164,14 +183,19 @@ def test_normalize_is_needed_only_by_the_head_normalisation(tmp_path: Path, how:
     rows = mpii_rows(50)
     path = write_mpii(tmp_path / "no_head.csv", [{k: v for k, v in r.items() if k != "normalize"} for r in rows])
     same_poses(read_mpii_csv(path, how), read_mpii_csv(write_mpii(tmp_path / "all.csv", rows), how))
-    with pytest.raises(LabelError, match=r"no_head\.csv: header lacks the columns normalize \(the head size, for "
-                                         r"normalization 'head'\)"):  # fmt: skip
+    with pytest.raises(
+        LabelError,
+        match=r"no_head\.csv: header lacks the columns normalize \(the head size, for "
+        r"normalization 'head'\)",
+    ):
         read_mpii_csv(path, "head")
 
 
 def test_every_missing_column_is_named_in_one_error(tmp_path: Path) -> None:
-    rows = [{k: v for k, v in r.items() if not k.startswith(("r_ankle_", "l_wrist_vis", "imgname", "scale"))}
-            for r in mpii_rows(5)]  # fmt: skip
+    rows = [
+        {k: v for k, v in r.items() if not k.startswith(("r_ankle_", "l_wrist_vis", "imgname", "scale"))}
+        for r in mpii_rows(5)
+    ]
     path = write_mpii(tmp_path / "poses.csv", rows)
     with pytest.raises(LabelError) as e:
         read_mpii_csv(path, "center_scale")
@@ -192,9 +216,7 @@ def test_every_missing_column_is_named_in_one_error(tmp_path: Path) -> None:
 
 def test_any_joint_set_by_the_naming_rule(tmp_path: Path) -> None:
     path = tmp_path / "hands.csv"
-    path.write_text("id,thumb_x,thumb_y,index_x,index_y,wrist_x,wrist_y\n"
-                    "a,1,2,3,4,5,6\n"
-                    "b,,,7,8,0,0\n")  # fmt: skip
+    path.write_text("id,thumb_x,thumb_y,index_x,index_y,wrist_x,wrist_y\na,1,2,3,4,5,6\nb,,,7,8,0,0\n")
     poses = read_poses(path)
     assert poses.joint_names == ("thumb", "index", "wrist") and poses.ids.tolist() == ["a", "b"]
     np.testing.assert_array_equal(poses.present, [[True, True, True], [False, True, True]])
@@ -229,8 +251,11 @@ def test_a_csv_of_fewer_mpii_joints_reads_when_they_are_named(tmp_path: Path) ->
 
 def test_column_options_are_checked(tmp_path: Path) -> None:
     path = write_renamed_csv(tmp_path / "renamed.csv", mpii_rows(5))
-    with pytest.raises(LabelError, match=r"header lacks the columns imagename \(the image, the item id with person, "
-                                         r"as columns names it\)"):  # fmt: skip
+    with pytest.raises(
+        LabelError,
+        match=r"header lacks the columns imagename \(the image, the item id with person, "
+        r"as columns names it\)",
+    ):
         read_pose_csv(
             path, **{**RENAMED_OPTIONS, "columns": RENAMED_OPTIONS["columns"].replace("=image", "=imagename")}
         )
@@ -253,14 +278,19 @@ def test_coco_keypoints_of_mpii_joints_read_as_the_mpii_csv(tmp_path: Path) -> N
     # box normalisation: the box is center ± 100 scale, so (p - box centre) / max(w, h) is MPII's center_scale
     box, cs = read_coco_keypoints(path, "box"), read_mpii_csv(CSV, "center_scale")
     np.testing.assert_allclose(box.xy[box.present], cs.xy[cs.present], rtol=1e-12, atol=1e-12)
-    assert box.provenance == {"format": "coco_keypoints", "normalization": "box", "min_joints": 1,
-                              "missing_joint": "v = 0"}  # fmt: skip
+    assert box.provenance == {
+        "format": "coco_keypoints",
+        "normalization": "box",
+        "min_joints": 1,
+        "missing_joint": "v = 0",
+    }
 
 
 def test_coco_17_keypoints_hold_the_joints_coco_and_mpii_share(tmp_path: Path) -> None:
     rows = mpii_rows()
-    path = write_coco(tmp_path / "person_keypoints.json", rows, COCO_JOINTS, {c: m for m, c in SHARED.items()},
-                      extras=True)  # fmt: skip
+    path = write_coco(
+        tmp_path / "person_keypoints.json", rows, COCO_JOINTS, {c: m for m, c in SHARED.items()}, extras=True
+    )
     coco = read_coco_keypoints(path)
     assert coco.joint_names == COCO_JOINTS and len(coco) == len(rows), "the crowd, the empty and the dog left out"
     assert not coco.present[:, :5].any(), "no face keypoint: MPII has none"
@@ -356,8 +386,11 @@ def test_poses_of_other_joints_cannot_be_joined(tmp_path: Path) -> None:
     rows = mpii_rows(20)
     mpii = read_mpii_csv(write_mpii(tmp_path / "mpii.csv", rows))
     coco = read_coco_keypoints(write_coco(tmp_path / "c.json", rows, COCO_JOINTS, {c: m for m, c in SHARED.items()}))
-    with pytest.raises(LabelError, match=r"the new poses' joints \(17 joints: nose, .*\) are not the store's \(16 "
-                                         r"joints: r_ankle, "):  # fmt: skip
+    with pytest.raises(
+        LabelError,
+        match=r"the new poses' joints \(17 joints: nose, .*\) are not the store's \(16 "
+        r"joints: r_ankle, ",
+    ):
         mpii.subset(slice(0, 10)).concat(coco.subset(slice(10, 20)))
     joined = mpii.subset(slice(0, 10)).concat(read_pose_csv(tmp_path / "mpii.csv").subset(slice(10, 20)))
     assert joined.sha256() == mpii.sha256()
@@ -373,8 +406,9 @@ def test_coco_keypoints_are_appended_to_a_csv_store_of_the_same_joints(tmp_path:
     old = read_mpii_csv(write_mpii(tmp_path / "old.csv", rows[:40]))
     url = tmp_path / "pose"
     precompute(old, PoseDistance(), url, dataset="t", k=8, block_rows=16, client=dask_client, progress=False)
-    coco17 = read_coco_keypoints(write_coco(tmp_path / "c17.json", rows[40:], COCO_JOINTS,
-                                            {c: m for m, c in SHARED.items()}))  # fmt: skip
+    coco17 = read_coco_keypoints(
+        write_coco(tmp_path / "c17.json", rows[40:], COCO_JOINTS, {c: m for m, c in SHARED.items()})
+    )
     with pytest.raises(LabelError, match=r"the new poses' joints \(17 joints: nose, "):
         append(url, coco17, client=dask_client, progress=False)
     new = read_coco_keypoints(write_coco(tmp_path / "more.json", rows[40:], MPII_JOINTS, {j: j for j in MPII_JOINTS}))

@@ -47,8 +47,12 @@ def test_the_readmes_pose_commands_read_what_it_says(tmp_path: Path, monkeypatch
         args = build_parser().parse_args(argv)
         labels, _, _ = args.loader(args)
         read[args.out] = labels
-    assert set(read) == {"stores/example-coco-pose", "stores/example-coco12-pose", "stores/example-csv-pose",
-                         "stores/example-hands-pose"}  # fmt: skip
+    assert set(read) == {
+        "stores/example-coco-pose",
+        "stores/example-coco12-pose",
+        "stores/example-csv-pose",
+        "stores/example-hands-pose",
+    }
     assert read["stores/example-coco-pose"].joint_names == COCO_JOINTS and len(read["stores/example-coco-pose"]) == 40
     assert read["stores/example-coco12-pose"].joint_names == tuple(SHARED)
     csv_store = read["stores/example-csv-pose"]

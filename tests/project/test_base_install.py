@@ -47,18 +47,39 @@ def base_env(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A clean venv holding ``pip install <checkout>``, no extras: its bin folder, purelib and the install time."""
     root = tmp_path_factory.mktemp("base-install")
     source = root / "labeldist"
-    skip = shutil.ignore_patterns(".git", ".venv", "build", "dist", "stores", "models", "runs", "test-artifacts",
-                                  "*.egg-info", "__pycache__", ".*cache", ".gpu")  # fmt: skip
+    skip = shutil.ignore_patterns(
+        ".git",
+        ".venv",
+        "build",
+        "dist",
+        "stores",
+        "models",
+        "runs",
+        "test-artifacts",
+        "*.egg-info",
+        "__pycache__",
+        ".*cache",
+        ".gpu",
+    )
     shutil.copytree(ROOT, source, ignore=skip)
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
     started = time.perf_counter()
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(source)],
-                             capture_output=True, text=True, timeout=1800, env=clean_env())  # fmt: skip
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=clean_env(),
+    )
     assert install.returncode == 0, install.stdout + install.stderr
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return {"bin": env_dir / "bin", "purelib": purelib, "install_s": time.perf_counter() - started}
 
 
@@ -67,8 +88,9 @@ def clean_env() -> dict[str, str]:
 
 
 def run(command: list, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in command], cwd=cwd, env=clean_env(), capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [str(c) for c in command], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def one_line(err: str) -> str:
@@ -77,8 +99,9 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def test_the_base_install_precomputes_pose_and_vectors_stores_on_a_local_cluster(base_env: dict, tmp_path: Path,
-                                                                                 capsys) -> None:  # fmt: skip
+def test_the_base_install_precomputes_pose_and_vectors_stores_on_a_local_cluster(
+    base_env: dict, tmp_path: Path, capsys
+) -> None:
     started = time.perf_counter()
     bin_, work = base_env["bin"], tmp_path / "work"
     work.mkdir()
@@ -113,8 +136,10 @@ def test_the_base_install_precomputes_pose_and_vectors_stores_on_a_local_cluster
     import pyarrow.parquet as pq
 
     x = np.random.default_rng(0).normal(size=(2500, 8))
-    pq.write_table(pa.table({"id": [f"v{i}" for i in range(2500)], **{f"x{j}": x[:, j] for j in range(8)}}),
-                   work / "vectors.parquet")  # fmt: skip
+    pq.write_table(
+        pa.table({"id": [f"v{i}" for i in range(2500)], **{f"x{j}": x[:, j] for j in range(8)}}),
+        work / "vectors.parquet",
+    )
     jobs = {
         "pose": ["pose", poses, "--normalization", "center_scale", "--k", "10"],
         "vectors": ["vectors", work / "vectors.parquet", "--knn-only", "--k", "10"],
@@ -129,8 +154,21 @@ def test_the_base_install_precomputes_pose_and_vectors_stores_on_a_local_cluster
         report = json.loads(checked.stdout)
         assert report["ok"] and report["entries_checked"] > 0 and not report["problems"], report
         # the same store as the full install makes
-        full = run([sys.executable, "-m", "labeldist.cli", "precompute", *job, "--workers", "1", "--no-progress",
-                    "--out", work / "full" / name], work)  # fmt: skip
+        full = run(
+            [
+                sys.executable,
+                "-m",
+                "labeldist.cli",
+                "precompute",
+                *job,
+                "--workers",
+                "1",
+                "--no-progress",
+                "--out",
+                work / "full" / name,
+            ],
+            work,
+        )
         assert full.returncode == 0, full.stdout + full.stderr
         from labeldist.store import StoreReader
 
@@ -153,13 +191,24 @@ def test_the_base_install_precomputes_pose_and_vectors_stores_on_a_local_cluster
     served = run([bin_ / "labeldist", "serve", "--stores", work / "base"], work, timeout=120)
     assert served.returncode == 2 and one_line(served.stderr).startswith(
         "labeldist: error: labeldist serve needs the [serve] extra: pip install 'labeldist[serve]' (not installed: "
-        "fastapi"), served.stderr  # fmt: skip
+        "fastapi"
+    ), served.stderr
     trainer = run([bin_ / "trainer", "fit", "--help"], work, timeout=120)
     assert trainer.returncode == 2 and one_line(trainer.stderr).startswith(
         "trainer: error: trainer needs the [train] extra: pip install 'labeldist[train]' (not installed: torch"
     ), trainer.stderr
-    captions = run([bin_ / "labeldist", "precompute", "captions", DATA / "coco" / "coco_karpathy_test.json",
-                    "--out", work / "captions"], work, timeout=120)  # fmt: skip
+    captions = run(
+        [
+            bin_ / "labeldist",
+            "precompute",
+            "captions",
+            DATA / "coco" / "coco_karpathy_test.json",
+            "--out",
+            work / "captions",
+        ],
+        work,
+        timeout=120,
+    )
     assert captions.returncode == 2 and one_line(captions.stderr).startswith(
         "labeldist: error: labeldist precompute captions needs the [sts] extra: pip install 'labeldist[sts]'"
     ), captions.stderr

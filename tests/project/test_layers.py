@@ -21,11 +21,25 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: where each installed package's source lies in the repository (pyproject's package-dir)
-SOURCES = {"labeldist": "labeldist", "labeldist.api": "api", "labeldist.client": "client",
-           "labeldist.trainer": "trainer"}  # fmt: skip
+SOURCES = {
+    "labeldist": "labeldist",
+    "labeldist.api": "api",
+    "labeldist.client": "client",
+    "labeldist.trainer": "trainer",
+}
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("labeldist", "labeldist.options", "labeldist.progress", "labeldist.extras", "labeldist.dense",
-                    "labeldist.knn", "labeldist.knnlookup")),
+    (
+        "foundation",
+        (
+            "labeldist",
+            "labeldist.options",
+            "labeldist.progress",
+            "labeldist.extras",
+            "labeldist.dense",
+            "labeldist.knn",
+            "labeldist.knnlookup",
+        ),
+    ),
     ("labels", ("labeldist.labels",)),
     ("sentence models", ("labeldist.sts",)),
     ("distances", ("labeldist.distances",)),
@@ -36,7 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("client", ("labeldist.client",)),
     ("trainer", ("labeldist.trainer",)),
     ("commands", ("labeldist.cli", "labeldist.sts.commands", "labeldist.entrypoints")),
-]  # fmt: skip
+]
 
 
 def find_modules(sources: dict[str, Path]) -> dict[str, Path]:
@@ -137,15 +151,20 @@ def layer_problems(sources: dict[str, Path], layers: list[tuple[str, tuple[str, 
     """What breaks the layers in the source: modules with no layer, imports of a higher layer, cycles."""
     modules = find_modules(sources)
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
-    problems = [f"{name} ({path}) has no layer: add it to LAYERS in tests/project/test_layers.py and to docs/design.md"
-                for name, path in modules.items() if layer_of(name, layers) is None]  # fmt: skip
+    problems = [
+        f"{name} ({path}) has no layer: add it to LAYERS in tests/project/test_layers.py and to docs/design.md"
+        for name, path in modules.items()
+        if layer_of(name, layers) is None
+    ]
     for name, imported in sorted(graph.items()):
         mine = layer_of(name, layers)
         for target, line in sorted(imported.items()):
             theirs = layer_of(target, layers)
             if mine is not None and theirs is not None and theirs > mine:
-                problems.append(f"{modules[name]}:{line}: {name} ({layers[mine][0]}) imports {target} "
-                                f"({layers[theirs][0]}), a higher layer")  # fmt: skip
+                problems.append(
+                    f"{modules[name]}:{line}: {name} ({layers[mine][0]}) imports {target} "
+                    f"({layers[theirs][0]}), a higher layer"
+                )
     for component in cycles({name: set(imported) for name, imported in graph.items()}):
         problems.append(f"import cycle: {' <-> '.join(component)}")
     return problems
@@ -159,8 +178,7 @@ def test_the_source_keeps_its_layers() -> None:
 def test_every_layer_is_in_the_design_doc() -> None:
     """docs/design.md lists the same layers and modules as LAYERS."""
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    missing = [f"{layer}: {prefix}" for layer, prefixes in LAYERS for prefix in prefixes
-               if f"`{prefix}`" not in design]  # fmt: skip
+    missing = [f"{layer}: {prefix}" for layer, prefixes in LAYERS for prefix in prefixes if f"`{prefix}`" not in design]
     assert not missing, f"docs/design.md does not name: {missing}"
 
 
@@ -198,8 +216,16 @@ def test_an_upward_import_is_found_wherever_it_hides(tmp_path: Path, low: str) -
 
 
 def test_a_cycle_within_a_layer_is_found(tmp_path: Path) -> None:
-    sources = _tree(tmp_path, {"__init__.py": "", "low.py": "def f():\n    from pkg import a\n",
-                               "a.py": "import pkg.b\n", "b.py": "from . import low\n", "high.py": ""})  # fmt: skip
+    sources = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low.py": "def f():\n    from pkg import a\n",
+            "a.py": "import pkg.b\n",
+            "b.py": "from . import low\n",
+            "high.py": "",
+        },
+    )
     problems = layer_problems(sources, [("low", ("pkg",)), ("high", ("pkg.high",))])
     assert problems == ["import cycle: pkg.a <-> pkg.b <-> pkg.low"]
 

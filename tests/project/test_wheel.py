@@ -27,11 +27,27 @@ ROOT = Path(__file__).resolve().parents[2]
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel built from a copy of the source (a build/ folder left in the checkout could leak stale files)."""
     source, out = tmp_path_factory.mktemp("source") / "labeldist", tmp_path_factory.mktemp("dist")
-    skip = shutil.ignore_patterns(".git", ".venv", "build", "dist", "stores", "models", "test-artifacts", "*.egg-info",
-                                  "__pycache__", ".*cache", ".whl", ".gpu")  # fmt: skip
+    skip = shutil.ignore_patterns(
+        ".git",
+        ".venv",
+        "build",
+        "dist",
+        "stores",
+        "models",
+        "test-artifacts",
+        "*.egg-info",
+        "__pycache__",
+        ".*cache",
+        ".whl",
+        ".gpu",
+    )
     shutil.copytree(ROOT, source, ignore=skip)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(source)], check=True, cwd=out, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
+        check=True,
+        cwd=out,
+        capture_output=True,
+    )
     (found,) = out.glob("labeldist-*.whl")
     return found
 
@@ -40,9 +56,14 @@ def test_the_wheel_claims_only_the_name_labeldist(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"labeldist"}, top
-    for module in ("labeldist/api/main.py", "labeldist/api/static/ui.html", "labeldist/trainer/cli.py",
-                   "labeldist/trainer/losses/ladder.py", "labeldist/store/__init__.py",
-                   "labeldist/store/reading.py"):  # fmt: skip
+    for module in (
+        "labeldist/api/main.py",
+        "labeldist/api/static/ui.html",
+        "labeldist/trainer/cli.py",
+        "labeldist/trainer/losses/ladder.py",
+        "labeldist/store/__init__.py",
+        "labeldist/store/reading.py",
+    ):
         assert module in names, module
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -55,13 +76,19 @@ def test_the_wheel_installs_in_a_clean_venv_and_its_commands_run(wheel: Path, tm
     env_dir = tmp_path / "clean"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # the dependencies from this environment: its site-packages, but not the editable install of the checkout
     deps = [p for p in {sysconfig.get_paths()["purelib"], *site.getsitepackages()} if Path(p).is_dir()]
     (Path(purelib) / "deps.pth").write_text("\n".join(deps) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        check=True,
+    )
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -70,6 +97,5 @@ def test_the_wheel_installs_in_a_clean_venv_and_its_commands_run(wheel: Path, tm
     assert where.returncode == 0, where.stderr
     assert where.stdout.strip().startswith(purelib), where.stdout  # the wheel's copy, not the checkout
     for command in ("labeldist", "trainer"):
-        run = subprocess.run([env_dir / "bin" / command, "--help"], cwd=work, env=env, capture_output=True,
-                             text=True)  # fmt: skip
+        run = subprocess.run([env_dir / "bin" / command, "--help"], cwd=work, env=env, capture_output=True, text=True)
         assert run.returncode == 0 and "usage:" in run.stdout, run.stderr

@@ -26,16 +26,18 @@ ROWS = 7  # rows per block: 100 items make 14 full blocks and a last one of 2 ro
 @pytest.fixture(scope="module")
 def knn_store(tmp_path_factory, mpii_poses) -> Path:
     root = tmp_path_factory.mktemp("rowcache")
-    return write_store(root / "pose", mpii_poses.subset(slice(0, 100)), PoseDistance(), dataset="t", k=10,
-                       dense=False, block_rows=ROWS)  # fmt: skip
+    return write_store(
+        root / "pose", mpii_poses.subset(slice(0, 100)), PoseDistance(), dataset="t", k=10, dense=False, block_rows=ROWS
+    )
 
 
 @pytest.fixture(scope="module")
 def padded_store(tmp_path_factory, mpii_poses) -> Path:
     """8 items, k = 10: every list ends in -1 padding (+inf distances)."""
     root = tmp_path_factory.mktemp("rowcache-padded")
-    return write_store(root / "tiny", mpii_poses.subset(slice(0, 8)), PoseDistance(), dataset="t", k=10,
-                       dense=False, block_rows=3)  # fmt: skip
+    return write_store(
+        root / "tiny", mpii_poses.subset(slice(0, 8)), PoseDistance(), dataset="t", k=10, dense=False, block_rows=3
+    )
 
 
 # ---------------------------------------------------------------- the cache itself (was api/caches.py's)
@@ -264,8 +266,15 @@ def test_knn_chunks_are_cut_from_big_row_blocks(mpii_poses, tmp_path: Path, monk
 
     assert knn_chunk_rows(64, 100, 200) == 64, "small stores: chunked by row block"
     monkeypatch.setattr(labeldist.store.layout, "KNN_WHOLE_BYTES", 0)  # where knn_chunk_rows reads it
-    store = write_store(tmp_path / "big-blocks", mpii_poses.subset(slice(0, 200)), PoseDistance(), dataset="t",
-                        k=100, dense=False, block_rows=64)  # fmt: skip
+    store = write_store(
+        tmp_path / "big-blocks",
+        mpii_poses.subset(slice(0, 200)),
+        PoseDistance(),
+        dataset="t",
+        k=100,
+        dense=False,
+        block_rows=64,
+    )
     group = zarr.open_group(str(store), mode="r")
     assert knn_chunk_rows(64, 100, 200) == 32
     assert group["knn/indices"].chunks == group["knn/distances"].chunks == (32, 100)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from labeldist.api.main import create_app
 
+from labeldist.api.main import create_app
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.captions import read_captions
@@ -55,8 +55,13 @@ def _copy(src: Path, tmp_path: Path, name: str = "hit") -> Path:
 
 
 def _verify(store: Path) -> tuple[int, dict, str]:
-    proc = subprocess.run([sys.executable, "-m", "labeldist.cli", "verify", str(store), "--sample", "10"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "labeldist.cli", "verify", str(store), "--sample", "10"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, (json.loads(proc.stdout) if proc.stdout.strip() else {}), proc.stderr
 

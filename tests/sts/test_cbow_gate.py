@@ -93,8 +93,13 @@ def test_the_benchmark_measures_what_a_store_holds(packaged_path):
 
     bench = _bench()
     # the kitten last: a list short of pairs past the gate ends in ties at distance 1, broken by index
-    texts = ["a cat sleeps on a sunny windowsill", "a man rides a horse", "two dogs play in the snow",
-             "a woman rides a brown horse", "a kitten naps in the sunlight near a window"]  # fmt: skip
+    texts = [
+        "a cat sleeps on a sunny windowsill",
+        "a man rides a horse",
+        "two dogs play in the snow",
+        "a woman rides a brown horse",
+        "a kitten naps in the sunlight near a window",
+    ]
     labels = sentences_from_texts([str(i) for i in range(len(texts))], texts)
     bert, c2f = SentenceRelevance("bert"), SentenceRelevance("coarse_to_fine", cbow_threshold=0.728)
     b, c = bench.knn(bert, labels, 2), bench.knn(c2f, labels, 2)
@@ -129,8 +134,10 @@ def test_the_default_scorer_is_what_help_shows_and_a_new_store_records(dask_clie
         scorer_help = " ".join(lines[start:end])  # the option's own help, whichever lines it takes
         assert f"(default: {DEFAULT_SCORER})" in scorer_help, scorer_help
     monkeypatch.chdir(tmp_path)
-    Path("s.txt").write_text("a cat sleeps on a sunny windowsill\na kitten naps in the sunlight near a window\n"
-                             "it is what it is\na man rides a horse\n")  # fmt: skip
+    Path("s.txt").write_text(
+        "a cat sleeps on a sunny windowsill\na kitten naps in the sunlight near a window\n"
+        "it is what it is\na man rides a horse\n"
+    )
     scheduler = ["--scheduler", dask_client.scheduler.address, "--no-progress", "--k", "2"]
     assert main(["precompute", "sentences", "s.txt", "--out", "new", *scheduler]) == 0, capsys.readouterr().err
     new = StoreReader("new")

@@ -42,8 +42,9 @@ class TestCascadeZero(DistanceSuite):
 
     @pytest.fixture
     def distance(self, tiny_cross):
-        return SentenceRelevance("cascade", cbow_threshold=0.85, cross_model=str(tiny_cross), bert_threshold=0.6,
-                                 below="zero")  # fmt: skip
+        return SentenceRelevance(
+            "cascade", cbow_threshold=0.85, cross_model=str(tiny_cross), bert_threshold=0.6, below="zero"
+        )
 
 
 def test_kind_is_registered_and_default_fills(tiny_cross):
@@ -74,8 +75,9 @@ def test_coarse_to_fine_never_calls_bert_for_a_filtered_pair(labels, tiny_cross,
     cbow = cosine_relevance(cbow_units(labels), cbow_units(labels))
     texts = labels.texts
     index = {t: i for i, t in reversed(list(enumerate(texts)))}
-    passing = {frozenset((texts[i], texts[j])) for i, j in zip(*np.nonzero(cbow >= CBOW_THRESHOLD))
-               if texts[i] != texts[j]}  # fmt: skip
+    passing = {
+        frozenset((texts[i], texts[j])) for i, j in zip(*np.nonzero(cbow >= CBOW_THRESHOLD)) if texts[i] != texts[j]
+    }
     assert 0 < len(passing) < len(texts) * (len(texts) - 1) / 2, "the gate must pass some pairs and filter some"
     assert all(cbow[index[s], index[t]] >= CBOW_THRESHOLD for s, t in seen), "BERT saw a filtered pair"
     assert len(seen) == 2 * len(passing), "each passing pair costs two calls (both orders), nothing else"

@@ -124,8 +124,17 @@ def test_coarse_to_fine_eval_sends_the_undefined_pair_to_bert(dev_file, packaged
     threshold = 0.999
     assert all(c < threshold for c in cbow if c is not None)
     expected = np.where([c is None for c in cbow], bert, 0.0)
-    code, report = _eval(capsys, "--scorer", "coarse_to_fine", "--cbow-threshold", str(threshold), "--below", "zero",
-                         "--dev", str(dev_file))  # fmt: skip
+    code, report = _eval(
+        capsys,
+        "--scorer",
+        "coarse_to_fine",
+        "--cbow-threshold",
+        str(threshold),
+        "--below",
+        "zero",
+        "--dev",
+        str(dev_file),
+    )
     assert code == 0, report
     _assert_correlations(report, expected, _gold())
     assert report["cbow_pass_share"] == pytest.approx(1 / len(PAIRS), abs=1e-4), "the undefined pair passes the gate"
@@ -210,8 +219,9 @@ def test_precompute_sentences_refuses_by_default_and_offers_the_choices(tmp_path
 
     captions = tmp_path / "caps.json"
     by_image = {7: ["A dog runs in the park.", STOP_ONLY], 8: ["A cat sleeps.", "Two kids play soccer."]}
-    captions.write_text(json.dumps([{"image": f"val2014/COCO_val2014_{n:012d}.jpg", "caption": caps}
-                                    for n, caps in by_image.items()]))  # fmt: skip
+    captions.write_text(
+        json.dumps([{"image": f"val2014/COCO_val2014_{n:012d}.jpg", "caption": caps} for n, caps in by_image.items()])
+    )
     common = ["precompute", "sentences", str(captions), "--scorer", "cbow", "--k", "2", "--no-progress"]
     capsys.readouterr()
     assert main([*common, "--out", str(tmp_path / "refused")]) == 2
@@ -236,8 +246,15 @@ def test_a_store_holds_and_verifies_a_sentence_without_vectors(tmp_path):
 
     labels, texts = _labels("zero")
     distance, url, k, rows = SentenceRelevance("coarse_to_fine", cbow_threshold=0.9), str(tmp_path / "s"), 3, 4
-    manifest = build_manifest(dataset="sts-empty", kind=distance.kind, params=distance.params(), labels=labels, k=k,
-                              dense=True, block_rows=rows)  # fmt: skip
+    manifest = build_manifest(
+        dataset="sts-empty",
+        kind=distance.kind,
+        params=distance.params(),
+        labels=labels,
+        k=k,
+        dense=True,
+        block_rows=rows,
+    )
     create_store(url, manifest, labels)
     for block in range(n_blocks(len(labels), rows)):
         compute_block(block, labels=labels, distance=distance, url=url, k=k, block_rows=rows, dense=True)

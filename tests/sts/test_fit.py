@@ -12,8 +12,22 @@ from labeldist.sts.fit import FitConfig, linear_schedule
 from labeldist.sts.models import FIT_INFO, architecture, weights_sha256
 from tests.sts.conftest import STS_DEV, STS_TRAIN
 
-TINY = ["--limit", "8", "--dev-limit", "6", "--epochs", "1", "--batch-size", "4", "--max-length", "24",
-        "--train", str(STS_TRAIN), "--dev", str(STS_DEV)]  # fmt: skip
+TINY = [
+    "--limit",
+    "8",
+    "--dev-limit",
+    "6",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "4",
+    "--max-length",
+    "24",
+    "--train",
+    str(STS_TRAIN),
+    "--dev",
+    str(STS_DEV),
+]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +119,8 @@ def test_sts_eval_reports_the_correlations_of_the_scorer(capsys):
     assert main(["sts", "eval", "--scorer", "cbow", "--dev", str(STS_DEV), "--dev-limit", "200"]) == 0
     report = json.loads(capsys.readouterr().out)
     dev = read_sts(STS_DEV).head(200)
-    expected = correlations(cbow_pair_relevance(dev.first, dev.second, Tokenizer(), default_word_vectors()),
-                            dev.relevance)  # fmt: skip
+    expected = correlations(
+        cbow_pair_relevance(dev.first, dev.second, Tokenizer(), default_word_vectors()), dev.relevance
+    )
     assert report["pairs"] == 200 and report["transformer_calls"] == {"bi": 0, "cross": 0}
     assert report["pearson"] == pytest.approx(expected["pearson"], abs=1e-4)

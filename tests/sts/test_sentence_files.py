@@ -27,8 +27,9 @@ def captions(tmp_path_factory) -> Path:
     first whose captions hold a line break, and the first whose captions hold a quote and a comma."""
     data = json.loads(COCO.read_text())
     newline = next(item for item in data if any("\n" in c for c in item["caption"]))
-    quoted = next(item for item in data if any('"' in c for c in item["caption"]) and
-                  any("," in c for c in item["caption"]))  # fmt: skip
+    quoted = next(
+        item for item in data if any('"' in c for c in item["caption"]) and any("," in c for c in item["caption"])
+    )
     path = tmp_path_factory.mktemp("files") / "caps.json"
     path.write_text(json.dumps([data[0], newline, quoted]))
     return path
@@ -265,10 +266,25 @@ def test_a_plain_file_makes_a_store_through_the_command(dask_client, tmp_path, m
     from tests.conftest import check_store
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "s.txt").write_text("A dog runs in the park.\nA cat sleeps on the sofa.\nTwo men play chess.\n"
-                                    "A man is riding a horse.\n")  # fmt: skip
-    code = main(["precompute", "sentences", "s.txt", "--scorer", "coarse_to_fine", "--k", "2", "--scheduler",
-                 dask_client.scheduler.address, "--out", "store", "--no-progress"])  # fmt: skip
+    (tmp_path / "s.txt").write_text(
+        "A dog runs in the park.\nA cat sleeps on the sofa.\nTwo men play chess.\nA man is riding a horse.\n"
+    )
+    code = main(
+        [
+            "precompute",
+            "sentences",
+            "s.txt",
+            "--scorer",
+            "coarse_to_fine",
+            "--k",
+            "2",
+            "--scheduler",
+            dask_client.scheduler.address,
+            "--out",
+            "store",
+            "--no-progress",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     check_store(tmp_path / "store")
     reader = StoreReader(str(tmp_path / "store"))
@@ -318,8 +334,11 @@ def test_without_shipped_stsb_files_the_options_are_required(tmp_path, monkeypat
     )
     (tmp_path / "s.txt").write_text("A dog runs.\nA cat sleeps.\n")
     gated = ["--scorer", "coarse_to_fine"]  # the CBoW gate is calibrated on the training file
-    for command in (["precompute", "sentences", "s.txt", *gated, "--out", "store"], ["sts", "fit", "--out", "model"],
-                    ["sts", "eval", *gated, "--dev", str(STS_DEV)]):  # fmt: skip
+    for command in (
+        ["precompute", "sentences", "s.txt", *gated, "--out", "store"],
+        ["sts", "fit", "--out", "model"],
+        ["sts", "eval", *gated, "--dev", str(STS_DEV)],
+    ):
         capsys.readouterr()
         assert main(command) == 2
         err = capsys.readouterr().err

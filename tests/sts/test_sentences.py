@@ -54,5 +54,8 @@ def test_bad_json_and_bad_options(tmp_path):
     with pytest.raises(ValueError, match="unknown caption format 'csv'"):
         read_caption_sentences(bad, format="csv")
     with pytest.raises(LabelError, match="one sentence per item"):
-        Sentences(np.array(["a"]), caption_offsets=np.array([0, 2]), **{k: v for k, v in
-                  sentences_from_texts(["a"], ["A dog."]).to_arrays().items()})  # fmt: skip
+        Sentences(
+            np.array(["a"]),
+            caption_offsets=np.array([0, 2]),
+            **{k: v for k, v in sentences_from_texts(["a"], ["A dog."]).to_arrays().items()},
+        )

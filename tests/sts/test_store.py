@@ -51,9 +51,29 @@ def test_verify_recomputes_entries_with_the_reference(bert_store):
 
 def test_command_builds_a_calibrated_knn_store(dask_client, tmp_path):
     out = tmp_path / "cli-store"
-    code = main(["precompute", "sentences", str(COCO), "--limit", "25", "--scorer", "coarse_to_fine", "--below",
-                 "zero", "--pass-share", "0.3", "--knn-only", "--k", "4", "--scheduler",
-                 dask_client.scheduler.address, "--out", str(out), "--no-progress"])  # fmt: skip
+    code = main(
+        [
+            "precompute",
+            "sentences",
+            str(COCO),
+            "--limit",
+            "25",
+            "--scorer",
+            "coarse_to_fine",
+            "--below",
+            "zero",
+            "--pass-share",
+            "0.3",
+            "--knn-only",
+            "--k",
+            "4",
+            "--scheduler",
+            dask_client.scheduler.address,
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     check_store(out)
     group = zarr.open_group(str(out), mode="r")
@@ -66,14 +86,32 @@ def test_command_builds_a_calibrated_knn_store(dask_client, tmp_path):
 
 def test_cascade_command_calibrates_candidates_on_the_corpus(dask_client, tiny_cross, tmp_path):
     out = tmp_path / "cascade"
-    code = main(["precompute", "sentences", str(COCO), "--limit", "20", "--scorer", "cascade", "--cross-model",
-                 str(tiny_cross), "--candidates", "2", "--k", "3", "--scheduler", dask_client.scheduler.address,
-                 "--out", str(out), "--no-progress"])  # fmt: skip
+    code = main(
+        [
+            "precompute",
+            "sentences",
+            str(COCO),
+            "--limit",
+            "20",
+            "--scorer",
+            "cascade",
+            "--cross-model",
+            str(tiny_cross),
+            "--candidates",
+            "2",
+            "--k",
+            "3",
+            "--scheduler",
+            dask_client.scheduler.address,
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     check_store(out)
     params = StoreReader(str(out)).manifest["params"]
-    assert params["calibration"]["bert"] == {"method": "corpus_candidates", "candidates": 2.0, "sample": 20,
-                                             "seed": 0}  # fmt: skip
+    assert params["calibration"]["bert"] == {"method": "corpus_candidates", "candidates": 2.0, "sample": 20, "seed": 0}
     assert params["cross_model"] == str(tiny_cross) and params["bert_threshold"] is not None
 
 
@@ -110,9 +148,25 @@ def test_a_store_records_its_fine_tuned_model_and_refuses_a_retrained_one(dask_c
     tiny_bi(0, model)
     # the main job's command (tools/main_job.sh): coarse-to-fine, the paper's scorer, named since it is no longer the
     # default
-    command = ["precompute", "sentences", str(COCO), "--limit", "20", "--scorer", "coarse_to_fine", "--model",
-               str(model), "--knn-only", "--k", "3", "--scheduler", dask_client.scheduler.address, "--out", str(out),
-               "--no-progress"]  # fmt: skip
+    command = [
+        "precompute",
+        "sentences",
+        str(COCO),
+        "--limit",
+        "20",
+        "--scorer",
+        "coarse_to_fine",
+        "--model",
+        str(model),
+        "--knn-only",
+        "--k",
+        "3",
+        "--scheduler",
+        dask_client.scheduler.address,
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert main(command) == 0
     check_store(out)
     params = StoreReader(str(out)).manifest["params"]

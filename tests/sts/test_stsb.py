@@ -15,7 +15,10 @@ def test_reads_the_real_files_with_their_extra_source_columns():
     np.testing.assert_allclose(dev.relevance, dev.score / 5)
     # line 1 of dev, read by hand
     assert (dev.first[0], dev.second[0], dev.score[0]) == (
-        "A man with a hard hat is dancing.", "A man wearing a hard hat is dancing.", 5.0)  # fmt: skip
+        "A man with a hard hat is dancing.",
+        "A man wearing a hard hat is dancing.",
+        5.0,
+    )
     nine = [n for n, line in enumerate(STS_TRAIN.read_text().splitlines()) if line.count("\t") == 8]
     assert nine, "the training file has lines with two source columns"
     assert train.lines[nine[0]] == nine[0] + 1

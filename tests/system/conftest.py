@@ -43,8 +43,9 @@ def reference_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from labeldist.labels.poses import read_mpii_csv
 
     url = tmp_path_factory.mktemp("reference") / "mpii-pose"
-    return write_store(url, read_mpii_csv(CSV), PoseDistance(), dataset="mpii_valid_2958", k=K, dense=True,
-                       block_rows=BLOCK_ROWS)  # fmt: skip
+    return write_store(
+        url, read_mpii_csv(CSV), PoseDistance(), dataset="mpii_valid_2958", k=K, dense=True, block_rows=BLOCK_ROWS
+    )
 
 
 @pytest.fixture

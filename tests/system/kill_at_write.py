@@ -31,8 +31,17 @@ def job(out: str, client) -> object:
     from labeldist.labels.poses import read_mpii_csv
 
     labels = read_mpii_csv(CSV).subset(slice(0, N_ITEMS))
-    return precompute(labels, PoseDistance(), out, dataset="mpii120", k=K, dense=True, block_rows=BLOCK_ROWS,
-                      client=client, progress=False)  # fmt: skip
+    return precompute(
+        labels,
+        PoseDistance(),
+        out,
+        dataset="mpii120",
+        k=K,
+        dense=True,
+        block_rows=BLOCK_ROWS,
+        client=client,
+        progress=False,
+    )
 
 
 #: items of the store an append job grows (the rest of the N_ITEMS are appended)
@@ -60,8 +69,17 @@ def append_base(out: str, client, kind: str) -> object:
     from labeldist.engine import precompute
 
     labels, distance = append_labels(kind)
-    return precompute(labels.subset(slice(0, APPEND_BASE)), distance, out, dataset="base", k=K, dense=True,
-                      block_rows=BLOCK_ROWS, client=client, progress=False)  # fmt: skip
+    return precompute(
+        labels.subset(slice(0, APPEND_BASE)),
+        distance,
+        out,
+        dataset="base",
+        k=K,
+        dense=True,
+        block_rows=BLOCK_ROWS,
+        client=client,
+        progress=False,
+    )
 
 
 def append_job(out: str, client, kind: str) -> object:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from labeldist.trainer.cli import build_parser as trainer_parser
 
 from labeldist.cli import build_parser as labeldist_parser
 from labeldist.extras import EXTRAS, KIND_EXTRAS
+from labeldist.trainer.cli import build_parser as trainer_parser
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = {"scheduler", "worker", "precompute", "api", "trainer"}
@@ -52,8 +52,13 @@ def main_job_commands(env: dict[str, str]) -> list[list[str]]:
     substituted."""
     text = (REPO / "tools" / "main_job.sh").read_text().replace("\\\n", " ")
     cluster = f"--scheduler {env['SCHEDULER']}" if env.get("SCHEDULER") else ""
-    values = {"LABELDIST": "labeldist", "DATA": "data", "STORES": env.get("STORES", "stores"),
-              "MODELS": env.get("MODELS", "models"), "CLUSTER": cluster}  # fmt: skip
+    values = {
+        "LABELDIST": "labeldist",
+        "DATA": "data",
+        "STORES": env.get("STORES", "stores"),
+        "MODELS": env.get("MODELS", "models"),
+        "CLUSTER": cluster,
+    }
     commands = []
     for line in text.splitlines():
         if line.lstrip().startswith("$LABELDIST "):

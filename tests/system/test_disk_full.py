@@ -31,8 +31,10 @@ def folder_bytes(folder: Path) -> int:
 def namespaces_allowed() -> bool:
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-                            "mount -t tmpfs -o size=1m tmpfs /mnt"], capture_output=True)  # fmt: skip
+    probe = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
+        capture_output=True,
+    )
     return probe.returncode == 0
 
 
@@ -50,8 +52,13 @@ def test_a_full_disk_mid_write_fails_clearly_and_leaves_the_previous_store_intac
         f"mount -t tmpfs -o size={tmpfs_bytes} tmpfs {disk} && exec {sys.executable} {HERE / 'disk_full_job.py'} "
         f"{disk} {report_path} {reference_store} {free} -- precompute {' '.join(NEW_JOB[1:])}"
     )
-    proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=REPO,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(report_path.read_text())
 

@@ -73,8 +73,17 @@ def stores(reference_store: Path, dask_client, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("campaign") / "stores"
     shutil.copytree(reference_store, root / POSE)  # the system tests' job: 2,958 poses, dense, k = 30, 16 rows
     captions = read_captions(DATA / "coco" / "coco_karpathy_test.json").subset(slice(0, N_CAPTIONS))
-    precompute(captions, CaptionSetWMD(), root / CAPTION, dataset="coco1030", k=10, dense=False, block_rows=256,
-               client=dask_client, progress=False)  # fmt: skip
+    precompute(
+        captions,
+        CaptionSetWMD(),
+        root / CAPTION,
+        dataset="coco1030",
+        k=10,
+        dense=False,
+        block_rows=256,
+        client=dask_client,
+        progress=False,
+    )
     for name, (source, damage, _item, _array) in FAULTS.items():
         shutil.copytree(root / source, root / name)
         damage(root / name)
@@ -104,15 +113,38 @@ def test_schemathesis_over_the_live_app_finds_no_5xx(service: Service, tmp_path:
     config.write_text(checks + (f'[parameters]\n"path.store" = "{store}"\n' if store else ""))
     report = tmp_path / "events.ndjson"
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "st"), "--config-file", str(config), "run", f"{service.url}/openapi.json",
-         "--max-examples", "25", "--checks", "not_a_server_error", "--seed", "7", "--generation-deterministic",
-         "--request-timeout", "60", "--report", "ndjson", "--report-ndjson-path", str(report)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "st"),
+            "--config-file",
+            str(config),
+            "run",
+            f"{service.url}/openapi.json",
+            "--max-examples",
+            "25",
+            "--checks",
+            "not_a_server_error",
+            "--seed",
+            "7",
+            "--generation-deterministic",
+            "--request-timeout",
+            "60",
+            "--report",
+            "ndjson",
+            "--report-ndjson-path",
+            str(report),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     statuses = [int(s) for s in re.findall(r'"status_code":\s*(\d+)', report.read_text())]
     server_errors = sum(s >= 500 and s != 503 for s in statuses)
-    FIGURES[f"schemathesis {store or 'any store'}"] = {"cases": len(statuses), "5xx": server_errors,
-                                                       "503 (damaged store)": statuses.count(503)}  # fmt: skip
+    FIGURES[f"schemathesis {store or 'any store'}"] = {
+        "cases": len(statuses),
+        "5xx": server_errors,
+        "503 (damaged store)": statuses.count(503),
+    }
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert len(statuses) >= 100 and server_errors == 0, proc.stdout[-3000:]
 
@@ -140,8 +172,10 @@ def _raw(port: int, request: bytes, timeout: float = 30) -> tuple[int, bytes]:
 
 
 def _post(path: str, body: bytes, content_type: str = "application/json", extra: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n").encode() + body  # fmt: skip
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
+    ).encode() + body
 
 
 def bad_requests() -> list[tuple[str, bytes]]:
@@ -244,16 +278,22 @@ NOT_4XX = {"UTF-16": 200, "label of a damaged store": 503}
 
 def test_bad_requests_get_a_json_4xx_and_never_a_5xx(service: Service) -> None:
     answers = {name: _raw(service.port, request) for name, request in bad_requests()}
-    unexpected = {name: (status, body[:200]) for name, (status, body) in answers.items()
-                  if status != NOT_4XX.get(name) and not 400 <= status < 500}  # fmt: skip
+    unexpected = {
+        name: (status, body[:200])
+        for name, (status, body) in answers.items()
+        if status != NOT_4XX.get(name) and not 400 <= status < 500
+    }
     not_json = []
     for name, (status, body) in answers.items():
         try:
             assert "detail" in json.loads(body) or status == 200
         except Exception:
             not_json.append((name, status, body[:80]))
-    FIGURES["bad requests"] = {"cases": len(answers), "5xx": sum(s >= 500 and s != 503 for s, _ in answers.values()),
-                               "statuses": sorted({s for s, _ in answers.values()})}  # fmt: skip
+    FIGURES["bad requests"] = {
+        "cases": len(answers),
+        "5xx": sum(s >= 500 and s != 503 for s, _ in answers.values()),
+        "statuses": sorted({s for s, _ in answers.values()}),
+    }
     assert not unexpected, unexpected
     assert json.loads(answers["UTF-16"][1])["distances"] == [0.0]  # item 1 to itself
     assert answers["56-byte WMD bomb"][0] == 413 and b"LABELDIST_COMPUTE_BUDGET_S" in answers["56-byte WMD bomb"][1]
@@ -272,11 +312,21 @@ def _mixed_requests(n_pose: int, n_caption: int) -> list[tuple[str, str, dict | 
         reqs.append(("GET", f"/v1/stores/{CAPTION}/items/{i}/neighbors", None))
         # caption pairs not stored: computed on demand, concurrently, by the WMD kernel
         reqs.append(("POST", f"/v1/stores/{CAPTION}/distances", {"pairs": rng.choice(n_caption, (6, 2)).tolist()}))
-        reqs.append(("POST", f"/v1/stores/{CAPTION}/batches",
-                     {"anchors": [i], "size": 8, "neighbors": 3, "pairwise": True, "seed": i}))  # fmt: skip
+        reqs.append(
+            (
+                "POST",
+                f"/v1/stores/{CAPTION}/batches",
+                {"anchors": [i], "size": 8, "neighbors": 3, "pairwise": True, "seed": i},
+            )
+        )
     for seed in range(12):
-        reqs.append(("POST", f"/v1/stores/{POSE}/batches",
-                     {"count": 2, "size": 24, "neighbors": 5, "pairwise": True, "seed": seed}))  # fmt: skip
+        reqs.append(
+            (
+                "POST",
+                f"/v1/stores/{POSE}/batches",
+                {"count": 2, "size": 24, "neighbors": 5, "pairwise": True, "seed": seed},
+            )
+        )
     return reqs
 
 
@@ -314,8 +364,13 @@ def test_32_concurrent_clients_get_the_answers_of_sequential_requests(service: S
                 server_errors += status >= 500 and status != 503
                 busy += status == 503  # a saturated compute pool: a documented answer, with Retry-After
                 wrong += status == 200 and _values(json.loads(content)) != _values(alone.json())
-    FIGURES["32 concurrent clients"] = {"requests": sent, "distinct": len(reqs), "5xx": server_errors,
-                                        "503 busy": busy, "wrong answers": wrong}  # fmt: skip
+    FIGURES["32 concurrent clients"] = {
+        "requests": sent,
+        "distinct": len(reqs),
+        "5xx": server_errors,
+        "503 busy": busy,
+        "wrong answers": wrong,
+    }
     assert server_errors == 0 and wrong == 0, FIGURES["32 concurrent clients"]
 
 
@@ -331,7 +386,7 @@ def test_every_store_fault_is_refused_never_served(service: Service) -> None:
                 http.post(
                     f"/v1/stores/{name}/batches",
                     json={"anchors": [item], "size": 6, "neighbors": 3, "pairwise": True, "seed": 1},
-                ),  # fmt: skip
+                ),
                 http.get(f"/v1/stores/{name}/items/{item}/label"),
             ]
             for r in answers:
@@ -358,15 +413,16 @@ def _same_request(http: httpx.Client, store: str, item: int, path: str) -> httpx
     if path == "distances":
         return http.post(f"/v1/stores/{store}/distances", json={"anchor": item, "items": [1, 2, 3]})
     if path == "batches":
-        return http.post(f"/v1/stores/{store}/batches",
-                         json={"anchors": [item], "size": 6, "neighbors": 3, "pairwise": True, "seed": 1})  # fmt: skip
+        return http.post(
+            f"/v1/stores/{store}/batches",
+            json={"anchors": [item], "size": 6, "neighbors": 3, "pairwise": True, "seed": 1},
+        )
     return http.get(f"/v1/stores/{store}/items/{item}/label")
 
 
 # ---------------------------------------------------------------- 5. the budget
 def test_requests_under_the_budget_finish_and_over_it_are_refused_at_once(service: Service) -> None:
     from labeldist.api.settings import Settings
-
     from labeldist.distances.caption_sets import CaptionSetWMD
     from labeldist.pairs import plan_pairs
 
@@ -383,11 +439,16 @@ def test_requests_under_the_budget_finish_and_over_it_are_refused_at_once(servic
             while plan_pairs(*np.triu_indices(size + 1, 1)).cost_s(CaptionSetWMD) < 0.9 * budget:
                 size += 1
             t = time.perf_counter()
-            r = http.post(f"/v1/stores/{CAPTION}/batches",
-                          json={"count": 1, "size": size, "pairwise": True, "seed": 100 + seed})  # fmt: skip
+            r = http.post(
+                f"/v1/stores/{CAPTION}/batches", json={"count": 1, "size": size, "pairwise": True, "seed": 100 + seed}
+            )
             seconds = time.perf_counter() - t
             assert r.status_code == 200, r.text[:300]
             longest, under = max(longest, seconds), under + 1
-    FIGURES["budget"] = {"budget_s": budget, "56-byte request refused in s": round(refused_in, 3),
-                         "requests near the budget": under, "largest batch size": size,
-                         "longest request s": round(longest, 2)}  # fmt: skip
+    FIGURES["budget"] = {
+        "budget_s": budget,
+        "56-byte request refused in s": round(refused_in, 3),
+        "requests near the budget": under,
+        "largest batch size": size,
+        "longest request s": round(longest, 2),
+    }

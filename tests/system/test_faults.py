@@ -41,8 +41,11 @@ def wait_for_blocks(store: Path, n: int, proc, timeout: float = 180) -> int:
 
 
 def files_digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 # ---------------------------------------------------------------- the cluster loses a worker
@@ -92,8 +95,7 @@ def _requests(n_items: int) -> list[tuple[str, str, dict | None]]:
     for anchor in rng.choice(n_items, 20, replace=False).tolist():
         body = {"anchors": [anchor], "size": 30, "neighbors": 5, "pairwise": True, "seed": 7}
         reqs.append(("POST", f"/v1/stores/{STORE}/batches", body))
-        reqs.append(("POST", f"/v1/stores/{STORE}/distances",
-                     {"pairs": rng.integers(0, n_items, (50, 2)).tolist()}))  # fmt: skip
+        reqs.append(("POST", f"/v1/stores/{STORE}/distances", {"pairs": rng.integers(0, n_items, (50, 2)).tolist()}))
     return reqs
 
 
@@ -108,8 +110,9 @@ class Load:
         self.failed, self.other = 0, []
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, args=(c * len(requests) // clients,))
-                        for c in range(clients)]  # fmt: skip
+        self.threads = [
+            threading.Thread(target=self._run, args=(c * len(requests) // clients,)) for c in range(clients)
+        ]
 
     def _run(self, offset: int) -> None:
         with httpx.Client(base_url=self.url, timeout=30) as client:
@@ -222,8 +225,9 @@ def test_a_corrupted_chunk_is_found_by_verify_and_refused_by_the_api(reference_s
             for _ in range(2):
                 r = client.post("/v1/stores/dense-hit/distances", json={"anchor": hit, "items": [0, 1, 2]})
                 assert r.status_code == 503 and "checksum" in r.json()["detail"], r.text
-                r = client.post("/v1/stores/dense-hit/batches",
-                                json={"anchors": [hit], "size": 10, "pairwise": True, "seed": 1})  # fmt: skip
+                r = client.post(
+                    "/v1/stores/dense-hit/batches", json={"anchors": [hit], "size": 10, "pairwise": True, "seed": 1}
+                )
                 assert r.status_code == 503, r.text
             r = client.post("/v1/stores/dense-hit/distances", json={"anchor": 0, "items": [1, hit, 2957]})
             assert r.status_code == 200

@@ -178,9 +178,24 @@ def test_every_path_pyproject_maps_is_copied_before_the_install() -> None:
 
 def test_the_build_context_leaves_out_the_virtualenv_stores_and_caches() -> None:
     rules = dockerignore()
-    for path in (".venv", ".git", "stores", "models", "runs", "test-artifacts", "build", "dist", "labeldist.egg-info",
-                 "labeldist/__pycache__", "api/routers/__pycache__/x.pyc", ".pytest_cache", ".ruff_cache",
-                 ".hypothesis", "examples/labeldist-angles/labeldist_angles.egg-info", "stores/.cache"):  # fmt: skip
+    for path in (
+        ".venv",
+        ".git",
+        "stores",
+        "models",
+        "runs",
+        "test-artifacts",
+        "build",
+        "dist",
+        "labeldist.egg-info",
+        "labeldist/__pycache__",
+        "api/routers/__pycache__/x.pyc",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        "examples/labeldist-angles/labeldist_angles.egg-info",
+        "stores/.cache",
+    ):
         assert excluded(path, rules), f"{path} is sent to the Docker engine"
     context = build_context(rules)
     for word, rest in instructions():  # and everything the Dockerfile copies is there
@@ -215,17 +230,40 @@ def test_exactly_the_copied_files_install_as_the_dockerfile_installs_them(tmp_pa
     env_dir = tmp_path / "image-env"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (Path(purelib) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-                              "--no-build-isolation", "--no-index", "-q", "-e", "."], cwd=app, capture_output=True,
-                             text=True, timeout=600)  # fmt: skip
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-e",
+            ".",
+        ],
+        cwd=app,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert install.returncode == 0, install.stdout + install.stderr
     work = tmp_path / "elsewhere"
     work.mkdir()
-    code = ("import labeldist.api, labeldist.client.prefetch, labeldist.trainer.cli, labeldist.store as s; "
-            "print(s.__file__, labeldist.client.prefetch.__file__)")  # fmt: skip
+    code = (
+        "import labeldist.api, labeldist.client.prefetch, labeldist.trainer.cli, labeldist.store as s; "
+        "print(s.__file__, labeldist.client.prefetch.__file__)"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     found = subprocess.run([python, "-c", code], cwd=work, env=env, capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
@@ -255,8 +293,7 @@ def test_every_compose_build_has_torch_pins() -> None:
         assert args["TORCH"].startswith("torch==") and args["TORCHVISION"].startswith("torchvision==")
 
 
-@pytest.mark.parametrize("pins", sorted({(a["TORCH"], a["TORCHVISION"]) for _, _, a in compose_builds()}),
-                         ids="+".join)  # fmt: skip
+@pytest.mark.parametrize("pins", sorted({(a["TORCH"], a["TORCHVISION"]) for _, _, a in compose_builds()}), ids="+".join)
 def test_the_torch_and_torchvision_pins_install_together(pins: tuple[str, str], tmp_path: Path) -> None:
     """What pip sees of the pinned pair: both versions exist, and torchvision's own requirement on torch accepts the
     pinned torch (torchvision releases each need one torch release).
@@ -267,9 +304,28 @@ def test_the_torch_and_torchvision_pins_install_together(pins: tuple[str, str], 
     dependencies (CUDA libraries, ...) are not the question, and need not be fetched.
     """
     report = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
-                           "--quiet", "--report", str(report), "--timeout", "30", "--retries", "1", *pins],
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--no-deps",
+            "--quiet",
+            "--report",
+            str(report),
+            "--timeout",
+            "30",
+            "--retries",
+            "1",
+            *pins,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     errors = "\n".join(line for line in proc.stderr.splitlines() if not line.startswith("WARNING: Location"))
     assert proc.returncode == 0, f"pip cannot find {pins}: {errors}"
     found = {i["metadata"]["name"].lower(): i["metadata"] for i in json.loads(report.read_text())["install"]}

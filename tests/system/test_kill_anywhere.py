@@ -30,8 +30,13 @@ LAYOUT, SPREAD = 22, 36
 
 
 def run_killed(n: int, out: Path, which: str = "precompute") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tests.system.kill_at_write", str(n), str(out), which], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "tests.system.kill_at_write", str(n), str(out), which],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def kill_points(writes: int) -> list[int]:
@@ -158,5 +163,15 @@ def job_overwrite(out: str, client) -> object:
     from tests.system.kill_at_write import BLOCK_ROWS, CSV, N_ITEMS, K
 
     labels = read_mpii_csv(CSV).subset(slice(0, N_ITEMS))
-    return precompute(labels, PoseDistance(), out, dataset="mpii120", k=K, dense=True, block_rows=BLOCK_ROWS,
-                      client=client, progress=False, overwrite=True)  # fmt: skip
+    return precompute(
+        labels,
+        PoseDistance(),
+        out,
+        dataset="mpii120",
+        k=K,
+        dense=True,
+        block_rows=BLOCK_ROWS,
+        client=client,
+        progress=False,
+        overwrite=True,
+    )

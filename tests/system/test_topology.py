@@ -48,14 +48,39 @@ def test_precompute_on_a_dask_cluster_then_serve_then_train(cluster, reference_s
 
         features, run = tmp_path / "inputs.npy", tmp_path / "run"
         trainer = [sys.executable, "-m", "labeldist.trainer.cli"]
-        made = subprocess.run([*trainer, "demo-inputs", str(out), "--out", str(features)], cwd=REPO,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        made = subprocess.run(
+            [*trainer, "demo-inputs", str(out), "--out", str(features)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert made.returncode == 0, made.stderr
         fit = subprocess.run(
-            [*trainer, "fit", "--url", service.url, "--store", "mpii-pose", "--features", str(features), "--out",
-             str(run), "--loss", "log_ratio", "--size", "40", "--max-steps", str(STEPS), "--no-progress"],
-            cwd=REPO, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                *trainer,
+                "fit",
+                "--url",
+                service.url,
+                "--store",
+                "mpii-pose",
+                "--features",
+                str(features),
+                "--out",
+                str(run),
+                "--loss",
+                "log_ratio",
+                "--size",
+                "40",
+                "--max-steps",
+                str(STEPS),
+                "--no-progress",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert fit.returncode == 0, fit.stderr
     steps = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     losses = [s["loss"] for s in steps if s["event"] == "step"]

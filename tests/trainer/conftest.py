@@ -27,8 +27,9 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     labels = read_mpii_csv(REPO / "data" / "mpii" / "mpii_valid_2958.csv", normalization="center_scale")
     labels = labels.subset(slice(0, N_ITEMS))
     distance, url, rows = PoseDistance(), str(root / STORE), 100
-    manifest = build_manifest(dataset="mpii300", kind="pose", params=distance.params(), labels=labels, k=20,
-                              dense=True, block_rows=rows)  # fmt: skip
+    manifest = build_manifest(
+        dataset="mpii300", kind="pose", params=distance.params(), labels=labels, k=20, dense=True, block_rows=rows
+    )
     create_store(url, manifest, labels)
     for block in range(n_blocks(N_ITEMS, rows)):
         compute_block(block, labels=labels, distance=distance, url=url, k=20, block_rows=rows, dense=True)
@@ -40,6 +41,7 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo inputs of the pose store (trainer/demo_inputs.py, seed 0) as a .npy file: an MLP's features."""
     import numpy as np
+
     from labeldist.trainer.demo_inputs import pose_inputs
 
     path = tmp_path_factory.mktemp("features") / "mpii300.npy"

@@ -12,7 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from labeldist.client.local import LocalSource
+from labeldist.distances.base import LabelDistance
+from labeldist.distances.layout import LayoutMIoU
+from labeldist.distances.pose import PoseDistance
+from labeldist.labels.base import LabelSet
+from labeldist.labels.layouts import LayoutMaps
+from labeldist.labels.poses import Poses
+from labeldist.store import StoreReader
 from labeldist.trainer.augment import (
     AUGMENT_NAMES,
     IMAGENET,
@@ -30,14 +38,6 @@ from labeldist.trainer.augment import (
     transform_maps,
     transform_points,
 )
-
-from labeldist.distances.base import LabelDistance
-from labeldist.distances.layout import LayoutMIoU
-from labeldist.distances.pose import PoseDistance
-from labeldist.labels.base import LabelSet
-from labeldist.labels.layouts import LayoutMaps
-from labeldist.labels.poses import Poses
-from labeldist.store import StoreReader
 from tests.trainer.conftest import STORE as POSE_STORE
 
 LAYOUT_STORE = "lsun48-layout_miou"
@@ -58,8 +58,9 @@ def layout_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("augment-stores")
     labels = generate_layouts(48, height=MAP, width=MAP, seed=3)
     distance, url = LayoutMIoU(), str(root / LAYOUT_STORE)
-    manifest = build_manifest(dataset="lsun48", kind="layout_miou", params=distance.params(), labels=labels, k=8,
-                              dense=True, block_rows=64)  # fmt: skip
+    manifest = build_manifest(
+        dataset="lsun48", kind="layout_miou", params=distance.params(), labels=labels, k=8, dense=True, block_rows=64
+    )
     create_store(url, manifest, labels)
     compute_block(0, labels=labels, distance=distance, url=url, k=8, block_rows=64, dense=True)
     publish(url)
@@ -70,8 +71,9 @@ def layout_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # The key property: the label distances of a minibatch are those of the labels as the pictures show them
 
 
-def anchor_distance_change(kind_distance: LabelDistance, labels_before: list[LabelSet],
-                           labels_after: list[LabelSet]) -> float:  # fmt: skip
+def anchor_distance_change(
+    kind_distance: LabelDistance, labels_before: list[LabelSet], labels_after: list[LabelSet]
+) -> float:
     """The largest change of an anchor-to-item label distance, over the rows of a block of minibatches (each row a
     label set, anchor first) from ``labels_before`` to ``labels_after``. Two infinite distances (poses sharing no
     joint) are no change."""
@@ -93,8 +95,13 @@ def _minibatches(root: Path, store: str, *, rows: int, size: int, neighbors: int
     reader = StoreReader(str(root / store))
     labels, distance = reader.labels(), reader.distance()
     n = labels.ids.shape[0]
-    got = source.batches(store, anchors=np.random.default_rng(seed).choice(n, rows, replace=False), size=size,
-                         neighbors=neighbors, seed=seed)  # fmt: skip
+    got = source.batches(
+        store,
+        anchors=np.random.default_rng(seed).choice(n, rows, replace=False),
+        size=size,
+        neighbors=neighbors,
+        seed=seed,
+    )
     members = got.members
     rows_labels = [labels.subset(m) for m in members]
     for row, served in zip(rows_labels, got.distances, strict=True):
@@ -237,8 +244,9 @@ def test_the_image_transform_moves_dots_where_transform_points_says(pose_store) 
         flip=torch.tensor([[False, True, False], [True, True, False]]),
     )
     drawn = draw_augmentation((B, n), IMAGENET, torch.Generator().manual_seed(4))
-    drawn.crop = torch.where(drawn.crop[..., 2:3] * drawn.crop[..., 3:4] > 0.5, drawn.crop,
-                             torch.tensor([0.1, 0.05, 0.8, 0.85]))  # fmt: skip  # dots stay inside the crop
+    drawn.crop = torch.where(
+        drawn.crop[..., 2:3] * drawn.crop[..., 3:4] > 0.5, drawn.crop, torch.tensor([0.1, 0.05, 0.8, 0.85])
+    )  # dots stay inside the crop
     for p in (params, drawn):
         out = apply_augmentation(images, p, size)
         expected = _to_pixels(transform_points(np.broadcast_to(labels, (B, n, *labels.shape)), p, FRAME), size)
@@ -271,8 +279,9 @@ def test_identity_is_exact_and_a_flip_is_an_exact_mirror_by_either_path() -> Non
 def test_maps_move_with_the_picture_by_whole_pixels() -> None:
     maps = torch.zeros(1, 2, MAP, MAP, dtype=torch.uint8)
     maps[..., 10:14, 4:9] = 3
-    params = AugmentParams(torch.ones(1, 2), torch.tensor([[[2 / MAP, -3 / MAP], [0.0, 0.0]]]),
-                           torch.tensor([[False, True]]))  # fmt: skip
+    params = AugmentParams(
+        torch.ones(1, 2), torch.tensor([[[2 / MAP, -3 / MAP], [0.0, 0.0]]]), torch.tensor([[False, True]])
+    )
     moved = transform_maps(maps, params)
     assert moved.dtype == torch.uint8
     assert torch.equal(torch.nonzero(moved[0, 0] == 3).amin(0), torch.tensor([7, 6]))  # 3 up, 2 right

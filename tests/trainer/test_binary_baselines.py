@@ -9,6 +9,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from pytorch_metric_learning import losses as pml
+
 from labeldist.trainer.cli import _loss_options, build_parser
 from labeldist.trainer.losses import (
     LiftedStructureLoss,
@@ -18,7 +20,6 @@ from labeldist.trainer.losses import (
     make_loss,
     neighbourhood_classes,
 )
-from pytorch_metric_learning import losses as pml
 
 B, N, DIM, POS = 3, 9, 5, 3
 
@@ -88,8 +89,10 @@ def test_multi_similarity_equals_wang_by_a_loop(batch) -> None:
         f = F.normalize(emb[b], dim=1).tolist()
         pos, neg = split(distances[b].tolist(), POS)
         s = [sum(x * y for x, y in zip(f[0], f[k])) for k in range(N)]
-        expected.append(math.log(1 + sum(math.exp(-alpha * (s[p] - lam)) for p in pos)) / alpha
-                        + math.log(1 + sum(math.exp(beta * (s[n] - lam)) for n in neg)) / beta)  # fmt: skip
+        expected.append(
+            math.log(1 + sum(math.exp(-alpha * (s[p] - lam)) for p in pos)) / alpha
+            + math.log(1 + sum(math.exp(beta * (s[n] - lam)) for n in neg)) / beta
+        )
     got = MultiSimilarityLoss(positives=POS, reduction="none")(emb, distances)
     assert got.tolist() == pytest.approx(expected, rel=1e-10)
 

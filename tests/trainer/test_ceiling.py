@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from labeldist.trainer import ceiling as ceil
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,10 +93,14 @@ def test_the_jittered_labels_and_their_distance_match_a_loop_over_joints(poses) 
     for a in range(5):
         for b in range(10):
             g = 100 + b
-            pa = [(FRAME[0] + s[a] * (x - FRAME[0]) + t[a, 0], FRAME[1] + s[a] * (y - FRAME[1]) + t[a, 1])
-                  for x, y in poses.xy[a]]  # fmt: skip
-            pb = [(FRAME[0] + s[g] * (x - FRAME[0]) + t[g, 0], FRAME[1] + s[g] * (y - FRAME[1]) + t[g, 1])
-                  for x, y in poses.xy[g]]  # fmt: skip
+            pa = [
+                (FRAME[0] + s[a] * (x - FRAME[0]) + t[a, 0], FRAME[1] + s[a] * (y - FRAME[1]) + t[a, 1])
+                for x, y in poses.xy[a]
+            ]
+            pb = [
+                (FRAME[0] + s[g] * (x - FRAME[0]) + t[g, 0], FRAME[1] + s[g] * (y - FRAME[1]) + t[g, 1])
+                for x, y in poses.xy[g]
+            ]
             np.testing.assert_allclose(jittered[a], pa, rtol=1e-12, atol=1e-12)
             expected = _slow_pose_distance(pa, poses.present[a], pb, poses.present[g])
             assert block[a, b] == pytest.approx(expected, rel=1e-12)
@@ -110,10 +115,12 @@ def test_one_draw_ranks_by_the_jittered_distance_and_scores_by_the_true_one(pose
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
     jittered = ceil.jitter_poses(poses.xy, scale=0.05, shift=0.03, frame=FRAME, rng=rng)
     view = Poses(poses.ids, jittered, poses.present, poses.visible)
-    slow = np.array([[_slow_pose_distance(view.xy[a], view.present[a], view.xy[b], view.present[b]) for b in g]
-                     for a in q])  # fmt: skip
-    true = np.array([[_slow_pose_distance(poses.xy[a], poses.present[a], poses.xy[b], poses.present[b]) for b in g]
-                     for a in q])  # fmt: skip
+    slow = np.array(
+        [[_slow_pose_distance(view.xy[a], view.present[a], view.xy[b], view.present[b]) for b in g] for a in q]
+    )
+    true = np.array(
+        [[_slow_pose_distance(poses.xy[a], poses.present[a], poses.xy[b], poses.present[b]) for b in g] for a in q]
+    )
     ndcg, mld = _slow_scores(true, slow, 10)
     result = ceil.ceiling(poses, _distance(), q, g, scale=0.05, shift=0.03, frame=FRAME, draws=1, seed=seed, k_max=10)
     np.testing.assert_allclose(result["ndcg"], ndcg, rtol=1e-9)
@@ -127,11 +134,18 @@ def test_a_mirror_blind_model_ranks_by_the_nearer_of_a_pose_and_its_mirror(poses
     q, g = QUERIES[:6], GALLERY[:30]
     mirrored = poses.xy.copy()
     mirrored[..., 0] = 2 * FRAME[0] - mirrored[..., 0]
-    true = np.array([[_slow_pose_distance(poses.xy[a], poses.present[a], poses.xy[b], poses.present[b]) for b in g]
-                     for a in q])  # fmt: skip
-    blind = np.array([[min(true[i, j], _slow_pose_distance(poses.xy[a], poses.present[a], mirrored[b],
-                                                             poses.present[b])) for j, b in enumerate(g)]
-                      for i, a in enumerate(q)])  # fmt: skip
+    true = np.array(
+        [[_slow_pose_distance(poses.xy[a], poses.present[a], poses.xy[b], poses.present[b]) for b in g] for a in q]
+    )
+    blind = np.array(
+        [
+            [
+                min(true[i, j], _slow_pose_distance(poses.xy[a], poses.present[a], mirrored[b], poses.present[b]))
+                for j, b in enumerate(g)
+            ]
+            for i, a in enumerate(q)
+        ]
+    )
     assert (blind < true).any()  # some poses are nearer someone's mirror image: the flip changes the ranking
     ndcg, mld = _slow_scores(true, blind, 10)
     result = ceil.ceiling(poses, _distance(), q, g, frame=FRAME, mirror=True, k_max=10)
@@ -141,15 +155,26 @@ def test_a_mirror_blind_model_ranks_by_the_nearer_of_a_pose_and_its_mirror(poses
 
 
 def test_with_jitter_the_ceiling_is_below_one_and_falls_as_the_jitter_grows(poses) -> None:
-    results = [ceil.ceiling(poses, _distance(), QUERIES, GALLERY, scale=scale, shift=shift, frame=FRAME, k_max=20)
-               for scale, shift in ((0.02, 0.01), (0.05, 0.03), (0.1, 0.06), (0.2, 0.12))]  # fmt: skip
+    results = [
+        ceil.ceiling(poses, _distance(), QUERIES, GALLERY, scale=scale, shift=shift, frame=FRAME, k_max=20)
+        for scale, shift in ((0.02, 0.01), (0.05, 0.03), (0.1, 0.06), (0.2, 0.12))
+    ]
     ndcg10 = [r["summary"]["ndcg@10"] for r in results]
     mld10 = [r["summary"]["mean_label_distance@10"] for r in results]
     assert all(x < 1 for x in ndcg10) and ndcg10 == sorted(ndcg10, reverse=True), ndcg10
     assert mld10 == sorted(mld10) and mld10[0] > results[0]["oracle_mean_label_distance"][9]
     assert all((r["ndcg"] < 1).all() for r in results)
-    assert results[1]["params"] == {"scale": 0.05, "shift": 0.03, "view": "label", "mirror": False, "draws": 5,
-                                    "seed": 0, "frame": list(FRAME), "queries": 40, "gallery": 160}  # fmt: skip
+    assert results[1]["params"] == {
+        "scale": 0.05,
+        "shift": 0.03,
+        "view": "label",
+        "mirror": False,
+        "draws": 5,
+        "seed": 0,
+        "frame": list(FRAME),
+        "queries": 40,
+        "gallery": 160,
+    }
     # the draws differ, and their mean is what is reported
     assert (results[1]["ndcg_std"] > 0).any()
     # a jitter needs the frame: its centre and side
@@ -196,8 +221,17 @@ def test_a_store_ceiling_is_the_ceiling_of_its_labels(pose_store) -> None:
     split = {"queries": list(range(0, 300, 6)), "gallery": [i for i in range(300) if i % 6]}
     got = ceil.store_ceiling(store, split, scale=0.05, shift=0.03, frame=FRAME, draws=2, k_max=10)
     labels = read_mpii_csv(MPII, normalization="center_scale").subset(slice(0, 300))
-    want = ceil.ceiling(labels, StoreReader(str(store)).distance(), split["queries"], split["gallery"],
-                        scale=0.05, shift=0.03, frame=FRAME, draws=2, k_max=10)  # fmt: skip
+    want = ceil.ceiling(
+        labels,
+        StoreReader(str(store)).distance(),
+        split["queries"],
+        split["gallery"],
+        scale=0.05,
+        shift=0.03,
+        frame=FRAME,
+        draws=2,
+        k_max=10,
+    )
     np.testing.assert_allclose(got["ndcg"], want["ndcg"], rtol=1e-6)
     assert got["summary"] == pytest.approx(want["summary"])
 

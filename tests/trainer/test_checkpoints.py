@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from labeldist.trainer.cli import main
 from labeldist.trainer.fit import FitConfig, fit
-
 from tests.trainer.conftest import REPO, STORE
 
 
@@ -38,20 +38,62 @@ def split(tmp_path: Path) -> Path:
 
 
 def config(service: str, features: Path, out: Path, **kw) -> FitConfig:
-    base = dict(url=service, store=STORE, features=str(features), out=str(out), size=40, neighbors=5, seed=0,
-                progress=False, checkpoint_every=100, embedding_dim=16, hidden=(32,), max_steps=2)  # fmt: skip
+    base = dict(
+        url=service,
+        store=STORE,
+        features=str(features),
+        out=str(out),
+        size=40,
+        neighbors=5,
+        seed=0,
+        progress=False,
+        checkpoint_every=100,
+        embedding_dim=16,
+        hidden=(32,),
+        max_steps=2,
+    )
     return FitConfig(**{**base, **kw})
 
 
 def fit_args(service: str, features: Path, out: Path, *extra: str) -> list[str]:
-    return ["fit", "--url", service, "--store", STORE, "--features", str(features), "--out", str(out),
-            "--size", "40", "--max-steps", "2", "--embedding-dim", "16", "--hidden", "32", "--no-progress",
-            *extra]  # fmt: skip
+    return [
+        "fit",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--features",
+        str(features),
+        "--out",
+        str(out),
+        "--size",
+        "40",
+        "--max-steps",
+        "2",
+        "--embedding-dim",
+        "16",
+        "--hidden",
+        "32",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def eval_args(service: str, split: Path, out: Path, *extra: str) -> list[str]:
-    return ["eval", "--url", service, "--store", STORE, "--split", str(split), "--out", str(out / "eval.json"),
-            "--k-max", "5", *extra]  # fmt: skip
+    return [
+        "eval",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--split",
+        str(split),
+        "--out",
+        str(out / "eval.json"),
+        "--k-max",
+        "5",
+        *extra,
+    ]
 
 
 def refused(args: list[str], capsys: pytest.CaptureFixture[str], marker: Path | None = None) -> str:
@@ -83,8 +125,9 @@ def test_a_hostile_checkpoint_is_not_run_by_eval(
 ) -> None:
     marker, path = tmp_path / "MARKER", tmp_path / "evil.pt"
     torch.save({"model": Evil(marker)}, path)
-    err = refused(eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint", str(path)), capsys,
-                  marker)  # fmt: skip
+    err = refused(
+        eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint", str(path)), capsys, marker
+    )
     assert str(path) in err
 
 
@@ -94,8 +137,9 @@ def test_hostile_weights_are_not_run(
     marker, path = tmp_path / "MARKER", tmp_path / "evil.pth"
     torch.save(Evil(marker), path)
     (tmp_path / "images").mkdir()  # the weights are read before any image
-    args = eval_args(service, split, tmp_path, "--images", str(tmp_path / "images"), "--backbone", "resnet18",
-                     "--weights", str(path))  # fmt: skip
+    args = eval_args(
+        service, split, tmp_path, "--images", str(tmp_path / "images"), "--backbone", "resnet18", "--weights", str(path)
+    )
     assert str(path) in refused(args, capsys, marker)
 
 
@@ -123,17 +167,25 @@ def test_a_checkpoint_of_an_older_trainer_is_refused_saying_what_to_do(
     torch.save(
         {**genuine, "numpy_rng": np.random.RandomState(0).get_state(), "extra": np.arange(3)}, run / "checkpoint.pt"
     )
-    err = refused(eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint",
-                            str(run / "checkpoint.pt")), capsys)  # fmt: skip
+    err = refused(
+        eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint", str(run / "checkpoint.pt")),
+        capsys,
+    )
     assert str(run / "checkpoint.pt") in err and "older trainer" in err and "re-save" in err
 
 
 def test_save_checkpoint_keeps_plain_data_only(tmp_path: Path) -> None:
     from labeldist.trainer.checkpoints import save_checkpoint
 
-    state = {"model": {"w": torch.ones(2)}, "model_config": {"kind": "mlp"}, "step": np.int64(3),
-             "numpy_rng": np.random.RandomState(0).get_state(), "thresholds": [np.float32(0.5), 0.25],
-             "array": np.arange(4, dtype=np.int32), "shape": (2, np.int16(3))}  # fmt: skip
+    state = {
+        "model": {"w": torch.ones(2)},
+        "model_config": {"kind": "mlp"},
+        "step": np.int64(3),
+        "numpy_rng": np.random.RandomState(0).get_state(),
+        "thresholds": [np.float32(0.5), 0.25],
+        "array": np.arange(4, dtype=np.int32),
+        "shape": (2, np.int16(3)),
+    }
     save_checkpoint(tmp_path / "c.pt", state)
     back = torch.load(tmp_path / "c.pt", weights_only=True)  # loads with no allowance at all
     assert back["step"] == 3 and type(back["step"]) is int
@@ -175,13 +227,17 @@ def test_eval_of_a_checkpoint_that_does_not_fit_is_refused_naming_both(
     np.save(narrow, np.load(features)[:, :5])
     err = refused(eval_args(service, split, tmp_path, "--features", str(narrow), "--checkpoint", ckpt), capsys)
     assert ckpt in err and f"{np.load(features).shape[1]} input features" in err and "5" in err, err
-    err = refused(eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint", ckpt,
-                            "--embedding-dim", "32"), capsys)  # fmt: skip
+    err = refused(
+        eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint", ckpt, "--embedding-dim", "32"),
+        capsys,
+    )
     assert ckpt in err and "16-d" in err and "32" in err, err
     state = read_checkpoint(ckpt)  # a checkpoint whose weights are not those of the model it records
     save_checkpoint(tmp_path / "odd.pt", {**state, "model_config": {**state["model_config"], "out_dim": 8}})
-    err = refused(eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint",
-                            str(tmp_path / "odd.pt")), capsys)  # fmt: skip
+    err = refused(
+        eval_args(service, split, tmp_path, "--features", str(features), "--checkpoint", str(tmp_path / "odd.pt")),
+        capsys,
+    )
     assert str(tmp_path / "odd.pt") in err and "8-d" in err and "Missing key" not in err, err
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from labeldist.trainer import demo_inputs
 from labeldist.trainer.demo_inputs import corrupt_poses, minilm_path, pose_inputs
 from labeldist.trainer.split import split_indices, split_labels
-
 from tests.trainer.conftest import N_ITEMS, STORE
 
 

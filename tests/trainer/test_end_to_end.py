@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from labeldist.client import LabelDistClient
 from labeldist.trainer.cli import main
 from labeldist.trainer.evaluate import evaluate, plot_curves
 from labeldist.trainer.fit import FitConfig, fit
-
 from tests.trainer.conftest import STORE
 
 STEPS = 300
@@ -24,8 +24,19 @@ def step_losses(run: Path) -> list[float]:
 
 
 def config(service: str, features: Path, out: Path, **kw) -> FitConfig:
-    base = dict(url=service, store=STORE, features=str(features), out=str(out), loss="log_ratio", size=40,
-                neighbors=5, epochs=1, seed=0, progress=False, checkpoint_every=100)  # fmt: skip
+    base = dict(
+        url=service,
+        store=STORE,
+        features=str(features),
+        out=str(out),
+        loss="log_ratio",
+        size=40,
+        neighbors=5,
+        epochs=1,
+        seed=0,
+        progress=False,
+        checkpoint_every=100,
+    )
     return FitConfig(**{**base, **kw})
 
 
@@ -54,8 +65,11 @@ def test_resume_continues_exactly_where_an_uninterrupted_run_goes(
 
 
 def test_each_loss_trains_through_http(service: str, features: Path, tmp_path: Path) -> None:
-    for loss, options in (("dense_triplet", {}), ("binary_triplet", {"positives": 10}),
-                          ("ladder", {"relevance": "inverse", "thresholds": (0.5, 0.3)})):  # fmt: skip
+    for loss, options in (
+        ("dense_triplet", {}),
+        ("binary_triplet", {"positives": 10}),
+        ("ladder", {"relevance": "inverse", "thresholds": (0.5, 0.3)}),
+    ):
         run = tmp_path / loss
         fit(config(service, features, run, loss=loss, loss_options=options, max_steps=120))
         losses = step_losses(run)
@@ -66,8 +80,9 @@ def test_trained_embedding_retrieves_better_than_its_inputs(service: str, featur
     queries, gallery = np.arange(0, 300, 5), np.setdiff1d(np.arange(300), np.arange(0, 300, 5))
     with LabelDistClient(service) as client:
         before = evaluate(client, STORE, str(features), queries, gallery, k_max=20)
-        after = evaluate(client, STORE, str(features), queries, gallery, checkpoint=str(trained / "checkpoint.pt"),
-                         k_max=20)  # fmt: skip
+        after = evaluate(
+            client, STORE, str(features), queries, gallery, checkpoint=str(trained / "checkpoint.pt"), k_max=20
+        )
     assert after["metric"] == "euclidean" and after["loss"] == "log_ratio" and after["steps"] == STEPS
     assert len(after["ndcg"]) == 20 and 0 < after["ndcg"][9] <= 1
     # the queries were training anchors too: this checks the machinery, not generalisation
@@ -80,8 +95,23 @@ def test_command_eval_and_its_errors(service: str, features: Path, tmp_path: Pat
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"queries": [0, 1, 2], "gallery": list(range(3, 300))}))
     out = tmp_path / "eval.json"
-    args = ["eval", "--url", service, "--store", STORE, "--features", str(features), "--split", str(split),
-            "--out", str(out), "--plot", str(tmp_path / "eval.png"), "--k-max", "10"]  # fmt: skip
+    args = [
+        "eval",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--features",
+        str(features),
+        "--split",
+        str(split),
+        "--out",
+        str(out),
+        "--plot",
+        str(tmp_path / "eval.png"),
+        "--k-max",
+        "10",
+    ]
     assert main(args) == 0
     result = json.loads(out.read_text())
     assert result["label"] == "input features" and len(result["mean_label_distance"]) == 10
@@ -96,15 +126,54 @@ def test_command_fit_with_evaluation(service: str, features: Path, tmp_path: Pat
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"queries": list(range(0, 300, 10)), "gallery": list(range(1, 300, 10))}))
     out = tmp_path / "run"
-    args = ["fit", "--url", service, "--store", STORE, "--features", str(features), "--out", str(out),
-            "--loss", "dense_triplet", "--size", "30", "--max-steps", "40", "--no-progress",
-            "--embedding-dim", "16", "--eval-store", STORE, "--eval-features", str(features),
-            "--split", str(split), "--k-max", "10"]  # fmt: skip
+    args = [
+        "fit",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--features",
+        str(features),
+        "--out",
+        str(out),
+        "--loss",
+        "dense_triplet",
+        "--size",
+        "30",
+        "--max-steps",
+        "40",
+        "--no-progress",
+        "--embedding-dim",
+        "16",
+        "--eval-store",
+        STORE,
+        "--eval-features",
+        str(features),
+        "--split",
+        str(split),
+        "--k-max",
+        "10",
+    ]
     assert main(args) == 0
     result = json.loads((out / "eval.json").read_text())
     assert result["metric"] == "cosine" and result["embedding_dim"] == 16 and result["steps"] == 40
     assert (out / "eval.png").read_bytes()[:4] == b"\x89PNG" and (out / "checkpoint.pt").exists()
     assert len(step_losses(out)) == 40
     with pytest.raises(SystemExit, match="--margin does not apply to log_ratio"):
-        main(["fit", "--url", service, "--store", STORE, "--features", str(features), "--out", str(out),
-              "--loss", "log_ratio", "--margin", "0.1"])  # fmt: skip
+        main(
+            [
+                "fit",
+                "--url",
+                service,
+                "--store",
+                STORE,
+                "--features",
+                str(features),
+                "--out",
+                str(out),
+                "--loss",
+                "log_ratio",
+                "--margin",
+                "0.1",
+            ]
+        )

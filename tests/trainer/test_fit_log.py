@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from labeldist.trainer.checkpoints import CheckpointError, read_checkpoint
 from labeldist.trainer.fit import FitConfig, fit, rewind_log
-
 from tests.processes import kill, spawn
 from tests.trainer.conftest import STORE
 
@@ -54,9 +54,31 @@ def wait_for_checkpoint(proc, path: Path, step: int) -> int:
 def test_a_run_killed_and_resumed_logs_every_step_once(service: str, features: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     # 1000 epochs: it cannot end on its own before the kill, however slowly the test polls
-    args = ["labeldist.trainer.cli", "fit", "--url", service, "--store", STORE, "--features", str(features),
-            "--out", str(run), "--size", "40", "--embedding-dim", "16", "--hidden", "32", "--epochs", "1000",
-            "--checkpoint-every", "3", "--threads", "1", "--no-progress"]  # fmt: skip
+    args = [
+        "labeldist.trainer.cli",
+        "fit",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--features",
+        str(features),
+        "--out",
+        str(run),
+        "--size",
+        "40",
+        "--embedding-dim",
+        "16",
+        "--hidden",
+        "32",
+        "--epochs",
+        "1000",
+        "--checkpoint-every",
+        "3",
+        "--threads",
+        "1",
+        "--no-progress",
+    ]
     proc = spawn(args)
     try:
         wait_for_checkpoint(proc, run / "checkpoint.pt", 12)
@@ -65,8 +87,19 @@ def test_a_run_killed_and_resumed_logs_every_step_once(service: str, features: P
     assert proc.returncode == -signal.SIGKILL
     at = checkpoint_step(run / "checkpoint.pt")
     end = at + 10
-    base = dict(url=service, store=STORE, features=str(features), size=40, embedding_dim=16, hidden=(32,),
-                epochs=1000, checkpoint_every=3, threads=1, progress=False, max_steps=end)  # fmt: skip
+    base = dict(
+        url=service,
+        store=STORE,
+        features=str(features),
+        size=40,
+        embedding_dim=16,
+        hidden=(32,),
+        epochs=1000,
+        checkpoint_every=3,
+        threads=1,
+        progress=False,
+        max_steps=end,
+    )
     fit(FitConfig(out=str(run), resume=True, **base))
     assert steps(run) == list(range(1, end + 1))
     # and they are the steps an uninterrupted run takes
@@ -97,7 +130,14 @@ def test_rewind_log_keeps_the_checkpointed_steps_of_the_run_resumed(tmp_path: Pa
     _log(log, *earlier, start, _step(1), _step(2), {"event": "start", "step": 2}, _step(3), _step(4), _step(5))
     rewind_log(log, 4)
     assert [json.loads(line) for line in log.read_text().splitlines()] == [
-        *earlier, start, _step(1), _step(2), {"event": "start", "step": 2}, _step(3), _step(4)]  # fmt: skip
+        *earlier,
+        start,
+        _step(1),
+        _step(2),
+        {"event": "start", "step": 2},
+        _step(3),
+        _step(4),
+    ]
     # no checkpoint yet: every step is done again
     _log(log, start, _step(1), _step(2))
     rewind_log(log, 0)

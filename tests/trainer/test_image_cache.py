@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing  # noqa: F401 (the shared-memory reductions of ForkingPickler)
+from PIL import Image
+
 from labeldist.client import MinibatchStream
 from labeldist.client.local import LocalSource
 from labeldist.trainer.augment import eval_transform
@@ -31,8 +33,6 @@ from labeldist.trainer.images import (
     image_paths,
     open_images,
 )
-from PIL import Image
-
 from tests.trainer.conftest import N_ITEMS, STORE
 
 SIZE = 24
@@ -247,8 +247,18 @@ def test_a_stream_of_real_minibatches_carries_packed_files_through_a_worker(pose
     (flat / "index.csv").write_text("id,path\n" + "".join(f"{i},{n}\n" for i, n in zip(ids, names, strict=True)))
     encoded = open_images(flat, ids, cache="off", encoded=True)
     cache = open_images(flat, ids, cache="on")
-    stream = MinibatchStream(LocalSource(pose_store), STORE, encoded, size=10, neighbors=3, batches_per_step=2,
-                             anchors_per_request=4, seed=0, processes=1, prefetch=2)  # fmt: skip
+    stream = MinibatchStream(
+        LocalSource(pose_store),
+        STORE,
+        encoded,
+        size=10,
+        neighbors=3,
+        batches_per_step=2,
+        anchors_per_request=4,
+        seed=0,
+        processes=1,
+        prefetch=2,
+    )
     for n, step in enumerate(stream):
         assert isinstance(step.inputs, PackedImages) and step.inputs.shape == (2, 10)
         assert torch.equal(step.inputs.indices, step.indices)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from labeldist.client import LabelDistClient
 from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
@@ -18,7 +19,6 @@ from labeldist.trainer.evaluate import ImageSource, evaluate
 from labeldist.trainer.fit import FitConfig, fit
 from labeldist.trainer.images import ImageInputError, ImageInputs, image_paths, open_images, read_index
 from labeldist.trainer.render import render_store
-
 from tests.trainer.conftest import N_ITEMS, STORE
 
 torchvision = pytest.importorskip("torchvision")
@@ -36,9 +36,25 @@ def rendered(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 def config(service: str, images: Path, out: Path, **kw) -> FitConfig:
-    base = dict(url=service, store=STORE, images=str(images), out=str(out), backbone="resnet18", loss=LOSS,
-                size=30, neighbors=5, max_steps=STEPS, seed=0, progress=False, checkpoint_every=20, lr=1e-3,
-                crop_scale=(0.8, 1.0), loader_workers=2, threads=1, embedding_dim=16)  # fmt: skip
+    base = dict(
+        url=service,
+        store=STORE,
+        images=str(images),
+        out=str(out),
+        backbone="resnet18",
+        loss=LOSS,
+        size=30,
+        neighbors=5,
+        max_steps=STEPS,
+        seed=0,
+        progress=False,
+        checkpoint_every=20,
+        lr=1e-3,
+        crop_scale=(0.8, 1.0),
+        loader_workers=2,
+        threads=1,
+        embedding_dim=16,
+    )
     return FitConfig(**{**base, **kw})
 
 
@@ -111,17 +127,20 @@ def test_evaluation_embeds_the_images_of_a_checkpoint_and_of_an_untrained_backbo
     queries, gallery = np.arange(0, 60, 3), np.arange(100, 300)
     source = ImageSource(str(rendered), workers=2)
     with LabelDistClient(service) as client:
-        after = evaluate(client, STORE, None, queries, gallery, images=source, k_max=10,
-                         checkpoint=str(trained / "checkpoint.pt"))  # fmt: skip
-        before = evaluate(client, STORE, None, queries, gallery, images=source, k_max=10, backbone="resnet18",
-                          embedding_dim=16)  # fmt: skip
+        after = evaluate(
+            client, STORE, None, queries, gallery, images=source, k_max=10, checkpoint=str(trained / "checkpoint.pt")
+        )
+        before = evaluate(
+            client, STORE, None, queries, gallery, images=source, k_max=10, backbone="resnet18", embedding_dim=16
+        )
     assert after["loss"] == LOSS and after["steps"] == STEPS and after["embedding_dim"] == 16
     assert before["model"] == "untrained resnet18 (seed 0)" and len(before["ndcg"]) == 10
     for result in (before, after):
         assert all(0 < v <= 1 for v in result["ndcg"])
     with LabelDistClient(service) as client:  # the untrained network is the same every time
-        again = evaluate(client, STORE, None, queries, gallery, images=source, k_max=10, backbone="resnet18",
-                         embedding_dim=16)  # fmt: skip
+        again = evaluate(
+            client, STORE, None, queries, gallery, images=source, k_max=10, backbone="resnet18", embedding_dim=16
+        )
     assert again["ndcg"] == before["ndcg"]
 
 
@@ -129,9 +148,30 @@ def test_command_eval_of_images(service: str, rendered: Path, trained: Path, tmp
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"queries": list(range(10)), "gallery": list(range(10, 300))}))
     out = tmp_path / "eval.json"
-    assert main(["eval", "--url", service, "--store", STORE, "--images", str(rendered), "--split", str(split),
-                 "--checkpoint", str(trained / "checkpoint.pt"), "--out", str(out), "--k-max", "5",
-                 "--loader-workers", "1"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "--url",
+                service,
+                "--store",
+                STORE,
+                "--images",
+                str(rendered),
+                "--split",
+                str(split),
+                "--checkpoint",
+                str(trained / "checkpoint.pt"),
+                "--out",
+                str(out),
+                "--k-max",
+                "5",
+                "--loader-workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
     assert result["model"]["kind"] == "resnet18" and result["label"] == LOSS and len(result["ndcg"]) == 5
     assert "nDCG" in capsys.readouterr().out
@@ -185,9 +225,27 @@ def test_image_mapping_by_pattern_and_index(rendered: Path, tmp_path: Path) -> N
 
 
 def _cli(service: str, images: Path, out: Path, *extra: str) -> list[str]:
-    return ["fit", "--url", service, "--store", STORE, "--images", str(images), "--out", str(out), "--backbone",
-            "resnet18", "--size", "10", "--max-steps", "2", "--no-progress", "--loader-workers", "1",
-            *extra]  # fmt: skip
+    return [
+        "fit",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--images",
+        str(images),
+        "--out",
+        str(out),
+        "--backbone",
+        "resnet18",
+        "--size",
+        "10",
+        "--max-steps",
+        "2",
+        "--no-progress",
+        "--loader-workers",
+        "1",
+        *extra,
+    ]
 
 
 @pytest.fixture
@@ -273,8 +331,21 @@ def test_a_checkpoint_of_another_backbone_is_refused_naming_both(
 
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"queries": list(range(10)), "gallery": list(range(10, 300))}))
-    evaluation = ["eval", "--url", service, "--store", STORE, "--split", str(split), "--checkpoint", ckpt,
-                  "--out", str(tmp_path / "eval.json"), "--loader-workers", "1"]  # fmt: skip
+    evaluation = [
+        "eval",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--split",
+        str(split),
+        "--checkpoint",
+        ckpt,
+        "--out",
+        str(tmp_path / "eval.json"),
+        "--loader-workers",
+        "1",
+    ]
     assert main([*evaluation, "--images", str(rendered), "--backbone", "resnet34"]) == 2
     line = _error_line(capsys)
     assert ckpt in line and "resnet18, 128-d" in line and "--backbone resnet34" in line, line

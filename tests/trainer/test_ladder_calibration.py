@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from labeldist.trainer.losses import LadderLoss
 
+from labeldist.trainer.losses import LadderLoss
 from tests.trainer.test_losses import ladder_loop
 
 PAPER = {"thresholds": (0.9, 0.63), "margins": (0.2, 0.01), "betas": (1.0, 0.25)}

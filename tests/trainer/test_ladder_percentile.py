@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from labeldist.trainer.checkpoints import read_torch_file, save_checkpoint
 from labeldist.trainer.losses import LadderLoss
 
@@ -69,8 +70,9 @@ def loss_of(loss_fn: LadderLoss, emb: torch.Tensor, r: torch.Tensor) -> torch.Te
 )
 def test_percentile_ladder_equals_a_loop_over_queries(n, percentiles, margins, betas, gate) -> None:
     emb, r = random_batch(3, n, seed=n, gate=gate)
-    loss_fn = LadderLoss(calibrate="percentile", percentiles=percentiles, margins=margins, betas=betas,
-                         reduction="none")  # fmt: skip
+    loss_fn = LadderLoss(
+        calibrate="percentile", percentiles=percentiles, margins=margins, betas=betas, reduction="none"
+    )
     losses = loss_of(loss_fn, emb, r)
     for b in range(3):
         expected, _ = percentile_ladder_loop(emb[b].numpy(), r[b].numpy(), percentiles, margins, betas)
@@ -155,8 +157,14 @@ def test_the_checkpoint_state_round_trips(tmp_path) -> None:
 
 def test_an_older_checkpoint_state_still_loads() -> None:
     """A state saved before the percentile mode (no per-rung counts) restores the given thresholds."""
-    old = {"mode": "given", "thresholds": [0.9, 0.63], "distance_thresholds": None, "reason": "r",
-           "minibatches": 5, "without_rung": 1}  # fmt: skip
+    old = {
+        "mode": "given",
+        "thresholds": [0.9, 0.63],
+        "distance_thresholds": None,
+        "reason": "r",
+        "minibatches": 5,
+        "without_rung": 1,
+    }
     loss_fn = LadderLoss()
     loss_fn.set_extra_state(old)
     info = loss_fn.describe()

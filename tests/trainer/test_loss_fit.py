@@ -10,17 +10,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.fit import FitConfig, fit
-
 from tests.trainer.conftest import N_ITEMS, STORE
 
 LR = 1e-3
 
 
 def config(service: str, features: Path, out: Path, **kw) -> FitConfig:
-    base = dict(url=service, store=STORE, features=str(features), out=str(out), size=40, neighbors=5, seed=0,
-                progress=False, checkpoint_every=100, embedding_dim=16, hidden=(32,), lr=LR)  # fmt: skip
+    base = dict(
+        url=service,
+        store=STORE,
+        features=str(features),
+        out=str(out),
+        size=40,
+        neighbors=5,
+        seed=0,
+        progress=False,
+        checkpoint_every=100,
+        embedding_dim=16,
+        hidden=(32,),
+        lr=LR,
+    )
     return FitConfig(**{**base, **kw})
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+
 from labeldist.trainer.losses import (
     BinaryTripletLoss,
     DenseTripletLoss,
@@ -123,13 +124,16 @@ def ladder_loop(emb: torch.Tensor, rel: list[list[float]], thresholds, margins, 
 def test_ladder_equals_a_loop_over_queries_and_rungs() -> None:
     torch.manual_seed(1)
     emb = torch.randn(5, 4, dtype=torch.float64)
-    rel = torch.tensor([
-        [1.0, 0.95, 0.7, 0.2, 0.5],
-        [0.95, 1.0, 0.3, 0.92, 0.1],
-        [0.7, 0.3, 1.0, 0.65, 0.64],
-        [0.2, 0.92, 0.65, 1.0, 0.4],
-        [0.5, 0.1, 0.64, 0.4, 1.0],
-    ], dtype=torch.float64)  # fmt: skip
+    rel = torch.tensor(
+        [
+            [1.0, 0.95, 0.7, 0.2, 0.5],
+            [0.95, 1.0, 0.3, 0.92, 0.1],
+            [0.7, 0.3, 1.0, 0.65, 0.64],
+            [0.2, 0.92, 0.65, 1.0, 0.4],
+            [0.5, 0.1, 0.64, 0.4, 1.0],
+        ],
+        dtype=torch.float64,
+    )
     pairwise = 1.0 - rel  # a relevance store holds 1 - R
     loss = LadderLoss()(emb, pairwise[0, 1:], pairwise)
     expected = ladder_loop(emb, rel.tolist(), (0.9, 0.63), (0.2, 0.01), (1.0, 0.25))
@@ -143,8 +147,9 @@ def test_ladder_inverse_relevance_and_custom_rungs() -> None:
     d = torch.rand(6, 6, dtype=torch.float64) * 4
     d = (d + d.T) / 2
     d.fill_diagonal_(0)
-    loss = LadderLoss(thresholds=(0.5, 0.3, 0.2), margins=(0.3, 0.1, 0.05), betas=(1.0, 0.5, 0.25),
-                      relevance="inverse")(emb, d[0, 1:], d)  # fmt: skip
+    loss = LadderLoss(
+        thresholds=(0.5, 0.3, 0.2), margins=(0.3, 0.1, 0.05), betas=(1.0, 0.5, 0.25), relevance="inverse"
+    )(emb, d[0, 1:], d)
     expected = ladder_loop(emb, (1 / (1 + d)).tolist(), (0.5, 0.3, 0.2), (0.3, 0.1, 0.05), (1.0, 0.5, 0.25))
     assert loss.item() == pytest.approx(expected, rel=1e-12)
 

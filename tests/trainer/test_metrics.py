@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import kendalltau
+
 from labeldist.trainer.metrics import (
     coherent_score,
     mean_label_distance,
@@ -14,7 +16,6 @@ from labeldist.trainer.metrics import (
     retrieval_metrics,
     retrieve,
 )
-from scipy.stats import kendalltau
 
 # one query, a gallery of four with label distances 0, 1, 3, 7 to it
 LD = np.array([[3.0, 0.0, 7.0, 1.0]])

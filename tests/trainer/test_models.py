@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+
 from labeldist.trainer.fit import pick_device
 from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding, build_model
 

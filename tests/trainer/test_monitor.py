@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from labeldist.trainer.monitor import (
     COLLAPSE_COSINE,
     PLATEAU_WINDOWS,
@@ -17,7 +18,6 @@ from labeldist.trainer.monitor import (
     embedding_spread,
     flat_value,
 )
-
 from tests.trainer.conftest import N_ITEMS, STORE
 
 
@@ -34,8 +34,11 @@ def numpy_spread(e: np.ndarray) -> dict[str, float]:
         n = len(f)
         cos.append((g.sum() - np.trace(g)) / (n * (n - 1)))
         var.append(f.var(axis=0).sum())
-    return {"mean_cosine": float(np.mean(cos)), "variance": float(np.mean(var)),
-            "norm": float(np.linalg.norm(e, axis=-1).mean())}  # fmt: skip
+    return {
+        "mean_cosine": float(np.mean(cos)),
+        "variance": float(np.mean(var)),
+        "norm": float(np.linalg.norm(e, axis=-1).mean()),
+    }
 
 
 @pytest.mark.parametrize("shape", [(7, 5), (3, 11, 16), (2, 2, 3)])
@@ -155,8 +158,21 @@ def run_fit(pose_store: Path, features: np.ndarray, out: Path, loss: str, steps:
 
     path = out.with_suffix(".npy")
     np.save(path, features.astype(np.float32))
-    summary = fit(FitConfig(url="", stores=str(pose_store), store=STORE, features=str(path), out=str(out), loss=loss,
-                            size=40, seed=0, max_steps=steps, progress=False, checkpoint_every=10_000))  # fmt: skip
+    summary = fit(
+        FitConfig(
+            url="",
+            stores=str(pose_store),
+            store=STORE,
+            features=str(path),
+            out=str(out),
+            loss=loss,
+            size=40,
+            seed=0,
+            max_steps=steps,
+            progress=False,
+            checkpoint_every=10_000,
+        )
+    )
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     return rows, summary
 
@@ -164,8 +180,9 @@ def run_fit(pose_store: Path, features: np.ndarray, out: Path, loss: str, steps:
 def test_a_real_collapsed_run_warns_once_in_its_log_and_summary(pose_store, tmp_path, capsys) -> None:
     # every item gets the same input features, so the network cannot tell items apart: its embeddings coincide
     # and the dense triplet loss sits at its margin, the state of the collapsed run of issue 18 taken to the limit
-    rows, summary = run_fit(pose_store, np.ones((N_ITEMS, 16)), tmp_path / "collapsed", "dense_triplet",
-                            WARMUP + WINDOW + 10)  # fmt: skip
+    rows, summary = run_fit(
+        pose_store, np.ones((N_ITEMS, 16)), tmp_path / "collapsed", "dense_triplet", WARMUP + WINDOW + 10
+    )
     steps = [r for r in rows if r["event"] == "step"]
     assert all(r["mean_cosine"] > COLLAPSE_COSINE and r["spread_var"] < 0.01 for r in steps)
     warnings = [r for r in rows if r["event"] == "warning"]

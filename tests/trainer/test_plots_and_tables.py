@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from labeldist.trainer.cli import main
 from labeldist.trainer.plots import (
     draw_loss_curves,
@@ -24,7 +25,6 @@ from labeldist.trainer.plots import (
     wants_log_scale,
 )
 from labeldist.trainer.report import eval_table, fit_table, format_table
-
 from tests.trainer.conftest import STORE
 
 STEPS = 40
@@ -49,11 +49,36 @@ def runs(service: str, features: Path, tmp_path_factory: pytest.TempPathFactory)
     stdout = {}
     for name, dim, seed, extra in (("a", 16, 0, ()), ("b", 8, 1, ("--json",))):
         stdout[name] = run_main(
-            "fit", "--url", service, "--store", STORE, "--features", features, "--out", root / name / "eval",
-            "--loss", "dense_triplet", "--size", "30", "--max-steps", STEPS, "--no-progress", "--embedding-dim", dim,
-            "--seed", seed, "--eval-store", STORE, "--eval-features", features, "--split", split, "--k-max", "20",
+            "fit",
+            "--url",
+            service,
+            "--store",
+            STORE,
+            "--features",
+            features,
+            "--out",
+            root / name / "eval",
+            "--loss",
+            "dense_triplet",
+            "--size",
+            "30",
+            "--max-steps",
+            STEPS,
+            "--no-progress",
+            "--embedding-dim",
+            dim,
+            "--seed",
+            seed,
+            "--eval-store",
+            STORE,
+            "--eval-features",
+            features,
+            "--split",
+            split,
+            "--k-max",
+            "20",
             *extra,
-        )  # fmt: skip
+        )
     return {"root": root, "split": split, "stdout": stdout}
 
 
@@ -117,8 +142,21 @@ def test_plot_takes_labels_and_a_label_given_to_eval(runs: dict, service: str, f
 
     # trainer eval --label names the result; its default label (the loss) names no run and is not used
     labelled, default = tmp_path / "mine" / "eval.json", tmp_path / "base" / "eval.json"
-    common = ["eval", "--url", service, "--store", STORE, "--features", features, "--split", runs["split"],
-              "--k-max", "10", "--checkpoint", a / "checkpoint.pt"]  # fmt: skip
+    common = [
+        "eval",
+        "--url",
+        service,
+        "--store",
+        STORE,
+        "--features",
+        features,
+        "--split",
+        runs["split"],
+        "--k-max",
+        "10",
+        "--checkpoint",
+        a / "checkpoint.pt",
+    ]
     table = run_main(*common, "--out", labelled, "--label", "my model")
     assert "dense_triplet, 16-d" in table.splitlines()[0] and "MLD@K" in table
     assert json.loads(run_main(*common, "--out", default, "--json")) == json.loads(default.read_text())["summary"]
@@ -174,11 +212,16 @@ def test_a_resumed_or_restarted_log_reads_as_one_run(tmp_path: Path) -> None:
 
 
 def test_unique_labels_add_only_what_tells_runs_apart() -> None:
-    details = [{"loss": "log_ratio", "dim": "128-d", "seed": "seed 0"}, {"loss": "log_ratio", "dim": "16-d",
-               "seed": "seed 0"}, {"loss": "dense_triplet", "dim": "128-d", "seed": "seed 0"}]  # fmt: skip
+    details = [
+        {"loss": "log_ratio", "dim": "128-d", "seed": "seed 0"},
+        {"loss": "log_ratio", "dim": "16-d", "seed": "seed 0"},
+        {"loss": "dense_triplet", "dim": "128-d", "seed": "seed 0"},
+    ]
     assert unique_labels(["run", "run", "other"], details, ["a/run/eval.json", "b/run/eval.json", "c.json"]) == [
-        "run (128-d)", "run (16-d)", "other"
-    ]  # fmt: skip
+        "run (128-d)",
+        "run (16-d)",
+        "other",
+    ]
     assert unique_labels(["a", "b"], [{}, {}], ["x", "y"]) == ["a", "b"]
 
 
@@ -196,11 +239,20 @@ def test_tables_align_and_show_what_is_missing() -> None:
     table = format_table(["run", "steps"], [["a", "5"], ["longer", "300"]]).splitlines()
     assert table == ["run     steps", "a           5", "longer    300"]
     assert "-" in fit_table({"steps": 0, "loss": None, "seconds": 0.5, "data_wait_s": 0.0}, run="r", loss="l")
-    ladder = {"steps": 3, "loss": 0.5, "loss_info": {"ladder_mode": "quantile", "thresholds": [0.51234567, 0.25],
-                                                       "reason": None}}  # fmt: skip
+    ladder = {
+        "steps": 3,
+        "loss": 0.5,
+        "loss_info": {"ladder_mode": "quantile", "thresholds": [0.51234567, 0.25], "reason": None},
+    }
     assert "\nloss: ladder_mode quantile, thresholds [0.5123, 0.25]" in fit_table(ladder, run="r", loss="ladder")
-    result = {"store": "s", "n_queries": 3, "n_gallery": 9, "metric": "euclidean", "embedding_dim": 4,
-              "summary": {"ndcg@1": 0.5, "ndcg@5": 0.25, "mean_label_distance@1": 12.0, "other@5": 1.5}}  # fmt: skip
+    result = {
+        "store": "s",
+        "n_queries": 3,
+        "n_gallery": 9,
+        "metric": "euclidean",
+        "embedding_dim": 4,
+        "summary": {"ndcg@1": 0.5, "ndcg@5": 0.25, "mean_label_distance@1": 12.0, "other@5": 1.5},
+    }
     lines = eval_table(result).splitlines()
     assert lines[0] == "s: 3 queries x 9 gallery, euclidean ranking; input features (untrained), 4-d"
     assert lines[1].split() == ["K", "1", "5"]

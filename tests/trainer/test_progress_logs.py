@@ -31,11 +31,40 @@ def test_a_redirected_trainer_fit_log_has_a_plain_line_per_step(pose_store: Path
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")} | {EVERY_ENV: "0"}
     with open(log, "w") as err:
         proc = subprocess.run(
-            [sys.executable, "-m", "labeldist.trainer.cli", "fit", "--stores", str(pose_store), "--store", STORE,
-             "--features", str(features), "--out", str(run), "--loss", "log_ratio", "--size", "40",
-             "--embedding-dim", "16", "--hidden", "32", "--max-steps", "12", "--threads", "1", "--json"],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "labeldist.trainer.cli",
+                "fit",
+                "--stores",
+                str(pose_store),
+                "--store",
+                STORE,
+                "--features",
+                str(features),
+                "--out",
+                str(run),
+                "--loss",
+                "log_ratio",
+                "--size",
+                "40",
+                "--embedding-dim",
+                "16",
+                "--hidden",
+                "32",
+                "--max-steps",
+                "12",
+                "--threads",
+                "1",
+                "--json",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            timeout=600,
+        )
     text = log.read_text()
     assert proc.returncode == 0, text
     assert counts(text, "fit log_ratio", 12, "steps") == [*range(13), 12], text  # first line, one a step, the last
@@ -48,16 +77,29 @@ def test_a_redirected_trainer_fit_log_has_a_plain_line_per_step(pose_store: Path
     assert len(rows) == 12
 
 
-def test_eval_shows_the_label_distances_it_fetches(pose_store: Path, features: Path, tmp_path, capsys,
-                                                  monkeypatch) -> None:  # fmt: skip
+def test_eval_shows_the_label_distances_it_fetches(
+    pose_store: Path, features: Path, tmp_path, capsys, monkeypatch
+) -> None:
     from labeldist.trainer.cli import main
 
     monkeypatch.setenv(EVERY_ENV, "0")
     queries = list(range(0, 300, 5))
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"queries": queries, "gallery": sorted(set(range(300)) - set(queries))}))
-    args = ["eval", "--stores", str(pose_store), "--store", STORE, "--features", str(features), "--split",
-            str(split), "--k-max", "10", "--json"]  # fmt: skip
+    args = [
+        "eval",
+        "--stores",
+        str(pose_store),
+        "--store",
+        STORE,
+        "--features",
+        str(features),
+        "--split",
+        str(split),
+        "--k-max",
+        "10",
+        "--json",
+    ]
     assert main([*args, "--out", str(tmp_path / "shown.json")]) == 0
     err = capsys.readouterr().err
     # 240 gallery items: 41 queries a request (10,000 pairs), so two requests

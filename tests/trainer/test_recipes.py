@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
 from labeldist.trainer.fit import FitConfig, fit
 from labeldist.trainer.recipes import RECIPES, RecipeError, lr_factor, recipe_name, resolve_recipe
-
 from tests.trainer.conftest import STORE
 
 
@@ -31,9 +31,11 @@ def test_kim2019_pose_is_the_authors_recipe() -> None:
 
 def test_given_values_override_the_recipe_and_are_listed() -> None:
     values = resolve_recipe(
-        "kim2019-pose", kind="pose", images=True,
+        "kim2019-pose",
+        kind="pose",
+        images=True,
         given={"lr": 0.05, "epochs": 30, "loss": "dense_triplet", "loss_options": {"margin": 0.1}},
-    )  # fmt: skip
+    )
     assert values["lr"] == 0.05 and values["loss"] == "dense_triplet"
     assert values["loss_options"] == {"margin": 0.1}  # the given margin over the recipe's 0.03
     assert values["overrides"] == ["loss", "lr"]  # epochs equals the recipe's: not an override
@@ -68,9 +70,27 @@ def test_lr_factor_against_the_formulas() -> None:
 
 def test_a_cli_run_records_the_resolved_recipe_and_follows_its_schedule(pose_store, features, tmp_path) -> None:
     out = tmp_path / "run"
-    code = main(["fit", "--stores", str(pose_store), "--store", STORE, "--features", str(features), "--out", str(out),
-                 "--recipe", "kim2019-pose", "--lr-decay", "0.01", "--max-steps", "6", "--no-progress",
-                 "--json"])  # fmt: skip
+    code = main(
+        [
+            "fit",
+            "--stores",
+            str(pose_store),
+            "--store",
+            STORE,
+            "--features",
+            str(features),
+            "--out",
+            str(out),
+            "--recipe",
+            "kim2019-pose",
+            "--lr-decay",
+            "0.01",
+            "--max-steps",
+            "6",
+            "--no-progress",
+            "--json",
+        ]
+    )
     assert code == 0
     rows = log_rows(out)
     start = next(r for r in rows if r["event"] == "start")["config"]
@@ -87,8 +107,19 @@ def test_a_cli_run_records_the_resolved_recipe_and_follows_its_schedule(pose_sto
 
 
 def test_a_resumed_run_continues_the_decay(pose_store, features, tmp_path) -> None:
-    config = dict(url="", stores=str(pose_store), store=STORE, features=str(features), optimizer="sgd", lr=0.01,
-                  momentum=0.9, lr_schedule="inverse", lr_decay=0.05, progress=False, checkpoint_every=3)  # fmt: skip
+    config = dict(
+        url="",
+        stores=str(pose_store),
+        store=STORE,
+        features=str(features),
+        optimizer="sgd",
+        lr=0.01,
+        momentum=0.9,
+        lr_schedule="inverse",
+        lr_decay=0.05,
+        progress=False,
+        checkpoint_every=3,
+    )
     whole = tmp_path / "whole"
     fit(FitConfig(out=str(whole), max_steps=6, **config))
     part = tmp_path / "part"
@@ -122,15 +153,36 @@ def test_fit_on_stores_draws_the_same_minibatches_and_losses_as_through_the_serv
     runs = {}
     for name, where in (("url", {"url": service}), ("stores", {"url": "", "stores": str(pose_store)})):
         runs[name] = tmp_path / name
-        fit(FitConfig(store=STORE, out=str(runs[name]), features=str(features), size=40, seed=3, max_steps=8,
-                      progress=False, **where))  # fmt: skip
+        fit(
+            FitConfig(
+                store=STORE,
+                out=str(runs[name]),
+                features=str(features),
+                size=40,
+                seed=3,
+                max_steps=8,
+                progress=False,
+                **where,
+            )
+        )
     losses = {k: [r["loss"] for r in log_rows(v) if r["event"] == "step"] for k, v in runs.items()}
     assert len(losses["url"]) == 8
     assert losses["stores"] == pytest.approx(losses["url"], rel=1e-6)
 
 
 def test_a_stores_folder_that_is_not_one_is_one_line(tmp_path, capsys) -> None:
-    code = main(["fit", "--stores", str(tmp_path / "nowhere"), "--store", STORE, "--features", "x.npy",
-                 "--out", str(tmp_path / "run")])  # fmt: skip
+    code = main(
+        [
+            "fit",
+            "--stores",
+            str(tmp_path / "nowhere"),
+            "--store",
+            STORE,
+            "--features",
+            "x.npy",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     assert code == 2
     assert "--stores" in capsys.readouterr().err

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from labeldist.trainer import render, render_layout, render_pose
-from labeldist.trainer.cli import main
-from labeldist.trainer.render import RenderError, item_rng, render_store, safe_names
 from PIL import Image
 
 from labeldist.labels.poses import MPII_JOINTS
+from labeldist.trainer import render, render_layout, render_pose
+from labeldist.trainer.cli import main
+from labeldist.trainer.render import RenderError, item_rng, render_store, safe_names
 
 REPO = Path(__file__).resolve().parents[2]
 MPII = REPO / "data" / "mpii" / "mpii_valid_2958.csv"
@@ -32,8 +32,9 @@ def _build(url: Path, labels, distance, dataset: str, kind: str) -> Path:
     from labeldist.engine import compute_block
     from labeldist.store import build_manifest, create_store, publish
 
-    manifest = build_manifest(dataset=dataset, kind=kind, params=distance.params(), labels=labels, k=5, dense=True,
-                              block_rows=64)  # fmt: skip
+    manifest = build_manifest(
+        dataset=dataset, kind=kind, params=distance.params(), labels=labels, k=5, dense=True, block_rows=64
+    )
     create_store(str(url), manifest, labels)
     compute_block(0, labels=labels, distance=distance, url=str(url), k=5, block_rows=64, dense=True)
     publish(str(url))
@@ -172,8 +173,9 @@ def _pose_style(seed: int, size: int) -> render_pose.FigureStyle:
 def _pixels(xy: np.ndarray, frame, size: int) -> np.ndarray:
     """The label frame's map, written out here: ``size / 2 + (xy - centre) * size / (2 half)``."""
     cx, cy, half = frame
-    return np.stack([size / 2 + (xy[..., 0] - cx) * size / (2 * half),
-                     size / 2 + (xy[..., 1] - cy) * size / (2 * half)], axis=-1)  # fmt: skip
+    return np.stack(
+        [size / 2 + (xy[..., 0] - cx) * size / (2 * half), size / 2 + (xy[..., 1] - cy) * size / (2 * half)], axis=-1
+    )
 
 
 def _centroid(mask: np.ndarray) -> np.ndarray:
@@ -309,11 +311,23 @@ def _stick_figure() -> np.ndarray:
     """(16, 2) joints of a figure (label units, within ±0.4 of the centre) whose left arm lies inside the box of
     the other joints, in MPII order."""
     joints = {
-        "r_ankle": (-7, 10), "r_knee": (-3, 5), "r_hip": (-1, 0), "l_hip": (1, 0), "l_knee": (3, 5),
-        "l_ankle": (7, 10), "pelvis": (0, 0), "thorax": (0, -7), "upper_neck": (0, -8), "head_top": (0, -10),
-        "r_wrist": (-7, -7), "r_elbow": (-4, -7), "r_shoulder": (-1.5, -7), "l_shoulder": (1.5, -7),
-        "l_elbow": (4.5, -5), "l_wrist": (5.5, -1.5),
-    }  # fmt: skip
+        "r_ankle": (-7, 10),
+        "r_knee": (-3, 5),
+        "r_hip": (-1, 0),
+        "l_hip": (1, 0),
+        "l_knee": (3, 5),
+        "l_ankle": (7, 10),
+        "pelvis": (0, 0),
+        "thorax": (0, -7),
+        "upper_neck": (0, -8),
+        "head_top": (0, -10),
+        "r_wrist": (-7, -7),
+        "r_elbow": (-4, -7),
+        "r_shoulder": (-1.5, -7),
+        "l_shoulder": (1.5, -7),
+        "l_elbow": (4.5, -5),
+        "l_wrist": (5.5, -1.5),
+    }
     from labeldist.labels.poses import MPII_JOINTS
 
     return np.array([joints[name] for name in MPII_JOINTS], dtype=np.float64) / 25
@@ -414,8 +428,9 @@ def test_render_json_records_the_frame_and_another_frame_is_another_render(pose_
     assert _files(tmp_path / "p") == _files(tmp_path / "q")
     other = render_store(pose_store, tmp_path / "o", size=SIZE, seed=0, workers=1, frame=(cx + 50, cy, half * 1.5))
     assert _images(tmp_path / "o").keys() == _images(tmp_path / "p").keys() and other["frame"] != meta["frame"]
-    assert all(not np.array_equal(a, b) for a, b in zip(_images(tmp_path / "o").values(),
-                                                        _images(tmp_path / "p").values()))  # fmt: skip
+    assert all(
+        not np.array_equal(a, b) for a, b in zip(_images(tmp_path / "o").values(), _images(tmp_path / "p").values())
+    )
 
 
 def test_the_frame_of_a_store_is_the_centre_of_its_box_rounded() -> None:
@@ -432,7 +447,6 @@ def test_the_frame_of_a_store_is_the_centre_of_its_box_rounded() -> None:
 def test_the_bones_are_the_services() -> None:
     # the renderer and the label view draw the bones the pose kind declares, by the store's joint names
     from labeldist.api.labelview import render_label
-
     from labeldist.labels.poses import COCO_EDGES, COCO_JOINTS, MPII_EDGES
 
     for names, edges in ((MPII_JOINTS, MPII_EDGES), (COCO_JOINTS, COCO_EDGES)):
@@ -442,8 +456,12 @@ def test_the_bones_are_the_services() -> None:
         view = render_label("pose", arrays, 1, 0, "a").pose
         assert render_pose.figure_parts(names).edges == edges
         assert view.joints == list(names) and [tuple(e) for e in view.edges] == list(edges)
-    assert render_pose.figure_parts(MPII_JOINTS) == (MPII_EDGES, render_pose.RIGHT, render_pose.LEFT,
-                                                     (render_pose.NECK, render_pose.HEAD_TOP))  # fmt: skip
+    assert render_pose.figure_parts(MPII_JOINTS) == (
+        MPII_EDGES,
+        render_pose.RIGHT,
+        render_pose.LEFT,
+        (render_pose.NECK, render_pose.HEAD_TOP),
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -579,10 +597,17 @@ def _coco_figure() -> np.ndarray:
 
     mpii = dict(zip(MPII_JOINTS, _stick_figure()))
     side = {"left": "l", "right": "r"}
-    face = {"nose": (0, -0.36), "left_eye": (0.02, -0.38), "right_eye": (-0.02, -0.38), "left_ear": (0.04, -0.37),
-            "right_ear": (-0.04, -0.37)}  # fmt: skip
-    return np.array([face[j] if j in face else mpii[f"{side[j.split('_')[0]]}_{j.split('_')[1]}"]
-                     for j in COCO_JOINTS], dtype=np.float64)  # fmt: skip
+    face = {
+        "nose": (0, -0.36),
+        "left_eye": (0.02, -0.38),
+        "right_eye": (-0.02, -0.38),
+        "left_ear": (0.04, -0.37),
+        "right_ear": (-0.04, -0.37),
+    }
+    return np.array(
+        [face[j] if j in face else mpii[f"{side[j.split('_')[0]]}_{j.split('_')[1]}"] for j in COCO_JOINTS],
+        dtype=np.float64,
+    )
 
 
 def test_a_coco_pose_is_drawn_with_cocos_bones(tmp_path) -> None:
@@ -614,8 +639,9 @@ def test_a_coco_pose_is_drawn_with_cocos_bones(tmp_path) -> None:
         # without the names no bone: at most the halo of a joint disc nearby, after the supersampled image is reduced
         assert np.abs(unnamed[y, x] - nothing[y, x]).sum() <= 10, "no bone without the names"
     # a store of such poses (box-normalised): rendered in the box frame, its items carrying the names
-    poses = Poses(np.array(["a", "b"]), np.stack([xy, xy * 0.8]), np.ones((2, 17), bool), np.ones((2, 17), bool),
-                  COCO_JOINTS)  # fmt: skip
+    poses = Poses(
+        np.array(["a", "b"]), np.stack([xy, xy * 0.8]), np.ones((2, 17), bool), np.ones((2, 17), bool), COCO_JOINTS
+    )
     poses.provenance = {"format": "coco_keypoints", "normalization": "box", "min_joints": 1, "missing_joint": "v = 0"}
     store = _build(tmp_path / "coco", poses, PoseDistance(), "coco", "pose")
     out = tmp_path / "r"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from labeldist.trainer.augment import kind_augmentation
 from labeldist.trainer.ceiling import store_ceiling
 from labeldist.trainer.reproduce import reproduce
-
 from tests.trainer.conftest import N_ITEMS, STORE
 
 
@@ -28,8 +28,15 @@ def runs(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     stores.mkdir()
     for name in ("mpii-train-pose", "mpii-test-pose"):
         (stores / name).symlink_to(pose_store / STORE, target_is_directory=True)
-    render_store(str(pose_store / STORE), str(runs / "images" / "mpii-train-pose"), size=32, seed=0, fmt="png",
-                 workers=1, progress=False)  # fmt: skip
+    render_store(
+        str(pose_store / STORE),
+        str(runs / "images" / "mpii-train-pose"),
+        size=32,
+        seed=0,
+        fmt="png",
+        workers=1,
+        progress=False,
+    )
     (runs / "images" / "mpii-test-pose").symlink_to(runs / "images" / "mpii-train-pose", target_is_directory=True)
     positions = np.random.default_rng(0).permutation(N_ITEMS)
     (runs / "mpii").mkdir()
@@ -45,9 +52,23 @@ def cells(table: str, starts: str) -> list[str]:
 
 def test_the_image_table_has_its_ceiling_untrained_both_ways_and_a_curve(runs) -> None:
     stores, root = runs
-    kw = dict(epochs=None, seeds=[0], dims=[8], small_dim_seeds=[], lr=None, k_max=50, methods=["log_ratio"],
-              images=True, input_size=32, loader_workers=0, max_steps=4, recipe="kim2019-pose", stores=stores,
-              size=20, curve_every=2)  # fmt: skip
+    kw = dict(
+        epochs=None,
+        seeds=[0],
+        dims=[8],
+        small_dim_seeds=[],
+        lr=None,
+        k_max=50,
+        methods=["log_ratio"],
+        images=True,
+        input_size=32,
+        loader_workers=0,
+        max_steps=4,
+        recipe="kim2019-pose",
+        stores=stores,
+        size=20,
+        curve_every=2,
+    )
     table = reproduce("", "mpii", root, **kw)
     # the ceiling: a perfect model of the test pictures under the pose augmentation's own jitter, nDCG@10 in the
     # table's eleventh cell (name, five MLD@k, then nDCG@1, @5, @10)

@@ -7,6 +7,7 @@ import doctest
 
 import numpy as np
 import pytest
+
 from labeldist.trainer import demo_inputs, reproduce_ladder
 from labeldist.trainer.demo_inputs import sibling_captions
 from labeldist.trainer.metrics import retrieval_metrics
@@ -51,8 +52,11 @@ def test_coherent_at_agrees_with_retrieval_metrics(metric: str) -> None:
 
 def test_table_gives_mean_and_spread_and_bolds_the_best() -> None:
     def result(cs: float, r: float, seconds: float | None) -> dict:
-        return {"cs": {str(k): cs for k in reproduce_ladder.CS_K}, "r": {str(k): r for k in reproduce_ladder.R_K},
-                "train_s": seconds}  # fmt: skip
+        return {
+            "cs": {str(k): cs for k in reproduce_ladder.CS_K},
+            "r": {str(k): r for k in reproduce_ladder.R_K},
+            "train_s": seconds,
+        }
 
     text = table({"a": [result(0.2, 0.5, None)], "b": [result(0.3, 0.1, 60.0), result(0.5, 0.3, 120.0)]}, 3, 9)
     head, _, a, b = text.splitlines()
@@ -63,11 +67,16 @@ def test_table_gives_mean_and_spread_and_bolds_the_best() -> None:
 
 def test_table_says_which_thresholds_each_row_used() -> None:
     def result(cs: float) -> dict:
-        return {"cs": {str(k): cs for k in reproduce_ladder.CS_K}, "r": {str(k): cs for k in reproduce_ladder.R_K},
-                "train_s": 60.0}  # fmt: skip
+        return {
+            "cs": {str(k): cs for k in reproduce_ladder.CS_K},
+            "r": {str(k): cs for k in reproduce_ladder.R_K},
+            "train_s": 60.0,
+        }
 
-    used = {name: reproduce_ladder.thresholds_used(loss, options)
-            for loss, options, name in reproduce_ladder.METHODS.values()}  # fmt: skip
+    used = {
+        name: reproduce_ladder.thresholds_used(loss, options)
+        for loss, options, name in reproduce_ladder.METHODS.values()
+    }
     rows = {name: [result(0.1 * i)] for i, name in enumerate(used)}
     head, rule, *lines = table(rows, 3, 9, used).splitlines()
     assert head.startswith("| method (3 queries x 9 gallery sentences) | thresholds | CS@10 |")
@@ -84,6 +93,7 @@ def test_table_says_which_thresholds_each_row_used() -> None:
 
 def test_ladder_note_gives_the_thresholds_and_how_often_rungs_formed() -> None:
     import torch
+
     from labeldist.trainer.losses import LadderLoss
 
     r = torch.rand(2, 10, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

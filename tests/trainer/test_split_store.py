@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from labeldist.client import LocalSource
-from labeldist.trainer.cli import main
-from labeldist.trainer.split import SplitError, split_indices, split_store
 
+from labeldist.client import LocalSource
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.vectors import VectorDistance
 from labeldist.labels.vectors import Vectors
 from labeldist.store import StoreReader, build_manifest, create_store, exact_pairs_total
+from labeldist.trainer.cli import main
+from labeldist.trainer.split import SplitError, split_indices, split_store
 from labeldist.verify import verify_store
 from tests.conftest import check_store, write_store
 from tests.trainer.conftest import STORE
@@ -97,8 +97,10 @@ def test_a_rerun_keeps_the_parts_and_another_split_needs_overwrite(
     assert main(["split", str(source), "--out", str(out), "--seed", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert err == (f"trainer split: {out / 'train'}: another store is already there (the labels differ): another "
-                   "split, or another source; choose another --out or pass --overwrite")  # fmt: skip
+    assert err == (
+        f"trainer split: {out / 'train'}: another store is already there (the labels differ): another "
+        "split, or another source; choose another --out or pass --overwrite"
+    )
     assert main(["split", str(source), "--out", str(out), "--seed", "1", "--overwrite"]) == 0
     split = json.loads((out / "split.json").read_text())
     assert split["seed"] == 1
@@ -110,8 +112,9 @@ def test_a_vectors_store_with_blocks_unlike_its_parts(tmp_path: Path) -> None:
     values = np.random.default_rng(0).normal(size=(150, 3)).astype(np.float32)
     values[7] = values[8]  # a tie, broken by index
     labels = Vectors([f"v{i}" for i in range(150)], values)
-    source = write_store(tmp_path / "vectors", labels, VectorDistance("euclidean"), dataset="vec", k=8, dense=True,
-                         block_rows=32)  # fmt: skip
+    source = write_store(
+        tmp_path / "vectors", labels, VectorDistance("euclidean"), dataset="vec", k=8, dense=True, block_rows=32
+    )
     split = split_store(source, tmp_path / "out", test_fraction=0.3, seed=2)
     matrix = np.asarray(StoreReader(str(source)).dense_rows(0, 150), dtype=np.float32)
     check_parts(source, tmp_path / "out", split, matrix)
@@ -122,8 +125,15 @@ def test_a_knn_only_store_splits_into_parts_precomputed_from_its_labels(
 ) -> None:
     """A kNN-only store holds no matrix to copy: its parts are precomputed, and every distance they hold is the one
     the store answers for that pair (stored, or computed from its labels)."""
-    source = write_store(tmp_path / "knn", mpii_poses.subset(slice(0, 160)), PoseDistance(), dataset="mpii160",
-                         k=10, dense=False, block_rows=64)  # fmt: skip
+    source = write_store(
+        tmp_path / "knn",
+        mpii_poses.subset(slice(0, 160)),
+        PoseDistance(),
+        dataset="mpii160",
+        k=10,
+        dense=False,
+        block_rows=64,
+    )
     split = split_store(source, tmp_path / "out", test_fraction=0.25, seed=4, client=dask_client, progress=False)
     original = StoreReader(str(source))
     labels = original.labels()
@@ -141,8 +151,9 @@ def test_what_cannot_be_split_is_refused_in_one_line(
     tmp_path: Path, mpii_poses, capsys: pytest.CaptureFixture[str]
 ) -> None:
     labels = mpii_poses.subset(slice(0, 20))
-    manifest = build_manifest(dataset="x", kind="pose", params=PoseDistance().params(), labels=labels, k=5,
-                              dense=True, block_rows=10)  # fmt: skip
+    manifest = build_manifest(
+        dataset="x", kind="pose", params=PoseDistance().params(), labels=labels, k=5, dense=True, block_rows=10
+    )
     create_store(str(tmp_path / "unfinished"), manifest, labels)  # laid out, never computed
     for args, expected in (
         ([str(tmp_path / "unfinished")], "store is not complete"),
@@ -151,12 +162,14 @@ def test_what_cannot_be_split_is_refused_in_one_line(
         assert main(["split", *args, "--out", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and err.startswith(f"trainer split: {args[0]}") and expected in err, err
-    write_store(tmp_path / "tiny", labels.subset(slice(0, 4)), PoseDistance(), dataset="t", k=2, dense=True,
-                block_rows=10)  # fmt: skip
+    write_store(
+        tmp_path / "tiny", labels.subset(slice(0, 4)), PoseDistance(), dataset="t", k=2, dense=True, block_rows=10
+    )
     with pytest.raises(SplitError, match="4 items are too few"):
         split_store(tmp_path / "tiny", tmp_path / "tiny-out")
-    write_store(tmp_path / "ten", labels.subset(slice(0, 10)), PoseDistance(), dataset="t", k=2, dense=True,
-                block_rows=10)  # fmt: skip
+    write_store(
+        tmp_path / "ten", labels.subset(slice(0, 10)), PoseDistance(), dataset="t", k=2, dense=True, block_rows=10
+    )
     with pytest.raises(SplitError, match="10 items leave 1 for the train store at test_fraction=0.9; a store needs"):
         split_store(tmp_path / "ten", tmp_path / "ten-out", test_fraction=0.9)
     assert not (tmp_path / "tiny-out").exists() and not (tmp_path / "ten-out").exists()  # nothing written

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
-from labeldist.trainer.losses.base import BatchLoss
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import MeanReducer
+
+from labeldist.trainer.losses.base import BatchLoss
 
 
 def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,10 +56,12 @@ class AnchorPairLoss(BatchLoss):
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         check_positives(self.positives, distances.shape[1])
-        return torch.stack([
-            self.pml_loss(embeddings[b], indices_tuple=binary_pairs(distances[b], self.positives))
-            for b in range(embeddings.shape[0])
-        ])  # fmt: skip
+        return torch.stack(
+            [
+                self.pml_loss(embeddings[b], indices_tuple=binary_pairs(distances[b], self.positives))
+                for b in range(embeddings.shape[0])
+            ]
+        )
 
 
 class BinaryTripletLoss(BatchLoss):

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
 from labeldist.trainer.losses.base import BatchLoss
 
 RELEVANCE = ("one_minus", "inverse")
@@ -176,14 +177,17 @@ class LadderLoss(BatchLoss):
         super().__init__(reduction)
         if calibrate == "percentile":
             if not len(percentiles) == len(margins) == len(betas) >= 1:
-                raise ValueError(f"percentiles, margins and betas need one value per rung, got {percentiles}, "
-                                 f"{margins}, {betas}")  # fmt: skip
+                raise ValueError(
+                    f"percentiles, margins and betas need one value per rung, got {percentiles}, {margins}, {betas}"
+                )
             if not all(0 < p < 100 for p in percentiles) or list(percentiles) != sorted(set(percentiles))[::-1]:
-                raise ValueError(f"percentiles must be decreasing (most relevant level first), in (0, 100); got "
-                                 f"{percentiles}")  # fmt: skip
+                raise ValueError(
+                    f"percentiles must be decreasing (most relevant level first), in (0, 100); got {percentiles}"
+                )
         elif not len(thresholds) == len(margins) == len(betas) >= 1:
-            raise ValueError(f"thresholds, margins and betas need one value per rung, got {thresholds}, "
-                             f"{margins}, {betas}")  # fmt: skip
+            raise ValueError(
+                f"thresholds, margins and betas need one value per rung, got {thresholds}, {margins}, {betas}"
+            )
         if list(thresholds) != sorted(thresholds, reverse=True):
             raise ValueError(f"thresholds must be decreasing (most relevant level first), got {thresholds}")
         if relevance not in RELEVANCE:
@@ -207,20 +211,33 @@ class LadderLoss(BatchLoss):
     def describe(self) -> dict[str, Any]:
         adaptive = self.mode == "percentile"
         return {
-            "ladder_mode": self.mode, "thresholds": None if adaptive else self.thresholds,
+            "ladder_mode": self.mode,
+            "thresholds": None if adaptive else self.thresholds,
             "distance_thresholds": self.distance_thresholds,
             "shares": self.shares if self.mode == "quantile" else None,
             "percentiles": self.percentiles if adaptive else None,
-            "anchor_thresholds_first_batch": self.anchor_thresholds, "relevance": self.relevance,
-            "reason": self.reason, "minibatches": self.minibatches, "minibatches_without_rung": self.without_rung,
-            "queries": self.queries, "queries_with_rung": self.queries_with_rung,
-        }  # fmt: skip
+            "anchor_thresholds_first_batch": self.anchor_thresholds,
+            "relevance": self.relevance,
+            "reason": self.reason,
+            "minibatches": self.minibatches,
+            "minibatches_without_rung": self.without_rung,
+            "queries": self.queries,
+            "queries_with_rung": self.queries_with_rung,
+        }
 
     def get_extra_state(self) -> dict[str, Any]:
-        return {"mode": self.mode, "thresholds": self.thresholds, "distance_thresholds": self.distance_thresholds,
-                "reason": self.reason, "minibatches": self.minibatches, "without_rung": self.without_rung,
-                "percentiles": self.percentiles, "anchor_thresholds": self.anchor_thresholds,
-                "queries": self.queries, "queries_with_rung": self.queries_with_rung}  # fmt: skip
+        return {
+            "mode": self.mode,
+            "thresholds": self.thresholds,
+            "distance_thresholds": self.distance_thresholds,
+            "reason": self.reason,
+            "minibatches": self.minibatches,
+            "without_rung": self.without_rung,
+            "percentiles": self.percentiles,
+            "anchor_thresholds": self.anchor_thresholds,
+            "queries": self.queries,
+            "queries_with_rung": self.queries_with_rung,
+        }
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restores the run's decision (a resumed run does not calibrate again on another batch). Checkpoints
@@ -240,8 +257,10 @@ class LadderLoss(BatchLoss):
         in_range = lo >= -RANGE_TOLERANCE and hi <= 1 + RANGE_TOLERANCE
         forms = bool(rungs_formed(ladder_levels(r, self.thresholds), len(self.margins)).any())
         d = off_diagonal(pairwise)
-        seen = (f"relevance {self.relevance} of the first batch's label distances (D in [{float(d.min()):.4g}, "
-                f"{float(d.max()):.4g}]) lies in [{lo:.4g}, {hi:.4g}]")  # fmt: skip
+        seen = (
+            f"relevance {self.relevance} of the first batch's label distances (D in [{float(d.min()):.4g}, "
+            f"{float(d.max()):.4g}]) lies in [{lo:.4g}, {hi:.4g}]"
+        )
         why = (", outside the [0, 1] of the paper's relevance scores" if not in_range else "") + (
             f", so thresholds {self.thresholds} put every pair on one side of every rung" if not forms else ""
         )
@@ -258,9 +277,11 @@ class LadderLoss(BatchLoss):
         dist = quantile_thresholds(pairwise, self.shares)
         thresholds = relevance(torch.tensor(dist, dtype=r.dtype, device=r.device), self.relevance).tolist()
         if not bool(rungs_formed(ladder_levels(r, thresholds), len(self.margins)).any()):
-            raise ValueError(f"ladder: no rung can be formed: the first batch's {d.numel()} label distances between "
-                             f"distinct items take {d.unique().numel()} distinct value(s), so the {self.shares} "
-                             f"quantiles ({dist}) split no query's items")  # fmt: skip
+            raise ValueError(
+                f"ladder: no rung can be formed: the first batch's {d.numel()} label distances between "
+                f"distinct items take {d.unique().numel()} distinct value(s), so the {self.shares} "
+                f"quantiles ({dist}) split no query's items"
+            )
         self.mode, self.thresholds, self.distance_thresholds = "quantile", thresholds, dist
         self.reason = f"calibrate=auto: {seen}{why}" if self.calibrate == "auto" else "calibrate=quantile"
 
@@ -269,11 +290,15 @@ class LadderLoss(BatchLoss):
         thresholds = anchor_percentile_thresholds(r.double(), self.percentiles)
         if self.mode is None:
             t = thresholds.reshape(-1, thresholds.shape[-1])
-            self.anchor_thresholds = [{"mean": float(t[:, i].mean()), "min": float(t[:, i].min()),
-                                       "max": float(t[:, i].max())} for i in range(t.shape[1])]  # fmt: skip
+            self.anchor_thresholds = [
+                {"mean": float(t[:, i].mean()), "min": float(t[:, i].min()), "max": float(t[:, i].max())}
+                for i in range(t.shape[1])
+            ]
             self.mode = "percentile"
-            self.reason = (f"calibrate=percentile: per anchor and minibatch, percentiles {self.percentiles} of its "
-                           f"relevances ({self.relevance}) to the other items")  # fmt: skip
+            self.reason = (
+                f"calibrate=percentile: per anchor and minibatch, percentiles {self.percentiles} of its "
+                f"relevances ({self.relevance}) to the other items"
+            )
         return anchor_percentile_levels(r.double(), thresholds)
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
@@ -284,8 +309,10 @@ class LadderLoss(BatchLoss):
         elif self.mode is None:
             self._decide(pairwise, r)
         elif self.mode == "given" and not bool(((r >= -RANGE_TOLERANCE) & (r <= 1 + RANGE_TOLERANCE)).all()):
-            raise ValueError(f"ladder: relevance {self.relevance} of this batch lies in [{float(r.min()):.4g}, "
-                             f"{float(r.max()):.4g}], outside the [0, 1] of thresholds {self.thresholds}")  # fmt: skip
+            raise ValueError(
+                f"ladder: relevance {self.relevance} of this batch lies in [{float(r.min()):.4g}, "
+                f"{float(r.max()):.4g}], outside the [0, 1] of thresholds {self.thresholds}"
+            )
         f = F.normalize(embeddings, dim=-1)
         s = f @ f.transpose(1, 2)  # (B, n, n) cosine similarities
         if self.calibrate == "percentile" or self.mode == "percentile":

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from labeldist.trainer.losses.binary_triplet import AnchorPairLoss
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import MeanReducer
+
+from labeldist.trainer.losses.binary_triplet import AnchorPairLoss
 
 
 class LiftedStructureLoss(AnchorPairLoss):
@@ -27,7 +28,9 @@ class LiftedStructureLoss(AnchorPairLoss):
 
     def __init__(self, positives: int = 30, margin: float = 1.0, reduction: str = "mean") -> None:
         lifted = pml.LiftedStructureLoss(
-            neg_margin=margin, pos_margin=0.0, distance=LpDistance(normalize_embeddings=True, p=2, power=1),
+            neg_margin=margin,
+            pos_margin=0.0,
+            distance=LpDistance(normalize_embeddings=True, p=2, power=1),
             reducer=MeanReducer(),
-        )  # fmt: skip
+        )
         super().__init__(positives, lifted, reduction)

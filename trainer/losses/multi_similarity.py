@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from labeldist.trainer.losses.binary_triplet import AnchorPairLoss
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.distances import CosineSimilarity
 from pytorch_metric_learning.reducers import SumReducer
+
+from labeldist.trainer.losses.binary_triplet import AnchorPairLoss
 
 
 class MultiSimilarityLoss(AnchorPairLoss):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+from pytorch_metric_learning import losses as pml
+
 from labeldist.trainer.losses.base import BatchLoss
 from labeldist.trainer.losses.binary_triplet import binary_split, check_positives
-from pytorch_metric_learning import losses as pml
 
 
 def neighbourhood_classes(indices: torch.Tensor, distances: torch.Tensor, positives: int) -> torch.Tensor:
@@ -73,9 +74,13 @@ class ProxyAnchorLoss(BatchLoss):
     ) -> torch.Tensor:
         check_positives(self.positives, distances.shape[1])
         if int(indices.min()) < 0 or int(indices.max()) >= self.num_classes:
-            raise ValueError(f"store indices must lie in 0..{self.num_classes - 1} (one proxy per store item), got "
-                             f"{int(indices.min())}..{int(indices.max())}")  # fmt: skip
-        return torch.stack([
-            self.proxy_anchor(embeddings[b], neighbourhood_classes(indices[b], distances[b], self.positives))
-            for b in range(embeddings.shape[0])
-        ])  # fmt: skip
+            raise ValueError(
+                f"store indices must lie in 0..{self.num_classes - 1} (one proxy per store item), got "
+                f"{int(indices.min())}..{int(indices.max())}"
+            )
+        return torch.stack(
+            [
+                self.proxy_anchor(embeddings[b], neighbourhood_classes(indices[b], distances[b], self.positives))
+                for b in range(embeddings.shape[0])
+            ]
+        )

@@ -85,5 +85,11 @@ def _load(args: argparse.Namespace) -> tuple[Angles, CircularDistance, str]:
     return read_angles(args.input), CircularDistance(), args.dataset or Path(args.input).stem
 
 
-KIND = Kind(name="angles", distance="labeldist_angles:CircularDistance", command="angles",
-            help="angles in degrees, compared on the circle", add_arguments=_arguments, load=_load)  # fmt: skip
+KIND = Kind(
+    name="angles",
+    distance="labeldist_angles:CircularDistance",
+    command="angles",
+    help="angles in degrees, compared on the circle",
+    add_arguments=_arguments,
+    load=_load,
+)
