@@ -1,4 +1,5 @@
-"""The interface every label distance implements, and the registry of distances by name.
+"""The interface every label distance implements (the registry of kinds, which names each kind's distance, is
+:mod:`labeldist.kinds`).
 
 A distance is a small pure kernel on blocks of labels: ``block(rows, cols)`` returns the
 ``(len(rows), len(cols))`` matrix of distances (smaller is closer). The engine only arranges blocks; it never
