@@ -53,7 +53,7 @@ from labeldist.distances.pose import PoseDistance
 from labeldist.engine import dask_client, precompute
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import read_captions
-from labeldist.labels.poses import read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
 from labeldist.store import StoreReader, exact_pairs_total
 
 ROOT = Path(__file__).resolve().parents[1]

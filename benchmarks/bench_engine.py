@@ -25,7 +25,7 @@ from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import dask_client, precompute
 from labeldist.knn import topk_rows
-from labeldist.labels.poses import read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 K = 100

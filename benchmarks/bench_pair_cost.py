@@ -35,7 +35,7 @@ def kinds(models: Path | None) -> list[tuple[str, object, object, int]]:
     from labeldist.distances.pose import PoseDistance
     from labeldist.labels.captions import read_captions
     from labeldist.labels.lsun_rooms import generate_layouts
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     out = [
         ("pose", read_mpii_csv(ROOT / "data/mpii/mpii_valid_2958.csv"), PoseDistance(), 100_000),

@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 
 from labeldist.distances.pose import PoseDistance
-from labeldist.labels.poses import read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
 from labeldist.trainer.losses import DenseTripletLoss, make_loss
 from labeldist.trainer.models import ResNetEmbedding
 from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value

@@ -66,7 +66,7 @@ def vlen_utf8_chunk(items: list[bytes]) -> bytes:
 
 @pytest.fixture(scope="session")
 def mpii_poses():
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     return read_mpii_csv(DATA / "mpii" / "mpii_valid_2958.csv")
 

@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.labels:
         from labeldist.distances.pose import PoseDistance
-        from labeldist.labels.poses import read_mpii_csv
+        from labeldist.labels.pose_files import read_mpii_csv
         from labeldist.trainer.split import split_indices
 
         every = read_mpii_csv(args.labels, normalization=args.normalization)

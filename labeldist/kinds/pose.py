@@ -1,5 +1,5 @@
-"""The pose kind, ``labeldist precompute pose``: human poses (:mod:`labeldist.labels.poses`) under the thin-slicing
-pose distance (:mod:`labeldist.distances.pose`)."""
+"""The pose kind, ``labeldist precompute pose``: human poses (:mod:`labeldist.labels.poses`, read from files by
+:mod:`labeldist.labels.pose_files`) under the thin-slicing pose distance (:mod:`labeldist.distances.pose`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from labeldist.distances.pose import PoseDistance
 from labeldist.kinds import Kind
 from labeldist.labels.base import LabelError
-from labeldist.labels.poses import FORMATS, NORMALIZATIONS, Poses, read_poses
+from labeldist.labels.pose_files import FORMATS, read_poses
+from labeldist.labels.poses import NORMALIZATIONS, Poses
 from labeldist.options import check_file, nonnegative_int
 
 

@@ -80,7 +80,7 @@ def test_a_saturated_pool_answers_503_with_retry_after(stores_dir: Path) -> None
 
 def test_a_guard_stops_between_chunks_once_cancelled() -> None:
     from labeldist.api.compute import ClientGone
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.pairs import compute_planned
     from tests.conftest import DATA
 

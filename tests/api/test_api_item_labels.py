@@ -27,7 +27,7 @@ from labeldist.distances.vectors import VectorDistance
 from labeldist.labels.base import LabelSet, has_json_form
 from labeldist.labels.captions import read_karpathy_captions
 from labeldist.labels.layouts import LayoutMaps
-from labeldist.labels.poses import read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
 from labeldist.labels.sentences import sentences_from_texts
 from labeldist.labels.vectors import Vectors
 from tests.api.api_helpers import MPII_CSV, REPO, make_settings, start_server, stop_server

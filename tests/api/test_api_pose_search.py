@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 
 from labeldist.api.main import create_app
 from labeldist.distances.pose import PoseDistance
-from labeldist.labels.poses import COCO_JOINTS, MPII_JOINTS, Poses, read_coco_keypoints, read_mpii_csv
+from labeldist.labels.pose_files import read_coco_keypoints, read_mpii_csv
+from labeldist.labels.poses import COCO_JOINTS, MPII_JOINTS, Poses
 from tests.api.api_helpers import MPII_CSV, make_settings
 from tests.conftest import write_store
 from tests.labels.test_pose_formats import SHARED, mpii_rows, write_coco

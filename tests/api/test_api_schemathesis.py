@@ -26,7 +26,7 @@ def _stores() -> Path:
     a dense 60-item store, a kNN-only one, and an incomplete one."""
     from labeldist.distances.pose import PoseDistance
     from labeldist.engine import compute_block
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, publish
 
     root = Path(tempfile.mkdtemp(prefix="labeldist-schemathesis-"))

@@ -22,7 +22,8 @@ from labeldist.distances.vectors import VectorDistance
 from labeldist.knn import topk_rows
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import CaptionSets, read_karpathy_captions
-from labeldist.labels.poses import Poses, read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
+from labeldist.labels.poses import Poses
 from labeldist.labels.vectors import Vectors
 from tests.api.api_helpers import MPII_CSV, REPO, make_settings
 from tests.conftest import write_store

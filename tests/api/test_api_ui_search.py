@@ -24,7 +24,7 @@ import pytest
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.captions import read_karpathy_captions
-from labeldist.labels.poses import read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
 from tests.api.api_helpers import ARTIFACTS, MPII_CSV, REPO, start_server, stop_server
 from tests.api.test_api_ui import CARD, chromium, dump_dom, needs_chromium
 from tests.conftest import write_store
@@ -80,7 +80,8 @@ def _first(poses, n: int):
 
 
 def _coco_poses(root: Path):
-    from labeldist.labels.poses import COCO_JOINTS, read_coco_keypoints
+    from labeldist.labels.pose_files import read_coco_keypoints
+    from labeldist.labels.poses import COCO_JOINTS
     from tests.labels.test_pose_formats import SHARED, mpii_rows, write_coco
 
     path = write_coco(root / "person_keypoints.json", mpii_rows(N_POSE), COCO_JOINTS, {c: m for m, c in SHARED.items()})

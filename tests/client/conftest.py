@@ -20,7 +20,7 @@ def build_pose_store(url: str, n_items: int, *, k: int, dense: bool, block_rows:
     this process by the engine's own task function (no Dask cluster to start: faster)."""
     from labeldist.distances.pose import PoseDistance
     from labeldist.engine import compute_block
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, n_blocks, publish
 
     labels = read_mpii_csv(REPO / "data" / "mpii" / "mpii_valid_2958.csv", normalization="center_scale")

@@ -60,7 +60,7 @@ COCO = DATA / "coco" / "coco_karpathy_test.json"
 # ---------------------------------------------------------------- the labels of every kind (built once)
 @functools.cache
 def _poses(normalization: str = "none"):
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     return read_mpii_csv(MPII, normalization=normalization)
 
@@ -717,7 +717,7 @@ def test_a_block_that_computed_no_pair_is_written_and_published(tmp_path):
     import os
 
     from labeldist.engine import block_kernel
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, open_array, publish, write_block
 
     labels = read_mpii_csv(MPII).subset(slice(0, 40))

@@ -18,7 +18,8 @@ from labeldist.distances.base import LabelDistance
 from labeldist.distances.pose import PoseDistance
 from labeldist.kinds import KindError, check_block, probe, read_label
 from labeldist.labels.base import LabelError, LabelSet, check_header, check_json_value, json_number, unique_ids
-from labeldist.labels.poses import Poses, read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
+from labeldist.labels.poses import Poses
 from labeldist.labels.vectors import Vectors
 from tests.conftest import DATA
 

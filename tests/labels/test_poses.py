@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from labeldist.labels.base import LabelError
-from labeldist.labels.poses import MPII_JOINTS, read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
+from labeldist.labels.poses import MPII_JOINTS
 from tests.conftest import DATA
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"

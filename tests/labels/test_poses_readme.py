@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from labeldist.labels.poses import COCO_JOINTS, read_mpii_csv
+from labeldist.labels.pose_files import read_mpii_csv
+from labeldist.labels.poses import COCO_JOINTS
 from tests.labels.test_pose_formats import CSV, SHARED
 
 

@@ -40,7 +40,7 @@ def reference_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The job's store written in this process, block by block, by the engine's own task function (no Dask):
     what every cluster run, faulted or not, must end up equal to."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     url = tmp_path_factory.mktemp("reference") / "mpii-pose"
     return write_store(

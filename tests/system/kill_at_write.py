@@ -28,7 +28,7 @@ def job(out: str, client) -> object:
     """The job: the first N_ITEMS poses of the shipped MPII CSV, dense, k = K."""
     from labeldist.distances.pose import PoseDistance
     from labeldist.engine import precompute
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     labels = read_mpii_csv(CSV).subset(slice(0, N_ITEMS))
     return precompute(
@@ -54,7 +54,7 @@ def append_labels(kind: str):
 
     if kind == "append-pose":
         from labeldist.distances.pose import PoseDistance
-        from labeldist.labels.poses import read_mpii_csv
+        from labeldist.labels.pose_files import read_mpii_csv
 
         return read_mpii_csv(CSV).subset(slice(0, N_ITEMS)), PoseDistance()
     from labeldist.distances.vectors import VectorDistance

@@ -159,7 +159,7 @@ def test_a_half_laid_out_store_of_an_older_labeldist_is_laid_out_again(tmp_path,
 def job_overwrite(out: str, client) -> object:
     from labeldist.distances.pose import PoseDistance
     from labeldist.engine import precompute
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
     from tests.system.kill_at_write import BLOCK_ROWS, CSV, N_ITEMS, K
 
     labels = read_mpii_csv(CSV).subset(slice(0, N_ITEMS))

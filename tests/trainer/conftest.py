@@ -20,7 +20,7 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     block by block in this process by the engine's own task function (no Dask cluster to start: faster)."""
     from labeldist.distances.pose import PoseDistance
     from labeldist.engine import compute_block
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, n_blocks, publish
 
     root = tmp_path_factory.mktemp("trainer-stores")

@@ -24,7 +24,7 @@ FRAME = (0.0, 0.0, 1.1)
 @pytest.fixture(scope="module")
 def poses():
     """200 shipped poses, center_scale: 40 queries (every fifth) and 160 gallery."""
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     return read_mpii_csv(MPII, normalization="center_scale").subset(slice(0, 200))
 
@@ -214,7 +214,7 @@ def test_a_layout_ceiling_is_one_by_construction() -> None:
 
 def test_a_store_ceiling_is_the_ceiling_of_its_labels(pose_store) -> None:
     """The 300-pose store of the trainer tests: its own labels, distance and frame, a split dict or split.json."""
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import StoreReader
 
     store = pose_store / "mpii300-pose"

@@ -45,7 +45,7 @@ def _build(url: Path, labels, distance, dataset: str, kind: str) -> Path:
 def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """20 real MPII poses (raw pixels, some with missing joints), dense."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     labels = read_mpii_csv(MPII).subset(slice(0, 20))
     return _build(tmp_path_factory.mktemp("render") / "mpii20-pose", labels, PoseDistance(), "mpii20", "pose")
@@ -55,7 +55,7 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def centred_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same 20 poses normalised ``center_scale``, as RESULTS.md's stores: drawn in the default frame."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     every = read_mpii_csv(MPII, normalization="center_scale")
     labels = every.subset(slice(0, 20))
@@ -185,7 +185,7 @@ def _centroid(mask: np.ndarray) -> np.ndarray:
 
 
 def _centred_poses():
-    from labeldist.labels.poses import read_mpii_csv
+    from labeldist.labels.pose_files import read_mpii_csv
 
     return read_mpii_csv(MPII, normalization="center_scale")
 
