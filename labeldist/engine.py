@@ -401,6 +401,61 @@ def precompute(
     search in a kNN-only store (:meth:`LabelDistance.knn_block_rows`), else to :func:`default_block_rows`.
     """
     # every argument checked before anything is written: a bad one must not leave a half-made store behind
+    _check_arguments(labels, distance, k, dense, dense_limit, block_rows, n_workers)
+    url = store_url(output)
+    _probe_new_store(url, labels, distance)
+    block_rows = _resolve_block_rows(labels, distance, dense, block_rows)
+    symmetric = dense and distance.symmetric
+    manifest = build_manifest(
+        dataset=dataset,
+        kind=distance.kind,
+        params=distance.params(),
+        labels=labels,
+        k=k,
+        dense=dense,
+        block_rows=block_rows,
+        symmetric=symmetric,
+    )
+    total = n_blocks(len(labels), block_rows)
+    # one writer per store, from the first look at what is there to the swap of a staged store: see labeldist.lock
+    with store_lock(url):
+        finish_replacement(url)
+        target = url
+        action, existing, url = prepare_store(target, manifest, labels, overwrite)
+        if action == "reuse":
+            log.info("%s: complete store with the same labels and parameters; reusing it", url)
+            return PrecomputeResult(url, existing or manifest, total, 0, reused=True, symmetric=symmetric)
+        upper_todo, todo = _blocks_to_compute(url, action, total, symmetric)
+        if todo:
+            quiet = progress is False
+            _prepare_distance(distance, labels, quiet)
+            with _job_client(client, scheduler, n_workers, quiet) as job:
+                if symmetric:
+                    _run_symmetric(
+                        job, labels, distance, url, upper_todo, todo, k=k, block_rows=block_rows, progress=progress
+                    )
+                else:
+                    _run_blocks(
+                        job, labels, distance, url, todo, k=k, dense=dense, block_rows=block_rows, progress=progress
+                    )
+        final = _finish_store(url, target, symmetric)
+        return PrecomputeResult(
+            target, final, total, len(todo), reused=False, symmetric=symmetric, upper_computed=len(upper_todo)
+        )
+
+
+def _check_arguments(
+    labels: LabelSet,
+    distance: LabelDistance,
+    k: int,
+    dense: bool,
+    dense_limit: int | None,
+    block_rows: int | None,
+    n_workers: int | None,
+) -> None:
+    """Refuse (ValueError, TypeError) the arguments of :func:`precompute` that cannot make a store, the first wrong
+    one named: k, the number of items, ``block_rows``, ``n_workers``, the labels' class for ``distance``,
+    ``dense_limit``, and a dense matrix over it (:func:`labeldist.dense.check_dense_size`). Nothing is written."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if len(labels) < 2:
@@ -422,117 +477,162 @@ def precompute(
         raise ValueError(f"dense_limit must be at least 0 bytes (or None for no limit), got {dense_limit}")
     if dense:
         check_dense_size(len(labels), dense_limit)
-    url = store_url(output)
-    if read_manifest(url) is None:  # no store yet: a distance that misbehaves (a plugin's) is refused unwritten
+
+
+def _probe_new_store(url: str, labels: LabelSet, distance: LabelDistance) -> None:
+    """Where no store is at ``url`` yet, try ``distance`` on a few of ``labels`` (:func:`labeldist.kinds.probe`):
+    a distance that misbehaves (a plugin's) is refused before anything is written."""
+    if read_manifest(url) is None:
         from labeldist.kinds import probe
 
         probe(distance, labels)
-    block_rows = block_rows or (None if dense else distance.knn_block_rows(labels)) or default_block_rows(len(labels))
-    symmetric = dense and distance.symmetric
-    manifest = build_manifest(
-        dataset=dataset,
-        kind=distance.kind,
-        params=distance.params(),
-        labels=labels,
-        k=k,
-        dense=dense,
-        block_rows=block_rows,
-        symmetric=symmetric,
-    )
-    total = n_blocks(len(labels), block_rows)
-    # one writer per store, from the first look at what is there to the swap of a staged store: see labeldist.lock
-    with store_lock(url):
-        finish_replacement(url)
-        target = url
-        action, existing, url = prepare_store(target, manifest, labels, overwrite)
-        if action == "reuse":
-            log.info("%s: complete store with the same labels and parameters; reusing it", url)
-            return PrecomputeResult(url, existing or manifest, total, 0, reused=True, symmetric=symmetric)
-        if symmetric:
-            upper_todo, todo = symmetric_todo(url)
-            log.info(
-                "%s: symmetric dense (upper triangle, mirrored): %d of %d upper strips and %d of %d row blocks "
-                "to compute (%s)",
-                url,
-                len(upper_todo),
-                total,
-                len(todo),
-                total,
-                action,
-            )
-        else:
-            upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
-            log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
-        if todo:
-            n = len(labels)
 
-            def rows(block: int) -> int:
-                return min(block_rows, n - block * block_rows)
 
-            quiet = progress is False
-            started = time.perf_counter()
-            distance.prepare(labels)  # can be the slow phase (the sentence kind embeds every sentence here)
-            if not quiet and time.perf_counter() - started > 1:
-                tqdm.write(
-                    f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s", file=sys.stderr
-                )
-            with contextlib.ExitStack() as stack:
-                if client is None:
-                    client = stack.enter_context(dask_client(scheduler, n_workers))
-                    if not quiet:
-                        tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
-                if not symmetric:
-                    _run_tasks(
-                        client,
-                        compute_block,
-                        todo,
-                        progress,
-                        distance.kind,
-                        rows=rows,
-                        labels=_scatter(client, labels),
-                        distance=distance,
-                        url=url,
-                        k=k,
-                        block_rows=block_rows,
-                        dense=dense,
-                    )
-                else:
-                    # the barrier: _run_tasks returns only once every phase-1 task has finished, so no phase-2 task
-                    # reads a strip still being written
-                    if upper_todo:
-                        _run_tasks(
-                            client,
-                            compute_upper,
-                            upper_todo,
-                            progress,
-                            f"{distance.kind} upper",
-                            rows=rows,
-                            labels=_scatter(client, labels),
-                            distance=distance,
-                            url=url,
-                            block_rows=block_rows,
-                        )
-                    _run_tasks(
-                        client,
-                        compute_mirrored,
-                        todo,
-                        progress,
-                        f"{distance.kind} rows",
-                        rows=rows,
-                        n_items=n,
-                        url=url,
-                        k=k,
-                        block_rows=block_rows,
-                    )
-        if symmetric:
-            drop_work(url)  # before publish: a store seen complete has the plain layout
-        final = publish(url)
-        if url != target:
-            replace_with_staged(target)
-            log.info("%s: replaced by the new store", target)
-        return PrecomputeResult(
-            target, final, total, len(todo), reused=False, symmetric=symmetric, upper_computed=len(upper_todo)
+def _resolve_block_rows(labels: LabelSet, distance: LabelDistance, dense: bool, block_rows: int | None) -> int:
+    """``block_rows`` if given, else the distance's own choice for a kNN-only store
+    (:meth:`LabelDistance.knn_block_rows`), else :func:`default_block_rows`."""
+    return block_rows or (None if dense else distance.knn_block_rows(labels)) or default_block_rows(len(labels))
+
+
+def _blocks_to_compute(url: str, action: str, total: int, symmetric: bool) -> tuple[list[int], list[int]]:
+    """The upper strips and the row blocks of the store at ``url`` still to compute (no strips outside the
+    symmetric mode, :func:`symmetric_todo` in it), logged with ``action`` (``"new"`` or ``"resume"``)."""
+    if symmetric:
+        upper_todo, todo = symmetric_todo(url)
+        log.info(
+            "%s: symmetric dense (upper triangle, mirrored): %d of %d upper strips and %d of %d row blocks "
+            "to compute (%s)",
+            url,
+            len(upper_todo),
+            total,
+            len(todo),
+            total,
+            action,
         )
+    else:
+        upper_todo, todo = [], np.flatnonzero(~blocks_done(url)).tolist()
+        log.info("%s: %d of %d row blocks to compute (%s)", url, len(todo), total, action)
+    return upper_todo, todo
+
+
+def _prepare_distance(distance: LabelDistance, labels: LabelSet, quiet: bool) -> None:
+    """``distance.prepare(labels)``, which can be the slow phase (the sentence kind embeds every sentence here);
+    its time is printed when over a second, unless ``quiet``."""
+    started = time.perf_counter()
+    distance.prepare(labels)
+    if not quiet and time.perf_counter() - started > 1:
+        tqdm.write(
+            f"{distance.kind}: prepared {len(labels):,} labels in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
+
+
+@contextlib.contextmanager
+def _job_client(client: Any | None, scheduler: str | None, n_workers: int | None, quiet: bool) -> Iterator[Any]:
+    """The Client a job runs on: ``client`` if given (left open), else a new one from :func:`dask_client`, closed
+    with the job, its dashboard's address printed unless ``quiet``."""
+    if client is not None:
+        yield client
+        return
+    with dask_client(scheduler, n_workers) as client:
+        if not quiet:
+            tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
+        yield client
+
+
+def _block_sizes(n_items: int, block_rows: int) -> Callable[[int], int]:
+    """The number of rows of each row block (the last may be short), for the progress of :func:`_run_tasks`."""
+
+    def rows(block: int) -> int:
+        return min(block_rows, n_items - block * block_rows)
+
+    return rows
+
+
+def _run_blocks(
+    client: Any,
+    labels: LabelSet,
+    distance: LabelDistance,
+    url: str,
+    todo: list[int],
+    *,
+    k: int,
+    dense: bool,
+    block_rows: int,
+    progress: bool | None,
+) -> None:
+    """The plain mode: one :func:`compute_block` task per row block of ``todo``: its whole rows in a dense store,
+    else its kNN lists (:func:`knn_search`)."""
+    _run_tasks(
+        client,
+        compute_block,
+        todo,
+        progress,
+        distance.kind,
+        rows=_block_sizes(len(labels), block_rows),
+        labels=_scatter(client, labels),
+        distance=distance,
+        url=url,
+        k=k,
+        block_rows=block_rows,
+        dense=dense,
+    )
+
+
+def _run_symmetric(
+    client: Any,
+    labels: LabelSet,
+    distance: LabelDistance,
+    url: str,
+    upper_todo: list[int],
+    todo: list[int],
+    *,
+    k: int,
+    block_rows: int,
+    progress: bool | None,
+) -> None:
+    """The symmetric dense mode: phase 1 (:func:`compute_upper`) for the upper strips of ``upper_todo``, then, once
+    all are written, phase 2 (:func:`compute_mirrored`) for the row blocks of ``todo``."""
+    rows = _block_sizes(len(labels), block_rows)
+    # the barrier: _run_tasks returns only once every phase-1 task has finished, so no phase-2 task reads a strip
+    # still being written
+    if upper_todo:
+        _run_tasks(
+            client,
+            compute_upper,
+            upper_todo,
+            progress,
+            f"{distance.kind} upper",
+            rows=rows,
+            labels=_scatter(client, labels),
+            distance=distance,
+            url=url,
+            block_rows=block_rows,
+        )
+    _run_tasks(
+        client,
+        compute_mirrored,
+        todo,
+        progress,
+        f"{distance.kind} rows",
+        rows=rows,
+        n_items=len(labels),
+        url=url,
+        k=k,
+        block_rows=block_rows,
+    )
+
+
+def _finish_store(url: str, target: str, symmetric: bool) -> dict[str, Any]:
+    """Publish the store at ``url`` once every block is written (the work arrays of the symmetric mode deleted
+    first) and, where it was built beside ``target`` (``--overwrite``), swap it in. Returns its final manifest."""
+    if symmetric:
+        drop_work(url)  # before publish: a store seen complete has the plain layout
+    final = publish(url)
+    if url != target:
+        replace_with_staged(target)
+        log.info("%s: replaced by the new store", target)
+    return final
 
 
 def _scatter(client: Any, labels: LabelSet) -> Any:

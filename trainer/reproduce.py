@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,283 @@ def _curve(config: FitConfig, evaluate_at: Any, every: int, total: int, path: Pa
     return curve
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """What the runs train on and the evaluation embeds: the features of ``trainer demo-inputs`` or, with
+    ``--images``, the renders of ``trainer render`` under a CNN."""
+
+    #: the training inputs, as FitConfig fields
+    train: dict[str, Any]
+    #: the test store's features (None over images)
+    test_features: str | None
+    #: the test store's images (None over features)
+    source: ImageSource | None
+    #: the untrained rows' name
+    untrained_name: str
+
+
+def _inputs(
+    runs: Path,
+    train: str,
+    test: str,
+    *,
+    images: bool,
+    backbone: str,
+    input_size: int | None,
+    loader_workers: int | None,
+) -> _Inputs:
+    """The inputs of the stores ``train`` and ``test`` under ``runs``: ``features/<store>.npy``, or with ``images``
+    ``images/<store>/`` under ``backbone``."""
+    if images:
+        train_inputs = {
+            "images": str(runs / "images" / train),
+            "backbone": backbone,
+            "input_size": input_size,
+            "loader_workers": loader_workers,
+        }
+        source = ImageSource(str(runs / "images" / test), input_size=input_size, workers=loader_workers)
+        return _Inputs(train_inputs, None, source, f"untrained {backbone} (random weights)")
+    train_inputs = {"features": str(runs / "features" / f"{train}.npy")}
+    return _Inputs(train_inputs, str(runs / "features" / f"{test}.npy"), None, "input features")
+
+
+def _evaluator(
+    url: str,
+    stores: Path | None,
+    test: str,
+    inputs: _Inputs,
+    queries: Any,
+    gallery: Any,
+    *,
+    k_max: int,
+    backbone: str,
+    dims: Sequence[int],
+) -> Callable[..., dict[str, Any]]:
+    """``evaluate_at(checkpoint, metric=None)``: the retrieval metrics on the test store of a trained checkpoint,
+    or (``checkpoint`` None) of the untrained ``backbone`` at the largest of ``dims``, ranked by ``metric``."""
+
+    def evaluate_at(checkpoint: str | None, metric: str | None = None) -> dict[str, Any]:
+        with _source(url, stores) as client:
+            return evaluate(
+                client,
+                test,
+                inputs.test_features,
+                queries,
+                gallery,
+                k_max=k_max,
+                images=inputs.source,
+                checkpoint=checkpoint,
+                backbone=None if checkpoint else backbone,
+                embedding_dim=None if checkpoint else max(dims),
+                metric=metric,
+            )
+
+    return evaluate_at
+
+
+@dataclass(frozen=True)
+class _RunSettings:
+    """What every run of a reproduction shares: its training store and inputs, where its minibatches come from, the
+    recipe and the values given over it; :meth:`config` makes one run's FitConfig."""
+
+    store: str
+    kind: str
+    paper_size: int
+    images: bool
+    recipe: str
+    epochs: int | None
+    lr: float | None
+    augment: str | None
+    size: int | None
+    max_steps: int | None
+    allow_image_flip: bool
+    where: dict[str, Any]
+    train_inputs: dict[str, Any]
+
+    def config(self, method: str, dim: int, seed: int, out: Path) -> FitConfig:
+        """The run of ``method`` at ``dim`` dimensions with ``seed`` into ``out``: the recipe's values
+        (labeldist.trainer.recipes) with the method's loss, the dimension and the values given over them (the
+        paper's minibatch size under labeldist-v1 when none is given), resuming what is there."""
+        from labeldist.trainer.recipes import resolve_recipe
+
+        loss, options, _ = METHODS[method]
+        given: dict[str, Any] = {"loss": loss, "loss_options": options, "embedding_dim": dim}
+        for name, value in (("epochs", self.epochs), ("lr", self.lr), ("augment", self.augment), ("size", self.size)):
+            if value is not None:
+                given[name] = value
+        if self.size is None and self.recipe == "labeldist-v1":
+            given["size"] = self.paper_size
+        values = resolve_recipe(self.recipe, kind=self.kind, images=self.images, given=given)
+        return FitConfig(
+            store=self.store,
+            out=str(out),
+            seed=seed,
+            resume=True,
+            progress=False,
+            max_steps=self.max_steps,
+            allow_image_flip=self.allow_image_flip,
+            **self.where,
+            **values,
+            **self.train_inputs,
+        )
+
+
+def _run_result(config: FitConfig, evaluate_at: Any, eval_path: Path) -> dict[str, Any]:
+    """One run's evaluation, as saved in ``eval_path``: a finished run's is reused, else the run is trained (or
+    its interrupted training resumed) and evaluated now (:func:`_fit_and_eval`)."""
+    if not eval_path.exists():
+        _fit_and_eval(config, evaluate_at, eval_path)
+    return json.loads(eval_path.read_text(encoding="utf-8"))
+
+
+def _train_runs(
+    settings: _RunSettings,
+    evaluate_at: Any,
+    base: Path,
+    tag: str,
+    *,
+    dims: Sequence[int],
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    small_dim_seeds: Sequence[int],
+    curve_every: int | None,
+) -> tuple[dict[tuple[str, int], list[dict[str, Any]]], dict[str, tuple[list[int], list[float]]]]:
+    """Every run, dimension by dimension, method by method: ``seeds`` at the largest dimension, ``small_dim_seeds``
+    at the others, each in ``<base>/<method>-d<dim>-s<seed><tag>`` (:func:`_run_result`). With ``curve_every``, the
+    run of seed ``seeds[0]`` at the largest dimension is first trained in segments (:func:`_curve`). Returns the
+    results of each (method, dim) and the step curves by the methods' paper names."""
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    curves: dict[str, tuple[list[int], list[float]]] = {}
+    for dim in dims:
+        for method in methods:
+            for seed in seeds if dim == max(dims) else small_dim_seeds:
+                out = base / f"{method}-d{dim}-s{seed}{tag}"
+                config = settings.config(method, dim, seed, out)
+                if curve_every and dim == max(dims) and seed == seeds[0]:
+                    total = settings.max_steps or 10**9
+                    curve = _curve(config, evaluate_at, curve_every, total, out / "curve.json")
+                    curves[METHODS[method][2]] = (curve["steps"], curve["ndcg@10"])
+                results.setdefault((method, dim), []).append(_run_result(config, evaluate_at, out / "eval.json"))
+    return results, curves
+
+
+def _ceiling_row(
+    store: Path, kind: str, queries: Any, gallery: Any, *, k_max: int, ceiling: dict[str, float] | None
+) -> dict[str, Any]:
+    """The ceiling of the test ``store`` (:func:`labeldist.trainer.ceiling.store_ceiling`): a perfect model of its
+    pictures under ``ceiling``'s jitter, by default the one the kind's own augmentation trains with."""
+    from labeldist.trainer.augment import kind_augmentation
+    from labeldist.trainer.ceiling import store_ceiling
+
+    kind_aug = kind_augmentation(kind).augmentation  # the jitter the kind's own augmentation trains with
+    jitter = ceiling or {"scale": kind_aug.scale, "shift": kind_aug.shift}
+    return store_ceiling(str(store), {"queries": queries, "gallery": gallery}, k_max=k_max, **jitter)
+
+
+def _trained_row(method: str, dim: int, got: list[dict[str, Any]]) -> str:
+    """The table's row of ``method`` at ``dim`` dimensions over its runs' results ``got``: its ranking, seeds,
+    steps, epochs and minutes a run."""
+    name = METHODS[method][2]
+    seeds_used = ",".join(str(r["seed"]) for r in got)
+    minutes = np.mean([r.get("train_seconds", np.nan) for r in got]) / 60
+    steps = ",".join(sorted({str(r.get("steps", "?")) for r in got}))
+    epochs_run = ",".join(sorted({f"{r.get('epochs', float('nan')):.2f}" for r in got}))
+    return _row(
+        f"{name}, {dim}-d, ranked by {_ranked(got[0]['metric'])} (seeds {seeds_used}; "
+        f"{steps} steps = {epochs_run} epochs; {minutes:.1f} min/run)",
+        got,
+    )
+
+
+def _table(
+    title: str,
+    ceiling_row: dict[str, Any] | None,
+    untrained_name: str,
+    untrained: dict[str, dict[str, Any]],
+    results: dict[tuple[str, int], list[dict[str, Any]]],
+    *,
+    dims: Sequence[int],
+    methods: Sequence[str],
+) -> str:
+    """The markdown table under the heading ``title``: the ceiling row if any, the untrained rows, then each
+    method's row, the largest dimension first."""
+    header = " | ".join(f"MLD@{k}" for k in TABLE_K) + " | " + " | ".join(f"nDCG@{k}" for k in TABLE_K)
+    lines = [f"| method ({title}) | {header} |", "|---" * (1 + 2 * len(TABLE_K)) + "|"]
+    if ceiling_row is not None:
+        lines.append(_row(f"ceiling: a perfect model of the test pictures ({ceiling_row['note']})", [ceiling_row]))
+    for metric, result in untrained.items():
+        lines.append(_row(f"{untrained_name}, ranked by {_ranked(metric)}", [result]))
+    for dim in sorted(dims, reverse=True):
+        for method in methods:
+            lines.append(_trained_row(method, dim, results[(method, dim)]))
+    return "\n".join(lines)
+
+
+def _mean_curves(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """nDCG@K and mean label distance@K averaged over runs (over seeds)."""
+    return {key: np.mean([r[key] for r in items], axis=0) for key in ("k", "ndcg", "mean_label_distance")}
+
+
+def _plot_methods(
+    path: Path,
+    dataset: str,
+    baseline_name: str,
+    baseline: dict[str, Any],
+    results: dict[tuple[str, int], list[dict[str, Any]]],
+    *,
+    top: int,
+    methods: Sequence[str],
+) -> None:
+    """Fig. 3: every method's curves at dimension ``top`` (mean over seeds) against the untrained ``baseline``."""
+    plot_curves(
+        {baseline_name: baseline, **{METHODS[m][2]: _mean_curves(results[(m, top)]) for m in methods}},
+        path,
+        title=f"{dataset}: {top}-d embeddings (mean over seeds)",
+        styles={METHODS[m][2]: {"color": f"C{i + 1}"} for i, m in enumerate(methods)},
+    )
+
+
+def _plot_dimensions(
+    path: Path,
+    dataset: str,
+    results: dict[tuple[str, int], list[dict[str, Any]]],
+    *,
+    dims: Sequence[int],
+    methods: Sequence[str],
+) -> None:
+    """Fig. 5: every method's curves at each dimension, the smaller ones dashed."""
+    top = max(dims)
+    fig5, styles = {}, {}
+    for i, m in enumerate(methods):
+        for dim in dims:
+            label = f"{METHODS[m][2]}, {dim}-d"
+            fig5[label] = _mean_curves(results[(m, dim)])
+            styles[label] = {"color": f"C{i + 1}", "linestyle": "-" if dim == top else "--"}
+    plot_curves(
+        fig5,
+        path,
+        title=f"{dataset}: {' vs '.join(f'{d}-d' for d in dims)} (dashed: smaller)",
+        styles=styles,
+    )
+
+
+def _plot_step_curves(
+    path: Path,
+    title: str,
+    curves: dict[str, tuple[list[int], list[float]]],
+    untrained_name: str,
+    untrained: dict[str, dict[str, Any]],
+    ceiling_row: dict[str, Any] | None,
+) -> None:
+    """nDCG@10 against steps of the curves, with the untrained rows' levels and the ceiling's if any."""
+    from labeldist.trainer.plots import draw_step_curves, save
+
+    levels = {f"{untrained_name} ({_ranked(m)})": r["summary"]["ndcg@10"] for m, r in untrained.items()}
+    if ceiling_row is not None:
+        levels["ceiling"] = ceiling_row["summary"]["ndcg@10"]
+    save(draw_step_curves(curves, title=title, levels=levels), path)
+
+
 def reproduce(
     url: str,
     dataset: str,
@@ -145,148 +422,58 @@ def reproduce(
     this process and the table has a ceiling row (:mod:`labeldist.trainer.ceiling`): a perfect model of the test
     pictures under the run's augmentation (``ceiling``: its jitter, ``{"scale": .., "shift": ..}``)."""
     from labeldist.trainer.fit import pick_device
-    from labeldist.trainer.recipes import resolve_recipe
 
     kind, paper_size = DATASETS[dataset]
     train, test = f"{dataset}-train-{kind}", f"{dataset}-test-{kind}"
     base = runs / dataset
     queries, gallery = load_split(base / "split.json")
-    if images:
-        train_inputs = {
-            "images": str(runs / "images" / train),
-            "backbone": backbone,
-            "input_size": input_size,
-            "loader_workers": loader_workers,
-        }
-        test_features, source = (
-            None,
-            ImageSource(str(runs / "images" / test), input_size=input_size, workers=loader_workers),
-        )
-        untrained_name = f"untrained {backbone} (random weights)"
-    else:
-        train_inputs = {"features": str(runs / "features" / f"{train}.npy")}
-        test_features, source, untrained_name = str(runs / "features" / f"{test}.npy"), None, "input features"
-    where = {"url": url, "stores": None if stores is None else str(stores)}
-
-    def evaluate_at(checkpoint: str | None, metric: str | None = None) -> dict[str, Any]:
-        with _source(url, stores) as client:
-            return evaluate(
-                client,
-                test,
-                test_features,
-                queries,
-                gallery,
-                k_max=k_max,
-                images=source,
-                checkpoint=checkpoint,
-                backbone=None if checkpoint else backbone,
-                embedding_dim=None if checkpoint else max(dims),
-                metric=metric,
-            )
-
+    inputs = _inputs(
+        runs, train, test, images=images, backbone=backbone, input_size=input_size, loader_workers=loader_workers
+    )
+    evaluate_at = _evaluator(url, stores, test, inputs, queries, gallery, k_max=k_max, backbone=backbone, dims=dims)
     untrained = {m: evaluate_at(None, m) for m in ("euclidean", "cosine")}
-    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    curves: dict[str, tuple[list[int], list[float]]] = {}
-    for dim in dims:
-        for method in methods:
-            loss, options, _ = METHODS[method]
-            for seed in seeds if dim == max(dims) else small_dim_seeds:
-                out = base / f"{method}-d{dim}-s{seed}{tag}"
-                given: dict[str, Any] = {"loss": loss, "loss_options": options, "embedding_dim": dim}
-                for name, value in (("epochs", epochs), ("lr", lr), ("augment", augment), ("size", size)):
-                    if value is not None:
-                        given[name] = value
-                if size is None and recipe == "labeldist-v1":
-                    given["size"] = paper_size
-                values = resolve_recipe(recipe, kind=kind, images=images, given=given)
-                config = FitConfig(
-                    store=train,
-                    out=str(out),
-                    seed=seed,
-                    resume=True,
-                    progress=False,
-                    max_steps=max_steps,
-                    allow_image_flip=allow_image_flip,
-                    **where,
-                    **values,
-                    **train_inputs,
-                )
-                if curve_every and dim == max(dims) and seed == seeds[0]:
-                    total = max_steps or 10**9
-                    curve = _curve(config, evaluate_at, curve_every, total, out / "curve.json")
-                    curves[METHODS[method][2]] = (curve["steps"], curve["ndcg@10"])
-                eval_path = out / "eval.json"
-                if not eval_path.exists():  # finished runs are reused
-                    _fit_and_eval(config, evaluate_at, eval_path)
-                results.setdefault((method, dim), []).append(json.loads(eval_path.read_text(encoding="utf-8")))
-
+    settings = _RunSettings(
+        store=train,
+        kind=kind,
+        paper_size=paper_size,
+        images=images,
+        recipe=recipe,
+        epochs=epochs,
+        lr=lr,
+        augment=augment,
+        size=size,
+        max_steps=max_steps,
+        allow_image_flip=allow_image_flip,
+        where={"url": url, "stores": None if stores is None else str(stores)},
+        train_inputs=inputs.train,
+    )
+    results, curves = _train_runs(
+        settings,
+        evaluate_at,
+        base,
+        tag,
+        dims=dims,
+        methods=methods,
+        seeds=seeds,
+        small_dim_seeds=small_dim_seeds,
+        curve_every=curve_every,
+    )
     device = str(pick_device("auto"))
-    header = " | ".join(f"MLD@{k}" for k in TABLE_K) + " | " + " | ".join(f"nDCG@{k}" for k in TABLE_K)
-    lines = [
-        f"| method ({dataset}, {len(queries)} queries x {len(gallery)} gallery; device {device}) | {header} |",
-        "|---" * (1 + 2 * len(TABLE_K)) + "|",
-    ]
     ceiling_row = None
     if stores is not None and images:
-        from labeldist.trainer.augment import kind_augmentation
-        from labeldist.trainer.ceiling import store_ceiling
-
-        kind_aug = kind_augmentation(kind).augmentation  # the jitter the kind's own augmentation trains with
-        jitter = ceiling or {"scale": kind_aug.scale, "shift": kind_aug.shift}
-        ceiling_row = store_ceiling(str(stores / test), {"queries": queries, "gallery": gallery}, k_max=k_max, **jitter)
-        lines.append(_row(f"ceiling: a perfect model of the test pictures ({ceiling_row['note']})", [ceiling_row]))
-    for metric, result in untrained.items():
-        lines.append(_row(f"{untrained_name}, ranked by {_ranked(metric)}", [result]))
-    for dim in sorted(dims, reverse=True):
-        for method in methods:
-            got, name = results[(method, dim)], METHODS[method][2]
-            seeds_used = ",".join(str(r["seed"]) for r in got)
-            minutes = np.mean([r.get("train_seconds", np.nan) for r in got]) / 60
-            steps = ",".join(sorted({str(r.get("steps", "?")) for r in got}))
-            epochs_run = ",".join(sorted({f"{r.get('epochs', float('nan')):.2f}" for r in got}))
-            lines.append(
-                _row(
-                    f"{name}, {dim}-d, ranked by {_ranked(got[0]['metric'])} (seeds {seeds_used}; "
-                    f"{steps} steps = {epochs_run} epochs; {minutes:.1f} min/run)",
-                    got,
-                )
-            )
-    table = "\n".join(lines)
+        ceiling_row = _ceiling_row(stores / test, kind, queries, gallery, k_max=k_max, ceiling=ceiling)
+    title = f"{dataset}, {len(queries)} queries x {len(gallery)} gallery; device {device}"
+    table = _table(title, ceiling_row, inputs.untrained_name, untrained, results, dims=dims, methods=methods)
     (base / f"table{tag}.md").write_text(table + "\n", encoding="utf-8")
-
-    def mean_curves(items: list[dict[str, Any]]) -> dict[str, Any]:
-        return {key: np.mean([r[key] for r in items], axis=0) for key in ("k", "ndcg", "mean_label_distance")}
-
     top = max(dims)
-    baseline = untrained["euclidean"]
-    plot_curves(
-        {f"{untrained_name}, Euclidean": baseline, **{METHODS[m][2]: mean_curves(results[(m, top)]) for m in methods}},
-        base / f"fig3{tag}.png",
-        title=f"{dataset}: {top}-d embeddings (mean over seeds)",
-        styles={METHODS[m][2]: {"color": f"C{i + 1}"} for i, m in enumerate(methods)},
+    baseline_name = f"{inputs.untrained_name}, Euclidean"
+    _plot_methods(
+        base / f"fig3{tag}.png", dataset, baseline_name, untrained["euclidean"], results, top=top, methods=methods
     )
-    fig5, styles = {}, {}
-    for i, m in enumerate(methods):
-        for dim in dims:
-            label = f"{METHODS[m][2]}, {dim}-d"
-            fig5[label] = mean_curves(results[(m, dim)])
-            styles[label] = {"color": f"C{i + 1}", "linestyle": "-" if dim == top else "--"}
-    plot_curves(
-        fig5,
-        base / f"fig5{tag}.png",
-        title=f"{dataset}: {' vs '.join(f'{d}-d' for d in dims)} (dashed: smaller)",
-        styles=styles,
-    )
+    _plot_dimensions(base / f"fig5{tag}.png", dataset, results, dims=dims, methods=methods)
     if curves:
-        from labeldist.trainer.plots import draw_step_curves, save
-
-        levels = {f"{untrained_name} ({_ranked(m)})": r["summary"]["ndcg@10"] for m, r in untrained.items()}
-        if ceiling_row is not None:
-            levels["ceiling"] = ceiling_row["summary"]["ndcg@10"]
-        save(
-            draw_step_curves(curves, title=f"{dataset}: {top}-d, seed {seeds[0]}", levels=levels),
-            base / f"curve{tag}.png",
-        )
+        curve_title = f"{dataset}: {top}-d, seed {seeds[0]}"
+        _plot_step_curves(base / f"curve{tag}.png", curve_title, curves, inputs.untrained_name, untrained, ceiling_row)
     return table
 
 
