@@ -37,6 +37,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ from tqdm.auto import tqdm
 from labeldist.dense import DENSE_LIMIT, dense_bytes
 from labeldist.distances.base import LabelDistance
 from labeldist.engine import (
+    _block_sizes,
     _checked_block,
     _run_tasks,
     _scatter,
@@ -330,10 +332,69 @@ def append(
     Rerunning the same append resumes it where it stopped, or does nothing once it is in the store
     (``reused``). Holds the store's lock throughout, as precompute does.
     """
+    _check_arguments(labels, n_workers)
+    url = _local_url(store)
+    with store_lock(url):
+        finish_replacement(url)
+        old = StoreReader(url)
+        layout = _Layout.of(old)
+        distance = distance or old.distance()
+        check_same_distance(old, distance)
+        if already_appended(old.manifest, labels):
+            return _nothing_to_do(url, old.manifest, labels, layout)
+        union = _grown_labels(old, labels, distance)
+        _check_dense_growth(url, len(labels), len(union), layout.dense, dense_limit)
+        entry, wanted = _plan_generation(url, old.manifest, layout, distance, union, labels)
+        staged, action = _stage(url, wanted, union)
+        total = n_blocks(len(union), layout.block_rows)
+        upper_todo, todo = _blocks_to_compute(url, staged, layout, entry["generation"], len(labels), total, action)
+        if todo:
+            quiet = progress is False
+            _prepare_distance(distance, union, quiet)
+            with _job_client(client, scheduler, n_workers, quiet) as job:
+                if layout.symmetric:
+                    _run_symmetric(job, union, distance, staged, url, upper_todo, todo, layout, progress)
+                else:
+                    _run_blocks(job, union, distance, staged, url, todo, layout, progress)
+        pairs, final = _publish_and_swap(url, staged, layout.symmetric, entry["generation"], len(union))
+        return AppendResult(url, final, int(entry["generation"]), layout.n_old, len(labels), total, len(todo), pairs)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the grown store keeps of the store it grows: its items before the append, k, its row blocks and
+    whether it is dense and symmetric."""
+
+    n_old: int
+    k: int
+    block_rows: int
+    dense: bool
+    symmetric: bool
+
+    @classmethod
+    def of(cls, store: StoreReader) -> _Layout:
+        """The layout of the store ``store`` reads, from its manifest."""
+        manifest = store.manifest
+        return cls(
+            store.n_items,
+            store.k,
+            int(manifest["block_rows"]),
+            bool(manifest["dense"]),
+            bool(manifest.get("symmetric")),
+        )
+
+
+def _check_arguments(labels: LabelSet, n_workers: int | None) -> None:
+    """Refuse (ValueError) the arguments of :func:`append` that cannot make a generation, before the store is
+    looked at: no items, and ``n_workers`` below 1."""
     if len(labels) < 1:
         raise ValueError("no items to append")
     if n_workers is not None and n_workers < 1:
         raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
+
+
+def _local_url(store: str | os.PathLike[str]) -> str:
+    """The url of ``store``; StoreError unless it is a local path (the new generation is swapped in by a rename)."""
     url = store_url(store)
     if not is_local(url):
         raise StoreError(
@@ -341,190 +402,236 @@ def append(
             "rename, which an fsspec URL lacks); copy the store to a local folder, or precompute all the "
             "items there"
         )
-    with store_lock(url):
-        finish_replacement(url)
-        old = StoreReader(url)
-        manifest = old.manifest
-        n_old, generations = old.n_items, store_generations(manifest)
-        k, block_rows, dense = old.k, int(manifest["block_rows"]), bool(manifest["dense"])
-        symmetric = bool(manifest.get("symmetric"))
-        distance = distance or old.distance()
-        check_same_distance(old, distance)
-        if already_appended(manifest, labels):
-            log.info("%s: these items are already its generation %d; nothing to do", url, manifest["generation"])
-            total = n_blocks(n_old, block_rows)
-            return AppendResult(
-                url,
-                manifest,
-                int(manifest["generation"]),
-                n_old - len(labels),
-                len(labels),
-                total,
-                0,
-                int(generations[-1].get("exact_pairs", 0)),
-                reused=True,
-            )
-        if not isinstance(labels, distance.labels_class):
-            raise TypeError(
-                f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, got {type(labels).__name__}"
-            )
-        check_same_reading(old, labels)
-        check_new_ids(old, labels)
-        stored = old.labels()
-        stored.provenance = dict(manifest["params"].get("labels") or {})
-        union = stored.concat(labels)
-        distance.check_labels(labels, stored)
-        n = len(union)
-        if dense and dense_limit is not None and dense_bytes(n) > dense_limit:
-            from dask.utils import format_bytes
+    return url
 
-            raise ValueError(
-                f"{url}: appending {len(labels):,} items grows its dense matrix to {n:,} x {n:,} "
-                f"float32, {format_bytes(dense_bytes(n))}, over the dense limit of "
-                f"{format_bytes(dense_limit)}; nothing was written. Raise --dense-limit (dense_limit=), "
-                "or rebuild the store with --knn-only"
-            )
-        if "exact_pairs" not in generations[-1]:
-            generations[-1]["exact_pairs"] = exact_pairs_total(url)
-        entry = generation_entry(generations[-1]["generation"] + 1, n_old, labels)
-        entry["appended_to"] = manifest_digest(manifest)  # the generation it was built on: a resume checks it
-        wanted = build_manifest(
-            dataset=manifest["dataset"],
-            kind=distance.kind,
-            params=distance.params(),
-            labels=union,
-            k=k,
-            dense=dense,
-            block_rows=block_rows,
-            symmetric=symmetric,
-            generations=[*generations, entry],
+
+def _nothing_to_do(url: str, manifest: dict[str, Any], labels: LabelSet, layout: _Layout) -> AppendResult:
+    """The result of an append whose items are already the store's last generation (:func:`already_appended`),
+    logged: nothing computed, the pairs counted those of that generation. The store's items (``layout.n_old``)
+    include the new ones."""
+    log.info("%s: these items are already its generation %d; nothing to do", url, manifest["generation"])
+    total = n_blocks(layout.n_old, layout.block_rows)
+    return AppendResult(
+        url,
+        manifest,
+        int(manifest["generation"]),
+        layout.n_old - len(labels),
+        len(labels),
+        total,
+        0,
+        int(store_generations(manifest)[-1].get("exact_pairs", 0)),
+        reused=True,
+    )
+
+
+def _grown_labels(old: StoreReader, labels: LabelSet, distance: LabelDistance) -> LabelSet:
+    """The store's labels followed by the new ``labels``, once the new ones are checked against the store, the
+    first wrong thing refused: their class for ``distance`` (TypeError), how they were read
+    (:func:`check_same_reading`), their ids (:func:`check_new_ids`), and the distance's own check of the new
+    labels beside the stored ones (:meth:`LabelDistance.check_labels`). The stored labels carry the store's
+    reading as their provenance."""
+    if not isinstance(labels, distance.labels_class):
+        raise TypeError(
+            f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, got {type(labels).__name__}"
         )
-        if wanted["params"] != manifest["params"]:  # both from the store's: a bug, not an input to refuse
-            raise StoreError(
-                f"{url}: the grown store's parameters {wanted['params']} differ from the store's {manifest['params']}"
-            )
-        staged = append_url(url)
-        previous = read_manifest(staged)
-        if previous is not None and _same_generation(previous, wanted):
-            action = "resume"
-        else:
-            create_store(staged, wanted, union)
-            action = "new"
-        total = n_blocks(n, block_rows)
-        if symmetric:
-            upper_todo, todo = symmetric_todo(staged)
-        else:
-            upper_todo, todo = [], np.flatnonzero(~blocks_done(staged)).tolist()
-        log.info(
-            "%s: generation %d, %d new items on %d: %d of %d row blocks to compute (%s)",
-            url,
-            entry["generation"],
-            len(labels),
-            n_old,
-            len(todo),
-            total,
-            action,
+    check_same_reading(old, labels)
+    check_new_ids(old, labels)
+    stored = old.labels()
+    stored.provenance = dict(old.manifest["params"].get("labels") or {})
+    union = stored.concat(labels)
+    distance.check_labels(labels, stored)
+    return union
+
+
+def _check_dense_growth(url: str, n_new: int, n: int, dense: bool, dense_limit: int | None) -> None:
+    """ValueError when the dense matrix of the store at ``url``, grown by ``n_new`` items to ``n``, would take
+    more than ``dense_limit`` bytes (None: no limit); nothing of a kNN-only store is checked."""
+    if dense and dense_limit is not None and dense_bytes(n) > dense_limit:
+        from dask.utils import format_bytes
+
+        raise ValueError(
+            f"{url}: appending {n_new:,} items grows its dense matrix to {n:,} x {n:,} "
+            f"float32, {format_bytes(dense_bytes(n))}, over the dense limit of "
+            f"{format_bytes(dense_limit)}; nothing was written. Raise --dense-limit (dense_limit=), "
+            "or rebuild the store with --knn-only"
         )
-        if todo:
-            _run_append(
-                client,
-                scheduler,
-                n_workers,
-                progress,
-                union,
-                distance,
-                staged,
-                url,
-                n_old,
-                k,
-                block_rows,
-                dense,
-                symmetric,
-                upper_todo,
-                todo,
-            )
-        if symmetric:
-            drop_work(staged)
-        pairs = record_generation_pairs(staged)
-        final = publish(staged)
-        replace_with_staged(url, "append")
-        log.info("%s: generation %d in place, %d items", url, entry["generation"], n)
-        return AppendResult(url, final, int(entry["generation"]), n_old, len(labels), total, len(todo), pairs)
 
 
-def _run_append(
+def _plan_generation(
+    url: str, manifest: dict[str, Any], layout: _Layout, distance: LabelDistance, union: LabelSet, labels: LabelSet
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The new generation of the store at ``url`` (``manifest``, ``layout``): its entry in ``generations``
+    (bringing ``labels``, built on the store's manifest, which a resume checks) and the manifest of the grown store
+    of ``union``, in the store's layout. The last generation's pairs are counted from its blocks where the manifest
+    lacks them (a store made before they were recorded). StoreError if the grown store's parameters are not the
+    store's, which would be a bug."""
+    generations = store_generations(manifest)
+    if "exact_pairs" not in generations[-1]:
+        generations[-1]["exact_pairs"] = exact_pairs_total(url)
+    entry = generation_entry(generations[-1]["generation"] + 1, layout.n_old, labels)
+    entry["appended_to"] = manifest_digest(manifest)  # the generation it was built on: a resume checks it
+    wanted = build_manifest(
+        dataset=manifest["dataset"],
+        kind=distance.kind,
+        params=distance.params(),
+        labels=union,
+        k=layout.k,
+        dense=layout.dense,
+        block_rows=layout.block_rows,
+        symmetric=layout.symmetric,
+        generations=[*generations, entry],
+    )
+    if wanted["params"] != manifest["params"]:  # both from the store's: a bug, not an input to refuse
+        raise StoreError(
+            f"{url}: the grown store's parameters {wanted['params']} differ from the store's {manifest['params']}"
+        )
+    return entry, wanted
+
+
+def _stage(url: str, wanted: dict[str, Any], union: LabelSet) -> tuple[str, str]:
+    """The hidden sibling of ``url`` where the generation ``wanted`` is built, and what is done there:
+    ``"resume"`` where an interrupted append of the same generation left it, else ``"new"``, the store of
+    ``union`` created afresh (:func:`create_store`, replacing whatever was there)."""
+    staged = append_url(url)
+    previous = read_manifest(staged)
+    if previous is not None and _same_generation(previous, wanted):
+        return staged, "resume"
+    create_store(staged, wanted, union)
+    return staged, "new"
+
+
+def _blocks_to_compute(
+    url: str, staged: str, layout: _Layout, generation: int, n_new: int, total: int, action: str
+) -> tuple[list[int], list[int]]:
+    """The upper strips and the row blocks of the staged store still to compute (no strips outside the symmetric
+    mode, :func:`symmetric_todo` in it), logged with the generation and ``action`` (``"new"`` or ``"resume"``)."""
+    if layout.symmetric:
+        upper_todo, todo = symmetric_todo(staged)
+    else:
+        upper_todo, todo = [], np.flatnonzero(~blocks_done(staged)).tolist()
+    log.info(
+        "%s: generation %d, %d new items on %d: %d of %d row blocks to compute (%s)",
+        url,
+        generation,
+        n_new,
+        layout.n_old,
+        len(todo),
+        total,
+        action,
+    )
+    return upper_todo, todo
+
+
+def _prepare_distance(distance: LabelDistance, union: LabelSet, quiet: bool) -> None:
+    """``distance.prepare(union)``, its time printed when over a second, unless ``quiet`` (as precompute's)."""
+    started = time.perf_counter()
+    distance.prepare(union)
+    if not quiet and time.perf_counter() - started > 1:
+        tqdm.write(
+            f"{distance.kind}: prepared {len(union):,} labels in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
+
+
+@contextlib.contextmanager
+def _job_client(client: Any | None, scheduler: str | None, n_workers: int | None, quiet: bool) -> Iterator[Any]:
+    """The Client the append runs on: ``client`` if given (left open), else a new one from :func:`dask_client`,
+    closed with the job, its dashboard's address printed unless ``quiet``."""
+    if client is not None:
+        yield client
+        return
+    with dask_client(scheduler, n_workers) as client:
+        if not quiet:
+            tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
+        yield client
+
+
+def _run_blocks(
     client: Any,
-    scheduler: str | None,
-    n_workers: int | None,
-    progress: bool | None,
     union: LabelSet,
     distance: LabelDistance,
     staged: str,
     url: str,
-    n_old: int,
-    k: int,
-    block_rows: int,
-    dense: bool,
-    symmetric: bool,
+    todo: list[int],
+    layout: _Layout,
+    progress: bool | None,
+) -> None:
+    """All but the symmetric dense mode: one :func:`compute_appended_block` task per row block of ``todo``, into
+    the staged store from the old one at ``url``: a dense store grown by its new rows and columns, else the new
+    rows' lists searched and the old ones merged with the new items."""
+    _run_tasks(
+        client,
+        compute_appended_block,
+        todo,
+        progress,
+        f"{distance.kind} append",
+        rows=_block_sizes(len(union), layout.block_rows),
+        labels=_scatter(client, union),
+        distance=distance,
+        old_url=url,
+        n_old=layout.n_old,
+        k=layout.k,
+        dense=layout.dense,
+        url=staged,
+        block_rows=layout.block_rows,
+    )
+
+
+def _run_symmetric(
+    client: Any,
+    union: LabelSet,
+    distance: LabelDistance,
+    staged: str,
+    url: str,
     upper_todo: list[int],
     todo: list[int],
+    layout: _Layout,
+    progress: bool | None,
 ) -> None:
-    n = len(union)
-
-    def rows(block: int) -> int:
-        return min(block_rows, n - block * block_rows)
-
-    quiet = progress is False
-    started = time.perf_counter()
-    distance.prepare(union)
-    if not quiet and time.perf_counter() - started > 1:
-        tqdm.write(f"{distance.kind}: prepared {n:,} labels in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    with contextlib.ExitStack() as stack:
-        if client is None:
-            client = stack.enter_context(dask_client(scheduler, n_workers))
-            if not quiet:
-                tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
-        common = {"url": staged, "block_rows": block_rows}
-        if not symmetric:
-            _run_tasks(
-                client,
-                compute_appended_block,
-                todo,
-                progress,
-                f"{distance.kind} append",
-                rows=rows,
-                labels=_scatter(client, union),
-                distance=distance,
-                old_url=url,
-                n_old=n_old,
-                k=k,
-                dense=dense,
-                **common,
-            )
-            return
-        if upper_todo:  # the barrier, as in precompute: phase 2 reads strips of every block before it
-            _run_tasks(
-                client,
-                compute_appended_upper,
-                upper_todo,
-                progress,
-                f"{distance.kind} append upper",
-                rows=rows,
-                labels=_scatter(client, union),
-                distance=distance,
-                old_url=url,
-                n_old=n_old,
-                **common,
-            )
+    """The symmetric dense mode: phase 1 (:func:`compute_appended_upper`, old entries copied from the store at
+    ``url``) for the upper strips of ``upper_todo``, then, once all are written, precompute's phase 2
+    (:func:`compute_mirrored`) for the row blocks of ``todo``."""
+    rows = _block_sizes(len(union), layout.block_rows)
+    if upper_todo:  # the barrier, as in precompute: phase 2 reads strips of every block before it
         _run_tasks(
             client,
-            compute_mirrored,
-            todo,
+            compute_appended_upper,
+            upper_todo,
             progress,
-            f"{distance.kind} append rows",
+            f"{distance.kind} append upper",
             rows=rows,
-            n_items=n,
-            k=k,
-            n_old=n_old,
-            **common,
+            labels=_scatter(client, union),
+            distance=distance,
+            old_url=url,
+            n_old=layout.n_old,
+            url=staged,
+            block_rows=layout.block_rows,
         )
+    _run_tasks(
+        client,
+        compute_mirrored,
+        todo,
+        progress,
+        f"{distance.kind} append rows",
+        rows=rows,
+        n_items=len(union),
+        k=layout.k,
+        n_old=layout.n_old,
+        url=staged,
+        block_rows=layout.block_rows,
+    )
+
+
+def _publish_and_swap(
+    url: str, staged: str, symmetric: bool, generation: int, n_items: int
+) -> tuple[int, dict[str, Any]]:
+    """Complete the staged store once every block is written (the work arrays of the symmetric mode deleted
+    first, the generation's pairs counted, published) and swap it in place of the store at ``url``. Returns the
+    pairs the generation computed and the final manifest."""
+    if symmetric:
+        drop_work(staged)
+    pairs = record_generation_pairs(staged)
+    final = publish(staged)
+    replace_with_staged(url, "append")
+    log.info("%s: generation %d in place, %d items", url, generation, n_items)
+    return pairs, final
