@@ -32,28 +32,24 @@ and with them every list it was in or could enter; rebuild the store (``precompu
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from labeldist.dense import DENSE_LIMIT, dense_bytes
 from labeldist.distances.base import LabelDistance
 from labeldist.engine import (
     _block_sizes,
     _checked_block,
+    _job_client,
+    _prepare_distance,
     _run_tasks,
     _scatter,
     append_url,
     compute_mirrored,
-    dask_client,
     finish_replacement,
     knn_search,
     mirror_square,
@@ -520,30 +516,6 @@ def _blocks_to_compute(
         action,
     )
     return upper_todo, todo
-
-
-def _prepare_distance(distance: LabelDistance, union: LabelSet, quiet: bool) -> None:
-    """``distance.prepare(union)``, its time printed when over a second, unless ``quiet`` (as precompute's)."""
-    started = time.perf_counter()
-    distance.prepare(union)
-    if not quiet and time.perf_counter() - started > 1:
-        tqdm.write(
-            f"{distance.kind}: prepared {len(union):,} labels in {time.perf_counter() - started:.1f} s",
-            file=sys.stderr,
-        )
-
-
-@contextlib.contextmanager
-def _job_client(client: Any | None, scheduler: str | None, n_workers: int | None, quiet: bool) -> Iterator[Any]:
-    """The Client the append runs on: ``client`` if given (left open), else a new one from :func:`dask_client`,
-    closed with the job, its dashboard's address printed unless ``quiet``."""
-    if client is not None:
-        yield client
-        return
-    with dask_client(scheduler, n_workers) as client:
-        if not quiet:
-            tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
-        yield client
 
 
 def _run_blocks(
