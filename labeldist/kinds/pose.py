@@ -7,8 +7,7 @@ import argparse
 from pathlib import Path
 
 from labeldist.distances.pose import PoseDistance
-from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError
+from labeldist.kinds import Kind, check_file_labels
 from labeldist.labels.pose_files import FORMATS, read_poses
 from labeldist.labels.poses import NORMALIZATIONS, Poses
 from labeldist.options import check_file, nonnegative_int
@@ -92,10 +91,7 @@ def load(args: argparse.Namespace) -> tuple[Poses, PoseDistance, str]:
         category=args.category,
     )
     distance = PoseDistance(metric=args.metric, missing=args.missing)
-    try:
-        distance.check_labels(labels)  # coordinates whose distances overflow: refused naming the file, before any work
-    except LabelError as e:
-        raise LabelError(f"{args.input}: {e}") from None
+    check_file_labels(distance, labels, args.input)
     return labels, distance, args.dataset or Path(args.input).stem
 
 

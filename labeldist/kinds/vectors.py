@@ -7,8 +7,7 @@ import argparse
 from pathlib import Path
 
 from labeldist.distances.vectors import VectorDistance
-from labeldist.kinds import Kind
-from labeldist.labels.base import LabelError
+from labeldist.kinds import Kind, check_file_labels
 from labeldist.labels.vectors import FORMATS, Vectors, read_vectors
 from labeldist.options import check_file
 
@@ -41,10 +40,7 @@ def load(args: argparse.Namespace) -> tuple[Vectors, VectorDistance, str]:
     check_file(args.input)
     labels = read_vectors(args.input, format=args.format, columns=args.columns, id_column=args.id_column)
     distance = VectorDistance(args.metric)
-    try:
-        distance.check_labels(labels)  # values whose distances overflow: refused naming the file, before any work
-    except LabelError as e:
-        raise LabelError(f"{args.input}: {e}") from None
+    check_file_labels(distance, labels, args.input)
     return labels, distance, args.dataset or Path(args.input).stem
 
 
