@@ -18,8 +18,18 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+#: the example plugin kind (``angles``)
+EXAMPLE_PLUGIN = REPO / "examples" / "labeldist-angles"
 #: a busy 2-core machine can take a while to import Dask or the app
 STARTUP_TIMEOUT = 120.0
+
+
+def install_example_plugin(target: Path) -> Path:
+    """pip-install the example plugin, without its dependencies or the network, into the folder ``target`` (to be
+    put on a ``sys.path`` or ``PYTHONPATH``), as a user's ``pip install`` would: its entry point included."""
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
+    subprocess.run([*command, "--target", str(target), str(EXAMPLE_PLUGIN)], check=True, capture_output=True)
+    return target
 
 
 def free_port() -> int:

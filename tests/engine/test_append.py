@@ -18,7 +18,6 @@ import functools
 import hashlib
 import importlib
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +50,8 @@ from labeldist.store import (
     store_identity,
 )
 from tests.conftest import DATA, check_store
+from tests.processes import install_example_plugin
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "labeldist-angles"
 MPII = DATA / "mpii" / "mpii_valid_2958.csv"
 COCO = DATA / "coco" / "coco_karpathy_test.json"
 
@@ -161,24 +160,7 @@ def angles_plugin(tmp_path_factory, dask_client):
     workers (which unpickle its labels and distance); the kinds registry rebuilt, to find its entry point."""
     from labeldist.kinds import registry
 
-    target = tmp_path_factory.mktemp("plugin-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--target",
-            str(target),
-            str(EXAMPLE),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    target = install_example_plugin(tmp_path_factory.mktemp("plugin-site"))
     sys.path.insert(0, str(target))
     importlib.invalidate_caches()
     registry.cache_clear()

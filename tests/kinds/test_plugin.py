@@ -22,9 +22,8 @@ import numpy as np
 import pytest
 
 from labeldist.testing import DistanceSuite
-from tests.processes import REPO, Service
+from tests.processes import EXAMPLE_PLUGIN, REPO, Service, install_example_plugin
 
-EXAMPLE = REPO / "examples" / "labeldist-angles"
 ANGLES = [350.0, 10.0, 90.0, 180.0, 185.0, 271.0, 5.0, 359.0]
 
 
@@ -35,25 +34,7 @@ def circle(a: float, b: float) -> float:
 
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("plugin-site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--target",
-            str(target),
-            str(EXAMPLE),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return target
+    return install_example_plugin(tmp_path_factory.mktemp("plugin-site"))
 
 
 def run(plugin_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -128,7 +109,7 @@ def test_the_plugins_own_tests_run_labeldists_distance_suite_and_pass(plugin_pat
     """``pytest`` on the plugin's folder, as its author runs it (its pyproject's testpaths), the plugin imported
     from the install: every check of labeldist.testing.DistanceSuite runs on CircularDistance and passes."""
     report = tmp_path / "report.xml"
-    done = run(plugin_path, "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", str(EXAMPLE))
+    done = run(plugin_path, "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", str(EXAMPLE_PLUGIN))
     assert done.returncode == 0, done.stdout + done.stderr
     cases = ET.parse(report).getroot().iter("testcase")
     outcome = {(c.get("classname", "").rpartition(".")[2], c.get("name")): [e.tag for e in c] for c in cases}
@@ -143,11 +124,11 @@ def test_a_kind_whose_distance_misbehaves_is_refused_before_anything_is_written(
     from labeldist.engine import precompute
     from labeldist.kinds import KindError
 
-    sys.path.insert(0, str(EXAMPLE))
+    sys.path.insert(0, str(EXAMPLE_PLUGIN))
     try:
         from labeldist_angles import CircularDistance, read_angles
     finally:
-        sys.path.remove(str(EXAMPLE))
+        sys.path.remove(str(EXAMPLE_PLUGIN))
     (tmp_path / "a.txt").write_text("1\n2\n3\n4\n")
     labels = read_angles(tmp_path / "a.txt")
 

@@ -17,7 +17,10 @@ import ast
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 ROOT = Path(__file__).resolve().parents[2]
 #: where each installed package's source lies in the repository (pyproject's package-dir)
@@ -105,46 +108,18 @@ def layer_of(module: str, layers: list[tuple[str, tuple[str, ...]]]) -> int | No
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm, iterative): each is a set
-    of modules that import each other round a cycle."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
+    """The strongly connected components of more than one module (SciPy's csgraph): each is a set of modules that
+    import each other round a cycle, sorted; the components in the order of their first module."""
+    names = sorted(set(graph) | {target for targets in graph.values() for target in targets})
+    position = {name: i for i, name in enumerate(names)}
+    edges = [(position[a], position[b]) for a, targets in graph.items() for b in targets]
+    rows, cols = zip(*edges) if edges else ((), ())
+    matrix = coo_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(names), len(names)))
+    _, component = connected_components(matrix, directed=True, connection="strong")
+    groups: dict[int, list[str]] = {}
+    for name, label in zip(names, component):
+        groups.setdefault(int(label), []).append(name)
+    return sorted(group for group in groups.values() if len(group) > 1)
 
 
 def layer_problems(sources: dict[str, Path], layers: list[tuple[str, tuple[str, ...]]]) -> list[str]:
