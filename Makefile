@@ -56,6 +56,7 @@ bench-tools:
 bench: $(STAMP) bench-tools
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_layout.py
+	$(BIN)/python benchmarks/bench_registry.py
 	$(BIN)/python benchmarks/bench_wmd_kernel.py
 	$(BIN)/python benchmarks/bench_caption_knn.py --sizes 1000 2000 5000 --dense 5000
 	$(BIN)/python benchmarks/bench_scaling.py --sizes 1000 2000 5000 --workers 1 2
