@@ -85,7 +85,7 @@ def _fit(args: argparse.Namespace) -> int:
         raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
     with open_source(args.stores, args.url, args.api_key) as source:
         kind = source.store(args.store).get("kind")
-    recipe = RECIPES[recipe_name(args.recipe, kind, args.images is not None)]
+    recipe = RECIPES[recipe_name(args.recipe, kind, args.images is not None, args.weights)]
     args.loss = args.loss or recipe.loss
     names = {f.name for f in fields(FitConfig)}
     values = {k: v for k, v in vars(args).items() if k in names and v is not None}
@@ -97,7 +97,8 @@ def _fit(args: argparse.Namespace) -> int:
     values["flip"] = not args.no_flip
     values["crop_scale"] = tuple(args.crop_scale)
     given = {k: v for k, v in values.items() if k in RECIPE_FIELDS or k == "loss_options"}
-    values.update(resolve_recipe(recipe.name, kind=kind, images=args.images is not None, given=given))
+    resolved = resolve_recipe(args.recipe, kind=kind, images=args.images is not None, given=given, weights=args.weights)
+    values.update(resolved)
     summary = fit(FitConfig(**values))
     if args.json:
         print(json.dumps(summary))
@@ -314,6 +315,13 @@ def _fit_loss_args(fit: argparse.ArgumentParser) -> None:
     """fit: the loss and its options (--loss, --margin, --positives, log_ratio's --squared, the ladder's)."""
     fit.add_argument("--loss", choices=sorted(LOSSES), help="recipe: log_ratio (Kim et al.), ladder (Zhou et al.)")
     fit.add_argument(
+        "--anchors",
+        choices=("first", "all"),
+        help="which members of a minibatch the loss takes as anchors: all (each in turn, by the minibatch's "
+        "pairwise label distances; the scratch recipe's) or first (the authors' code: the distances to one "
+        "anchor; the kim2019 recipes'). Default: the recipe's, else the loss's own (first; the ladder: all)",
+    )
+    fit.add_argument(
         "--margin",
         type=float,
         help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
@@ -371,11 +379,12 @@ def _fit_recipe_args(fit: argparse.ArgumentParser) -> None:
         "--recipe",
         default="auto",
         choices=("auto", *RECIPES),
-        help="the paper's training settings "
-        "(optimiser, lr and decay, epochs, batch, neighbours, loss, embedding, augmentation); every "
-        "option below overrides its field. auto: the paper's recipe of the store's kind over images "
-        "(kim2019-pose, kim2019-layout, kim2019-caption, zhou2020 for sentences), labeldist-v1 (the "
-        "defaults before recipes) over features. " + describe_recipes(),
+        help="the training settings by name "
+        "(optimiser, lr and decay, epochs, batch, neighbours, loss, anchors, embedding, augmentation); every "
+        "option below overrides its field. auto: over images from random weights (no --weights) scratch, "
+        "the recipe that learns from them; over images from --weights the paper's recipe of the store's kind "
+        "(kim2019-pose, kim2019-layout, kim2019-caption, zhou2020 for sentences); over features labeldist-v1 "
+        "(the defaults before recipes). The choice and its reason are printed and logged. " + describe_recipes(),
     )
     fit.add_argument("--size", type=int, help="minibatch size with the anchor (recipe; paper: 150 poses, 50 captions)")
     fit.add_argument("--neighbors", type=int, help="nearest neighbours per minibatch (recipe; paper: 5)")
@@ -451,7 +460,12 @@ def _fit_run_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA; the first steps compile)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
-    fit.add_argument("--threads", type=int, help="torch CPU threads (default on CPU: 1, best for the MLP)")
+    fit.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default on CPU: 1 for the MLP over features, whose small matrices lose to "
+        "spinning threads; every usable core for a CNN over images)",
+    )
     fit.add_argument("--checkpoint-every", type=int, default=500)
     fit.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
     fit.add_argument("--prefetch", type=int, default=8, help="requests fetched ahead")

@@ -68,6 +68,8 @@ class FitConfig:
     #: fills the fields) and the recipe fields the user changed
     recipe: str = "labeldist-v1"
     overrides: list[str] = field(default_factory=list)
+    #: why the recipe was chosen (labeldist.trainer.recipes.choose_recipe), printed and logged
+    recipe_reason: str = ""
     features: str | None = None
     #: images instead of features: a folder, items mapped by image_index (id,path CSV; ROOT/index.csv by
     #: default when it exists) or image_pattern ("{id}.jpg")
@@ -97,6 +99,9 @@ class FitConfig:
     compile: bool = False
     loss: str = "log_ratio"
     loss_options: dict[str, Any] = field(default_factory=dict)
+    #: the members of a minibatch the loss takes as anchors: "first" (the authors' code), "all" (every member, by
+    #: the minibatch's pairwise label distances), or None for the loss's own default
+    anchors: str | None = None
     size: int = 150
     neighbors: int = 5
     batches_per_step: int = 1
@@ -379,14 +384,32 @@ class Run:
         return self.out / CHECKPOINT
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity; the machine's count where that is not known)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_threads(images: bool) -> int:
+    """torch's intra-op threads on a CPU when ``--threads`` is not given: one for the MLP over features, every
+    usable core for a CNN over images.
+
+    The MLP's matrices are too small for intra-op threads to pay: on a busy 2-core machine 2 threads made a step
+    50x slower than 1 (spinning workers). A CNN's convolutions are large enough: ResNet-18 at 64 px, minibatches
+    of 32, 2 cores, took 3.83 steps/s on 2 threads against 2.65 on 1 on an idle machine, and 2.27 against 2.38
+    with one core taken by another process (BENCHMARKS.md, "Threads")."""
+    return usable_cores() if images else 1
+
+
 def set_threads(config: FitConfig, device: torch.device) -> None:
-    """torch's intra-op threads: ``config.threads``, else one for the MLP on a CPU, else torch's default."""
+    """torch's intra-op threads: ``config.threads``, else on a CPU :func:`default_threads` (on CUDA torch's
+    default: the CPU only feeds the GPU)."""
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    elif device.type == "cpu" and config.images is None:
-        # The MLP's matrices are too small for intra-op threads to pay: on a busy 2-core machine 2 threads made
-        # a step 50x slower than 1 (spinning workers). One by default on CPU; a CNN keeps torch's default.
-        torch.set_num_threads(1)
+    elif device.type == "cpu":
+        torch.set_num_threads(default_threads(config.images is not None))
 
 
 def open_inputs(config: FitConfig, client: Source, device: torch.device) -> tuple[dict[str, Any], Inputs, Any]:
@@ -423,8 +446,9 @@ def build(config: FitConfig) -> Run:
     client = open_source(config.stores, config.url, config.api_key)
     info, inputs, augmentation = open_inputs(config, client, device)
     # after the store: a proxy loss has one proxy per store item (and draws them before the model's weights)
+    anchors = {} if config.anchors is None else {"anchors": config.anchors}
     loss_fn = make_loss(
-        config.loss, n_items=inputs.n_items, embedding_dim=config.embedding_dim, **config.loss_options
+        config.loss, n_items=inputs.n_items, embedding_dim=config.embedding_dim, **anchors, **config.loss_options
     ).to(device)
     model = make_model(config, inputs, device).to(device)
     forward = torch.compile(model) if config.compile else model
@@ -534,10 +558,21 @@ def checkpoint(run: Run, log: Any) -> None:
     )
 
 
-def train_step(run: Run, batch: Minibatch) -> tuple[float, dict[str, float], float]:
+@dataclass
+class StepResult:
+    """What one optimizer step reports: its loss, the loss's chance level on its minibatches
+    (:meth:`BatchLoss.chance_level`; None where the loss has none), the embeddings' spread
+    (:func:`labeldist.trainer.monitor.embedding_spread`) and the learning rate it used."""
+
+    loss: float
+    chance: float | None
+    spread: dict[str, float]
+    lr: float
+
+
+def train_step(run: Run, batch: Minibatch) -> StepResult:
     """One optimizer step on ``batch`` (on the device): images decoded and augmented there, the forward pass in
-    the run's precision, the loss in float32, the schedule stepped. The loss, the embeddings' spread
-    (:func:`labeldist.trainer.monitor.embedding_spread`) and the learning rate the step used."""
+    the run's precision, the loss in float32, the schedule stepped."""
     config, inputs, optimizer, scaler = run.config, run.inputs, run.optimizer, run.scaler
     inputs_now = batch.inputs
     if run.augmentation is not None:  # decoded (nvJPEG on CUDA) and augmented in batch on the device
@@ -557,18 +592,43 @@ def train_step(run: Run, batch: Minibatch) -> tuple[float, dict[str, float], flo
         optimizer.step()
     lr_used = optimizer.param_groups[0]["lr"]  # the rate of this step, before the schedule moves on
     run.scheduler.step()
-    return float(loss.detach()), embedding_spread(embeddings), lr_used
+    chance = run.loss_fn.chance_level(batch.distances, batch.pairwise)
+    return StepResult(
+        loss=float(loss.detach()),
+        chance=None if chance is None else float(chance),
+        spread=embedding_spread(embeddings),
+        lr=lr_used,
+    )
 
 
 def start_log(run: Run, log: Any) -> None:
-    """The log's ``start`` line (and, with progress shown, the augmentation in words)."""
+    """The log's ``start`` line (and, with progress shown, the recipe and why, the anchors and the augmentation in
+    words)."""
     config, augmentation = run.config, run.augmentation
-    start_row = {"event": "start", "step": run.step, "device": str(run.device), "config": asdict(config)}
+    start_row = {
+        "event": "start",
+        "step": run.step,
+        "device": str(run.device),
+        "threads": torch.get_num_threads(),
+        "anchors": run.loss_fn.anchors,
+        "config": asdict(config),
+    }
+    if config.progress:
+        why = f" ({config.recipe_reason})" if config.recipe_reason else ""
+        tqdm.write(f"recipe: {config.recipe}{why}")
+        tqdm.write(f"loss: {config.loss}, {describe_anchors(run.loss_fn)}")
     if augmentation is not None:
         start_row["augmentation"] = asdict(augmentation)
         if config.progress:
             tqdm.write(f"augmentation: {augmentation.description}")
     log.write(json.dumps(start_row) + "\n")
+
+
+def describe_anchors(loss_fn: BatchLoss) -> str:
+    """The loss's anchors in words, for the run's first lines."""
+    if loss_fn.anchors == "all":
+        return "every member of a minibatch an anchor (--anchors all)"
+    return "the first member of a minibatch its anchor (--anchors first)"
 
 
 class LoopState:
@@ -587,9 +647,7 @@ def log_step(
     run: Run,
     log: Any,
     state: LoopState,
-    value: float,
-    spread: dict[str, float],
-    lr_used: float,
+    result: StepResult,
     *,
     steps_per_epoch: int,
     t0: float,
@@ -598,16 +656,17 @@ def log_step(
     """The ``step`` line of the step just done (its batch waited for from ``t0`` to ``t1``, trained from ``t1``),
     then the watch's warning (printed, and a ``warning`` line per kind) and, after the first batch, the loss's
     description (a ``loss`` line)."""
-    step = run.step
-    state.recent = (state.recent + [value])[-10:]
+    step, spread = run.step, result.spread
+    state.recent = (state.recent + [result.loss])[-10:]
     log.write(
         json.dumps(
             {
                 "event": "step",
                 "step": step,
                 "epoch": (step - 1) // steps_per_epoch,
-                "loss": value,
-                "lr": lr_used,
+                "loss": result.loss,
+                "chance_level": result.chance,
+                "lr": result.lr,
                 "mean_cosine": round(spread["mean_cosine"], 6),
                 "spread_var": round(spread["variance"], 6),
                 "data_wait_s": round(t1 - t0, 6),
@@ -617,7 +676,7 @@ def log_step(
         + "\n"
     )
     said = len(state.watch.warnings)
-    warning = state.watch.update(step, value, spread)
+    warning = state.watch.update(step, result.loss, spread, chance=result.chance)
     if warning:  # printed whether or not the bar shows: a run going wrong is worth saying in any log
         tqdm.write(warning, file=sys.stderr)
         for row in state.watch.warnings[said:]:  # one row per kind seen (collapse, flat), the same message
@@ -673,9 +732,9 @@ def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
             except StopIteration:
                 break
             t1 = time.perf_counter()
-            value, spread, lr_used = train_step(run, batch)
+            result = train_step(run, batch)
             run.step += 1
-            log_step(run, log, state, value, spread, lr_used, steps_per_epoch=stream.steps_per_epoch, t0=t0, t1=t1)
+            log_step(run, log, state, result, steps_per_epoch=stream.steps_per_epoch, t0=t0, t1=t1)
             bar.set_postfix(loss=f"{np.mean(state.recent):.4f}", refresh=False)  # shown by the update, with its step
             bar.update(1)
             if run.step % config.checkpoint_every == 0:

@@ -165,8 +165,10 @@ class TrainingWatch:
         self.warnings: list[dict[str, Any]] = []
         self.fired: set[str] = set()
 
-    def update(self, step: int, loss: float, spread: dict[str, float] | None = None) -> str | None:
-        """Take one step's loss and spread; the warning to print and log, or None."""
+    def update(
+        self, step: int, loss: float, spread: dict[str, float] | None = None, *, chance: float | None = None
+    ) -> str | None:
+        """Take one step's loss, spread and the loss's chance level; the warning to print and log, or None."""
         if step <= self.warmup or not math.isfinite(loss):
             return None
         self.losses.append(float(loss))

@@ -14,12 +14,17 @@ so that ``trainer fit --recipe kim2019-pose`` trains as the authors did, and any
   minibatches of 128, the ladder loss (thresholds, margins 0.2 / 0.01, weights 1 / 0.25 as
   :class:`~labeldist.trainer.losses.ladder.LadderLoss`), 1024-d embeddings. Our minibatch keeps the anchor's 5
   label-nearest items as the other recipes, so that the ladder's nearest rung has members.
+- ``scratch``: what learns from random weights (RESULTS.md, "From random weights"): every member of a minibatch
+  an anchor, the log-ratio loss, Adam 1e-3 at a constant rate, minibatches of 32 (an anchor, its 5 label-nearest
+  and 26 others), 128-d. A CNN from random weights under the kim2019 recipes (one anchor, SGD 0.01) ended at the
+  untrained network's nDCG; this one learns within minutes on a CPU. ``auto`` picks it for images without
+  ``--weights``.
 - ``labeldist-v1``: this trainer's defaults before recipes (Adam 1e-3, no weight decay, constant rate, 1 epoch,
   150 items with 5 neighbours, the squared-distance log-ratio loss, 128-d, ImageNet augmentation), kept so that
   old runs can be repeated exactly.
 
-:func:`resolve_recipe` gives a recipe's fields for a store kind, overridden by what the user gave; the fit loop
-records the recipe's name, the resolved values and which ones were overridden in its log and checkpoint.
+:func:`choose_recipe` says which recipe ``auto`` stands for, and why; :func:`resolve_recipe` gives a recipe's fields
+for a store kind, overridden by what the user gave; the fit loop records the recipe's name, the resolved values and which ones were overridden in its log and checkpoint.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ RECIPE_FIELDS = (
     "loss",
     "embedding_dim",
     "augment",
+    "anchors",
 )
 
 
@@ -66,6 +72,9 @@ class Recipe:
     loss: str
     embedding_dim: int
     augment: str
+    #: "first", "all", or None for the loss's own default (one anchor for Kim et al.'s losses, every query for
+    #: the ladder)
+    anchors: str | None = None
     loss_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
@@ -118,6 +127,24 @@ RECIPES: dict[str, Recipe] = {
         embedding_dim=1024,
         augment="kind",
     ),
+    "scratch": Recipe(
+        name="scratch",
+        source="labeldist: what learns from random weights (every member an anchor, log-ratio, Adam 1e-3)",
+        optimizer="adam",
+        lr=1e-3,
+        momentum=0.0,
+        weight_decay=0.0,
+        lr_schedule="constant",
+        lr_decay=0.0,
+        lr_step_epochs=(),
+        epochs=10,
+        size=32,
+        neighbors=5,
+        loss="log_ratio",
+        embedding_dim=128,
+        augment="kind",
+        anchors="all",
+    ),
     "labeldist-v1": Recipe(
         name="labeldist-v1",
         source="labeldist's trainer defaults before recipes (issue 6 to 17)",
@@ -136,7 +163,8 @@ RECIPES: dict[str, Recipe] = {
         augment="imagenet",
     ),
 }
-#: the recipe ``auto`` picks for image runs, by store kind (feature runs, the MLP head, use labeldist-v1)
+#: the recipe ``auto`` picks for image runs from ImageNet-style ``--weights``, by store kind (from random weights:
+#: scratch; feature runs, the MLP head, use labeldist-v1)
 KIND_RECIPES = {
     "pose": "kim2019-pose",
     "layout_miou": "kim2019-layout",
@@ -151,24 +179,49 @@ class RecipeError(ValueError):
     """An unknown recipe, or values no recipe can run with (one line naming the recipe and the field)."""
 
 
-def recipe_name(name: str, kind: str | None, images: bool) -> str:
-    """The recipe ``name`` stands for: itself, or for ``auto`` the paper's recipe of the store's ``kind`` when
-    training on images (the papers trained CNNs on images), else ``labeldist-v1``."""
+def choose_recipe(name: str, kind: str | None, images: bool, weights: str | None = None) -> tuple[str, str]:
+    """The recipe ``name`` stands for, and why: itself; or for ``auto``
+
+    - over images from random weights (no ``weights``): ``scratch``, the recipe that learns from random weights
+      (the papers' recipes were made for ImageNet weights, and from random ones learn nothing: RESULTS.md);
+    - over images from ``weights``: the paper's recipe of the store's ``kind`` (the papers fine-tuned ImageNet
+      weights), or ``scratch`` for a kind no paper trained;
+    - over features: ``labeldist-v1``.
+
+    >>> choose_recipe("auto", "pose", images=True)[0]
+    'scratch'
+    """
     if name != "auto":
         if name not in RECIPES:
             raise RecipeError(f"unknown recipe {name!r}; known: auto, {', '.join(RECIPES)}")
-        return name
-    if images and kind in KIND_RECIPES:
-        return KIND_RECIPES[kind]
-    return "labeldist-v1"
+        return name, f"--recipe {name}"
+    if not images:
+        return "labeldist-v1", "auto: features train an MLP head with labeldist-v1, the trainer's defaults"
+    if weights is None:
+        return "scratch", (
+            "auto: a CNN from random weights (no --weights) learns with every member of a minibatch an anchor "
+            "and Adam 1e-3; the papers' recipes, made for ImageNet weights, leave it at the untrained "
+            "network's nDCG (RESULTS.md)"
+        )
+    if kind in KIND_RECIPES:
+        return KIND_RECIPES[kind], f"auto: --weights given, so the paper's recipe of the {kind} kind"
+    return "scratch", f"auto: no paper's recipe for the {kind} kind"
 
 
-def resolve_recipe(name: str, *, kind: str | None, images: bool, given: Mapping[str, Any]) -> dict[str, Any]:
+def recipe_name(name: str, kind: str | None, images: bool, weights: str | None = None) -> str:
+    """The recipe ``name`` stands for (:func:`choose_recipe` without the reason)."""
+    return choose_recipe(name, kind, images, weights)[0]
+
+
+def resolve_recipe(
+    name: str, *, kind: str | None, images: bool, given: Mapping[str, Any], weights: str | None = None
+) -> dict[str, Any]:
     """The run's values: the recipe's fields for this store kind, then everything in ``given`` (the user's
     explicit values: they win). Returns the FitConfig values to set (``loss_options`` merged: the recipe's for the
-    chosen loss, then the given ones), plus ``recipe`` (the resolved name) and ``overrides`` (the recipe fields
-    the user changed, sorted)."""
-    recipe = RECIPES[recipe_name(name, kind, images)]
+    chosen loss, then the given ones), plus ``recipe`` (the resolved name), ``recipe_reason`` (why:
+    :func:`choose_recipe`) and ``overrides`` (the recipe fields the user changed, sorted)."""
+    chosen, reason = choose_recipe(name, kind, images, weights)
+    recipe = RECIPES[chosen]
     values = recipe.fields()
     overrides = sorted(k for k in RECIPE_FIELDS if k in given and given[k] != values[k])
     values.update({k: v for k, v in given.items() if k != "loss_options"})
@@ -177,7 +230,7 @@ def resolve_recipe(name: str, *, kind: str | None, images: bool, given: Mapping[
     values["loss_options"] = options
     values["lr_step_epochs"] = tuple(values["lr_step_epochs"])
     check_values(values, recipe.name)
-    values["recipe"], values["overrides"] = recipe.name, overrides
+    values["recipe"], values["overrides"], values["recipe_reason"] = recipe.name, overrides, reason
     return values
 
 
@@ -197,6 +250,8 @@ def check_values(values: Mapping[str, Any], recipe: str = "the run") -> None:
         raise RecipeError(f"{recipe}: weight_decay must be >= 0, got {values['weight_decay']}")
     if values["epochs"] < 1:
         raise RecipeError(f"{recipe}: epochs must be >= 1, got {values['epochs']}")
+    if values.get("anchors") not in (None, "first", "all"):
+        raise RecipeError(f"{recipe}: anchors must be first or all, got {values['anchors']!r}")
 
 
 def lr_factor(
@@ -227,5 +282,6 @@ def describe_recipes() -> str:
     """One line per recipe, for ``--help`` and the docs."""
     return "; ".join(
         f"{r.name}: {r.optimizer} lr {r.lr:g}, {r.lr_schedule} decay, {r.epochs} epochs, batch {r.size}, {r.loss}"
+        + (f", {r.anchors} anchors" if r.anchors else "")
         for r in RECIPES.values()
     )

@@ -199,6 +199,7 @@ class _RunSettings:
     size: int | None
     max_steps: int | None
     allow_image_flip: bool
+    anchors: str | None
     where: dict[str, Any]
     train_inputs: dict[str, Any]
 
@@ -210,7 +211,13 @@ class _RunSettings:
 
         loss, options, _ = METHODS[method]
         given: dict[str, Any] = {"loss": loss, "loss_options": options, "embedding_dim": dim}
-        for name, value in (("epochs", self.epochs), ("lr", self.lr), ("augment", self.augment), ("size", self.size)):
+        for name, value in (
+            ("epochs", self.epochs),
+            ("lr", self.lr),
+            ("augment", self.augment),
+            ("size", self.size),
+            ("anchors", self.anchors),
+        ):
             if value is not None:
                 given[name] = value
         if self.size is None and self.recipe == "labeldist-v1":
@@ -249,24 +256,49 @@ def _train_runs(
     seeds: Sequence[int],
     small_dim_seeds: Sequence[int],
     curve_every: int | None,
-) -> tuple[dict[tuple[str, int], list[dict[str, Any]]], dict[str, tuple[list[int], list[float]]]]:
+) -> tuple[dict[tuple[str, int], list[dict[str, Any]]], dict[str, list[dict[str, list]]]]:
     """Every run, dimension by dimension, method by method: ``seeds`` at the largest dimension, ``small_dim_seeds``
     at the others, each in ``<base>/<method>-d<dim>-s<seed><tag>`` (:func:`_run_result`). With ``curve_every``, the
-    run of seed ``seeds[0]`` at the largest dimension is first trained in segments (:func:`_curve`). Returns the
-    results of each (method, dim) and the step curves by the methods' paper names."""
+    runs of every seed at the largest dimension are first trained in segments (:func:`_curve`). Returns the
+    results of each (method, dim) and the step curves of each seed by the methods' paper names."""
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    curves: dict[str, tuple[list[int], list[float]]] = {}
+    curves: dict[str, list[dict[str, list]]] = {}
     for dim in dims:
         for method in methods:
             for seed in seeds if dim == max(dims) else small_dim_seeds:
                 out = base / f"{method}-d{dim}-s{seed}{tag}"
                 config = settings.config(method, dim, seed, out)
-                if curve_every and dim == max(dims) and seed == seeds[0]:
+                if curve_every and dim == max(dims):
                     total = settings.max_steps or 10**9
                     curve = _curve(config, evaluate_at, curve_every, total, out / "curve.json")
-                    curves[METHODS[method][2]] = (curve["steps"], curve["ndcg@10"])
+                    curves.setdefault(METHODS[method][2], []).append(curve)
                 results.setdefault((method, dim), []).append(_run_result(config, evaluate_at, out / "eval.json"))
     return results, curves
+
+
+def mean_curve(curves: list[dict[str, list]]) -> tuple[list[int], list[float], list[float]]:
+    """The steps every seed's curve reached, and nDCG@10's mean and standard deviation over the seeds there.
+
+    >>> mean_curve([{"steps": [5, 10], "ndcg@10": [0.5, 0.7]}, {"steps": [5], "ndcg@10": [0.6]}])
+    ([5], [0.55], [0.05])
+    """
+    steps = sorted(set.intersection(*(set(c["steps"]) for c in curves)))
+    at = [[c["ndcg@10"][c["steps"].index(s)] for c in curves] for s in steps]
+    return steps, [round(float(np.mean(v)), 6) for v in at], [round(float(np.std(v)), 6) for v in at]
+
+
+def curve_table(curves: dict[str, list[dict[str, list]]]) -> str:
+    """nDCG@10 against steps, one row per method: the mean over its seeds ± their standard deviation."""
+    steps = sorted({s for runs in curves.values() for s in mean_curve(runs)[0]})
+    lines = [
+        "| method (nDCG@10, mean ± sd over seeds) | " + " | ".join(f"{s:,} steps" for s in steps) + " |",
+        "|---" * (1 + len(steps)) + "|",
+    ]
+    for name, runs in curves.items():
+        at = {s: (m, sd) for s, m, sd in zip(*mean_curve(runs))}
+        cells = [f"{at[s][0]:.3f} ± {at[s][1]:.3f}" if s in at else "" for s in steps]
+        lines.append(f"| {name} ({len(runs)} seeds) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _ceiling_row(
@@ -372,18 +404,20 @@ def _plot_dimensions(
 def _plot_step_curves(
     path: Path,
     title: str,
-    curves: dict[str, tuple[list[int], list[float]]],
+    curves: dict[str, list[dict[str, list]]],
     untrained_name: str,
     untrained: dict[str, dict[str, Any]],
     ceiling_row: dict[str, Any] | None,
 ) -> None:
-    """nDCG@10 against steps of the curves, with the untrained rows' levels and the ceiling's if any."""
+    """nDCG@10 against steps of the curves (the mean over seeds), with the untrained rows' levels and the ceiling's
+    if any."""
     from labeldist.trainer.plots import draw_step_curves, save
 
     levels = {f"{untrained_name} ({_ranked(m)})": r["summary"]["ndcg@10"] for m, r in untrained.items()}
     if ceiling_row is not None:
         levels["ceiling"] = ceiling_row["summary"]["ndcg@10"]
-    save(draw_step_curves(curves, title=title, levels=levels), path)
+    means = {name: mean_curve(runs)[:2] for name, runs in curves.items()}
+    save(draw_step_curves(means, title=title, levels=levels), path)
 
 
 def reproduce(
@@ -411,14 +445,15 @@ def reproduce(
     curve_every: int | None = None,
     tag: str = "",
     ceiling: dict[str, float] | None = None,
+    anchors: str | None = None,
 ) -> str:
-    """Train and evaluate every method with ``recipe`` (labeldist.trainer.recipes; ``epochs``, ``lr``, ``size``
-    and ``augment`` override it); returns the markdown table (also written to ``table<tag>.md``).
+    """Train and evaluate every method with ``recipe`` (labeldist.trainer.recipes; ``epochs``, ``lr``, ``size``,
+    ``augment`` and ``anchors`` override it); returns the markdown table (also written to ``table<tag>.md``).
 
     Each row names how it is ranked: the losses that L2-normalise rank by cosine, the others by Euclidean
     distance, and the untrained network is ranked both ways, so that each trained row has its baseline. With
-    ``curve_every``, seed ``seeds[0]`` of each method at the largest dimension is evaluated every that many steps
-    (``curve<tag>.png``, nDCG@10 against steps). With ``stores`` (the stores' folder) the runs read the stores in
+    ``curve_every``, every seed of each method at the largest dimension is evaluated every that many steps
+    (``curve<tag>.png``, nDCG@10 against steps, and ``curve<tag>.md``, its table with the seeds' spread). With ``stores`` (the stores' folder) the runs read the stores in
     this process and the table has a ceiling row (:mod:`labeldist.trainer.ceiling`): a perfect model of the test
     pictures under the run's augmentation (``ceiling``: its jitter, ``{"scale": .., "shift": ..}``)."""
     from labeldist.trainer.fit import pick_device
@@ -444,6 +479,7 @@ def reproduce(
         size=size,
         max_steps=max_steps,
         allow_image_flip=allow_image_flip,
+        anchors=anchors,
         where={"url": url, "stores": None if stores is None else str(stores)},
         train_inputs=inputs.train,
     )
@@ -472,7 +508,8 @@ def reproduce(
     )
     _plot_dimensions(base / f"fig5{tag}.png", dataset, results, dims=dims, methods=methods)
     if curves:
-        curve_title = f"{dataset}: {top}-d, seed {seeds[0]}"
+        curve_title = f"{dataset}: {top}-d, mean over seeds {', '.join(map(str, seeds))}"
+        (base / f"curve{tag}.md").write_text(curve_table(curves) + "\n", encoding="utf-8")
         _plot_step_curves(base / f"curve{tag}.png", curve_title, curves, inputs.untrained_name, untrained, ceiling_row)
     return table
 
@@ -500,6 +537,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--size", type=int, help="override the recipe's minibatch size")
     p.add_argument("--augment", help="override the recipe's augmentation (kind, none, imagenet)")
     p.add_argument("--allow-image-flip", action="store_true", help="with --augment imagenet on poses or layouts")
+    p.add_argument(
+        "--anchors", choices=("first", "all"), help="override the recipe's anchors (first: the authors' one anchor)"
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the largest dimension")
     p.add_argument("--dims", type=int, nargs="+", default=[128, 16])
     p.add_argument("--small-dim-seeds", type=int, nargs="+", default=[0], help="seeds of the other dimensions")
@@ -510,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--input-size", type=int, help="--images: input side (default: the images' own)")
     p.add_argument("--loader-workers", type=int, help="--images: decoding processes (default: the trainer's)")
     p.add_argument("--max-steps", type=int, help="stop each run after this many steps (default: the epochs')")
-    p.add_argument("--curve-every", type=int, help="evaluate the first seed of each method every N steps")
+    p.add_argument("--curve-every", type=int, help="evaluate every seed of each method every N steps")
     p.add_argument(
         "--tag",
         default="",
@@ -549,6 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             size=args.size,
             curve_every=args.curve_every,
             ceiling=jitter,
+            anchors=args.anchors,
             tag=args.tag if not args.tag or args.tag.startswith("-") else f"-{args.tag}",
         )
     )

@@ -12,7 +12,7 @@ import torch
 from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
 from labeldist.trainer.fit import FitConfig, fit
-from labeldist.trainer.recipes import RECIPES, RecipeError, lr_factor, recipe_name, resolve_recipe
+from labeldist.trainer.recipes import RECIPES, RecipeError, choose_recipe, lr_factor, recipe_name, resolve_recipe
 from tests.trainer.conftest import STORE
 
 
@@ -45,10 +45,28 @@ def test_given_values_override_the_recipe_and_are_listed() -> None:
     ] == {"margin": 0.03}
 
 
-def test_auto_picks_the_kinds_recipe_over_images_and_the_old_defaults_over_features() -> None:
-    assert recipe_name("auto", "pose", images=True) == "kim2019-pose"
-    assert recipe_name("auto", "layout_miou", images=True) == "kim2019-layout"
+def test_auto_picks_scratch_from_random_weights_the_kinds_recipe_from_weights_and_the_old_defaults_over_features() -> (
+    None
+):
+    assert recipe_name("auto", "pose", images=True) == "scratch"
+    assert recipe_name("auto", "layout_miou", images=True) == "scratch"
+    assert recipe_name("auto", "pose", images=True, weights="w.pt") == "kim2019-pose"
+    assert recipe_name("auto", "layout_miou", images=True, weights="w.pt") == "kim2019-layout"
+    assert recipe_name("auto", "angles", images=True, weights="w.pt") == "scratch"  # no paper trained it
     assert recipe_name("auto", "pose", images=False) == "labeldist-v1"
+    name, reason = choose_recipe("auto", "pose", images=True)
+    assert "random weights" in reason and "every member of a minibatch an anchor" in reason
+    scratch = RECIPES["scratch"]
+    assert (scratch.optimizer, scratch.lr, scratch.lr_schedule, scratch.anchors, scratch.loss) == (
+        "adam",
+        1e-3,
+        "constant",
+        "all",
+        "log_ratio",
+    )
+    assert resolve_recipe("auto", kind="pose", images=True, given={})["anchors"] == "all"
+    assert resolve_recipe("kim2019-pose", kind="pose", images=True, given={})["anchors"] is None  # the loss's own
+    assert resolve_recipe("auto", kind="pose", images=True, given={"anchors": "first"})["overrides"] == ["anchors"]
     old = RECIPES["labeldist-v1"]  # today's defaults stay reachable
     assert (old.optimizer, old.lr, old.lr_schedule, old.epochs) == ("adam", 1e-3, "constant", 1)
     assert old.augment == "imagenet"

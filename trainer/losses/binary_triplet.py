@@ -49,8 +49,10 @@ class AnchorPairLoss(BatchLoss):
 
     normalized = True
 
-    def __init__(self, positives: int, pml_loss: torch.nn.Module, reduction: str = "mean") -> None:
-        super().__init__(reduction)
+    def __init__(
+        self, positives: int, pml_loss: torch.nn.Module, reduction: str = "mean", anchors: str | None = None
+    ) -> None:
+        super().__init__(reduction, anchors)
         self.positives = positives
         self.pml_loss = pml_loss
 
@@ -74,13 +76,17 @@ class BinaryTripletLoss(BatchLoss):
     minibatch, :math:`f` L2-normalised, :math:`D` the squared Euclidean distance (Eq. 2 of the paper), margin
     :math:`\delta = 0.2`. The label distances serve only to split positives from negatives: their values are
     thrown away, which is what the paper's continuous losses improve on. Computed by pytorch-metric-learning's
-    ``TripletMarginLoss`` on the triplets of :func:`binary_triplets`.
+    ``TripletMarginLoss`` on the triplets of :func:`binary_triplets`. ``anchors="all"`` takes every member of the
+    minibatch as :math:`a` in turn and averages (:class:`BatchLoss`); chance level: the margin (equal embedding
+    distances make every hinge :math:`\delta`).
     """
 
     normalized = True
 
-    def __init__(self, positives: int = 30, margin: float = 0.2, reduction: str = "mean") -> None:
-        super().__init__(reduction)
+    def __init__(
+        self, positives: int = 30, margin: float = 0.2, reduction: str = "mean", anchors: str | None = None
+    ) -> None:
+        super().__init__(reduction, anchors)
         self.positives = positives
         self.triplet = TripletMarginLoss(
             margin=margin, distance=LpDistance(normalize_embeddings=True, p=2, power=2), reducer=MeanReducer()
@@ -88,6 +94,9 @@ class BinaryTripletLoss(BatchLoss):
 
     def collapsed_value(self) -> float:
         return float(self.triplet.margin)  # every hinge is [0 - 0 + margin]_+
+
+    def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor:
+        return torch.full(distances.shape[:1], float(self.triplet.margin), dtype=distances.dtype)
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         check_positives(self.positives, distances.shape[1])

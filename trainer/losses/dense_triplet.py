@@ -18,17 +18,24 @@ class DenseTripletLoss(BatchLoss):
     over every ordered pair of the minibatch's items whose label distances to the anchor :math:`a` differ
     (the nearer one acts as positive), :math:`f` L2-normalised embeddings, :math:`D` the squared Euclidean
     distance, margin :math:`\delta = 0.03` as in the paper, :math:`[\cdot]_+` the hinge. The mean runs over
-    all triplets of :math:`T`, satisfied ones included (as the authors' code).
+    all triplets of :math:`T`, satisfied ones included (as the authors' code). ``anchors="all"`` takes every
+    member of the minibatch as :math:`a` in turn and averages (:class:`BatchLoss`). Chance level: embeddings
+    that know nothing of the labels order no triplet, and equal embedding distances make every hinge
+    :math:`\delta`: the margin (0 for an anchor without a triplet).
     """
 
     normalized = True
 
-    def __init__(self, margin: float = 0.03, reduction: str = "mean") -> None:
-        super().__init__(reduction)
+    def __init__(self, margin: float = 0.03, reduction: str = "mean", anchors: str | None = None) -> None:
+        super().__init__(reduction, anchors)
         self.margin = margin
 
     def collapsed_value(self) -> float:
         return float(self.margin)  # every hinge is [0 - 0 + margin]_+
+
+    def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor:
+        has_triplet = (distances[:, :, None] < distances[:, None, :]).flatten(1).any(1)
+        return has_triplet.to(distances) * self.margin
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         f = F.normalize(embeddings, dim=-1)

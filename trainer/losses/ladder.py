@@ -154,13 +154,20 @@ class LadderLoss(BatchLoss):
       ground-truth level, as 0.9 does among the given thresholds (of 49 other items, levels 1 and 1-2 hold the
       top 3 and top 8).
 
+    ``anchors="all"`` (the default, the paper's) makes every member of the minibatch a query; ``anchors="first"``
+    only its first member, as the one-anchor losses of Kim et al. Chance level: equal similarities make each rung
+    with both sides cost :math:`\beta_l \alpha_l`, so the loss of embeddings that know nothing of the labels is
+    the mean over queries of :math:`\sum_l \beta_l \alpha_l` over the rungs the query has.
+
     :meth:`describe` gives the mode, the thresholds (relevance and distance; for ``percentile`` the percentiles
     and the mean, min and max of each rung's per-anchor thresholds over the first batch), why, how many
     minibatches had no rung at all, and how many queries had each rung formed; the fit loop writes it into the
     run log and the summary.
     """
 
-    needs_pairwise = True
+    pairwise_always = True
+    queries_itself = True
+    default_anchors = "all"
     normalized = True
 
     def __init__(
@@ -173,8 +180,9 @@ class LadderLoss(BatchLoss):
         shares: Sequence[float] = (0.05, 0.2),
         percentiles: Sequence[float] = (95.0, 85.0),
         reduction: str = "mean",
+        anchors: str | None = None,
     ) -> None:
-        super().__init__(reduction)
+        super().__init__(reduction, anchors)
         if calibrate == "percentile":
             if not len(percentiles) == len(margins) == len(betas) >= 1:
                 raise ValueError(
@@ -333,4 +341,32 @@ class LadderLoss(BatchLoss):
             both = near.any(-1) & far.any(-1)
             hinge = F.relu(alpha - hardest_near + hardest_far)
             loss = loss + beta * torch.where(both, hinge, torch.zeros_like(hinge))
-        return loss.mean(-1)
+        return self._per_minibatch(loss)
+
+    def _per_minibatch(self, per_query: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` from ``(B, n)`` per-query values: the mean over queries, or the first member's."""
+        return per_query[:, 0] if self.anchors == "first" else per_query.mean(-1)
+
+    @torch.no_grad()
+    def chance_level(
+        self, distances: torch.Tensor, pairwise: torch.Tensor | None = None
+    ) -> torch.Tensor | float | None:
+        """The loss of equal similarities on this minibatch (see the class docstring), once the thresholds are
+        decided (None before the first batch, unless they are per anchor)."""
+        if pairwise is None:
+            return None
+        if pairwise.dim() == 2:
+            pairwise = pairwise[None]
+        r = relevance(pairwise.double(), self.relevance)
+        if self.calibrate == "percentile" or self.mode == "percentile":
+            level = anchor_percentile_levels(r, anchor_percentile_thresholds(r, self.percentiles))
+        elif self.mode is None:
+            return None
+        else:
+            level = ladder_levels(r, self.thresholds)
+        other = ~torch.eye(r.shape[-1], dtype=torch.bool, device=r.device)
+        chance = torch.zeros(r.shape[:2], dtype=r.dtype, device=r.device)
+        for rung, (alpha, beta) in enumerate(zip(self.margins, self.betas), start=1):
+            near, far = other & (level < rung), other & (level >= rung)
+            chance += beta * alpha * (near.any(-1) & far.any(-1)).to(r)
+        return self._reduce(self._per_minibatch(chance))

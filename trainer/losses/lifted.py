@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import torch
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import MeanReducer
@@ -23,14 +26,23 @@ class LiftedStructureLoss(AnchorPairLoss):
     are known (the paper's :math:`J_{ij}` also sums the negatives of :math:`j`, whose labels we do not have).
     :math:`f` L2-normalised, :math:`D` the Euclidean distance, margin :math:`\alpha = 1` (the paper's). Computed
     by pytorch-metric-learning's ``LiftedStructureLoss`` on the pairs of
-    :func:`~labeldist.trainer.losses.binary_triplet.binary_pairs`, averaged over positive pairs.
+    :func:`~labeldist.trainer.losses.binary_triplet.binary_pairs`, averaged over positive pairs. Chance level: for
+    equal embedding distances :math:`J_{ap} = \log |N| + \alpha`, so :math:`L = (\log |N| + \alpha)^2 / 2`.
     """
 
-    def __init__(self, positives: int = 30, margin: float = 1.0, reduction: str = "mean") -> None:
+    def __init__(
+        self, positives: int = 30, margin: float = 1.0, reduction: str = "mean", anchors: str | None = None
+    ) -> None:
         lifted = pml.LiftedStructureLoss(
             neg_margin=margin,
             pos_margin=0.0,
             distance=LpDistance(normalize_embeddings=True, p=2, power=1),
             reducer=MeanReducer(),
         )
-        super().__init__(positives, lifted, reduction)
+        super().__init__(positives, lifted, reduction, anchors)
+        self.margin = margin
+
+    def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor:
+        negatives = distances.shape[1] - self.positives
+        value = 0.5 * max(math.log(negatives) + self.margin, 0.0) ** 2
+        return torch.full(distances.shape[:1], value, dtype=distances.dtype)

@@ -25,11 +25,21 @@ class LogRatioLoss(BatchLoss):
     \log(D(y_a, y_i) + \epsilon)`, :math:`\ell_{lr} = (x_i - x_j)^2`, so :math:`L` is twice the sample variance
     of :math:`x` (computed so: O(m) instead of O(m^2)). ``squared=False`` uses the unsquared Euclidean
     distance, as the authors' public code does.
+
+    ``anchors="all"`` takes every member of the minibatch as :math:`a` in turn and averages (:class:`BatchLoss`).
+    Chance level: embeddings that know nothing of the labels give every :math:`D(f_a, f_i)` alike, so
+    :math:`x_i` is a constant minus :math:`\log(D(y_a, y_i) + \epsilon)` and :math:`L = 2\,
+    \mathrm{var}_i \log(D(y_a, y_i) + \epsilon)`, the variance of the anchor's log label distances.
     """
 
-    def __init__(self, eps: float = 1e-6, squared: bool = True, reduction: str = "mean") -> None:
-        super().__init__(reduction)
+    def __init__(
+        self, eps: float = 1e-6, squared: bool = True, reduction: str = "mean", anchors: str | None = None
+    ) -> None:
+        super().__init__(reduction, anchors)
         self.eps, self.squared = eps, squared
+
+    def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor:
+        return 2.0 * torch.log(distances + self.eps).var(dim=1, unbiased=True)
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
         d_f = (embeddings[:, 1:] - embeddings[:, :1]).pow(2).sum(-1)

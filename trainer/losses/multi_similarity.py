@@ -30,9 +30,15 @@ class MultiSimilarityLoss(AnchorPairLoss):
     """
 
     def __init__(
-        self, positives: int = 30, alpha: float = 2.0, beta: float = 50.0, base: float = 0.5, reduction: str = "mean"
+        self,
+        positives: int = 30,
+        alpha: float = 2.0,
+        beta: float = 50.0,
+        base: float = 0.5,
+        reduction: str = "mean",
+        anchors: str | None = None,
     ) -> None:
         ms = pml.MultiSimilarityLoss(
             alpha=alpha, beta=beta, base=base, distance=CosineSimilarity(), reducer=SumReducer()
         )
-        super().__init__(positives, ms, reduction)
+        super().__init__(positives, ms, reduction, anchors)

@@ -55,8 +55,9 @@ class ProxyAnchorLoss(BatchLoss):
         margin: float = 0.1,
         alpha: float = 32.0,
         reduction: str = "mean",
+        anchors: str | None = None,
     ) -> None:
-        super().__init__(reduction)
+        super().__init__(reduction, anchors)
         self.positives, self.num_classes = positives, num_classes
         self.proxy_anchor = pml.ProxyAnchorLoss(num_classes, embedding_size, margin=margin, alpha=alpha)
 
