@@ -53,7 +53,7 @@ from labeldist.distances.pose import PoseDistance
 from labeldist.labels.pose_files import read_mpii_csv
 from labeldist.trainer.losses import DenseTripletLoss, make_loss
 from labeldist.trainer.models import ResNetEmbedding
-from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value
+from labeldist.trainer.monitor import TrainingWatch, embedding_spread
 from labeldist.trainer.render_pose import item, render
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,7 +156,7 @@ def run(
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=5e-4)
-    watch = TrainingWatch(cfg.loss, flat_at=flat_value(loss_fn))
+    watch = TrainingWatch(cfg.loss)
     losses, cosines, active = [], [], []
     t0 = time.process_time()
     for step, idx in enumerate(batches, start=1):
@@ -169,7 +169,7 @@ def run(
         opt.step()
         spread = embedding_spread(emb)
         value = float(loss.detach())
-        watch.update(step, value, spread)
+        watch.update(step, value, spread, chance=loss_fn.chance_level(y))
         losses.append(value)
         cosines.append(spread["mean_cosine"])
         active.append(getattr(loss_fn, "active", float("nan")))

@@ -48,7 +48,7 @@ from labeldist.trainer.models import (
     EmbeddingMLP,
     ResNetEmbedding,
 )
-from labeldist.trainer.monitor import TrainingWatch, embedding_spread, flat_value
+from labeldist.trainer.monitor import TrainingWatch, embedding_spread, stuck_advice
 from labeldist.trainer.recipes import lr_factor
 
 CHECKPOINT = "checkpoint.pt"
@@ -633,14 +633,18 @@ def describe_anchors(loss_fn: BatchLoss) -> str:
 
 class LoopState:
     """What the training loop keeps of the steps it has done: when it started, the last 10 losses, the watch of
-    collapsed embeddings and flat losses, and whether the loss has described what its first batch decided."""
+    losses at their chance level and collapsed embeddings, and whether the loss has described what its first batch
+    decided."""
 
-    def __init__(self, loss: str, loss_fn: BatchLoss) -> None:
+    def __init__(self, config: FitConfig, loss_fn: BatchLoss) -> None:
         self.start = time.perf_counter()
         self.recent: list[float] = []
         self.described = False
-        # judged afresh after a resume: its windows are a few dozen steps, which a resumed run refills at once
-        self.watch = TrainingWatch(loss, flat_at=flat_value(loss_fn))
+        # judged afresh after a resume, which refills its windows
+        advice = stuck_advice(
+            config.loss, anchors=loss_fn.anchors, optimizer=config.optimizer, pretrained=config.weights is not None
+        )
+        self.watch = TrainingWatch(config.loss, advice=advice)
 
 
 def log_step(
@@ -716,7 +720,7 @@ def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
     if config.max_steps is not None:
         total = min(total, config.max_steps)
     log = open(run.out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
-    state = LoopState(config.loss, run.loss_fn)
+    state = LoopState(config, run.loss_fn)
     batches: Iterator[Minibatch] | None = None  # the prefetch, once started
     try:
         start_log(run, log)

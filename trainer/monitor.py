@@ -1,17 +1,21 @@
-"""Say when training goes wrong: the spread of a step's embeddings, and a watch over the loss and the spread.
+"""Say when training goes wrong: the spread of a step's embeddings, and a watch over the loss, its chance level and
+the spread.
 
-A metric-learning run can fail silently: the embeddings of every input collapse onto one direction (all
-retrieval is then a tie broken by noise) while the loss, far from diverging, sits still at the value it takes
-for collapsed embeddings (a triplet loss: its margin). The fit loop measures the spread of each step's
-embeddings with :func:`embedding_spread` (a few vector operations, no gradient) and feeds it, with the loss,
-to a :class:`TrainingWatch`, which returns a one-line warning the first time a run looks collapsed or stuck:
+A metric-learning run can fail silently. Its loss may never get below the value it takes for embeddings that know
+nothing of the labels (the loss's *chance level*, :meth:`labeldist.trainer.losses.BatchLoss.chance_level`: for
+the log-ratio loss, equal embedding distances; for a triplet loss, its margin), which is what a CNN from random
+weights does under a recipe made for ImageNet weights. Or the embeddings of every input collapse onto one
+direction (all retrieval is then a tie broken by noise). The fit loop measures the spread of each step's embeddings
+with :func:`embedding_spread` (a few vector operations, no gradient) and feeds it, with the loss and its chance
+level, to a :class:`TrainingWatch`, which returns a one-line warning the first time a run looks stuck:
 
 .. code-block:: python
 
-    watch = TrainingWatch(config.loss, flat_at=flat_value(loss_fn))
+    watch = TrainingWatch(config.loss, advice=stuck_advice(...))
     ...
     spread = embedding_spread(embeddings)          # every step, before or after backward
-    warning = watch.update(step, value, spread)    # value: the step's loss as a float
+    chance = loss_fn.chance_level(distances, pairwise)
+    warning = watch.update(step, value, spread, chance=chance)
     if warning:
         log the event {"event": "warning", "step": step, "kind": ..., "message": warning}; print(warning)
 
@@ -29,55 +33,63 @@ import torch
 
 #: mean pairwise cosine above which a minibatch's embeddings count as collapsed. An untrained ImageNet-style
 #: ResNet already gives 0.96-0.97 (the pooled ReLU features share a large positive mean, which the linear head
-#: maps to a common direction); a run that learns spreads them (0.2-0.9 in our runs); the collapsed dense-triplet
-#: run of issue 18 sat at 0.996-0.999. 0.99 is a squared distance of 0.02 between unit vectors, below the
-#: smallest margin any of the losses uses.
+#: maps to a common direction); the collapsed dense-triplet run of issue 18 sat at 0.996-0.999. Embeddings that
+#: bunched can still rank well: an all-anchor dense triplet run learned at 0.985-0.994 (RESULTS.md), so a loss
+#: below its chance level vetoes this warning.
 COLLAPSE_COSINE = 0.99
-#: consecutive steps the condition must hold: long enough that one odd minibatch (five near-identical
-#: neighbours and a few look-alikes) does not fire, short enough to say so within the first minutes of a run
+#: consecutive steps the cosine must stay above :data:`COLLAPSE_COSINE`, and the window of the flat test
 WINDOW = 50
 #: steps not judged at the start: the untrained network's embeddings are already close together (above), and
 #: the first steps of any run may tighten them before the loss spreads them out
 WARMUP = 20
-#: a loss is flat when its standard deviation over the window is below this fraction of its mean. A minibatch
-#: loss of a run that learns moves by 10-50 % from step to step (each step draws a new anchor and new items); the
-#: stuck dense-triplet run of issue 18 moved by 3 % (0.030 +- 0.001), all of which is the margin's share of
-#: the triplets that happen to be satisfied by a hair.
-FLAT_STD = 0.05
-#: with a known stuck value (``flat_at``: a margin), the mean over the window must also lie within this
-#: fraction of it; without one, only a loss that barely moves at all counts as flat (:data:`FLAT_STD_ANY`)
-FLAT_AT_TOL = 0.05
-#: the flat test without a known stuck value: stricter, since a converged loss is also fairly flat
+#: steps before the chance test judges: a run that learns may sit above its chance level at first (random
+#: embedding distances add their own variance to the log-ratio loss). The all-anchor log-ratio run on MPII images
+#: with the pose augmentation was at 1.41 of it over its first 50 steps, 0.98 over steps 301-500 and 0.85 over
+#: steps 501-700, on its way to nDCG@10 0.75; the runs that learned nothing stayed at 0.99-1.9 of it
+#: (RESULTS.md, "The chance level")
+CHANCE_WARMUP = 500
+#: steps whose losses and chance levels the chance test compares, after :data:`CHANCE_WARMUP`
+CHANCE_WINDOW = 200
+#: the loss must lie this fraction below its chance level (means over the window) to count as learning: a
+#: triplet loss on the plateau of embeddings that order nothing sits 1-4 % under its margin (issue 18's CPU run:
+#: 0.029 +- 8 % against 0.03), since some triplets are satisfied by a hair
+CHANCE_TOL = 0.05
+#: a loss this fraction or more below its chance level vetoes the collapse warning: the all-anchor dense triplet
+#: run of RESULTS.md was 0.9 % under its margin when its embeddings bunched, and learned; a loss at its chance
+#: level up to float rounding (identical embeddings) is not below it
+COLLAPSE_VETO_TOL = 0.005
+#: a loss without a chance level is flat when its standard deviation over the window is below this fraction of
+#: its mean (a minibatch loss of a run that learns moves by 10-50 % from step to step)
 FLAT_STD_ANY = 0.005
-#: a triplet loss at its margin while the embeddings stay this close together is on the plateau of embeddings
-#: that do not order their triplets: for label-blind embeddings the dense triplet loss equals its margin (0.03)
-#: wherever their mean pairwise cosine is above about 0.96, and rises below (benchmarks/
-#: study_dense_triplet_collapse.py --chance), so descent leads there and nothing leads out. The dense triplet run
-#: of RESULTS.md's CPU pose table sat there (loss 0.029 +- 8 %, cosine 0.965) for 2,000 steps, too noisy per step
-#: for the flat test above; a run that learns spreads its embeddings below 0.9 as its loss passes the margin.
-PLATEAU_COSINE = 0.9
-#: ... for this many windows in a row: every dense-triplet run of a CNN from random weights starts on the plateau
-#: (an untrained ResNet's embeddings have cosines of 0.91-0.97), so only a run that stays there is stuck
-PLATEAU_WINDOWS = 4
 
-#: what to try, per loss; :data:`GENERIC_ADVICE` otherwise
+#: what to try when a loss is stuck, per loss, after the advice of :func:`stuck_advice`
 ADVICE: dict[str, str] = {
-    "dense_triplet": (
-        "--loss log_ratio (it has no margin, so no plateau at it), pretrained --weights, or, if this ran Adam, the "
-        "papers' recipe (--recipe kim2019-pose: SGD lr 0.01, momentum 0.9, weight decay 5e-4), under which the "
-        "embeddings stay further apart"
-    ),
-    "binary_triplet": (
-        "the papers' recipe (--optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4), a lower --lr, or "
-        "another --margin"
-    ),
-    "log_ratio": "a lower --lr (the papers' recipe: --optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4)",
-    "ladder": "a lower --lr, or --ladder-calibrate auto so that each level holds pairs",
-    "lifted": "a lower --lr, or another --margin",
-    "multi_similarity": "a lower --lr, or another --positives",
-    "proxy_anchor": "a lower --lr, or another --margin",
+    "dense_triplet": "--loss log_ratio (it has no margin, so no plateau at it)",
+    "binary_triplet": "--loss log_ratio (it uses the label distances' values, not only their order)",
+    "ladder": "--ladder-calibrate percentile so that each anchor's rungs hold pairs",
+    "lifted": "another --margin",
+    "multi_similarity": "another --positives",
+    "proxy_anchor": "another --margin",
 }
-GENERIC_ADVICE = "a lower --lr, or the papers' recipe (--optimizer sgd --lr 0.01 --momentum 0.9 --weight-decay 5e-4)"
+GENERIC_ADVICE = "a lower --lr"
+
+
+def stuck_advice(loss: str, *, anchors: str, optimizer: str, pretrained: bool) -> str:
+    """What to try when a run of ``loss`` learns nothing, most likely first: every member of a minibatch an anchor,
+    the recipe that learns from random weights, the loss's own remedy, a lower learning rate.
+
+    >>> stuck_advice("log_ratio", anchors="first", optimizer="adam", pretrained=False)
+    '--anchors all (every member of a minibatch an anchor), or a lower --lr'
+    """
+    tries = []
+    if anchors == "first":
+        tries.append("--anchors all (every member of a minibatch an anchor)")
+    if optimizer == "sgd" and not pretrained:
+        tries.append("--recipe scratch (Adam 1e-3; the papers' SGD recipe was made for ImageNet weights)")
+    if loss in ADVICE:
+        tries.append(ADVICE[loss])
+    tries.append(GENERIC_ADVICE)
+    return ", or ".join(tries)
 
 
 @torch.no_grad()
@@ -119,47 +131,45 @@ def embedding_spread(embeddings: torch.Tensor) -> dict[str, float]:
     return {"mean_cosine": mean_cosine, "variance": max(var, 0.0), "norm": norm}
 
 
-def flat_value(loss_fn: Any) -> float | None:
-    """The value a loss takes when every embedding coincides, where a collapsed run's loss sits: what the loss
-    declares (``BatchLoss.collapsed_value``: a triplet loss's margin), None for a loss without one."""
-    collapsed = getattr(loss_fn, "collapsed_value", None)
-    return None if collapsed is None else collapsed()
-
-
 class TrainingWatch:
-    """Fed ``(step, loss, spread)`` every step; returns a one-line warning (at most once per kind) when
+    """Fed ``(step, loss, spread, chance=)`` every step; returns a one-line warning (at most once per kind) when
 
+    - ``chance``: after ``chance_warmup`` steps, the loss's mean over the last ``chance_window`` steps is not at
+      least ``chance_tol`` below the mean of its chance level there (the loss of embeddings that know nothing of
+      the labels): the run is not learning;
     - ``collapse``: the mean pairwise cosine of the step's embeddings (:func:`embedding_spread`) stayed above
-      ``collapse_cosine`` for ``window`` consecutive steps, after ``warmup`` steps;
-    - ``flat``: over the last ``window`` steps (after ``warmup``) the loss's mean lies within :data:`FLAT_AT_TOL`
-      of ``flat_at`` (the value of the loss for collapsed embeddings, :func:`flat_value`) and either its standard
-      deviation is below ``flat_std`` of the mean, or the mean pairwise cosine stayed above
-      :data:`PLATEAU_COSINE` with the mean's standard error below ``flat_std``, :data:`PLATEAU_WINDOWS` windows
-      running (the margin's plateau); without
-      ``flat_at``, the standard deviation below :data:`FLAT_STD_ANY` of the mean.
+      ``collapse_cosine`` for ``window`` consecutive steps, after ``warmup`` steps, unless the loss's mean over
+      those steps lies below its chance level (by :data:`COLLAPSE_VETO_TOL`: a triplet loss below its margin, whose
+      bunched embeddings still order the labels);
+    - ``flat``: for a loss without a chance level, over the last ``window`` steps (after ``warmup``) its standard
+      deviation is below :data:`FLAT_STD_ANY` of its mean.
 
-    The warning names the loss, what was seen (with the numbers) and what to try (:data:`ADVICE`). When both
-    fire at the same step they share one line. ``warnings`` keeps ``{"step", "kind", "message"}`` of each, for
-    the run's log and its end summary. Non-finite losses are not judged (the fit loop fails on those itself).
+    The warning names the loss, what was seen (with the numbers) and what to try (``advice``, e.g.
+    :func:`stuck_advice`). When several fire at the same step they share one line. ``warnings`` keeps ``{"step",
+    "kind", "message"}`` of each, for the run's log and its end summary. Non-finite losses are not judged (the fit
+    loop fails on those itself).
     """
 
     def __init__(
         self,
         loss: str,
         *,
-        flat_at: float | None = None,
+        advice: str | None = None,
         window: int = WINDOW,
         warmup: int = WARMUP,
         collapse_cosine: float = COLLAPSE_COSINE,
-        flat_std: float = FLAT_STD,
+        chance_warmup: int = CHANCE_WARMUP,
+        chance_window: int = CHANCE_WINDOW,
+        chance_tol: float = CHANCE_TOL,
     ) -> None:
-        if window < 2:
-            raise ValueError(f"window must be at least 2 steps, got {window}")
-        self.loss, self.flat_at, self.window, self.warmup = loss, flat_at, window, warmup
-        self.collapse_cosine, self.flat_std = collapse_cosine, flat_std
-        self.losses: deque[float] = deque(maxlen=window)
-        self.cosines: deque[float] = deque(maxlen=window)
-        self.plateau_for = 0  # consecutive judged steps whose window was on the margin's plateau
+        if window < 2 or chance_window < 2:
+            raise ValueError(f"windows must be at least 2 steps, got {window} and {chance_window}")
+        self.loss, self.window, self.warmup = loss, window, warmup
+        self.advice = advice or ", or ".join(filter(None, (ADVICE.get(loss), GENERIC_ADVICE)))
+        self.collapse_cosine = collapse_cosine
+        self.chance_warmup, self.chance_window, self.chance_tol = chance_warmup, chance_window, chance_tol
+        self.losses: deque[float] = deque(maxlen=max(window, chance_window))
+        self.chances: deque[float] = deque(maxlen=max(window, chance_window))
         self.collapsed_for = 0  # consecutive judged steps above the cosine threshold
         self.last_cosine = math.nan
         self.warnings: list[dict[str, Any]] = []
@@ -172,12 +182,20 @@ class TrainingWatch:
         if step <= self.warmup or not math.isfinite(loss):
             return None
         self.losses.append(float(loss))
+        self.chances.append(math.nan if chance is None else float(chance))
         if spread is not None:
             self.last_cosine = spread["mean_cosine"]
-            self.cosines.append(self.last_cosine)
             self.collapsed_for = self.collapsed_for + 1 if self.last_cosine > self.collapse_cosine else 0
         seen: list[tuple[str, str]] = []
-        if "collapse" not in self.fired and self.collapsed_for >= self.window:
+        if "chance" not in self.fired and step >= self.chance_warmup + self.chance_window:
+            stuck = self.at_chance(self.chance_window)
+            if stuck is not None:
+                seen.append(("chance", stuck))
+        if (
+            "collapse" not in self.fired
+            and self.collapsed_for >= self.window
+            and not self.below_chance(self.window, tol=COLLAPSE_VETO_TOL)
+        ):
             seen.append(
                 (
                     "collapse",
@@ -185,7 +203,7 @@ class TrainingWatch:
                     f"for {self.collapsed_for} steps, now {self.last_cosine:.4f})",
                 )
             )
-        if "flat" not in self.fired and len(self.losses) == self.window:
+        if "flat" not in self.fired and len(self.losses) >= self.window and self._window_chance(self.window) is None:
             flat = self.flat_reason()
             if flat:
                 seen.append(("flat", flat))
@@ -194,39 +212,47 @@ class TrainingWatch:
         message = (
             f"warning: {self.loss} training looks stuck at step {step}: "
             + " and ".join(w for _, w in seen)
-            + f"; try {ADVICE.get(self.loss, GENERIC_ADVICE)}"
+            + f"; try {self.advice}"
         )
         for kind, _ in seen:
             self.fired.add(kind)
             self.warnings.append({"step": step, "kind": kind, "message": message})
         return message
 
+    def _window_chance(self, n: int) -> tuple[float, float] | None:
+        """The mean loss and mean chance level of the last ``n`` steps, or None unless all ``n`` had a chance
+        level."""
+        if len(self.losses) < n:
+            return None
+        chances = np.asarray(list(self.chances)[-n:], dtype=np.float64)
+        if not np.isfinite(chances).all():
+            return None
+        return float(np.mean(list(self.losses)[-n:])), float(chances.mean())
+
+    def below_chance(self, n: int, tol: float | None = None) -> bool:
+        """Whether the loss's mean over the last ``n`` steps lies ``tol`` (default ``chance_tol``) or more below the
+        mean of its chance level."""
+        means = self._window_chance(n)
+        tol = self.chance_tol if tol is None else tol
+        return means is not None and means[0] < (1 - tol) * means[1]
+
+    def at_chance(self, n: int) -> str | None:
+        """What shows the loss at or above its chance level over the last ``n`` steps, or None."""
+        means = self._window_chance(n)
+        if means is None or self.below_chance(n):
+            return None
+        loss, chance = means
+        return (
+            f"its loss ({loss:.4g}, mean of the last {n} steps) has not got below its chance level ({chance:.4g}, "
+            "the loss of embeddings that know nothing of the labels)"
+        )
+
     def flat_reason(self) -> str | None:
-        """What makes the last window's loss flat, or None."""
-        x = np.asarray(self.losses, dtype=np.float64)
+        """What makes the last window's loss flat, or None (losses without a chance level)."""
+        x = np.asarray(list(self.losses)[-self.window :], dtype=np.float64)
         mean, std = float(x.mean()), float(x.std())
         if mean == 0.0:
             return None  # a loss of exactly zero (every triplet satisfied) is not stuck
-        ratio = std / abs(mean)
-        said = f"its loss sat at {mean:.4g} +- {std:.2g} for {self.window} steps"
-        if self.flat_at is not None:
-            if abs(mean - self.flat_at) > FLAT_AT_TOL * abs(self.flat_at):
-                return None
-            if ratio < self.flat_std:
-                return said + f", the value of collapsed embeddings ({self.flat_at:g}, its margin)"
-            cosine = float(np.mean(self.cosines)) if len(self.cosines) == self.window else math.nan
-            # noisier per step, but its mean pinned at the margin (standard error within flat_std) while the
-            # embeddings stay bunched, window after window: the plateau of PLATEAU_COSINE
-            if cosine > PLATEAU_COSINE and ratio / math.sqrt(self.window) < self.flat_std:
-                self.plateau_for += 1
-                if self.plateau_for >= (PLATEAU_WINDOWS - 1) * self.window + 1:
-                    return (
-                        f"its loss sat at {mean:.4g} +- {std:.2g}, its margin ({self.flat_at:g}), for "
-                        f"{self.plateau_for + self.window - 1} steps with the embeddings bunched (mean pairwise "
-                        f"cosine {cosine:.3f}): the value of embeddings that do not order their "
-                        "triplets"
-                    )
-                return None
-            self.plateau_for = 0
-            return None
-        return said if ratio < FLAT_STD_ANY else None
+        if std / abs(mean) < FLAT_STD_ANY:
+            return f"its loss sat at {mean:.4g} +- {std:.2g} for {self.window} steps"
+        return None

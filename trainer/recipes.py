@@ -24,7 +24,8 @@ so that ``trainer fit --recipe kim2019-pose`` trains as the authors did, and any
   old runs can be repeated exactly.
 
 :func:`choose_recipe` says which recipe ``auto`` stands for, and why; :func:`resolve_recipe` gives a recipe's fields
-for a store kind, overridden by what the user gave; the fit loop records the recipe's name, the resolved values and which ones were overridden in its log and checkpoint.
+for a store kind, overridden by what the user gave; the fit loop records the recipe's name, the resolved values and
+which ones were overridden in its log and checkpoint.
 """
 
 from __future__ import annotations

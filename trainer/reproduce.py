@@ -453,9 +453,10 @@ def reproduce(
     Each row names how it is ranked: the losses that L2-normalise rank by cosine, the others by Euclidean
     distance, and the untrained network is ranked both ways, so that each trained row has its baseline. With
     ``curve_every``, every seed of each method at the largest dimension is evaluated every that many steps
-    (``curve<tag>.png``, nDCG@10 against steps, and ``curve<tag>.md``, its table with the seeds' spread). With ``stores`` (the stores' folder) the runs read the stores in
-    this process and the table has a ceiling row (:mod:`labeldist.trainer.ceiling`): a perfect model of the test
-    pictures under the run's augmentation (``ceiling``: its jitter, ``{"scale": .., "shift": ..}``)."""
+    (``curve<tag>.png``, nDCG@10 against steps, and ``curve<tag>.md``, its table with the seeds' spread). With
+    ``stores`` (the stores' folder) the runs read the stores in this process and the table has a ceiling row
+    (:mod:`labeldist.trainer.ceiling`): a perfect model of the test pictures under the run's augmentation
+    (``ceiling``: its jitter, ``{"scale": .., "shift": ..}``)."""
     from labeldist.trainer.fit import pick_device
 
     kind, paper_size = DATASETS[dataset]

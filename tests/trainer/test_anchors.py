@@ -175,7 +175,10 @@ def test_unknown_anchors_are_refused_naming_the_known() -> None:
 
 def test_the_ladder_takes_every_query_by_default_and_the_first_on_request() -> None:
     f, pairwise, _, distances = minibatches(8)
-    every, first = make_loss("ladder", calibrate="percentile"), make_loss("ladder", calibrate="percentile", anchors="first")
+    every, first = (
+        make_loss("ladder", calibrate="percentile"),
+        make_loss("ladder", calibrate="percentile", anchors="first"),
+    )
     assert every.anchors == "all" and every.needs_pairwise and first.needs_pairwise
     per_query = []
     for q in range(N):  # the first member's loss of each reordered minibatch

@@ -113,11 +113,6 @@ class BatchLoss(nn.Module):
         """What the run log records about this loss beyond its options (nothing, for most losses)."""
         return {}
 
-    def collapsed_value(self) -> float | None:
-        """The loss when every embedding coincides, where a collapsed run's loss sits (a triplet loss: its margin),
-        or None where it is not a constant (labeldist.trainer.monitor watches for it)."""
-        return None
-
     def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor | None:
         """Per view ``(A,)``: the loss of one anchor's view (label distances ``(A, m)`` to its items) for
         embeddings that know nothing of the labels, or None where the loss has no such value."""
@@ -171,7 +166,9 @@ class BatchLoss(nn.Module):
         if self.anchors == "first":
             return distances, 1
         if pairwise is None:
-            raise ValueError(f"{type(self).__name__} (every member an anchor) needs the batch's pairwise label distances")
+            raise ValueError(
+                f"{type(self).__name__} (every member an anchor) needs the batch's pairwise label distances"
+            )
         return anchor_distances(pairwise), pairwise.shape[-1]
 
     def _reduce(self, losses: torch.Tensor) -> torch.Tensor:

@@ -92,9 +92,6 @@ class BinaryTripletLoss(BatchLoss):
             margin=margin, distance=LpDistance(normalize_embeddings=True, p=2, power=2), reducer=MeanReducer()
         )
 
-    def collapsed_value(self) -> float:
-        return float(self.triplet.margin)  # every hinge is [0 - 0 + margin]_+
-
     def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor:
         return torch.full(distances.shape[:1], float(self.triplet.margin), dtype=distances.dtype)
 

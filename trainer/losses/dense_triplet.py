@@ -30,9 +30,6 @@ class DenseTripletLoss(BatchLoss):
         super().__init__(reduction, anchors)
         self.margin = margin
 
-    def collapsed_value(self) -> float:
-        return float(self.margin)  # every hinge is [0 - 0 + margin]_+
-
     def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor:
         has_triplet = (distances[:, :, None] < distances[:, None, :]).flatten(1).any(1)
         return has_triplet.to(distances) * self.margin
