@@ -135,7 +135,7 @@ def step_time(repeats: int) -> None:
             loss_fn = make_loss(name, anchors=anchors)
             optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
-            def step() -> None:
+            def step(model=model, loss_fn=loss_fn, optimizer=optimizer) -> None:
                 loss = loss_fn(model(images)[None], distances, pairwise)
                 optimizer.zero_grad()
                 loss.backward()
@@ -143,7 +143,7 @@ def step_time(repeats: int) -> None:
 
             fixed = torch.randn(1, 32, 128, generator=g, requires_grad=True)
 
-            def loss_only() -> None:
+            def loss_only(loss_fn=loss_fn, fixed=fixed) -> None:
                 loss_fn(fixed, distances, pairwise).backward()
 
             step()  # first call: allocations
