@@ -8,9 +8,11 @@ labels *as the pictures show them*. Two kinds of transform are used:
 - **jitter** (a scale about the image centre, a shift): small, per image, after the authors' code (Kim et al.,
   CVPR 2019, ``code/transformation.py``: ``s_ratio = 0.05``, ``t_ratio = 0.03`` of the crop side; there each crop
   edge moves by up to 5%, so the side by up to 10%; here the side by up to ``scale`` = 5%). Per image it is *not*
-  label-preserving: it moves an anchor-to-item pose distance by about 5% (median; 13% for the anchor's nearest
-  neighbours) when the figure fills the frame. ``jitter="batch"`` draws one per minibatch row instead, which keeps
-  every ratio of two distances (tests/trainer/test_augment.py);
+  label-preserving: in the frame MPII poses are rendered in (centre 0, half side 1.1), on minibatches of 32 it
+  moves an anchor-to-item pose distance by 7% (median; 19% for the anchor's 5 label-nearest items) and reverses
+  8.9% of the orders of two items' distances to their anchor (the triplets a loss learns from); what that costs
+  and gives in training is measured in RESULTS.md, "Augmentation by evidence". ``jitter="batch"`` draws one per
+  minibatch row instead, which keeps every ratio of two distances (tests/trainer/test_augment.py);
 - **flip**: a horizontal mirror. A mirror is an isometry, so mirroring *every* image of a minibatch together
   (``flip="batch"``: one coin per minibatch) leaves every pose distance (it compares left wrist with left wrist,
   and both left wrists moved the same way) and every layout 1 - mIoU (both maps are permuted by the same pixel
@@ -57,7 +59,7 @@ Eval = Literal["resize", "center_crop"]
 FLIPS = ("none", "batch", "image")
 EVALS = ("resize", "center_crop")
 #: the recipes a run may name (``trainer fit --augment``)
-AUGMENT_NAMES = ("kind", "none", "imagenet")
+AUGMENT_NAMES = ("kind", "flip", "none", "imagenet")
 #: the eval resize of the torchvision ImageNet recipe: short side to size * 256/224, then a centre crop of size
 EVAL_RESIZE = 256 / 224
 #: the aspect-ratio range of torchvision's RandomResizedCrop
@@ -83,8 +85,8 @@ class Augmentation:
     jitter : "image": a scale and a shift per image (the authors'); "batch": one per minibatch row, the same for
         all its images: a common shift keeps every pose distance, a common scale multiplies them all by one
         factor (their ratios, which the log-ratio loss and every triplet's order depend on, are kept). Per
-        image, the paper's jitter moves the distance of an anchor to its nearest neighbours by 13% (median) when
-        the figure fills the frame (tests/trainer/test_augment.py).
+        image, the paper's jitter moves the distance of an anchor to its 5 label-nearest items by 19% (median)
+        in the frame MPII poses are rendered in (tests/trainer/test_augment.py).
     flip : "none"; "batch": every image of a minibatch row mirrored together or none (one coin per row);
         "image": each image on its own coin (only for mirror-invariant kinds).
     crop_scale : the ImageNet random resized crop's area range (aspect 3/4-4/3), or None.
@@ -229,13 +231,20 @@ def resolve_augmentation(
     crop_scale: tuple[float, float] | None = None,
 ) -> Augmentation:
     """The augmentation named ``name`` (:data:`AUGMENT_NAMES`) for a store of ``kind``: "kind" (the kind's own,
-    :data:`KINDS`), "none" or "imagenet" (the trainer's old recipe, kept so old runs can be repeated).
+    :data:`KINDS`), "flip" (the kind's own flip alone, without its jitter: for poses and layouts the flip of a whole
+    minibatch, which keeps every distance served), "none" or "imagenet" (the trainer's old recipe, kept so old runs
+    can be repeated).
 
     ``flip=False`` turns the flip off; ``crop_scale`` replaces the imagenet crop's area range. A flip per image on a
     kind that is not mirror-invariant is refused (one line, naming ``--allow-image-flip``) unless
     ``allow_image_flip``."""
     if name == "kind":
         aug = kind_augmentation(kind).augmentation
+    elif name == "flip":
+        own = kind_augmentation(kind).augmentation
+        aug = replace(
+            NONE, name="flip", flip=own.flip, description=f"flip: the {kind} kind's flip alone ({own.flip}), no jitter"
+        )
     elif name == "none":
         aug = NONE
     elif name == "imagenet":

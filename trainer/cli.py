@@ -411,11 +411,11 @@ def _fit_image_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument(
         "--augment",
         choices=AUGMENT_NAMES,
-        help="images: kind (the store kind's label-preserving "
+        help="images: kind (the store kind's own "
         "transforms: poses a +-5%% scale and +-3%% shift jitter and a flip of the whole minibatch or "
-        "none of it; layouts the minibatch flip), none, or imagenet (random resized crop and a flip per "
-        "image; refused where the distance is not mirror-invariant) (recipe: kind; labeldist-v1: "
-        "imagenet)",
+        "none of it; layouts the minibatch flip), flip (the kind's flip alone, no jitter: every distance "
+        "kept), none, or imagenet (random resized crop and a flip per image; refused where the distance "
+        "is not mirror-invariant) (recipe: scratch flip, kim2019 kind, labeldist-v1 imagenet)",
     )
     fit.add_argument(
         "--allow-image-flip",

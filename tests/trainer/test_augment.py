@@ -157,11 +157,13 @@ def test_the_kinds_flip_keeps_every_anchor_distance_and_a_per_image_flip_does_no
 
 
 def test_the_pose_jitter_per_image_moves_distances_and_per_row_keeps_their_ratios(pose_store) -> None:
-    """The paper's jitter is not label-preserving per image: with the figure filling the frame (half 0.5: MPII
-    joints normalised by centre and scale lie within +-0.45) it moves anchor-to-item distances by a few percent
-    (median), more for the nearest. The same jitter per minibatch row keeps every ratio of two distances."""
-    frame = (0.0, 0.0, 0.5)
-    members, before, distance = _minibatches(pose_store, POSE_STORE, rows=16, size=24, neighbors=5, seed=1)
+    """The paper's jitter is not label-preserving per image: in the frame MPII poses are rendered in (centre 0,
+    half 1.1), on minibatches of 32 it moves anchor-to-item distances by 7 % (median), those to the anchor's 5
+    label-nearest by 19 %, and reverses 9 % of the orders of two items' distances to their anchor (the figures of
+    trainer/augment.py, measured on the 2,366 MPII training poses; this store holds 300). The same jitter per
+    minibatch row keeps every ratio of two distances."""
+    frame = (0.0, 0.0, 1.1)
+    members, before, distance = _minibatches(pose_store, POSE_STORE, rows=64, size=32, neighbors=5, seed=1)
     aug = resolve_augmentation("kind", "pose", flip=False)
     params = draw_augmentation(members.shape, aug, torch.Generator().manual_seed(1))
 
@@ -174,8 +176,16 @@ def test_the_pose_jitter_per_image_moves_distances_and_per_row_keeps_their_ratio
 
     d0, d1 = anchor_distances(before), anchor_distances(moved(params))
     ok = np.isfinite(d0)
-    change = np.abs(d1[ok] / d0[ok] - 1)
-    assert 0.01 < float(np.median(change)) < 0.15, np.median(change)
+    change = np.abs(d1 / d0 - 1)
+    assert 0.04 < float(np.nanmedian(change)) < 0.11, np.nanmedian(change)
+    # the 5 nearest: 12 % among these 300 poses, whose nearest lie further apart than among 2,366 (19 %)
+    assert 0.09 < float(np.nanmedian(change[:, :5])) < 0.27, np.nanmedian(change[:, :5])
+    assert float(np.nanmedian(change[:, :5])) > 1.5 * float(np.nanmedian(change[:, 5:]))
+    i, j = np.triu_indices(d0.shape[1], 1)
+    order0, order1 = np.sign(d0[:, i] - d0[:, j]), np.sign(d1[:, i] - d1[:, j])
+    ranked = (order0 != 0) & np.isfinite(order0) & np.isfinite(order1)
+    reversed_share = float(np.mean(order0[ranked] != order1[ranked]))
+    assert 0.05 < reversed_share < 0.14, reversed_share
 
     per_row = draw_augmentation(members.shape, replace(aug, jitter="batch"), torch.Generator().manual_seed(1))
     assert (per_row.scale == per_row.scale[:, :1]).all() and (per_row.shift == per_row.shift[:, :1]).all()
@@ -369,7 +379,7 @@ def test_on_cuda_the_transform_is_the_cpus() -> None:
 
 
 def test_a_per_image_flip_is_refused_where_it_breaks_the_distance() -> None:
-    assert AUGMENT_NAMES == ("kind", "none", "imagenet")
+    assert AUGMENT_NAMES == ("kind", "flip", "none", "imagenet")
     for kind in ("pose", "layout_miou", "vectors"):
         with pytest.raises(AugmentationError) as e:
             resolve_augmentation("imagenet", kind)
@@ -382,7 +392,7 @@ def test_a_per_image_flip_is_refused_where_it_breaks_the_distance() -> None:
     assert resolve_augmentation("imagenet", "caption_wmd") == IMAGENET
     assert resolve_augmentation("kind", "caption_wmd").flip == "image"
     assert resolve_augmentation("kind", "sentence_relevance").flip == "image"
-    with pytest.raises(AugmentationError, match="unknown augmentation 'flips'; known: kind, none, imagenet"):
+    with pytest.raises(AugmentationError, match="unknown augmentation 'flips'; known: kind, flip, none, imagenet"):
         resolve_augmentation("flips", "pose")
     with pytest.raises(AugmentationError, match="--crop-scale"):
         resolve_augmentation("imagenet", "caption_wmd", crop_scale=(0.5, 0.2))
@@ -396,6 +406,16 @@ def test_every_kind_declares_its_augmentation_and_a_kind_without_one_gets_none()
     vectors = resolve_augmentation("kind", "vectors")
     assert not vectors.random and "vectors kind declares no" in vectors.description
     assert resolve_augmentation("none", "pose") == NONE
+
+
+def test_flip_is_the_kinds_flip_without_its_jitter() -> None:
+    for kind in ("pose", "layout_miou", "caption_wmd", "vectors"):
+        own, flip = resolve_augmentation("kind", kind, allow_image_flip=True), resolve_augmentation("flip", kind)
+        assert (flip.scale, flip.shift, flip.crop_scale) == (0.0, 0.0, None)
+        assert flip.flip == own.flip and flip.eval == "resize"
+        assert flip.random == (own.flip != "none")
+    assert resolve_augmentation("flip", "pose").flip == "batch"  # every distance of a minibatch kept
+    assert resolve_augmentation("flip", "pose", flip=False).random is False
 
 
 def test_eval_transforms_are_the_rendered_image_resized_or_the_old_imagenet_eval() -> None:
