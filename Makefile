@@ -5,9 +5,12 @@ BIN    := $(VENV)/bin
 # torch and torchvision are pinned as a pair that imports together: torchvision 0.28.0 (the only build of it for
 # torch 2.13) is a CUDA build whose ops fail to load beside the CPU-only torch 2.13.0 file of this machine's disk
 # ("operator torchvision::nms does not exist"), while torch 2.14.1 + torchvision 0.29.1 both lie on this disk and
-# run on the CPU (and on a GPU). Elsewhere set both, e.g. TORCH="torch==2.9.1" TORCHVISION="torchvision==0.24.1".
+# run on the CPU (and on a GPU). TorchCodec (the trainer's image decoding) is built for one torch release too
+# (github.com/meta-pytorch/torchcodec, "Installing TorchCodec"): 0.17 loads beside torch 2.14.1 here. Elsewhere set
+# all three, e.g. TORCH="torch==2.9.1" TORCHVISION="torchvision==0.24.1" TORCHCODEC="torchcodec==0.9.*".
 TORCH       ?= torch==2.14.1
 TORCHVISION ?= torchvision==0.29.1
+TORCHCODEC  ?= torchcodec==0.17.0
 STORES ?= stores
 # pyproject's extras: [all] (serve, train, sts) for the main job, the service and the trainer, [dev] for the tests.
 # `pip install labeldist` alone is the engine (README, "Install").
@@ -21,7 +24,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)" "$(TORCHVISION)"
+	$(BIN)/python -m pip install -q "$(TORCH)" "$(TORCHVISION)" "$(TORCHCODEC)"
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 

@@ -24,13 +24,15 @@ without a copy), one image per call in one thread, by:
 - from the file: the trainer's own ``decode(path)`` (``read_file`` included) and TorchCodec's ``decode_image(path)``.
 
 Every method decodes each image once first (the warm-up) and its pixels are compared with the baseline's: the
-largest absolute difference and the share of values that differ. Then ``--repeats`` repeats (median), each
-timing one pass of every method over the same images, the methods interleaved and their order rotated from one
-repeat to the next, so that a shared machine's load weighs on all alike. Prints each figure beside the baseline
-from the same run as a ratio (above 1: faster than today), and the CPU time over the wall time of the timed
-passes: about 1 (or less, on a loaded machine) when a method decodes in the calling thread alone, above 1 when
-it uses threads of its own. torch and OpenCV are held to one thread. Run it under ``nice`` on a shared machine;
-the ratios are the figures to read.
+largest absolute difference and the share of values that differ. Then ``--repeats`` repeats, each one pass of
+every method over the same images, cut into ``--chunks`` slices: every method decodes a slice before the next
+slice starts, in an order rotated from one slice to the next, so that a shared machine's load weighs on all
+alike. Prints each method's images/s (median of the repeats) beside the baseline from the same run as a ratio
+(the median of the repeats' ratios, each against the baseline's pass of the same repeat; above 1: faster than
+today) and the lowest and highest of those ratios, and the CPU time over the wall time of its timed passes: about
+1 (or less, on a loaded machine) when a method decodes in the calling thread alone, above 1 when it uses threads
+of its own. torch and OpenCV are held to one thread. About 70 s with the defaults on 2 busy cores; run it under
+``nice`` on a shared machine, and read the ratios with their range.
 
 What is missing under ``--work`` is built first: the split of the shipped MPII poses and the pose store of its
 training part (as tools/reproduce_images.sh does), unless ``--store`` names one, and each render.

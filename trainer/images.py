@@ -17,9 +17,10 @@ it can keep the label (a flip of the whole minibatch). Images stay **uint8** (``
 fewer bytes between processes, pinned memory and the GPU than float; the model scales and normalises them on the
 device (:class:`labeldist.trainer.models.ImageNormalize`). Three ways to get them (:func:`open_images`):
 
-- :class:`CachedImages`: every image decoded once (threads, libjpeg-turbo / libpng through ``torchvision.io``)
-  into one uint8 ``(N, 3, size, size)`` array in shared memory, which forked loader workers map rather than copy;
-  a step is a gather. Used when it fits (``cache="auto"``: under :func:`default_cache_limit`);
+- :class:`CachedImages`: every image decoded once (threads; libjpeg-turbo / libpng through
+  :mod:`labeldist.trainer.decoding`) into one uint8 ``(N, 3, size, size)`` array in shared memory, which forked
+  loader workers map rather than copy; a step is a gather. Used when it fits (``cache="auto"``: under
+  :func:`default_cache_limit`);
 - :class:`ImageInputs`: each step's images decoded in DataLoader worker processes (:mod:`labeldist.client.loader`);
 - :class:`EncodedImages`: each step's files read as bytes (:class:`PackedImages`) and decoded in the training
   process by :func:`decode_batch`: batched by nvJPEG on CUDA, for datasets too large for memory and too many for
@@ -40,6 +41,7 @@ import numpy as np
 import torch
 
 from labeldist.client import InputError
+from labeldist.trainer import decoding
 from labeldist.trainer.augment import EVALS, eval_transform
 
 #: a render folder's index (trainer render writes it)
@@ -181,12 +183,15 @@ def _decode_error(name: object, error: BaseException) -> ImageInputError:
     return ImageInputError(f"image {name}: cannot decode ({text})")
 
 
-def decode(path: Path) -> torch.Tensor:
-    """A file's pixels as ``(3, H, W)`` uint8 RGB (grey and RGBA converted)."""
-    from torchvision.io import ImageReadMode, decode_image, read_file
+def read_bytes(path: Path) -> torch.Tensor:
+    """A file's bytes as a uint8 1-D tensor (what the decoders take)."""
+    return torch.frombuffer(bytearray(Path(path).read_bytes()), dtype=torch.uint8)
 
+
+def decode(path: Path) -> torch.Tensor:
+    """A file's pixels as ``(3, H, W)`` uint8 RGB (grey and RGBA converted; :mod:`labeldist.trainer.decoding`)."""
     try:
-        return decode_image(read_file(str(path)), mode=ImageReadMode.RGB)
+        return decoding.decode_image(read_bytes(path))
     except (RuntimeError, OSError, ValueError) as e:  # a file damaged past its header
         raise _decode_error(path, e) from None
 
@@ -365,12 +370,10 @@ def decode_batch(
     """Files' bytes (each a uint8 1-D tensor on the CPU) decoded and brought to the input size (``transform``) on
     ``device``: uint8 ``(len, 3, size, size)``.
 
-    JPEGs go through one ``torchvision.io.decode_jpeg(list, device=device)`` call: batched by nvJPEG on CUDA,
+    JPEGs go through one :func:`labeldist.trainer.decoding.decode_jpegs` call: batched by nvJPEG on CUDA,
     libjpeg-turbo on the CPU (the same pixels as :func:`decode`); other formats (PNG) through ``decode_image`` on
     the CPU, then to ``device``. A file that does not decode is an :class:`ImageInputError` naming it (``names``,
     else its position)."""
-    from torchvision.io import ImageReadMode, decode_image, decode_jpeg
-
     device = torch.device(device)
     names = list(range(len(encoded))) if names is None else list(names)
     resize = eval_transform(_check_transform(transform), size)
@@ -379,18 +382,18 @@ def decode_batch(
     decoded: dict[int, torch.Tensor] = {}
     if jpeg:
         try:
-            images = decode_jpeg([encoded[i] for i in jpeg], mode=ImageReadMode.RGB, device=device)
+            images = decoding.decode_jpegs([encoded[i] for i in jpeg], device=device)
             decoded.update(zip(jpeg, images, strict=True))
         except (RuntimeError, ValueError):  # one bad file fails the batch: find it
             for i in jpeg:
                 try:
-                    decoded[i] = decode_jpeg(encoded[i], mode=ImageReadMode.RGB, device=device)
+                    decoded[i] = decoding.decode_jpegs([encoded[i]], device=device)[0]
                 except (RuntimeError, ValueError) as e:
                     raise _decode_error(names[i], e) from None
     for i in range(len(encoded)):
         if i not in decoded:
             try:
-                decoded[i] = decode_image(encoded[i], mode=ImageReadMode.RGB).to(device)
+                decoded[i] = decoding.decode_image(encoded[i]).to(device)
             except (RuntimeError, ValueError) as e:
                 raise _decode_error(names[i], e) from None
     by_shape: dict[tuple[int, ...], list[int]] = {}
@@ -478,7 +481,7 @@ class EncodedImages:
 
     def read(self, i: int) -> torch.Tensor:
         try:
-            return torch.frombuffer(bytearray(self.paths[i].read_bytes()), dtype=torch.uint8)
+            return read_bytes(self.paths[i])
         except OSError as e:
             raise ImageInputError(f"image {self.paths[i]}: cannot read ({e.strerror or e})") from None
 
