@@ -332,8 +332,9 @@ def _fit_loss_args(fit: argparse.ArgumentParser) -> None:
         type=int,
         help="binary_triplet, lifted, proxy_anchor, multi_similarity: the N "
         "items of each minibatch nearest the anchor in label distance are its positives, the rest its "
-        "negatives (default 30); proxy_anchor: those N and the anchor form the class of the anchor's "
-        "store index, every other item the class of its own (one proxy per store item)",
+        "negatives (default: a fifth of the other items, 30 of 149 as Kim et al.); proxy_anchor: those N and "
+        "the anchor form the class of the anchor's store index, every other item the class of its own (one "
+        "proxy per store item)",
     )
     squared = fit.add_mutually_exclusive_group()
     squared.add_argument(

@@ -98,8 +98,17 @@ def test_binary_triplet_equals_a_loop_over_the_hand_listed_triplets() -> None:
 
 
 def test_binary_triplet_rejects_more_positives_than_items() -> None:
-    with pytest.raises(ValueError, match="positives=30"):
-        BinaryTripletLoss()(F_, Y)
+    with pytest.raises(ValueError, match=r"positives=30 must lie in 1\.\.2"):
+        BinaryTripletLoss(positives=30)(F_, Y)
+
+
+def test_binary_positives_default_to_the_papers_share_of_the_minibatch() -> None:
+    from labeldist.trainer.losses.binary_triplet import check_positives
+
+    assert check_positives(None, 149) == 30  # Kim et al.: 30 of a minibatch of 150
+    assert check_positives(None, 31) == 6 and check_positives(None, 3) == 1 and check_positives(None, 2) == 1
+    # the default at three items is one positive, so the loss is that of positives=1
+    assert BinaryTripletLoss()(F_, Y).item() == BinaryTripletLoss(positives=1)(F_, Y).item()
 
 
 def ladder_loop(emb: torch.Tensor, rel: list[list[float]], thresholds, margins, betas) -> float:

@@ -18,10 +18,23 @@ def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor,
     return order[:positives], order[positives:]
 
 
-def check_positives(positives: int, m: int) -> None:
-    """ValueError unless ``positives`` leaves at least one negative among a minibatch's ``m`` items."""
+#: an anchor's share of positives among its minibatch's items when no count is given: Kim et al.'s 30 of 149
+POSITIVE_SHARE = 30 / 149
+
+
+def check_positives(positives: int | None, m: int) -> int:
+    """The number of positives among a minibatch's ``m`` items: ``positives``, or for None the paper's share of them
+    (:data:`POSITIVE_SHARE`: 30 of 149, 6 of 31), at least 1 and leaving a negative. ValueError unless it leaves at
+    least one negative.
+
+    >>> check_positives(None, 149), check_positives(None, 31), check_positives(3, 31)
+    (30, 6, 3)
+    """
+    if positives is None:
+        positives = min(max(round(POSITIVE_SHARE * m), 1), m - 1)
     if not 0 < positives < m:
         raise ValueError(f"positives={positives} must lie in 1..{m - 1} (batch items - 1)")
+    return positives
 
 
 def binary_triplets(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -50,17 +63,17 @@ class AnchorPairLoss(BatchLoss):
     normalized = True
 
     def __init__(
-        self, positives: int, pml_loss: torch.nn.Module, reduction: str = "mean", anchors: str | None = None
+        self, positives: int | None, pml_loss: torch.nn.Module, reduction: str = "mean", anchors: str | None = None
     ) -> None:
         super().__init__(reduction, anchors)
         self.positives = positives
         self.pml_loss = pml_loss
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
-        check_positives(self.positives, distances.shape[1])
+        positives = check_positives(self.positives, distances.shape[1])
         return torch.stack(
             [
-                self.pml_loss(embeddings[b], indices_tuple=binary_pairs(distances[b], self.positives))
+                self.pml_loss(embeddings[b], indices_tuple=binary_pairs(distances[b], positives))
                 for b in range(embeddings.shape[0])
             ]
         )
@@ -72,19 +85,19 @@ class BinaryTripletLoss(BatchLoss):
     .. math::
         L = \frac{1}{|P||N|} \sum_{p \in P} \sum_{n \in N} \big[ D(f_a, f_p) - D(f_a, f_n) + \delta \big]_+
 
-    :math:`P` the ``positives`` (30) items nearest the anchor in label space, :math:`N` the other items of the
-    minibatch, :math:`f` L2-normalised, :math:`D` the squared Euclidean distance (Eq. 2 of the paper), margin
-    :math:`\delta = 0.2`. The label distances serve only to split positives from negatives: their values are
-    thrown away, which is what the paper's continuous losses improve on. Computed by pytorch-metric-learning's
-    ``TripletMarginLoss`` on the triplets of :func:`binary_triplets`. ``anchors="all"`` takes every member of the
-    minibatch as :math:`a` in turn and averages (:class:`BatchLoss`); chance level: the margin (equal embedding
-    distances make every hinge :math:`\delta`).
+    :math:`P` the ``positives`` items nearest the anchor in label space (default: a fifth, 30 of 149), :math:`N` the
+    other items of the minibatch, :math:`f` L2-normalised, :math:`D` the squared Euclidean distance (Eq. 2 of the
+    paper), margin :math:`\delta = 0.2`. The label distances serve only to split positives from negatives: their
+    values are thrown away, which is what the paper's continuous losses improve on. Computed by
+    pytorch-metric-learning's ``TripletMarginLoss`` on the triplets of :func:`binary_triplets`. ``anchors="all"``
+    takes every member of the minibatch as :math:`a` in turn and averages (:class:`BatchLoss`); chance level: the
+    margin (equal embedding distances make every hinge :math:`\delta`).
     """
 
     normalized = True
 
     def __init__(
-        self, positives: int = 30, margin: float = 0.2, reduction: str = "mean", anchors: str | None = None
+        self, positives: int | None = None, margin: float = 0.2, reduction: str = "mean", anchors: str | None = None
     ) -> None:
         super().__init__(reduction, anchors)
         self.positives = positives
@@ -96,9 +109,9 @@ class BinaryTripletLoss(BatchLoss):
         return torch.full(distances.shape[:1], float(self.triplet.margin), dtype=distances.dtype)
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
-        check_positives(self.positives, distances.shape[1])
+        positives = check_positives(self.positives, distances.shape[1])
         losses = [
-            self.triplet(embeddings[b], indices_tuple=binary_triplets(distances[b], self.positives))
+            self.triplet(embeddings[b], indices_tuple=binary_triplets(distances[b], positives))
             for b in range(embeddings.shape[0])
         ]
         return torch.stack(losses)

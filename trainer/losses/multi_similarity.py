@@ -18,20 +18,19 @@ class MultiSimilarityLoss(AnchorPairLoss):
           + \frac{1}{\beta} \log\Big[1 + \sum_{n \in N} e^{\beta (S_{an} - \lambda)}\Big]
 
     the paper's term of one anchor :math:`a`, with :math:`S` the cosine similarity and pytorch-metric-learning's
-    defaults :math:`\alpha = 2, \beta = 50, \lambda = 0.5` (those of the authors' code). Positives and negatives
-    by the binary rule (:func:`~labeldist.trainer.losses.binary_triplet.binary_split`): in each minibatch the
-    ``positives``
-    (30) items nearest the anchor in label space are its positives :math:`P`, every other item a negative
-    :math:`N`. The anchor is the only query (only its label distances are known). Only the loss is used, not the
-    paper's pair mining step (its miner needs class labels). Computed by pytorch-metric-learning's
-    ``MultiSimilarityLoss`` on the pairs of :func:`~labeldist.trainer.losses.binary_triplet.binary_pairs`; PML gives one
-    loss per row of the similarity matrix and every row but the anchor's is 0 (no pairs), so a sum reducer
-    returns the anchor's term itself (its default mean would divide it by the batch size).
-    """
+    defaults :math:`\alpha = 2, \beta = 50, \lambda = 0.5` (those of the authors' code). Positives and negatives by
+    the binary rule (:func:`~labeldist.trainer.losses.binary_triplet.binary_split`): in each minibatch the
+    ``positives`` items (default: a fifth, 30 of 149) nearest the anchor in label space are its positives :math:`P`,
+    every other item a negative :math:`N`. The anchor is the only query (only its label distances are known). Only
+    the loss is used, not the paper's pair mining step (its miner needs class labels). Computed by
+    pytorch-metric-learning's ``MultiSimilarityLoss`` on the pairs of
+    :func:`~labeldist.trainer.losses.binary_triplet.binary_pairs`; PML gives one loss per row of the similarity
+    matrix and every row but the anchor's is 0 (no pairs), so a sum reducer returns the anchor's term itself (its
+    default mean would divide it by the batch size)."""
 
     def __init__(
         self,
-        positives: int = 30,
+        positives: int | None = None,
         alpha: float = 2.0,
         beta: float = 50.0,
         base: float = 0.5,

@@ -32,16 +32,16 @@ class ProxyAnchorLoss(BatchLoss):
     :math:`\alpha = 32, \delta = 0.1` (the paper's).
 
     Classes from continuous labels (:func:`neighbourhood_classes`): one class, and one proxy, per store item —
-    ``num_classes`` is the training store's item count. In each minibatch the anchor and its ``positives`` (30)
-    label-nearest items (the binary rule of :func:`~labeldist.trainer.losses.binary_triplet.binary_split`) take the
-    anchor's class; every other item keeps its own. Proxy :math:`i` so stands for the label neighbourhood of
-    item :math:`i`, learnt from the minibatches anchored at :math:`i`; random others of a minibatch count as
-    negatives of every other class, the usual assumption of class-based metric learning (Stanford Online
-    Products, which the paper uses, is alike: ~11k classes of ~5 images). A class id is a store index, so the
-    same item gets the same proxy in every minibatch. The proxies are parameters of this module: the fit loop
-    trains them with the model at ``lr_scale`` = 100 times its learning rate (the paper's setting) and keeps them
-    in the checkpoint. Computed by pytorch-metric-learning's ``ProxyAnchorLoss`` on those labels.
-    """
+    ``num_classes`` is the training store's item count. In each minibatch the anchor and its ``positives`` (default:
+    a fifth, 30 of 149) label-nearest items (the binary rule of
+    :func:`~labeldist.trainer.losses.binary_triplet.binary_split`) take the anchor's class; every other item keeps
+    its own. Proxy :math:`i` so stands for the label neighbourhood of item :math:`i`, learnt from the minibatches
+    anchored at :math:`i`; random others of a minibatch count as negatives of every other class, the usual
+    assumption of class-based metric learning (Stanford Online Products, which the paper uses, is alike: ~11k
+    classes of ~5 images). A class id is a store index, so the same item gets the same proxy in every minibatch. The
+    proxies are parameters of this module: the fit loop trains them with the model at ``lr_scale`` = 100 times its
+    learning rate (the paper's setting) and keeps them in the checkpoint. Computed by pytorch-metric-learning's
+    ``ProxyAnchorLoss`` on those labels."""
 
     needs_indices = True
     normalized = True
@@ -51,7 +51,7 @@ class ProxyAnchorLoss(BatchLoss):
         self,
         num_classes: int,
         embedding_size: int,
-        positives: int = 30,
+        positives: int | None = None,
         margin: float = 0.1,
         alpha: float = 32.0,
         reduction: str = "mean",
@@ -73,7 +73,7 @@ class ProxyAnchorLoss(BatchLoss):
         *,
         indices: torch.Tensor,
     ) -> torch.Tensor:
-        check_positives(self.positives, distances.shape[1])
+        positives = check_positives(self.positives, distances.shape[1])
         if int(indices.min()) < 0 or int(indices.max()) >= self.num_classes:
             raise ValueError(
                 f"store indices must lie in 0..{self.num_classes - 1} (one proxy per store item), got "
@@ -81,7 +81,7 @@ class ProxyAnchorLoss(BatchLoss):
             )
         return torch.stack(
             [
-                self.proxy_anchor(embeddings[b], neighbourhood_classes(indices[b], distances[b], self.positives))
+                self.proxy_anchor(embeddings[b], neighbourhood_classes(indices[b], distances[b], positives))
                 for b in range(embeddings.shape[0])
             ]
         )
