@@ -204,3 +204,23 @@ def test_a_stores_folder_that_is_not_one_is_one_line(tmp_path, capsys) -> None:
     )
     assert code == 2
     assert "--stores" in capsys.readouterr().err
+
+
+def test_a_cli_run_says_which_recipe_and_anchors_it_took_and_why(pose_store, features, tmp_path, capsys) -> None:
+    out = tmp_path / "scratch"
+    argv = ["fit", "--stores", str(pose_store), "--store", STORE, "--features", str(features), "--out", str(out)]
+    assert main([*argv, "--recipe", "scratch", "--max-steps", "3", "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert "recipe: scratch (--recipe scratch)" in printed
+    assert "loss: log_ratio, every member of a minibatch an anchor (--anchors all)" in printed
+    start = next(r for r in log_rows(out) if r["event"] == "start")
+    assert start["anchors"] == "all" and start["config"]["anchors"] == "all" and start["threads"] == 1  # the MLP
+    assert start["config"]["recipe_reason"] == "--recipe scratch"
+    # auto over features: labeldist-v1, and the reason in the log; the loss's own anchors (the first)
+    auto = tmp_path / "auto"
+    argv[-1] = str(auto)
+    assert main([*argv, "--max-steps", "3", "--no-progress", "--json"]) == 0
+    start = next(r for r in log_rows(auto) if r["event"] == "start")
+    assert start["config"]["recipe"] == "labeldist-v1" and "features" in start["config"]["recipe_reason"]
+    assert start["anchors"] == "first" and start["config"]["anchors"] is None
+    assert all(r["chance_level"] > 0 for r in log_rows(auto) if r["event"] == "step")
