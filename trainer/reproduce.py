@@ -302,15 +302,24 @@ def curve_table(curves: dict[str, list[dict[str, list]]]) -> str:
 
 
 def _ceiling_row(
-    store: Path, kind: str, queries: Any, gallery: Any, *, k_max: int, ceiling: dict[str, float] | None
+    store: Path,
+    kind: str,
+    queries: Any,
+    gallery: Any,
+    *,
+    k_max: int,
+    ceiling: dict[str, float] | None,
+    augment: str = "kind",
 ) -> dict[str, Any]:
     """The ceiling of the test ``store`` (:func:`labeldist.trainer.ceiling.store_ceiling`): a perfect model of its
-    pictures under ``ceiling``'s jitter, by default the one the kind's own augmentation trains with."""
+    pictures under ``ceiling``'s jitter, by default the one the runs' augmentation (``augment``) trains with: the
+    kind's own jitter for "kind" (and "imagenet", whose crops it does not model), none for "flip" and "none"."""
     from labeldist.trainer.augment import kind_augmentation
     from labeldist.trainer.ceiling import store_ceiling
 
     kind_aug = kind_augmentation(kind).augmentation  # the jitter the kind's own augmentation trains with
-    jitter = ceiling or {"scale": kind_aug.scale, "shift": kind_aug.shift}
+    jittered = augment in ("kind", "imagenet")
+    jitter = ceiling or {"scale": kind_aug.scale if jittered else 0.0, "shift": kind_aug.shift if jittered else 0.0}
     return store_ceiling(str(store), {"queries": queries, "gallery": gallery}, k_max=k_max, **jitter)
 
 
@@ -498,7 +507,10 @@ def reproduce(
     device = str(pick_device("auto"))
     ceiling_row = None
     if stores is not None and images:
-        ceiling_row = _ceiling_row(stores / test, kind, queries, gallery, k_max=k_max, ceiling=ceiling)
+        augment_used = settings.config(methods[0], max(dims), seeds[0], base).augment
+        ceiling_row = _ceiling_row(
+            stores / test, kind, queries, gallery, k_max=k_max, ceiling=ceiling, augment=augment_used
+        )
     title = f"{dataset}, {len(queries)} queries x {len(gallery)} gallery; device {device}"
     table = _table(title, ceiling_row, inputs.untrained_name, untrained, results, dims=dims, methods=methods)
     (base / f"table{tag}.md").write_text(table + "\n", encoding="utf-8")
