@@ -416,7 +416,7 @@ def _fit_image_args(fit: argparse.ArgumentParser) -> None:
         "transforms: poses a +-5%% scale and +-3%% shift jitter and a flip of the whole minibatch or "
         "none of it; layouts the minibatch flip), flip (the kind's flip alone, no jitter: every distance "
         "kept), none, or imagenet (random resized crop and a flip per image; refused where the distance "
-        "is not mirror-invariant) (recipe: scratch flip, kim2019 kind, labeldist-v1 imagenet)",
+        "is not mirror-invariant) (recipe: scratch none, kim2019 kind, labeldist-v1 imagenet)",
     )
     fit.add_argument(
         "--allow-image-flip",
