@@ -399,7 +399,8 @@ def _fit_recipe_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument(
         "--lr-schedule",
         choices=SCHEDULES,
-        help="constant, inverse: lr / (1 + DECAY * step) (Kim et al.), step: x DECAY at --lr-step-epochs (VSE++)",
+        help="constant, inverse: lr / (1 + DECAY * step) (Kim et al.), step: x DECAY at --lr-step-epochs (VSE++), "
+        "cosine: from lr down to lr x DECAY over the --epochs (--max-steps stops early, the schedule unchanged)",
     )
     fit.add_argument("--lr-decay", type=float, help="the schedule's DECAY (recipe: 1e-4 inverse, 0.1 step)")
     fit.add_argument("--lr-step-epochs", type=int, nargs="*", help="step schedule: the epochs where it decays")

@@ -111,7 +111,8 @@ class FitConfig:
     lr: float = 1e-3
     momentum: float = 0.0
     weight_decay: float = 0.0
-    #: "constant", "inverse" (lr / (1 + lr_decay * step), Kim et al.) or "step" (x lr_decay at lr_step_epochs)
+    #: "constant", "inverse" (lr / (1 + lr_decay * step), Kim et al.), "step" (x lr_decay at lr_step_epochs) or
+    #: "cosine" (down to lr x lr_decay over the epochs)
     lr_schedule: str = "constant"
     lr_decay: float = 0.0
     lr_step_epochs: tuple[int, ...] = ()
@@ -207,6 +208,7 @@ def make_scheduler(
         decay=config.lr_decay,
         step_epochs=tuple(config.lr_step_epochs),
         steps_per_epoch=steps_per_epoch,
+        epochs=config.epochs,
     )
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 

@@ -17,9 +17,9 @@ so that ``trainer fit --recipe kim2019-pose`` trains as the authors did, and any
 - ``scratch``: what learns from random weights (RESULTS.md, "From random weights"): every member of a minibatch
   an anchor, the log-ratio loss on the unsquared Euclidean embedding distance (as the authors' code), Adam 1e-3
   at a constant rate, minibatches of 32 (an anchor, its 5 label-nearest and 26 others), 128-d, no augmentation
-  (at the budgets measured, the kind's jitter and flip cost more than they gave). A CNN from random weights under the kim2019 recipes (one anchor, SGD 0.01) ended at the
-  untrained network's nDCG; this one learns within minutes on a CPU. ``auto`` picks it for images without
-  ``--weights``.
+  (at the budgets measured, the kind's jitter and flip cost more than they gave). A CNN from random weights under
+  the kim2019 recipes (one anchor, SGD 0.01) ended at the untrained network's nDCG; this one learns within minutes
+  on a CPU. ``auto`` picks it for images without ``--weights``.
 - ``labeldist-v1``: this trainer's defaults before recipes (Adam 1e-3, no weight decay, constant rate, 1 epoch,
   150 items with 5 neighbours, the squared-distance log-ratio loss, 128-d, ImageNet augmentation), kept so that
   old runs can be repeated exactly.
@@ -31,6 +31,7 @@ which ones were overridden in its log and checkpoint.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,7 +65,8 @@ class Recipe:
     lr: float
     momentum: float
     weight_decay: float
-    #: "constant"; "inverse": lr / (1 + lr_decay * step); "step": lr * lr_decay at each of lr_step_epochs
+    #: "constant"; "inverse": lr / (1 + lr_decay * step); "step": lr * lr_decay at each of lr_step_epochs;
+    #: "cosine": from lr down to lr * lr_decay over the epochs
     lr_schedule: str
     lr_decay: float
     lr_step_epochs: tuple[int, ...]
@@ -179,7 +181,7 @@ KIND_RECIPES = {
     "sentence_relevance": "zhou2020",
 }
 OPTIMIZERS = ("adam", "sgd")
-SCHEDULES = ("constant", "inverse", "step")
+SCHEDULES = ("constant", "inverse", "step", "cosine")
 
 
 class RecipeError(ValueError):
@@ -262,18 +264,29 @@ def check_values(values: Mapping[str, Any], recipe: str = "the run") -> None:
 
 
 def lr_factor(
-    step: int, *, schedule: str, decay: float, step_epochs: tuple[int, ...] = (), steps_per_epoch: int = 1
+    step: int,
+    *,
+    schedule: str,
+    decay: float,
+    step_epochs: tuple[int, ...] = (),
+    steps_per_epoch: int = 1,
+    epochs: int = 1,
 ) -> float:
     """The learning rate at optimizer step ``step`` (0-based) as a multiple of the initial one.
 
     - ``constant``: 1;
     - ``inverse``: :math:`1 / (1 + \\gamma t)`, ``decay`` = :math:`\\gamma` (Kim et al.'s code: 1e-4);
-    - ``step``: ``decay`` to the power of the number of ``step_epochs`` already reached (VSE++: 0.1 after 15).
+    - ``step``: ``decay`` to the power of the number of ``step_epochs`` already reached (VSE++: 0.1 after 15);
+    - ``cosine``: :math:`d + (1 - d) \\frac{1}{2}(1 + \\cos(\\pi t / T))`, ``decay`` = :math:`d` the final
+      multiple, over the run's ``epochs`` (:math:`T` = ``epochs`` x ``steps_per_epoch``; Loshchilov and Hutter,
+      ICLR 2017, without restarts). ``--max-steps`` stops a run early without changing its schedule.
 
     >>> lr_factor(10_000, schedule="inverse", decay=1e-4)
     0.5
     >>> lr_factor(3, schedule="step", decay=0.1, step_epochs=(2,), steps_per_epoch=1)
     0.1
+    >>> lr_factor(50, schedule="cosine", decay=0.0, steps_per_epoch=50, epochs=2)
+    0.5
     """
     if schedule == "constant":
         return 1.0
@@ -282,6 +295,9 @@ def lr_factor(
     if schedule == "step":
         epoch = step // max(steps_per_epoch, 1)
         return decay ** sum(epoch >= e for e in step_epochs)
+    if schedule == "cosine":
+        progress = min(step / max(steps_per_epoch * epochs, 1), 1.0)
+        return decay + (1.0 - decay) * 0.5 * (1.0 + math.cos(math.pi * progress))
     raise RecipeError(f"unknown lr_schedule {schedule!r}; known: {', '.join(SCHEDULES)}")
 
 

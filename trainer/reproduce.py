@@ -200,6 +200,7 @@ class _RunSettings:
     max_steps: int | None
     allow_image_flip: bool
     anchors: str | None
+    lr_schedule: str | None = None
     where: dict[str, Any]
     train_inputs: dict[str, Any]
 
@@ -217,6 +218,7 @@ class _RunSettings:
             ("augment", self.augment),
             ("size", self.size),
             ("anchors", self.anchors),
+            ("lr_schedule", self.lr_schedule),
         ):
             if value is not None:
                 given[name] = value
@@ -455,9 +457,11 @@ def reproduce(
     tag: str = "",
     ceiling: dict[str, float] | None = None,
     anchors: str | None = None,
+    lr_schedule: str | None = None,
 ) -> str:
     """Train and evaluate every method with ``recipe`` (labeldist.trainer.recipes; ``epochs``, ``lr``, ``size``,
-    ``augment`` and ``anchors`` override it); returns the markdown table (also written to ``table<tag>.md``).
+    ``augment``, ``anchors`` and ``lr_schedule`` override it); returns the markdown table (also written to
+    ``table<tag>.md``).
 
     Each row names how it is ranked: the losses that L2-normalise rank by cosine, the others by Euclidean
     distance, and the untrained network is ranked both ways, so that each trained row has its baseline. With
@@ -490,6 +494,7 @@ def reproduce(
         max_steps=max_steps,
         allow_image_flip=allow_image_flip,
         anchors=anchors,
+        lr_schedule=lr_schedule,
         where={"url": url, "stores": None if stores is None else str(stores)},
         train_inputs=inputs.train,
     )
@@ -528,7 +533,7 @@ def reproduce(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from labeldist.trainer.recipes import RECIPES
+    from labeldist.trainer.recipes import RECIPES, SCHEDULES
 
     p = argparse.ArgumentParser(prog="python -m labeldist.trainer.reproduce", description=__doc__.split("\n")[0])
     p.add_argument("--url", default="http://127.0.0.1:8000")
@@ -553,6 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--anchors", choices=("first", "all"), help="override the recipe's anchors (first: the authors' one anchor)"
     )
+    p.add_argument("--lr-schedule", choices=SCHEDULES, help="override the recipe's learning-rate schedule")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the largest dimension")
     p.add_argument("--dims", type=int, nargs="+", default=[128, 16])
     p.add_argument("--small-dim-seeds", type=int, nargs="+", default=[0], help="seeds of the other dimensions")
@@ -603,6 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             curve_every=args.curve_every,
             ceiling=jitter,
             anchors=args.anchors,
+            lr_schedule=args.lr_schedule,
             tag=args.tag if not args.tag or args.tag.startswith("-") else f"-{args.tag}",
         )
     )

@@ -4,6 +4,7 @@ run on stores read in-process (``--stores``) draws the same minibatches and loss
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,11 @@ def test_lr_factor_against_the_formulas() -> None:
     for t in (0, 1, 999, 10_000, 123_456):
         assert lr_factor(t, schedule="inverse", decay=1e-4) == pytest.approx(1 / (1 + 1e-4 * t))
         assert lr_factor(t, schedule="constant", decay=0.3) == 1.0
+    for t in (0, 1, 250, 499, 500, 700):  # cosine over 2 epochs of 250 steps, down to 0.1 of the rate
+        progress = min(t / 500, 1.0)
+        expected = 0.1 + 0.9 * (1 + math.cos(math.pi * progress)) / 2
+        assert lr_factor(t, schedule="cosine", decay=0.1, steps_per_epoch=250, epochs=2) == pytest.approx(expected)
+    assert lr_factor(500, schedule="cosine", decay=0.0, steps_per_epoch=250, epochs=2) == pytest.approx(0.0)
     per_epoch = 100
     for t in (0, 1499, 1500, 2999):
         expected = 0.1 if t >= 15 * per_epoch else 1.0
