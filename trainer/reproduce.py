@@ -200,7 +200,7 @@ class _RunSettings:
     max_steps: int | None
     allow_image_flip: bool
     anchors: str | None
-    lr_schedule: str | None = None
+    lr_schedule: str | None
     where: dict[str, Any]
     train_inputs: dict[str, Any]
 
