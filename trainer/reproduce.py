@@ -290,7 +290,13 @@ def mean_curve(curves: list[dict[str, list]]) -> tuple[list[int], list[float], l
 
 
 def curve_table(curves: dict[str, list[dict[str, list]]]) -> str:
-    """nDCG@10 against steps, one row per method: the mean over its seeds ± their standard deviation."""
+    """nDCG@10 against steps, one row per method: the mean over its seeds ± their standard deviation.
+
+    >>> print(curve_table({"log-ratio": [{"steps": [500], "ndcg@10": [0.75]}]}))
+    | method (nDCG@10, mean ± sd over seeds) | 500 steps |
+    |---|---|
+    | log-ratio (1 seed) | 0.750 ± 0.000 |
+    """
     steps = sorted({s for runs in curves.values() for s in mean_curve(runs)[0]})
     lines = [
         "| method (nDCG@10, mean ± sd over seeds) | " + " | ".join(f"{s:,} steps" for s in steps) + " |",
@@ -299,7 +305,8 @@ def curve_table(curves: dict[str, list[dict[str, list]]]) -> str:
     for name, runs in curves.items():
         at = {s: (m, sd) for s, m, sd in zip(*mean_curve(runs))}
         cells = [f"{at[s][0]:.3f} ± {at[s][1]:.3f}" if s in at else "" for s in steps]
-        lines.append(f"| {name} ({len(runs)} seeds) | " + " | ".join(cells) + " |")
+        seeds = f"{len(runs)} seed" + ("s" if len(runs) != 1 else "")
+        lines.append(f"| {name} ({seeds}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
