@@ -21,7 +21,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -633,20 +633,29 @@ def describe_anchors(loss_fn: BatchLoss) -> str:
     return "the first member of a minibatch its anchor (--anchors first)"
 
 
+def earlier_warnings(path: Path) -> list[dict[str, Any]]:
+    """The ``warning`` rows of a resumed run's log (already cut back to its checkpoint by :func:`rewind_log`), from
+    the last time it started at step 0."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    fresh = [i for i, r in enumerate(rows) if r.get("event") == "start" and int(r.get("step", 0)) == 0]
+    return [r for r in rows[fresh[-1] if fresh else 0 :] if r.get("event") == "warning"]
+
+
 class LoopState:
     """What the training loop keeps of the steps it has done: when it started, the last 10 losses, the watch of
     losses at their chance level and collapsed embeddings, and whether the loss has described what its first batch
     decided."""
 
-    def __init__(self, config: FitConfig, loss_fn: BatchLoss) -> None:
+    def __init__(self, config: FitConfig, loss_fn: BatchLoss, earlier: Sequence[dict[str, Any]] = ()) -> None:
         self.start = time.perf_counter()
         self.recent: list[float] = []
         self.described = False
-        # judged afresh after a resume, which refills its windows
         advice = stuck_advice(
             config.loss, anchors=loss_fn.anchors, optimizer=config.optimizer, pretrained=config.weights is not None
         )
+        # a resumed run refills the watch's windows from its own steps, but keeps what it has already warned of
         self.watch = TrainingWatch(config.loss, advice=advice)
+        self.watch.restore(earlier)
 
 
 def log_step(
@@ -722,7 +731,7 @@ def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
     if config.max_steps is not None:
         total = min(total, config.max_steps)
     log = open(run.out / LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
-    state = LoopState(config, run.loss_fn)
+    state = LoopState(config, run.loss_fn, earlier_warnings(run.out / LOG) if run.step > 0 else ())
     batches: Iterator[Minibatch] | None = None  # the prefetch, once started
     try:
         start_log(run, log)

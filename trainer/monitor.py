@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -174,6 +175,13 @@ class TrainingWatch:
         self.last_cosine = math.nan
         self.warnings: list[dict[str, Any]] = []
         self.fired: set[str] = set()
+
+    def restore(self, warnings: Sequence[dict[str, Any]]) -> None:
+        """Take the warnings a resumed run gave before (its log's ``warning`` rows): each kind warns once a run,
+        not once each time it resumes."""
+        for row in warnings:
+            self.fired.add(row["kind"])
+            self.warnings.append({key: row[key] for key in ("step", "kind", "message")})
 
     def update(
         self, step: int, loss: float, spread: dict[str, float] | None = None, *, chance: float | None = None

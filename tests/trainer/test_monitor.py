@@ -175,7 +175,13 @@ def test_watch_flat_without_a_chance_level_needs_a_still_loss() -> None:
 
 
 def run_fit(
-    pose_store: Path, features: np.ndarray, out: Path, loss: str, steps: int, anchors: str | None = None
+    pose_store: Path,
+    features: np.ndarray,
+    out: Path,
+    loss: str,
+    steps: int,
+    anchors: str | None = None,
+    resume: bool = False,
 ) -> tuple[list[dict], dict]:
     from labeldist.trainer.fit import FitConfig, fit
 
@@ -196,6 +202,7 @@ def run_fit(
             epochs=3,
             progress=False,
             checkpoint_every=10_000,
+            resume=resume,
         )
     )
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
@@ -218,6 +225,22 @@ def test_a_real_run_that_cannot_learn_warns_at_its_chance_level(pose_store, tmp_
     err = capsys.readouterr().err
     assert err.count("warning: log_ratio training looks stuck") == 2 and "--anchors all" in err
     assert "has not got below its chance level" in err
+    assert summary["warnings"] == [{k: w[k] for k in ("step", "kind", "message")} for w in warnings]
+
+
+def test_a_resumed_run_does_not_warn_again_of_what_it_warned_before(pose_store, tmp_path, capsys) -> None:
+    # the blind run collapses at once: its collapse warning comes WINDOW steps after the warm-up, and a watch that
+    # started afresh on resuming would give it again WARMUP + WINDOW steps after the resumed run's first step
+    first = WARMUP + WINDOW + 10
+    run_fit(pose_store, np.ones((N_ITEMS, 16)), tmp_path / "blind", "log_ratio", first)
+    assert "warning: log_ratio training looks stuck" in capsys.readouterr().err
+    rows, summary = run_fit(
+        pose_store, np.ones((N_ITEMS, 16)), tmp_path / "blind", "log_ratio", first + WARMUP + WINDOW + 10, resume=True
+    )
+    assert [r["step"] for r in rows if r["event"] == "start"] == [0, first]
+    warnings = [r for r in rows if r["event"] == "warning"]
+    assert [(w["step"], w["kind"]) for w in warnings] == [(WARMUP + WINDOW, "collapse")]
+    assert "warning" not in capsys.readouterr().err
     assert summary["warnings"] == [{k: w[k] for k in ("step", "kind", "message")} for w in warnings]
 
 
