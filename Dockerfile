@@ -11,12 +11,14 @@ WORKDIR /app
 
 ARG EXTRAS=all
 # torch first, pinned by build argument: the CPU wheel by default, e.g. --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu124 for CUDA.
-# [train] needs torch and torchvision, [sts] torch alone (sentence-transformers), the engine neither.
+# [train] needs torch, torchvision and torchcodec, [sts] torch alone (sentence-transformers), the engine neither.
 ARG TORCH=torch==2.14.1
 ARG TORCHVISION=torchvision==0.29.1
+# the TorchCodec release built beside that torch (its wheel declares no torch dependency, so pip cannot check the pair)
+ARG TORCHCODEC=torchcodec==0.17.0
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 RUN case ",$EXTRAS," in \
-      *,all,*|*,train,*) set -- "$TORCH" "$TORCHVISION" ;; \
+      *,all,*|*,train,*) set -- "$TORCH" "$TORCHVISION" "$TORCHCODEC" ;; \
       *,sts,*) set -- "$TORCH" ;; \
       *) set -- ;; \
     esac; \

@@ -291,6 +291,7 @@ def test_every_compose_build_has_torch_pins() -> None:
     assert {f for f, _, _ in builds} == {"docker-compose.yml", "docker-compose.gpu.yml"}
     for _, _, args in builds:
         assert args["TORCH"].startswith("torch==") and args["TORCHVISION"].startswith("torchvision==")
+        assert args["TORCHCODEC"].startswith("torchcodec==")
 
 
 @pytest.mark.parametrize("pins", sorted({(a["TORCH"], a["TORCHVISION"]) for _, _, a in compose_builds()}), ids="+".join)
