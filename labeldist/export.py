@@ -174,21 +174,29 @@ def block_rows(reader: StoreReader, k: int) -> int:
 
 def _write_csv(stream: TextIO, blocks: Iterator[tuple[int, dict[str, np.ndarray]]], progress: Progress) -> int:
     writer = csv.writer(stream, lineterminator="\n")
+    # Python 3.11's csv quotes a field for a delimiter, a quote or a character of the line terminator, so with "\n"
+    # an id holding a lone carriage return would go out bare and split the row for every reader; such rows are
+    # written fully quoted instead
+    quoted = csv.writer(stream, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(COLUMNS)
     rows = 0
     for items, block in blocks:
         # float32's shortest decimal (NumPy's repr of a float32): read back and rounded to float32, the same value
         distances = [str(d) for d in block["distance"]]
-        writer.writerows(
-            zip(
-                block["item_index"].tolist(),
-                block["item_id"].tolist(),
-                block["rank"].tolist(),
-                block["neighbor_index"].tolist(),
-                block["neighbor_id"].tolist(),
-                distances,
-            )
+        item_ids, neighbor_ids = block["item_id"].tolist(), block["neighbor_id"].tolist()
+        table = zip(
+            block["item_index"].tolist(),
+            item_ids,
+            block["rank"].tolist(),
+            block["neighbor_index"].tolist(),
+            neighbor_ids,
+            distances,
         )
+        if "\r" in "".join(item_ids) or "\r" in "".join(neighbor_ids):
+            for row in table:
+                (quoted if "\r" in row[1] or "\r" in row[4] else writer).writerow(row)
+        else:
+            writer.writerows(table)
         rows += len(distances)
         progress.update(items)
     return rows

@@ -24,8 +24,9 @@ from tests.cli.test_cli import run_cli
 from tests.conftest import write_store
 
 N_POSE, K_POSE = 130, 12
-#: ids a CSV must quote (a comma, a quote, a line break), ids pandas would read as numbers or as missing
-ODD_IDS = ["a,b", 'say "hi"', "two\nlines", "007", "NA", " padded "]
+#: ids a CSV must quote (a comma, a quote, a line break of either kind), ids pandas would read as numbers or as
+#: missing
+ODD_IDS = ["a,b", 'say "hi"', "two\nlines", "carriage\rreturn", "crlf\r\nid", "007", "NA", " padded "]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_the_export_reads_back_with_pandas_equal_to_the_store(stores, tmp_path, 
     assert_equal_table(frame, expected)
     assert len(frame) == N_POSE * K_POSE
     assert np.isinf(expected["distance"]).any(), "the store should hold +infinity (poses with no joint in common)"
-    assert frame["item_id"].iloc[0] == "a,b" and frame["item_id"].iloc[3 * K_POSE] == "007"
+    assert frame["item_id"].iloc[0] == "a,b" and frame["item_id"].iloc[ODD_IDS.index("007") * K_POSE] == "007"
     assert (
         stdout
         == f"{out}: {N_POSE * K_POSE:,} rows ({N_POSE} items, up to {K_POSE} neighbours each), {fmt}, "
