@@ -32,10 +32,12 @@ from typing import Any
 import numpy as np
 
 from labeldist.batching import (
+    PoolError,
     check_pool,
     draw_items,
     draw_items_in_pool,
     draw_pool_anchors,
+    item_indices,
     nearest_in_pool,
     resolve_pool,
 )
@@ -349,12 +351,18 @@ class LocalSource:
         if seed is not None and not 0 <= int(seed) <= MAX_SEED:
             raise RequestRejected(f"seed={seed} must lie in 0..{MAX_SEED}", 422, f"seed={seed} out of range")
         s = self._open(store)
+        try:  # integers only, as the service's schema takes them
+            anchors, pool, exclude = (
+                None if given is None else item_indices(given, name)
+                for name, given in (("anchors", anchors), ("pool", pool), ("exclude", exclude))
+            )
+        except PoolError as e:
+            raise RequestRejected(str(e), 422, str(e)) from None
         if anchors is not None:
-            anchors = np.asarray(anchors, dtype=np.int64).reshape(-1)
             s.check_index(anchors, "anchor")
         seed = secrets.randbits(53) if seed is None else int(seed)
         for name, given in (("pool", pool), ("exclude", exclude)):
-            if given is not None and (np.asarray(given) < 0).any():  # the service's schema refuses these (422)
+            if given is not None and (given < 0).any():  # the service's schema refuses these (422)
                 message = f"{name} indices must be >= 0, got {int(np.min(given))}"
                 raise RequestRejected(message, 422, message)
 

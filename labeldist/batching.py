@@ -57,6 +57,29 @@ class PoolError(ValueError):
         self.field = field
 
 
+def item_indices(given: Any, field: str) -> np.ndarray:
+    """``given`` as item indices, int64 and flat. Only integers are taken: a boolean mask or floats raise
+    :class:`PoolError` naming ``field``, as the service's schema refuses them, where NumPy's cast would read a mask
+    as the items 0 and 1 and truncate 2.7 to 2.
+
+    >>> item_indices([3, 1], "pool").tolist()
+    [3, 1]
+    >>> item_indices(np.array([True, False]), "exclude")
+    Traceback (most recent call last):
+    ...
+    labeldist.batching.PoolError: exclude is a boolean mask: give the items' indices (np.flatnonzero(mask))
+    """
+    arr = np.asarray(given)
+    if arr.size == 0:
+        return arr.astype(np.int64).reshape(-1)
+    if arr.dtype == np.bool_:
+        raise PoolError(f"{field} is a boolean mask: give the items' indices (np.flatnonzero(mask))", field)
+    if arr.dtype.kind not in "iu":
+        example = arr.reshape(-1)[0].item() if arr.dtype != object else arr.reshape(-1)[0]
+        raise PoolError(f"{field} must be item indices (integers), got {arr.dtype} values such as {example!r}", field)
+    return arr.astype(np.int64).reshape(-1)
+
+
 def resolve_pool(n_items: int, *, pool: Any = None, exclude: Any = None) -> np.ndarray | None:
     """The items minibatch members may be drawn from, sorted and distinct (int64): ``pool`` itself (a set:
     order and repeats do not matter), or every item but those of ``exclude``; None when neither is given (the
@@ -73,7 +96,7 @@ def resolve_pool(n_items: int, *, pool: Any = None, exclude: Any = None) -> np.n
     given, field = (pool, "pool") if pool is not None else (exclude, "exclude")
     if given is None:
         return None
-    arr = np.asarray(given, dtype=np.int64).reshape(-1)
+    arr = item_indices(given, field)
     bad = (arr < 0) | (arr >= n_items)
     if bad.any():
         value = int(arr[np.argmax(bad)])

@@ -284,6 +284,28 @@ def test_a_negative_index_in_a_pool_is_refused_by_the_schema(service: str, local
         assert refused.value.status == 422
 
 
+@pytest.mark.parametrize("field", ["pool", "exclude", "anchors"])
+def test_a_boolean_mask_or_floats_are_refused_as_the_service_refuses_them(
+    service: str, local: LocalSource, field: str
+) -> None:
+    # NumPy's cast would read the mask as the items 0 and 1 and truncate 2.7 to 2: LocalSource once trained
+    # "exclude=is_test" minibatches full of test items
+    mask = np.zeros(300, dtype=bool)
+    mask[250:] = True
+    for given, message in (
+        (mask, f"{field} is a boolean mask: give the items' indices (np.flatnonzero(mask))"),
+        (np.array([2.7, 5.0]), f"{field} must be item indices (integers), got float64 values such as 2.7"),
+    ):
+        request = {"size": 4, "seed": 0, field: given.tolist()}
+        if field != "anchors":
+            request["anchors"] = [0] if field == "pool" and given.dtype != bool else [260]
+        answer = httpx.post(f"{service}/v1/stores/{DENSE}/batches", json=request, timeout=60)
+        assert answer.status_code == 422, answer.text
+        with pytest.raises(RequestRejected) as refused:
+            local.batches(DENSE, **{**request, field: given})
+        assert refused.value.status == 422 and refused.value.detail == message
+
+
 def test_a_stream_refuses_a_pool_it_cannot_draw_from(local: LocalSource) -> None:
     inputs = FeatureInputs(np.zeros((300, 1), dtype=np.float32))
     with pytest.raises(ValueError, match=r"the anchors hold 10 items, fewer than size=30: .*pass pool=None"):
