@@ -63,10 +63,17 @@ class ExportResult:
 
 
 def format_of(fmt: str | None, out: str | None) -> str:
-    """The format asked, else the one ``out``'s suffix names, else Parquet."""
+    """The format asked, else CSV for standard output (``-``, the only format it takes), else the one ``out``'s
+    suffix names, else Parquet.
+
+    >>> format_of(None, "-"), format_of(None, "x.csv"), format_of(None, "x"), format_of("csv", "x.parquet")
+    ('csv', 'csv', 'parquet', 'csv')
+    """
     if fmt is not None:
         return fmt
-    if out is not None and out != "-":
+    if out == "-":
+        return "csv"
+    if out is not None:
         return SUFFIXES.get(Path(out).suffix.lower(), "parquet")
     return "parquet"
 

@@ -152,6 +152,11 @@ def test_the_format_follows_the_suffix_and_csv_goes_to_standard_output(stores, t
     rc, stdout, stderr = run_cli(capsys, "export", stores["tiny"], "--format", "csv", "--out", "-", "--no-progress")
     assert rc == 0 and stdout == out.read_text()
     assert stderr.startswith("standard output: 20 rows") and stderr.count("\n") == 1
+    # "-" is CSV without --format, as the docs say; Parquet asked for it is refused in one line
+    rc, plain, _ = run_cli(capsys, "export", stores["tiny"], "--out", "-", "--no-progress")
+    assert rc == 0 and plain == stdout
+    rc, _, stderr = run_cli(capsys, "export", stores["tiny"], "--format", "parquet", "--out", "-")
+    assert rc == 2 and "Parquet cannot be written to standard output" in stderr and stderr.count("\n") == 1
 
 
 def test_the_default_output_is_named_after_the_store(stores, tmp_path, capsys, monkeypatch) -> None:
