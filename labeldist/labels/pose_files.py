@@ -661,6 +661,12 @@ class _CocoPeople:
     few: int = 0
 
 
+def _coco_id(value: object) -> bool:
+    """Whether ``value`` can name a COCO annotation or image in an item id: an integer (COCO's own ids) or a
+    non-empty string; never null, a boolean, a float or a container, which would make ids such as ``img#None``."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value != "")
+
+
 def _coco_people(data: dict, read: _CocoJoints, least: int, with_box: bool, path: str) -> _CocoPeople:
     """The annotations of ``data`` of the category read, but crowds and those with fewer than ``least`` of the
     joints ``read`` labelled, which are counted in a warning; LabelError naming the file and the annotation of
@@ -684,8 +690,15 @@ def _coco_people(data: dict, read: _CocoJoints, least: int, with_box: bool, path
             continue
         if "id" not in ann:
             raise LabelError(f"{where}: no annotation 'id' (an item's id is <file_name>#<annotation id>)")
+        if not _coco_id(ann["id"]):
+            raise LabelError(f"{where}: the annotation 'id' must be an integer or a non-empty string")
         image = ann.get("image_id")
         name = images.get(image) if images else None
+        if name is None and not _coco_id(image):
+            raise LabelError(
+                f"{where}: 'image_id' must be an integer or a non-empty string (an item's id is "
+                "<file_name>#<annotation id>, or <image_id>#<annotation id> without an images table)"
+            )
         people.ids.append(f"{name if name is not None else image}#{ann['id']}")
         people.places.append(where)
         people.coords.append(xy)

@@ -314,6 +314,10 @@ def test_coco_errors_name_the_file_and_the_annotation(tmp_path: Path, caplog: py
         normalization="center_scale",
     )
     refused(r"the keypoints \(17 joints: nose, .*\) lack neck", joints="neck")
+    for bad_id in (None, True, 2.5, [3], ""):  # each would have made an item id such as "img#None"
+        data["annotations"][1]["id"] = bad_id
+        refused(r"annotations\[1\] .*: the annotation 'id' must be an integer or a non-empty string")
+    data["annotations"][1]["id"] = 2
     path.write_text('{"annotations": [}')
     with pytest.raises(LabelError, match=r"bad\.json: malformed JSON: .* line 1, column 18"):
         read_coco_keypoints(path)
