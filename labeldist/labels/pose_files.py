@@ -180,6 +180,9 @@ def parse_columns(spec: str | Mapping[str, str] | None) -> dict[str, str]:
     for name, column in pairs:
         if name in out:
             raise LabelError(f"columns: {name!r} mapped twice")
+        if column in out.values():
+            first = next(n for n, c in out.items() if c == column)
+            raise LabelError(f"columns: {first!r} and {name!r} both read the file's column {column!r}")
         out[name] = column
     return out
 

@@ -20,7 +20,13 @@ import pytest
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.base import LabelError
-from labeldist.labels.pose_files import read_coco_keypoints, read_mpii_csv, read_pose_csv, read_poses
+from labeldist.labels.pose_files import (
+    parse_columns,
+    read_coco_keypoints,
+    read_mpii_csv,
+    read_pose_csv,
+    read_poses,
+)
 from labeldist.labels.poses import COCO_JOINTS, MPII_JOINTS, Poses
 from labeldist.store import StoreReader
 from tests.conftest import DATA, write_store
@@ -326,6 +332,17 @@ def test_coco_errors_name_the_file_and_the_annotation(tmp_path: Path, caplog: py
     with caplog.at_level("WARNING"):
         assert len(read_coco_keypoints(path)) == 3
     assert "1 of 4 annotations left out: 0 crowd, 1 with fewer than 1 of the 17 joints read labelled" in caplog.text
+
+
+def test_columns_map_each_name_once_and_each_file_column_to_one_name() -> None:
+    assert parse_columns("center_x=cx, center_y=cy") == {"center_x": "cx", "center_y": "cy"}
+    with pytest.raises(LabelError, match="columns: 'center_x' mapped twice"):
+        parse_columns("center_x=cx,center_x=cy")
+    # two names read from one column would silently make the centre's y its x
+    with pytest.raises(LabelError, match="columns: 'center_x' and 'center_y' both read the file's column 'cx'"):
+        parse_columns("center_x=cx,center_y=cx")
+    with pytest.raises(LabelError, match="both read the file's column 'cx'"):
+        parse_columns({"center_x": "cx", "center_y": "cx"})
 
 
 # ---------------------------------------------------------------- stores: equal where the data overlap
