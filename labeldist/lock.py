@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,7 +79,7 @@ def store_lock(url: str) -> Iterator[None]:
 def _take(path: str, url: str) -> int:
     """The descriptor of ``path``, locked and holding this job's holder record."""
     for _ in range(_ATTEMPTS):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(path, url)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -97,10 +98,31 @@ def _take(path: str, url: str) -> int:
     raise StoreError(f"{url}: could not take the lock {path}: it was removed and made again {_ATTEMPTS} times")
 
 
+def _open_lock_file(path: str, url: str) -> int:
+    """``path`` opened (made if missing) for the lock, never through a link and only as a regular file: a lock file
+    planted as a symlink would have the holder record written into the link's target, and a FIFO or device hangs
+    or fails on the first read. StoreError naming the path and what to do for either."""
+    try:
+        # O_NONBLOCK: opening a planted FIFO must not wait for a writer; it is refused below
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise StoreError(
+                f"{url}: its lock file {path} is a symbolic link, which is never followed: remove the link, then rerun"
+            ) from None
+        raise StoreError(f"{url}: cannot open its lock file {path}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StoreError(
+            f"{url}: its lock file {path} is not a regular file (a FIFO, socket or device): remove it, then rerun"
+        )
+    return fd
+
+
 def _is_at(fd: int, path: str) -> bool:
     """Whether the file open as ``fd`` is still the one at ``path`` (a releasing holder removes it)."""
     try:
-        here = os.stat(path)
+        here = os.lstat(path)
     except FileNotFoundError:
         return False
     mine = os.fstat(fd)

@@ -203,3 +203,28 @@ def test_an_fsspec_url_is_written_without_a_lock_saying_so(tmp_path: Path, caplo
     with store_lock("memory://somewhere/store"):
         pass
     assert "no lock" in caplog.text and "local paths only" in caplog.text
+
+
+def test_a_lock_file_planted_as_a_link_or_a_fifo_is_refused_and_nothing_is_written(csv: Path, tmp_path: Path) -> None:
+    """A lock file that is a symlink would have the holder record written into its target (any file, as root); a
+    FIFO hung the job or failed with "illegal seek" naming nothing. Both are refused in one line naming the lock."""
+    from labeldist.lock import store_lock
+    from labeldist.store import StoreError
+
+    url = tmp_path / "store"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock_file(url).symlink_to(victim)
+    with pytest.raises(StoreError, match=r"lock file .*\.store\.lock is a symbolic link, which is never followed"):
+        with store_lock(str(url)):
+            pass
+    assert victim.read_text() == "precious\n" and lock_file(url).is_symlink()
+    # the command says it in one line, exit 2, and writes no store
+    proc = labeldist(*job(csv, url))
+    assert proc.returncode == 2 and "is a symbolic link, which is never followed" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not url.exists() and victim.read_text() == "precious\n"
+    lock_file(url).unlink()
+    os.mkfifo(lock_file(url))
+    with pytest.raises(StoreError, match=r"lock file .*\.store\.lock is not a regular file"):
+        with store_lock(str(url)):
+            pass
