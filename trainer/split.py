@@ -21,7 +21,10 @@ the test items.
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -96,18 +99,57 @@ def _read(path: Path) -> tuple[Any, list[Any]]:
     return rows[0], rows[1:]
 
 
-def _write(path: Path, header: Any, rows: list[Any]) -> None:
-    if path.suffix == ".json":
-        path.write_text(json.dumps(rows), encoding="utf-8")
-        return
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([header, *rows])
+def _text(suffix: str, header: Any, rows: list[Any]) -> str:
+    """A part's file as written: a JSON list, or the CSV's header and rows."""
+    if suffix == ".json":
+        return json.dumps(rows)
+    buffer = io.StringIO(newline="")
+    csv.writer(buffer).writerows([header, *rows])
+    return buffer.getvalue()
+
+
+def _write_files(files: dict[Path, str], overwrite: bool) -> None:
+    """Write ``files`` (path -> text). Files already there with other contents are refused (SplitError naming them)
+    unless ``overwrite``, and then only regular files are replaced, never a link, folder or device; a rerun that
+    would write the same contents writes nothing. Each file goes in by a rename, whole or not at all."""
+    differ = [p for p, text in files.items() if os.path.lexists(p) and not _holds(p, text)]
+    if differ and not overwrite:
+        names = ", ".join(str(p) for p in differ)
+        raise SplitError(f"{names}: exists with other contents (another split); give --overwrite to replace it")
+    odd = [p for p in differ if not stat.S_ISREG(os.lstat(p).st_mode)]
+    if odd:
+        raise SplitError(f"{', '.join(map(str, odd))}: not a regular file; --overwrite replaces regular files only")
+    for path, text in files.items():
+        if os.path.lexists(path) and path not in differ:
+            continue
+        partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+        try:
+            with open(partial, "w", newline="", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(partial, path)
+        finally:
+            if os.path.lexists(partial):
+                os.unlink(partial)
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``text``."""
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        return False
+    return path.read_bytes() == text.encode("utf-8")
 
 
 def split_labels(
-    path: str | Path, out: str | Path, *, test_fraction: float = 0.2, query_fraction: float = 0.2, seed: int = 0
+    path: str | Path,
+    out: str | Path,
+    *,
+    test_fraction: float = 0.2,
+    query_fraction: float = 0.2,
+    seed: int = 0,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write ``out/train<ext>``, ``out/test<ext>`` and ``out/split.json`` for a Karpathy JSON list or an MPII CSV.
+    """Write ``out/train<ext>``, ``out/test<ext>`` and ``out/split.json`` for a Karpathy JSON list or an MPII CSV;
+    files already there with other contents are replaced only with ``overwrite`` (:func:`_write_files`).
 
     Returns the split (also in ``split.json``, with ``source``, ``seed`` and the fractions)."""
     path, out = Path(path), Path(out)
@@ -117,12 +159,15 @@ def split_labels(
         split = split_indices(len(rows), test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
     except ValueError as e:  # too few items, fractions out of range
         raise SplitError(f"{path}: {e}") from None
-    out.mkdir(parents=True, exist_ok=True)
-    for name in ("train", "test"):
-        _write(out / f"{name}{path.suffix}", header, [rows[i] for i in split[name]])
     info = {"source": str(path), "seed": seed, "test_fraction": test_fraction, "query_fraction": query_fraction}
     info.update(split)
-    (out / "split.json").write_text(json.dumps(info), encoding="utf-8")
+    files = {
+        out / f"{name}{path.suffix}": _text(path.suffix, header, [rows[i] for i in split[name]])
+        for name in ("train", "test")
+    }
+    files[out / "split.json"] = json.dumps(info)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_files(files, overwrite)
     return info
 
 
@@ -344,4 +389,11 @@ def split_input(
         return split_store(
             path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed, **store_options
         )
-    return split_labels(path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
+    return split_labels(
+        path,
+        out,
+        test_fraction=test_fraction,
+        query_fraction=query_fraction,
+        seed=seed,
+        overwrite=bool(store_options.get("overwrite", False)),
+    )

@@ -12,7 +12,7 @@ import pytest
 
 from labeldist.trainer import demo_inputs
 from labeldist.trainer.demo_inputs import corrupt_poses, minilm_path, pose_inputs
-from labeldist.trainer.split import split_indices, split_labels
+from labeldist.trainer.split import SplitError, split_indices, split_labels
 from tests.trainer.conftest import N_ITEMS, STORE
 
 
@@ -97,3 +97,23 @@ def test_split_labels_writes_both_formats(tmp_path: Path) -> None:
     assert rows[0] == "a,b" and rows[1:] == [f"{i},{i * 2}" for i in info["train"]]
     with pytest.raises(ValueError, match="known: .json, .csv"):
         split_labels(tmp_path / "x.txt", tmp_path / "x")
+
+
+def test_split_labels_never_replaces_another_split_without_overwrite(tmp_path: Path) -> None:
+    source = tmp_path / "poses.csv"
+    source.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(20)))
+    out = tmp_path / "p"
+    first = split_labels(source, out, seed=0)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert split_labels(source, out, seed=0) == first  # the same split again: nothing to replace
+    with pytest.raises(SplitError, match=r"train\.csv, .*test\.csv, .*split\.json: exists with other contents"):
+        split_labels(source, out, seed=1)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    second = split_labels(source, out, seed=1, overwrite=True)
+    assert second["test"] != first["test"] and json.loads((out / "split.json").read_text())["seed"] == 1
+    (out / "test.csv").unlink()
+    (out / "test.csv").symlink_to(source)  # --overwrite replaces regular files only, never what a link points to
+    original = source.read_text()
+    with pytest.raises(SplitError, match="test.csv: not a regular file"):
+        split_labels(source, out, seed=2, overwrite=True)
+    assert source.read_text() == original
