@@ -147,7 +147,7 @@ RECIPES: dict[str, Recipe] = {
         loss="log_ratio",
         embedding_dim=128,
         # none: at 500-1,500 steps on MPII images the pose jitter cost 0.035 nDCG@10 and the minibatch flip 0.033
-        # (3 seeds each, spread <= 0.007; RESULTS.md, "Augmentation by evidence")
+        # (3 seeds each, spread <= 0.007; RESULTS.md, "The defaults that learn, and augmentation by evidence")
         augment="none",
         anchors="all",
         # the authors' code's Euclidean D(f): nDCG@10 0.795 against 0.773 (3 seeds: 0.772-0.774) for the squared

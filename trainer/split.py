@@ -382,18 +382,12 @@ def split_input(
     test_fraction: float = 0.2,
     query_fraction: float = 0.2,
     seed: int = 0,
+    overwrite: bool = False,
     **store_options: Any,
 ) -> dict[str, Any]:
-    """What ``trainer split`` does: :func:`split_store` for a store, :func:`split_labels` for a label file."""
+    """What ``trainer split`` does: :func:`split_store` for a store, :func:`split_labels` for a label file; both
+    replace another split in ``out`` only with ``overwrite``."""
+    common = {"test_fraction": test_fraction, "query_fraction": query_fraction, "seed": seed, "overwrite": overwrite}
     if is_store(path):
-        return split_store(
-            path, out, test_fraction=test_fraction, query_fraction=query_fraction, seed=seed, **store_options
-        )
-    return split_labels(
-        path,
-        out,
-        test_fraction=test_fraction,
-        query_fraction=query_fraction,
-        seed=seed,
-        overwrite=bool(store_options.get("overwrite", False)),
-    )
+        return split_store(path, out, **common, **store_options)
+    return split_labels(path, out, **common)
