@@ -37,6 +37,7 @@ from labeldist.kinds import distance_class
 from labeldist.pairs import compute_planned, plan_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import (
+    StoreChangedError,
     StoreCorruptError,
     StoreError,
     StoreIdentity,
@@ -82,9 +83,10 @@ class ServedStore:
     def __init__(self, name: str, path: Path, settings: Settings, identity: StoreIdentity | None = None) -> None:
         self.name, self.path = name, path
         self.metadata_path = root_metadata_path(path)
-        #: the folder's identity when it was opened (taken before the first read): what every later read checks
-        self.identity = identity if identity is not None else store_identity(path)
-        self.reader = StoreReader(str(path))
+        #: pinned to the folder's identity when it was opened (taken before the first read): every later read of the
+        #: reader is checked against it (StoreChangedError)
+        self.reader = StoreReader(str(path), identity)
+        self.identity = self.reader.identity
         self.manifest: dict[str, Any] = self.reader.manifest
         self.digest = manifest_digest(self.manifest)
         self.n_items, self.k = self.reader.n_items, self.reader.k
@@ -117,7 +119,7 @@ class ServedStore:
 
     def unchanged(self) -> bool:
         """Whether the folder still holds the store this object was opened from."""
-        return metadata_identity(self.metadata_path) == self.identity
+        return not self.reader.changed()
 
     def _read_dense_rows(self, start: int, stop: int) -> np.ndarray:
         with self.refusing_damage():
@@ -135,6 +137,8 @@ class ServedStore:
         it is asked: never a wrong number, an empty list or a fill value in its place."""
         try:
             yield
+        except StoreChangedError as e:  # the reader's own check (StoreReader is pinned to the opened generation)
+            raise StoreChanged(self.name) from e
         except StoreCorruptError as e:
             if not self.unchanged():
                 raise StoreChanged(self.name) from e

@@ -11,7 +11,12 @@ takes either. ``LocalSource("stores")`` names stores by their folder under ``sto
 --stores stores`` does; a name may also be any path to a store.
 
 Every read goes through :class:`labeldist.store.StoreReader` (checksums checked; an incomplete or damaged store is
-refused with its :class:`~labeldist.store.StoreError`). The minibatches are drawn by the service's rule
+refused with its :class:`~labeldist.store.StoreError`), pinned to the generation it opened: each call is answered
+wholly from one generation of a store. A store rebuilt or appended to between two calls is opened again on the next
+(as the service reopens it); one replaced during a call is opened again and the call asked again
+(:data:`REOPEN_TRIES` times, then its :class:`~labeldist.store.StoreChangedError` is raised).
+
+The minibatches are drawn by the service's rule
 (:func:`draw_batch_items`: the same seed draws the same items as ``POST /v1/stores/{store}/batches``), and their
 label distances are the service's too: stored ones from the dense matrix when the store has one, else from either
 item's kNN list, and the pairs a kNN-only store does not hold computed from the stored labels with the store's
@@ -22,12 +27,13 @@ caller's own process does the work.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,10 +50,24 @@ from labeldist.batching import (
 from labeldist.client.http import Batches, RequestRejected, StoreNotFound
 from labeldist.pairs import compute_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
-from labeldist.store import StoreError, StoreReader, read_manifest
+from labeldist.store import (
+    StoreChangedError,
+    StoreError,
+    StoreReader,
+    read_manifest,
+    replacement_under_way,
+    store_identity,
+)
+
+log = logging.getLogger("labeldist.client")
 
 #: the largest seed the service takes (JSON-safe); a missing seed is drawn below it
 MAX_SEED = 2**53 - 1
+
+#: times a call is asked again of a store that was replaced on disk while it answered, before giving up
+REOPEN_TRIES = 3
+
+Answer = TypeVar("Answer")
 
 
 def draw_batch_items(
@@ -260,17 +280,34 @@ class LocalSource:
         return self.root / name
 
     def _open(self, name: str) -> _Store:
+        """Store ``name`` as it is on disk now: the one already opened, unless it changed since (then opened again)."""
         with self._lock:
             store = self._stores.get(name)
-            if store is not None:
+            if store is not None and not store.reader.changed():
                 return store
+            if store is not None:
+                log.info("%s: changed on disk (rebuilt or appended to); opening it again", name)
+                del self._stores[name]
             path = self.path(name)
+            if replacement_under_way(path) and store_identity(path) is None:  # between the two renames of a swap
+                raise StoreChangedError(str(path))
             if not path.is_dir() or read_manifest(str(path)) is None:
                 known = ", ".join(s["name"] for s in self.stores()) or "none"
                 message = f"unknown store {name!r}: no labeldist store at {path} (stores under {self.root}: {known})"
                 raise StoreNotFound(message, 404, message)
             store = self._stores[name] = _Store(name, str(path), self.dense_cache_mb << 20, self.knn_cache_mb << 20)
             return store
+
+    def _answer(self, name: str, work: Callable[[_Store], Answer]) -> Answer:
+        """``work(store)`` answered wholly from one generation of store ``name``: a store replaced on disk while it
+        answered is opened again and asked again, up to :data:`REOPEN_TRIES` times."""
+        for attempt in range(REOPEN_TRIES):
+            try:
+                return work(self._open(name))
+            except StoreChangedError:
+                if attempt == REOPEN_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def stores(self) -> list[dict[str, Any]]:
         """Every store folder under ``root``: manifest + ``name`` + ``available`` (false, with ``detail``, for
@@ -303,28 +340,37 @@ class LocalSource:
 
     def neighbors(self, store: str, index: int, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The item's ``k`` nearest (all the store has when None): indices int64 and distances float32."""
-        s = self._open(store)
-        s.check_index(np.array([index]))
-        if k is not None and not 1 <= k <= s.k:
-            message = f"k={k} must lie in 1..{s.k} (the store's k, the length of its neighbour lists)"
-            raise RequestRejected(message, 422, message)
-        indices, distances = s.knn.neighbors(index, s.k if k is None else k)
-        return indices.astype(np.int64), distances.copy()
+
+        def answer(s: _Store) -> tuple[np.ndarray, np.ndarray]:
+            s.check_index(np.array([index]))
+            if k is not None and not 1 <= k <= s.k:
+                message = f"k={k} must lie in 1..{s.k} (the store's k, the length of its neighbour lists)"
+                raise RequestRejected(message, 422, message)
+            indices, distances = s.knn.neighbors(index, s.k if k is None else k)
+            return indices.astype(np.int64), distances.copy()
+
+        return self._answer(store, answer)
 
     def distances(self, store: str, anchor: int, items: np.ndarray | list[int]) -> np.ndarray:
         """Label distances from ``anchor`` to each of ``items``, in that order (float32)."""
-        s = self._open(store)
         items = np.asarray(items, dtype=np.int64).reshape(-1)
-        s.check_index(np.array([anchor]), "anchor")
-        s.check_index(items)
-        return s.distances(np.full(items.size, int(anchor), dtype=np.int64), items)
+
+        def answer(s: _Store) -> np.ndarray:
+            s.check_index(np.array([anchor]), "anchor")
+            s.check_index(items)
+            return s.distances(np.full(items.size, int(anchor), dtype=np.int64), items)
+
+        return self._answer(store, answer)
 
     def pair_distances(self, store: str, pairs: np.ndarray | list[list[int]]) -> np.ndarray:
         """Label distances of index pairs ``(P, 2)``, in that order (float32)."""
-        s = self._open(store)
         pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        s.check_index(pairs)
-        return s.distances(pairs[:, 0], pairs[:, 1])
+
+        def answer(s: _Store) -> np.ndarray:
+            s.check_index(pairs)
+            return s.distances(pairs[:, 0], pairs[:, 1])
+
+        return self._answer(store, answer)
 
     def batches(
         self,
@@ -350,7 +396,6 @@ class LocalSource:
             raise ValueError("give exactly one of anchors= and count=")
         if seed is not None and not 0 <= int(seed) <= MAX_SEED:
             raise RequestRejected(f"seed={seed} must lie in 0..{MAX_SEED}", 422, f"seed={seed} out of range")
-        s = self._open(store)
         try:  # integers only, as the service's schema takes them
             anchors, pool, exclude = (
                 None if given is None else item_indices(given, name)
@@ -358,13 +403,43 @@ class LocalSource:
             )
         except PoolError as e:
             raise RequestRejected(str(e), 422, str(e)) from None
-        if anchors is not None:
-            s.check_index(anchors, "anchor")
         seed = secrets.randbits(53) if seed is None else int(seed)
         for name, given in (("pool", pool), ("exclude", exclude)):
             if given is not None and (given < 0).any():  # the service's schema refuses these (422)
                 message = f"{name} indices must be >= 0, got {int(np.min(given))}"
                 raise RequestRejected(message, 422, message)
+        return self._answer(
+            store,
+            lambda s: self._draw(
+                s,
+                anchors=anchors,
+                count=count,
+                size=size,
+                neighbors=neighbors,
+                pairwise=pairwise,
+                seed=seed,
+                pool=pool,
+                exclude=exclude,
+            ),
+        )
+
+    def _draw(
+        self,
+        s: _Store,
+        *,
+        anchors: np.ndarray | None,
+        count: int | None,
+        size: int,
+        neighbors: int,
+        pairwise: bool,
+        seed: int,
+        pool: np.ndarray | None,
+        exclude: np.ndarray | None,
+    ) -> Batches:
+        """:meth:`batches` from one opened store (its arguments already checked and converted)."""
+        store = s.name
+        if anchors is not None:
+            s.check_index(anchors, "anchor")
 
         def anchor_row(anchor: int, items: np.ndarray) -> np.ndarray:
             return s.distances(np.full(items.size, anchor, dtype=np.int64), items)

@@ -78,7 +78,7 @@ from labeldist.store import (
     read_manifest,
     record_generation_pairs,
     store_generations,
-    store_url,
+    writable_url,
     write_block,
     write_upper,
 )
@@ -390,8 +390,9 @@ def _check_arguments(labels: LabelSet, n_workers: int | None) -> None:
 
 
 def _local_url(store: str | os.PathLike[str]) -> str:
-    """The url of ``store``; StoreError unless it is a local path (the new generation is swapped in by a rename)."""
-    url = store_url(store)
+    """The url of ``store`` (links resolved: :func:`~labeldist.store.writable_url`); StoreError unless it is a local
+    path (the new generation is swapped in by a rename)."""
+    url = writable_url(store)
     if not is_local(url):
         raise StoreError(
             f"{url}: append grows a store on a local path (the new generation is swapped in by a "

@@ -237,19 +237,23 @@ def store_summary(url: str) -> dict[str, Any]:
     manifest = read_manifest(url)
     if manifest is None:
         raise StoreError(f"{url}: no labeldist store there (no manifest)")
+    if not manifest.get("complete"):
+        done = blocks_done(url)
+        return {"manifest": manifest, "blocks_done": f"{int(done.sum())}/{done.size}"}
+    reader = StoreReader(url)  # pinned: everything below is of the generation it opened, or StoreChangedError
+    idx, dist = reader.knn()
+    finite = dist[idx >= 0]
+    summary: dict[str, Any] = {"manifest": reader.manifest}
     done = blocks_done(url)
-    summary: dict[str, Any] = {"manifest": manifest, "blocks_done": f"{int(done.sum())}/{done.size}"}
-    if manifest.get("complete"):
-        reader = StoreReader(url)
-        idx, dist = reader.knn()
-        finite = dist[idx >= 0]
-        summary["knn"] = {
-            "nearest": _stats(dist[:, 0]),
-            "kth": _stats(dist[:, -1]),
-            "all": _stats(finite),
-            "padded_entries": int((idx < 0).sum()),
-        }
-        summary["dense"] = reader.has_dense
+    summary["blocks_done"] = f"{int(done.sum())}/{done.size}"
+    summary["knn"] = {
+        "nearest": _stats(dist[:, 0]),
+        "kth": _stats(dist[:, -1]),
+        "all": _stats(finite),
+        "padded_entries": int((idx < 0).sum()),
+    }
+    summary["dense"] = reader.has_dense
+    reader.check_unchanged()
     return summary
 
 

@@ -65,8 +65,8 @@ from labeldist.store import (
     sibling,
     skeleton_whole,
     store_has_checksums,
-    store_url,
     upper_done,
+    writable_url,
     write_block,
     write_upper,
 )
@@ -402,7 +402,7 @@ def precompute(
     """
     # every argument checked before anything is written: a bad one must not leave a half-made store behind
     _check_arguments(labels, distance, k, dense, dense_limit, block_rows, n_workers)
-    url = store_url(output)
+    url = writable_url(output)
     _probe_new_store(url, labels, distance)
     block_rows = _resolve_block_rows(labels, distance, dense, block_rows)
     symmetric = dense and distance.symmetric

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -39,7 +38,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from labeldist.options import UsageError
-from labeldist.store import StoreReader
+from labeldist.outputs import check_output_file, replacing
+from labeldist.store import StoreChangedError, StoreReader
 
 COLUMNS = ("item_index", "item_id", "rank", "neighbor_index", "neighbor_id", "distance")
 FORMATS = ("parquet", "csv")
@@ -94,19 +94,6 @@ def _pyarrow() -> Any:
             "--format csv, which needs nothing more)"
         ) from None
     return pyarrow
-
-
-def check_destination(out: str, overwrite: bool) -> None:
-    """An error naming ``out`` unless a file can be written there: an existing file without ``overwrite``, a
-    folder, a parent that is missing or not a folder."""
-    path = Path(out)
-    if path.is_dir():
-        raise IsADirectoryError(21, "a folder, not a file: give the file to write", out)
-    if os.path.lexists(path) and not overwrite:
-        raise UsageError(f"{out}: exists; give --overwrite to replace it")
-    parent = path.parent
-    if not parent.is_dir():
-        raise FileNotFoundError(2, "no such folder for the output file", str(parent))
 
 
 class Progress:
@@ -266,7 +253,7 @@ def export_neighbors(
     if to_stdout and fmt != "csv":
         raise UsageError("Parquet cannot be written to standard output: give --out FILE, or use --format csv")
     if not to_stdout:
-        check_destination(out, overwrite)
+        check_output_file(out, overwrite)
     rows = items_per_block or block_rows(reader, k)
     blocks = _blocks(reader, k, rows)
     bar = Progress(reader.n_items, progress, progress_every)
@@ -281,22 +268,21 @@ def export_neighbors(
     }
     try:
         if to_stdout:
-            written = _write_csv(sys.stdout, blocks, bar)
+            try:
+                written = _write_csv(sys.stdout, blocks, bar)
+            except StoreChangedError as e:
+                raise StoreChangedError(reader.url, "the CSV written to standard output is incomplete") from e
             sys.stdout.flush()
         else:
-            partial = str(Path(out).with_name(f".{Path(out).name}.partial-{os.getpid()}"))
             try:
-                if fmt == "csv":
-                    with open(partial, "w", encoding="utf-8", newline="") as f:
-                        written = _write_csv(f, blocks, bar)
-                else:
-                    written = _write_parquet(partial, blocks, bar, metadata)
-                if os.path.lexists(out) and not overwrite:  # made meanwhile by another process
-                    raise UsageError(f"{out}: exists; give --overwrite to replace it")
-                os.replace(partial, out)
-            finally:
-                if os.path.lexists(partial):
-                    os.unlink(partial)
+                with replacing(out, overwrite) as partial:
+                    if fmt == "csv":
+                        with open(partial, "w", encoding="utf-8", newline="") as f:
+                            written = _write_csv(f, blocks, bar)
+                    else:
+                        written = _write_parquet(str(partial), blocks, bar, metadata)
+            except StoreChangedError as e:
+                raise StoreChangedError(reader.url, f"{out} was not written") from e
     finally:
         bar.close()
     return ExportResult(out, fmt, written, reader.n_items, k, time.monotonic() - started)

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from labeldist.client import InputError, ServiceError
-from labeldist.options import show_defaults
+from labeldist.labels.base import LabelError
+from labeldist.options import UsageError, os_error_message, show_defaults
+from labeldist.store import StoreError
 from labeldist.trainer.augment import AUGMENT_NAMES, AugmentationError
 from labeldist.trainer.checkpoints import CheckpointError
 from labeldist.trainer.losses import LOSSES
@@ -139,9 +141,13 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from labeldist.outputs import check_output_file, write_text
     from labeldist.trainer.evaluate import UNTRAINED_BACKBONE, ImageSource, evaluate, load_split, plot_curves
     from labeldist.trainer.fit import open_source
 
+    for out in filter(None, (args.out, args.plot)):  # refused before the evaluation rather than after it
+        if Path(out).parent.is_dir():  # else made, with its folder, once the results are in
+            check_output_file(out, args.overwrite)
     queries, gallery = load_split(args.split)
     images = None
     if args.images:
@@ -170,10 +176,9 @@ def _eval(args: argparse.Namespace) -> int:
         )
     untrained = "input features" if args.features else f"untrained {args.backbone or UNTRAINED_BACKBONE}"
     result["label"] = args.label or (result.get("loss") or untrained)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result), encoding="utf-8")
+    write_text(args.out, json.dumps(result), args.overwrite)
     if args.plot:
-        plot_curves({result["label"]: result}, args.plot, title=args.store)
+        plot_curves({result["label"]: result}, args.plot, title=args.store, overwrite=args.overwrite)
     _print_eval(result, args.json)
     return 0
 
@@ -189,9 +194,16 @@ def _plot(args: argparse.Namespace) -> int:
     from labeldist.trainer.plots import legend_labels, plot_evals, plot_losses
 
     if args.loss_curves:
-        fig = plot_losses(args.results, args.out, labels=args.label, title=args.title or "", y_scale=args.y_scale)
+        fig = plot_losses(
+            args.results,
+            args.out,
+            labels=args.label,
+            title=args.title or "",
+            y_scale=args.y_scale,
+            overwrite=args.overwrite,
+        )
     else:
-        fig = plot_evals(args.results, args.out, labels=args.label, title=args.title or "")
+        fig = plot_evals(args.results, args.out, labels=args.label, title=args.title or "", overwrite=args.overwrite)
     labels = legend_labels(fig)
     print(f"{args.out}: {len(labels)} curves: " + "; ".join(labels))
     return 0
@@ -203,7 +215,7 @@ def _demo_inputs(args: argparse.Namespace) -> int:
     options = {} if args.hide is None else {"hide": args.hide}
     if args.jitter is not None:
         options["jitter"] = args.jitter
-    features = write_demo_inputs(args.store, args.out, seed=args.seed, **options)
+    features = write_demo_inputs(args.store, args.out, seed=args.seed, overwrite=args.overwrite, **options)
     print(f"{args.out}: {features.shape} {features.dtype}")
     return 0
 
@@ -529,6 +541,7 @@ def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     ev.add_argument("--out", required=True, help="results JSON")
     ev.add_argument("--plot", help="PNG of nDCG@K and mean label distance@K")
     ev.add_argument("--label", help="name of this result in plots")
+    ev.add_argument("--overwrite", action="store_true", help="replace --out and --plot if they exist")
     ev.add_argument("--k-max", type=int, default=100)
     ev.add_argument("--device", default="auto")
     ev.add_argument("--json", action="store_true", help="print the metrics' summary as JSON, not a table")
@@ -546,6 +559,7 @@ def add_plot_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     pl = subparsers.add_parser("plot", help="one figure of several runs' eval results (Fig. 3 of Kim et al.) or losses")
     pl.add_argument("results", nargs="+", help="eval.json files or run folders (--loss-curves: log.jsonl or folders)")
     pl.add_argument("--out", required=True, help="PNG")
+    pl.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     pl.add_argument("--title")
     pl.add_argument("--loss-curves", action="store_true", help="loss against step from each run's log.jsonl")
     pl.add_argument("--label", action="append", help="a curve's name, once per run in order (default: the run's)")
@@ -564,6 +578,9 @@ def add_demo_inputs_parser(subparsers: argparse._SubParsersAction[argparse.Argum
     demo = subparsers.add_parser("demo-inputs", help="write demo input features for a caption, sentence or pose store")
     demo.add_argument("store", help="store path")
     demo.add_argument("--out", required=True, help=".npy file")
+    demo.add_argument(
+        "--overwrite", action="store_true", help="replace --out if it holds other inputs (the same ones: kept)"
+    )
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--hide", type=float, help="poses: probability a joint is hidden (0.25)")
     demo.add_argument("--jitter", type=float, help="poses: noise as a fraction of the pose size (0.1)")
@@ -663,8 +680,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         CheckpointError,
         RecipeError,
         AugmentationError,
+        UsageError,
+        StoreError,
+        LabelError,
     ) as e:  # the user can fix it: one line
         print(f"trainer {args.command}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a missing, unreadable or unwritable path, met up front or while working
+        print(f"trainer {args.command}: {os_error_message(e)}", file=sys.stderr)
         return 2
 
 

@@ -20,11 +20,13 @@ store (row ``i`` is store item ``i``):
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
 import numpy as np
 
+from labeldist.outputs import write_bytes
 from labeldist.store import StoreReader
 
 
@@ -132,9 +134,12 @@ def pose_inputs(store: str, *, hide: float = 0.25, jitter: float = 0.1, seed: in
     return corrupt_poses(labels.xy, labels.present, hide=hide, jitter=jitter, seed=seed)  # type: ignore[attr-defined]
 
 
-def write_demo_inputs(store: str, out: str | Path, *, seed: int = 0, **options: float) -> np.ndarray:
+def write_demo_inputs(
+    store: str, out: str | Path, *, seed: int = 0, overwrite: bool = True, **options: float
+) -> np.ndarray:
     """Write the demo inputs of ``store`` (by its kind: ``caption_wmd``, ``sentence_relevance`` or ``pose``) to
-    ``out`` (.npy)."""
+    ``out`` (.npy), by :mod:`labeldist.outputs`' rule: a file holding other inputs replaced only with
+    ``overwrite``, and then only a regular file outside any store; the same inputs again write nothing."""
     kind = StoreReader(store).manifest["kind"]
     if kind == "caption_wmd":
         features = caption_inputs(store, seed=seed)
@@ -144,7 +149,7 @@ def write_demo_inputs(store: str, out: str | Path, *, seed: int = 0, **options: 
         features = pose_inputs(store, seed=seed, **options)
     else:
         raise ValueError(f"no demo inputs for store kind {kind!r}; known: caption_wmd, sentence_relevance, pose")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.save(out, features)
+    buffer = io.BytesIO()
+    np.save(buffer, features)
+    write_bytes(out, buffer.getvalue(), overwrite)
     return features

@@ -310,10 +310,11 @@ def plot_curves(
     out: str | Path,
     title: str = "",
     styles: dict[str, dict[str, Any]] | None = None,
+    overwrite: bool = True,
 ) -> Path:
     """A PNG like Fig. 3 of Kim et al.: nDCG@K (left) and mean label distance@K (right) against K, one line
     per labelled result (``styles``: matplotlib line options per label). The labels are the dict's keys, so
     they are unique here; :func:`labeldist.trainer.plots.plot_evals` names results read from files after their runs."""
     from labeldist.trainer.plots import draw_curves, save
 
-    return save(draw_curves(results, title=title, styles=styles), out)
+    return save(draw_curves(results, title=title, styles=styles), out, overwrite)

@@ -31,6 +31,7 @@ import torch
 from tqdm import tqdm
 
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
+from labeldist.outputs import make_folder
 from labeldist.progress import progress_bar
 from labeldist.trainer.augment import augment, resolve_augmentation, step_generator
 from labeldist.trainer.checkpoints import (
@@ -440,8 +441,7 @@ def build(config: FitConfig) -> Run:
     """A run from its config: the output folder made, every generator seeded, the device and its threads, the
     source and the store's inputs, then the loss, the model (in that order: both draw from torch's generator),
     the optimizer over both, the learning-rate schedule and the mixed precision."""
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(config.out)  # refused inside a store
     seed_everything(config.seed)
     device = pick_device(config.device)
     set_threads(config, device)

@@ -21,6 +21,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from labeldist.outputs import make_folder, refuse_inside_store, replacing
+
 #: files that the trainer writes into a run folder: a curve read from one is named after the folder
 RUN_FILES = {"eval.json", "log.jsonl"}
 
@@ -176,16 +178,24 @@ def draw_step_curves(
     return fig
 
 
-def save(fig: Figure, out: str | Path) -> Path:
-    """Write ``fig`` as a PNG at ``out`` (its folder made); the path."""
+def save(fig: Figure, out: str | Path, overwrite: bool = True) -> Path:
+    """Write ``fig`` at ``out`` (a PNG unless its suffix names another format; its folder made) by
+    :mod:`labeldist.outputs`' rule: an existing file replaced only with ``overwrite``, and then only a regular
+    file outside any store, whole or not at all. The path."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    refuse_inside_store(out)
+    make_folder(out.parent)
+    with replacing(out, overwrite) as partial:
+        fig.savefig(partial, dpi=120, format=out.suffix[1:].lower() or "png")
     return out
 
 
 def plot_evals(
-    paths: Sequence[str | Path], out: str | Path, labels: Sequence[str] | None = None, title: str = ""
+    paths: Sequence[str | Path],
+    out: str | Path,
+    labels: Sequence[str] | None = None,
+    title: str = "",
+    overwrite: bool = True,
 ) -> Figure:
     """``trainer plot``: one figure of several eval results, each curve named after its run (or ``labels``)."""
     paths = [run_file(p, "eval.json") for p in paths]
@@ -193,7 +203,7 @@ def plot_evals(
     names = list(labels) if labels else [eval_name(p, r) for p, r in zip(paths, results)]
     labelled = unique_labels(names, [eval_details(r) for r in results], paths)
     fig = draw_curves(dict(zip(labelled, results)), title=title)
-    save(fig, out)
+    save(fig, out, overwrite)
     return fig
 
 
@@ -303,6 +313,7 @@ def plot_losses(
     labels: Sequence[str] | None = None,
     title: str = "",
     y_scale: str = "auto",
+    overwrite: bool = True,
 ) -> Figure:
     """``trainer plot --loss-curves``: the loss curves of several runs (folders or their ``log.jsonl``)."""
     paths = [run_file(p, "log.jsonl") for p in paths]
@@ -310,7 +321,7 @@ def plot_losses(
     names = list(labels) if labels else [run_path(p).name for p in paths]
     labelled = unique_labels(names, [log_details(config) for config, _, _ in logs], paths)
     fig = draw_loss_curves({label: (s, v) for label, (_, s, v) in zip(labelled, logs)}, title=title, y_scale=y_scale)
-    save(fig, out)
+    save(fig, out, overwrite)
     return fig
 
 

@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from labeldist.outputs import make_folder
+
 #: bump when a change to the drawing changes the pixels: a render of another version is a different render
 RENDER_VERSION = 2
 FORMATS = ("png", "jpg")
@@ -168,8 +170,9 @@ def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise RenderError(f"{out}: is a file, not a folder for the images")
     if not out.exists():
-        out.mkdir(parents=True)
+        make_folder(out)  # refused inside a store
         return
+    make_folder(out)
     old_meta = None
     if (out / META).is_file():
         try:

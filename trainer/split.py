@@ -24,11 +24,12 @@ import csv
 import io
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_text
 
 FORMATS = (".json", ".csv")
 #: what ``trainer split`` takes, for its errors
@@ -109,34 +110,22 @@ def _text(suffix: str, header: Any, rows: list[Any]) -> str:
 
 
 def _write_files(files: dict[Path, str], overwrite: bool) -> None:
-    """Write ``files`` (path -> text). Files already there with other contents are refused (SplitError naming them)
-    unless ``overwrite``, and then only regular files are replaced, never a link, folder or device; a rerun that
-    would write the same contents writes nothing. Each file goes in by a rename, whole or not at all."""
-    differ = [p for p, text in files.items() if os.path.lexists(p) and not _holds(p, text)]
+    """Write ``files`` (path -> text) by :mod:`labeldist.outputs`' rule. Files already there with other contents
+    are refused (SplitError naming them) unless ``overwrite``, and then only regular files outside any store are
+    replaced; a rerun that would write the same contents writes nothing. Every file is checked before the first
+    is written; each goes in by a rename, whole or not at all."""
+    differ = [p for p, text in files.items() if os.path.lexists(p) and not holds(p, text.encode("utf-8"))]
     if differ and not overwrite:
         names = ", ".join(str(p) for p in differ)
         raise SplitError(f"{names}: exists with other contents (another split); give --overwrite to replace it")
-    odd = [p for p in differ if not stat.S_ISREG(os.lstat(p).st_mode)]
-    if odd:
-        raise SplitError(f"{', '.join(map(str, odd))}: not a regular file; --overwrite replaces regular files only")
-    for path, text in files.items():
-        if os.path.lexists(path) and path not in differ:
-            continue
-        partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-        try:
-            with open(partial, "w", newline="", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(partial, path)
-        finally:
-            if os.path.lexists(partial):
-                os.unlink(partial)
-
-
-def _holds(path: Path, text: str) -> bool:
-    """Whether ``path`` is a regular file holding exactly ``text``."""
-    if not stat.S_ISREG(os.lstat(path).st_mode):
-        return False
-    return path.read_bytes() == text.encode("utf-8")
+    todo = {p: text for p, text in files.items() if p in differ or not os.path.lexists(p)}
+    try:
+        for path in todo:
+            check_output_file(path, overwrite)
+    except OutputError as e:
+        raise SplitError(str(e)) from None
+    for path, text in todo.items():
+        write_text(path, text, overwrite)
 
 
 def split_labels(
@@ -166,7 +155,7 @@ def split_labels(
         for name in ("train", "test")
     }
     files[out / "split.json"] = json.dumps(info)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     _write_files(files, overwrite)
     return info
 
@@ -225,7 +214,7 @@ def split_store(
             f"{path}: {reader.n_items} items leave {len(split['train'])} for the train store at "
             f"test_fraction={test_fraction}; a store needs at least 2"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     stores = {}
     for part in ("train", "test"):
         items = np.asarray(split[part], dtype=np.int64)

@@ -7,10 +7,12 @@ This package is the only one that knows the Zarr layout: the engine, ``verify``,
 and write through its functions and :class:`StoreReader`, all imported from here (``from labeldist.store import
 StoreReader``). Its modules, each importing only modules listed before it:
 
-- :mod:`labeldist.store.errors`: :class:`StoreError` and its kinds (incomplete, mismatched, corrupt);
+- :mod:`labeldist.store.errors`: :class:`StoreError` and its kinds (incomplete, mismatched, corrupt, changed while
+  read);
 - :mod:`labeldist.store.layout`: the layout of one store (its arrays and their paths, chunking and codecs, the
-  manifest's key, the format's constants), opening a store or one of its arrays, URLs and sibling folders, row
-  blocks (:func:`n_blocks`, :func:`block_range`, :func:`knn_chunk_rows`), :func:`store_arrays`;
+  manifest's key, the format's constants), opening a store or one of its arrays, URLs and sibling folders
+  (:func:`writable_url`: the store a writer works on, links resolved), row blocks (:func:`n_blocks`,
+  :func:`block_range`, :func:`knn_chunk_rows`), :func:`store_arrays`;
 - :mod:`labeldist.store.identity`: which store is at a local path now (:data:`StoreIdentity`,
   :func:`store_identity`, :func:`metadata_identity`), and whether one is being replaced there;
 - :mod:`labeldist.store.damage`: damage detected, never served: checked reads (:func:`read_rows`,
@@ -20,8 +22,8 @@ StoreReader``). Its modules, each importing only modules listed before it:
   compared (:func:`fingerprint_diff`), digested (:func:`manifest_digest`), and its generations;
 - :mod:`labeldist.store.writing`: atomic creation (:func:`create_store`), row blocks and their progress marks
   (:func:`write_block`, :func:`blocks_done`), the work arrays of a symmetric dense store, :func:`publish`;
-- :mod:`labeldist.store.reading`: :class:`StoreReader`, checked read-only access to a complete store, and
-  :class:`ChunkFiles`, its direct reader of the kNN lists' chunk files.
+- :mod:`labeldist.store.reading`: :class:`StoreReader`, checked read-only access to a complete store, pinned to the
+  generation it opened, and :class:`ChunkFiles`, its direct reader of the kNN lists' chunk files.
 """
 
 from labeldist.store.damage import (
@@ -34,7 +36,13 @@ from labeldist.store.damage import (
     read_rows,
     store_has_checksums,
 )
-from labeldist.store.errors import StoreCorruptError, StoreError, StoreIncompleteError, StoreMismatchError
+from labeldist.store.errors import (
+    StoreChangedError,
+    StoreCorruptError,
+    StoreError,
+    StoreIncompleteError,
+    StoreMismatchError,
+)
 from labeldist.store.identity import (
     StoreIdentity,
     metadata_identity,
@@ -50,6 +58,7 @@ from labeldist.store.layout import (
     KNN_MIN_CHUNK_ROWS,
     KNN_WHOLE_BYTES,
     MANIFEST_KEY,
+    STAGING_SIBLINGS,
     block_range,
     chunk_keys,
     is_local,
@@ -60,6 +69,7 @@ from labeldist.store.layout import (
     sibling,
     store_arrays,
     store_url,
+    writable_url,
 )
 from labeldist.store.manifest import (
     build_manifest,
@@ -90,6 +100,7 @@ __all__ = [
     "StoreIncompleteError",
     "StoreMismatchError",
     "StoreCorruptError",
+    "StoreChangedError",
     # layout
     "FORMAT",
     "MANIFEST_KEY",
@@ -99,10 +110,12 @@ __all__ = [
     "KNN_CHUNK_BYTES",
     "KNN_MIN_CHUNK_ROWS",
     "store_url",
+    "writable_url",
     "open_group",
     "open_array",
     "is_local",
     "sibling",
+    "STAGING_SIBLINGS",
     "chunk_keys",
     "store_arrays",
     "n_blocks",

@@ -22,3 +22,15 @@ class StoreCorruptError(StoreError):
     def __init__(self, message: str, array: str | None = None) -> None:
         super().__init__(message)
         self.array = array
+
+
+class StoreChangedError(StoreError):
+    """The store was replaced on disk (rebuilt, appended to, removed) after this reader opened it, so what it read
+    next may be the new generation's: refused rather than mixed with what it read before. Open the store again
+    (a service answers 503 and the next request reads the new store)."""
+
+    def __init__(self, url: str, outcome: str = "nothing read after the change was used") -> None:
+        super().__init__(
+            f"{url}: the store changed on disk (rebuilt, appended to or removed) while it was being read; "
+            f"{outcome}: run again to read the store now there"
+        )

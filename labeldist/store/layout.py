@@ -32,6 +32,8 @@ from typing import Any
 import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
+from labeldist.store.errors import StoreError
+
 FORMAT = 1
 MANIFEST_KEY = "labeldist"
 #: manifest keys that must agree for an existing store to be resumed or reused
@@ -105,6 +107,32 @@ def sibling(url: str, what: str) -> str:
     """A hidden folder beside ``url`` (the service skips folders whose name starts with a dot)."""
     head, name = os.path.split(url.rstrip("/"))
     return os.path.join(head, f".{name}.{what}")
+
+
+#: the hidden folders a writer keeps beside a store (:func:`sibling`): a skeleton being laid out, an unfinished store
+#: being discarded, a store built by ``--overwrite`` or ``append`` and the one it replaces while they swap
+STAGING_SIBLINGS = ("creating", "discarded", "overwrite", "replaced", "append", "previous")
+
+
+def writable_url(path_or_url: str | os.PathLike[str]) -> str:
+    """The store a writer (``precompute``, ``append``) works on: :func:`store_url`, with a local path's symbolic links
+    resolved once, up front, so that a store reached through a link is built, grown and swapped at the link's target
+    (its staging folders and lock beside the target), and the link keeps pointing at the store. Refuses (StoreError)
+    a staging folder of that store that is a link or not a folder: labeldist never follows or replaces what it did
+    not make."""
+    url = store_url(path_or_url)
+    if not is_local(url):
+        return url
+    url = os.path.realpath(url)
+    for what in STAGING_SIBLINGS:
+        planted = sibling(url, what)
+        if os.path.islink(planted) or (os.path.lexists(planted) and not os.path.isdir(planted)):
+            kind = "a symbolic link" if os.path.islink(planted) else "not a folder"
+            raise StoreError(
+                f"{planted}: {kind}, where labeldist keeps a staging folder of {url}; labeldist never follows or "
+                "replaces what it did not make: remove it (if no labeldist job is running there) and run again"
+            )
+    return url
 
 
 # ---------------------------------------------------------------- chunk files

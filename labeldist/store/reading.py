@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import zarr
@@ -16,8 +17,11 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from labeldist.labels.base import LabelError, LabelSet, as_str_array
 from labeldist.store.damage import _missing_error, checked_read, damaged_regions, has_checksums, read_rows
-from labeldist.store.errors import StoreCorruptError, StoreError, StoreIncompleteError
+from labeldist.store.errors import StoreChangedError, StoreCorruptError, StoreError, StoreIncompleteError
+from labeldist.store.identity import StoreIdentity, metadata_identity, root_metadata_path, store_identity
 from labeldist.store.layout import MANIFEST_KEY, _stored_chunk_shape, is_local, open_group, store_url
+
+Result = TypeVar("Result")
 
 
 class ChunkFiles:
@@ -104,15 +108,63 @@ def _as_numpy(arr: np.ndarray) -> np.ndarray:
     return as_str_array(arr) if arr.dtype.kind == "T" else np.asarray(arr)
 
 
+def pinned(read: Callable[..., Result]) -> Callable[..., Result]:
+    """A read of :class:`StoreReader` that answers only from the generation the reader opened: after it (whether it
+    returned or failed) the store's identity is compared with the one taken before opening, and a change raises
+    :class:`StoreChangedError`, since what was read may be the new generation's. Nested reads check again; a check is
+    one ``stat`` (about 2 us)."""
+
+    @functools.wraps(read)
+    def checked(self: StoreReader, *args: Any, **kwargs: Any) -> Result:
+        try:
+            result = read(self, *args, **kwargs)
+        except StoreChangedError:
+            raise
+        except Exception as e:
+            self.check_unchanged(e)
+            raise
+        self.check_unchanged()
+        return result
+
+    return checked
+
+
 @dataclass
 class StoreReader:
     """Read-only access to a complete store: every read checked (a chunk missing or damaged raises
-    StoreCorruptError naming the array and rows). Opening an incomplete store raises StoreIncompleteError."""
+    StoreCorruptError naming the array and rows). Opening an incomplete store raises StoreIncompleteError.
+
+    Pinned to one generation: the identity of a local store (:func:`~labeldist.store.identity.store_identity`) is
+    taken before it is opened (or given, as ``identity``, by a caller that took it earlier), and every read is
+    checked against it afterwards (:func:`pinned`). A store rebuilt, appended to or removed while it is read raises
+    :class:`StoreChangedError` instead of mixing two generations; whoever reads opens it again, or refuses. Every
+    reader of the project (``export``, ``verify``, ``info``, :class:`~labeldist.client.local.LocalSource`, the
+    service's stores, the trainer's) reads through this class. A store behind an fsspec URL is not pinned (there is
+    no cheap identity to compare); docs/store-format.md says so."""
 
     url: str
+    identity: StoreIdentity | None = None
 
     def __post_init__(self) -> None:
         self.url = store_url(self.url)
+        local = is_local(self.url)
+        if self.identity is None and local:
+            self.identity = store_identity(self.url)
+        self._metadata_path = root_metadata_path(self.url) if local and self.identity is not None else None
+        self._open()
+
+    def changed(self) -> bool:
+        """Whether the store at the reader's path is no longer the generation it opened (never, unpinned)."""
+        return self._metadata_path is not None and metadata_identity(self._metadata_path) != self.identity
+
+    def check_unchanged(self, cause: BaseException | None = None) -> None:
+        """Raise :class:`StoreChangedError` when the store changed since the reader opened it (from ``cause``: a read
+        that failed meanwhile)."""
+        if self.changed():
+            raise StoreChangedError(self.url) from cause
+
+    @pinned
+    def _open(self) -> None:
         try:
             self._group = open_group(self.url, mode="r")
         except (
@@ -144,6 +196,7 @@ class StoreReader:
                 "them could be served undetected; rebuild it (precompute ... --overwrite)"
             )
 
+    @pinned
     def _array(self, path: str) -> zarr.Array:
         try:
             return self._group[path]
@@ -152,6 +205,7 @@ class StoreReader:
                 f"{self.url}: array {path} is missing: the store is damaged; rebuild it", array=path
             ) from None
 
+    @pinned
     def _read(self, path: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         return read_rows(self.url, path, self._array(path), start, stop)
 
@@ -164,10 +218,12 @@ class StoreReader:
         return int(self.manifest["k"])
 
     @property
+    @pinned
     def has_dense(self) -> bool:
         return "dense" in self._group and "distances" in self._group["dense"]
 
     @property
+    @pinned
     def dense_block_rows(self) -> int:
         """Rows of the dense matrix stored together (one shard): the unit a reader should fetch."""
         if not self.has_dense:
@@ -175,12 +231,14 @@ class StoreReader:
         return _stored_chunk_shape(self._array("dense/distances"))[0]
 
     @cached_property
+    @pinned
     def ids(self) -> np.ndarray:
         ids = as_str_array(self._read("ids"))
         if ids.shape != (self.n_items,):
             raise StoreCorruptError(f"{self.url}: ids has shape {ids.shape}, the manifest says {self.n_items} items")
         return ids
 
+    @pinned
     def knn(self) -> tuple[np.ndarray, np.ndarray]:
         """All neighbour lists: indices (N, k) int32 and distances (N, k) float32 (8 N k bytes: a server reads them
         a block at a time instead, :meth:`knn_rows`)."""
@@ -193,10 +251,12 @@ class StoreReader:
         return indices, distances
 
     @property
+    @pinned
     def knn_block_rows(self) -> int:
         """Rows of the neighbour lists stored together (one chunk, one checksum): the unit a reader should fetch."""
         return _stored_chunk_shape(self._array("knn/indices"))[0]
 
+    @pinned
     def knn_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Neighbour lists of rows ``start:stop``: indices (stop - start, k) int32 and distances float32. Each chunk
         read is checked as it is decoded: one missing or failing its CRC32C raises StoreCorruptError naming the
@@ -216,10 +276,12 @@ class StoreReader:
     def _knn_files(self) -> dict[str, ChunkFiles | None]:
         return {path: ChunkFiles.of(self.url, path, self._array(path)) for path in ("knn/indices", "knn/distances")}
 
+    @pinned
     def _read_knn(self, path: str, start: int, stop: int) -> np.ndarray:
         files = self._knn_files[path]
         return self._read(path, start, stop) if files is None else files.rows(start, stop)
 
+    @pinned
     def check_knn(self) -> None:
         """Check the neighbour lists without keeping them: both arrays have the manifest's shape (N, k), and every
         chunk is there and passes its CRC32C (each read once, a row block at a time: the memory of one block, the
@@ -235,6 +297,7 @@ class StoreReader:
         for start in range(0, self.n_items, rows):
             self.knn_rows(start, min(start + rows, self.n_items))
 
+    @pinned
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of the dense matrix. A NaN (the fill value: never written) is refused as damage."""
         if not self.has_dense:
@@ -252,6 +315,7 @@ class StoreReader:
         """One entry of the dense matrix (reads its row's shard)."""
         return float(self.dense_rows(i, i + 1)[0, j])
 
+    @pinned
     def label_arrays(self) -> dict[str, np.ndarray]:
         """The raw label arrays (``labels/<name>``), each read whole and checked."""
         if "labels" not in self._group:
@@ -259,6 +323,7 @@ class StoreReader:
         names = sorted(name for name, _ in self._group["labels"].arrays())
         return {name: _as_numpy(self._read(f"labels/{name}")) for name in names}
 
+    @pinned
     def labels(self) -> LabelSet:
         """The stored labels, rebuilt as the LabelSet class of the store's kind."""
         from labeldist.kinds import distance_class
@@ -278,6 +343,7 @@ class StoreReader:
         params = {key: value for key, value in self.manifest["params"].items() if key != "labels"}
         return distance_class(self.manifest["kind"])(**params)
 
+    @pinned
     def damaged(self) -> list[dict[str, Any]]:
         """:func:`damaged_regions` of this store."""
         return damaged_regions(self.url)

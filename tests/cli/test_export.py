@@ -182,6 +182,36 @@ def test_an_existing_file_is_refused_without_overwrite(stores, tmp_path, capsys)
     assert_equal_table(read_back(out), expected_table(stores["tiny"]))
 
 
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_overwrite_replaces_regular_files_only_and_never_inside_a_store(stores, tmp_path, capsys) -> None:
+    """Before: ``--overwrite`` renamed over anything: a device (``/dev/full`` as root), ``STORE/zarr.json``
+    (destroying the store), or wrote ``STORE/x.csv`` inside it. Now each is refused in one line, nothing written."""
+    import os
+
+    target = tmp_path / "precious.csv"
+    target.write_text("keep\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    store = stores["tiny"]
+    before = _tree(store)
+    cases = [
+        (link, f"{link}: a symbolic link; --overwrite replaces regular files only"),
+        (fifo, f"{fifo}: not a regular file; --overwrite replaces regular files only"),
+        (store / "zarr.json", f"{store / 'zarr.json'}: inside the labeldist store {store}"),
+        (store / "x.csv", f"{store / 'x.csv'}: inside the labeldist store {store}"),
+        (store / "knn" / "x.csv", f"{store / 'knn' / 'x.csv'}: inside the labeldist store {store}"),
+    ]
+    for out, message in cases:
+        assert_refused(*run_cli(capsys, "export", store, "--out", out, "--overwrite")[::2], message)
+    assert _tree(store) == before and target.read_text() == "keep\n" and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "pipe.csv", "precious.csv"]
+
+
 def test_bad_requests_are_one_line_and_write_nothing(stores, tmp_path, capsys) -> None:
     out = tmp_path / "x.csv"
     cases = [

@@ -114,6 +114,6 @@ def test_split_labels_never_replaces_another_split_without_overwrite(tmp_path: P
     (out / "test.csv").unlink()
     (out / "test.csv").symlink_to(source)  # --overwrite replaces regular files only, never what a link points to
     original = source.read_text()
-    with pytest.raises(SplitError, match="test.csv: not a regular file"):
+    with pytest.raises(SplitError, match="test.csv: a symbolic link; --overwrite replaces regular files only"):
         split_labels(source, out, seed=2, overwrite=True)
     assert source.read_text() == original

@@ -1,0 +1,132 @@
+"""Files a command writes where the user names: never over something it was not asked to replace.
+
+One rule for every command that writes a file the user names (``labeldist export --out``, ``trainer split``,
+``trainer eval --out``, ``trainer plot --out``, ``trainer demo-inputs --out``, the files of ``trainer render``):
+
+- an existing file is refused unless ``--overwrite`` (:func:`check_output_file`);
+- with ``--overwrite``, only a regular file is replaced: never a link (its target is not the command's to write),
+  a folder, a device or a FIFO;
+- nothing is written inside a labeldist store, whose files only the engine writes (:func:`store_holding`);
+- the file goes in whole or not at all: written beside it under a hidden name, then renamed over it
+  (:func:`replacing`), checked again just before the rename in case another process made it meanwhile;
+- a file that already holds exactly the bytes to be written is left as it is (:func:`write_bytes`): rerunning a
+  deterministic command is never refused.
+
+Errors are :class:`OutputError`, a :class:`~labeldist.options.UsageError` printed as one line naming the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from labeldist.options import UsageError
+from labeldist.store import MANIFEST_KEY
+
+
+class OutputError(UsageError):
+    """A file cannot be written where the user asked; the message names it and says what to do."""
+
+
+def store_holding(path: str | os.PathLike[str]) -> Path | None:
+    """The labeldist store that ``path`` lies in (or is), with links resolved, or None. A store is a folder whose
+    root ``zarr.json`` carries the labeldist manifest; its hidden staging folders count as its own."""
+    here = Path(os.path.realpath(path))
+    for folder in (here, *here.parents):
+        if _is_store(folder):
+            return folder
+        if folder.name.startswith(".") and _is_store(folder.parent / folder.name[1:].rpartition(".")[0]):
+            return folder  # a store's staging folder (.NAME.overwrite, .NAME.append, ...)
+    return None
+
+
+def _is_store(folder: Path) -> bool:
+    try:
+        with open(folder / "zarr.json", encoding="utf-8") as f:
+            return MANIFEST_KEY in json.load(f).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_output_file(path: str | os.PathLike[str], overwrite: bool, option: str = "--overwrite") -> None:
+    """Refuse (:class:`OutputError`, or the OSError of a missing folder) to write the file ``path`` unless it may be
+    written: not a folder, not inside a store, not existing unless ``overwrite``, and then a regular file."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, "a folder, not a file: give the file to write", str(path))
+    refuse_inside_store(path)
+    if os.path.lexists(path):
+        if not overwrite:
+            raise OutputError(f"{path}: exists; give {option} to replace it")
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            raise OutputError(f"{path}: {what}; {option} replaces regular files only: remove it, or write elsewhere")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(2, "no such folder for the output file", str(path.parent))
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike[str], overwrite: bool, option: str = "--overwrite") -> Iterator[Path]:
+    """The hidden file to write ``path``'s contents to, renamed over ``path`` when the block ends without an error
+    (and removed otherwise): the file appears whole or not at all. Checked (:func:`check_output_file`) before and
+    again just before the rename."""
+    path = Path(path)
+    check_output_file(path, overwrite, option)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        yield partial
+        check_output_file(path, overwrite, option)
+        os.replace(partial, path)
+    finally:
+        if os.path.lexists(partial):
+            os.unlink(partial)
+
+
+def refuse_inside_store(path: str | os.PathLike[str]) -> None:
+    """:class:`OutputError` naming ``path`` when it is, or lies in, a labeldist store (:func:`store_holding`)."""
+    store = store_holding(path)
+    if store is not None:
+        raise OutputError(
+            f"{path}: inside the labeldist store {store}, whose files only labeldist's engine writes; write elsewhere"
+        )
+
+
+def make_folder(path: str | os.PathLike[str]) -> Path:
+    """The folder ``path``, made with its parents where missing; refused (:class:`OutputError`) inside a store."""
+    path = Path(path)
+    refuse_inside_store(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def holds(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``data``."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
+    except OSError:
+        return False
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes, overwrite: bool, option: str = "--overwrite") -> bool:
+    """Write ``data`` to the file ``path`` by :func:`replacing`, its folder made (:func:`make_folder`); a file that
+    already holds exactly ``data`` is left alone. Whether anything was written."""
+    refuse_inside_store(path)
+    make_folder(Path(path).parent)
+    if holds(path, data):
+        return False
+    with replacing(path, overwrite, option) as partial:
+        partial.write_bytes(data)
+    return True
+
+
+def write_text(path: str | os.PathLike[str], text: str, overwrite: bool, option: str = "--overwrite") -> bool:
+    """:func:`write_bytes` of ``text`` in UTF-8."""
+    return write_bytes(path, text.encode("utf-8"), overwrite, option)
