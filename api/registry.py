@@ -171,7 +171,14 @@ class ServedStore:
         with self._labels_lock:
             if self._labels is None:
                 t = time.perf_counter()
-                distance = self.reader.distance()
+                try:
+                    distance = self.reader.distance()
+                except (OSError, ValueError) as e:  # what its manifest names (a model, a file) cannot be used here
+                    log.error("%s: its distance cannot be made: %s", self.name, e)
+                    raise Unavailable(
+                        f"store {self.name!r} cannot compute distances on this server: what its manifest names "
+                        f"cannot be loaded here ({type(e).__name__}); the server's log says what"
+                    ) from e
                 with self.refusing_damage():
                     labels = self.reader.labels()
                 # how the labels were made (tokenizer, word vectors, normalisation): what a label read from JSON

@@ -67,6 +67,12 @@ class Settings(BaseSettings):
         4_000_000, ge=1, description="most pairwise-matrix entries in one batches response (batches x size^2)"
     )
     max_k: int = Field(1000, ge=1, description="most neighbours in one neighbours request")
+    max_label_bytes: int = Field(
+        1_000_000,
+        ge=1024,
+        description="most bytes of labels in one answer with include_labels, estimated before any work from the "
+        "store's largest label in a sample (a layout is about 33 kB, a pose 0.5 kB): over it, 413",
+    )
 
     # on-demand computation (api/compute.py): distances a store does not hold, computed from its labels
     compute_budget_s: float = Field(

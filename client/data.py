@@ -31,6 +31,7 @@ from labeldist.client.http import Batches
 from labeldist.client.inputs import InputError, Inputs
 from labeldist.client.loader import steps_in_processes
 from labeldist.client.prefetch import Prefetcher
+from labeldist.labels.base import LabelError, read_npy
 
 
 class Source(Protocol):
@@ -70,13 +71,20 @@ class FeatureInputs:
         if isinstance(source, np.ndarray):
             array: Any = source
         elif str(source).endswith(".npy"):
-            array = np.load(source, mmap_mode="r")
+            array = _open_npy(source)
         else:
             import zarr
 
-            array = zarr.open_array(str(source), mode="r")
+            try:
+                array = zarr.open_array(str(source), mode="r")
+            except (FileNotFoundError, ValueError, zarr.errors.ArrayNotFoundError) as e:
+                raise InputError(f"{source}: no feature array there (a .npy file or a Zarr array): {e}") from None
         if array.ndim < 2:
             raise InputError(f"features must have shape (N, ...), got {array.shape} from {source!r:.80}")
+        if np.dtype(array.dtype).kind not in "biuf":
+            raise InputError(
+                f"features must be numbers (integers or floats), got dtype {array.dtype} from {source!r:.80}"
+            )
         self.array = np.array(array[...], dtype=np.float32) if in_memory else array
         self.n_items = int(array.shape[0])
         self.item_shape = tuple(int(s) for s in array.shape[1:])
@@ -89,6 +97,19 @@ class FeatureInputs:
         return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).reshape(
             *np.shape(indices), *self.item_shape
         )
+
+
+def _open_npy(path: str | Path) -> np.ndarray:
+    """A ``.npy`` file memory-mapped; InputError naming it when it cannot be (no ``.npy`` file, Python objects,
+    which are never unpickled: :func:`labeldist.labels.base.read_npy` says which)."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except (ValueError, EOFError, OSError) as e:
+        try:
+            read_npy(path)
+        except LabelError as why:
+            raise InputError(str(why)) from None
+        raise InputError(f"{path}: cannot read as features: {e}") from None
 
 
 @dataclass

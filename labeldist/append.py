@@ -288,6 +288,31 @@ def check_new_ids(store: StoreReader, labels: LabelSet) -> None:
         )
 
 
+def numbered_after(store: StoreReader, labels: LabelSet) -> LabelSet:
+    """``labels`` with the ids ``N``, ``N+1``, ... when the store's N ids are its row numbers ``0 .. N-1`` and the
+    new labels' ids are their file's row numbers too (an ``.npy``, or a table without an id column): the rows
+    appended go on with the store's numbering, as they would in a precompute of both files one after the other,
+    instead of clashing with its first rows. Other labels are returned as they are."""
+    if not labels.ids_are_row_numbers:
+        return labels
+    n = store.n_items
+    if not np.array_equal(store.ids, np.arange(n).astype(str)):
+        return labels
+    last = store_generations(store.manifest)[-1]
+    start, stop = last["items"]
+    if start > 0 and stop - start == len(labels):  # the same file again: it may be the last generation already
+        again = _numbered_from(labels, start)
+        if again.sha256() == last["labels_sha256"]:
+            return again
+    return _numbered_from(labels, n)
+
+
+def _numbered_from(labels: LabelSet, start: int) -> LabelSet:
+    renumbered = type(labels).from_arrays(np.arange(start, start + len(labels)).astype(str), labels.to_arrays())
+    renumbered.provenance = dict(labels.provenance)
+    return renumbered
+
+
 def already_appended(manifest: dict[str, Any], labels: LabelSet) -> bool:
     """Whether ``labels`` are the store's last generation already (the append ran to its end before)."""
     generations = store_generations(manifest)
@@ -333,6 +358,7 @@ def append(
     with store_lock(url):
         finish_replacement(url)
         old = StoreReader(url)
+        labels = numbered_after(old, labels)
         layout = _Layout.of(old)
         distance = distance or old.distance()
         check_same_distance(old, distance)

@@ -34,6 +34,7 @@ from labeldist.options import (
     positive_int,
     seed_int,
     show_defaults,
+    worker_count,
 )
 from labeldist.store import StoreError
 
@@ -94,7 +95,7 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
         "--scheduler",
         help="address of an existing Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
     )
-    p.add_argument("--workers", type=positive_int, help="worker processes of the LocalCluster (default: one per core)")
+    p.add_argument("--workers", type=worker_count, help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--block-rows", type=positive_int, help="rows per task (default: chosen from N)")
     p.add_argument(
         "--overwrite",
@@ -187,7 +188,7 @@ def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentPars
         "--scheduler",
         help="address of an existing Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
     )
-    p.add_argument("--workers", type=positive_int, help="worker processes of the LocalCluster (default: one per core)")
+    p.add_argument("--workers", type=worker_count, help="worker processes of the LocalCluster (default: one per core)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return show_defaults(p)
 

@@ -7,6 +7,7 @@ import argparse
 import errno
 import math
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,14 @@ nonnegative_float = number_option(float, 0)
 finite_float = number_option(float)
 #: a share of something: above 0 (a share of nothing selects nothing), at most all of it
 share_float = number_option(float, 0, 1, above=True)
+#: a part of something that leaves some of it: above 0 and below 1
+part_float = number_option(float, 0, 1, above=True, below=True)
+#: processes or threads to start: each costs memory, so a typo (1e20) is refused rather than tried
+worker_count = number_option(int, 1, 256)
+#: a side of an image in pixels
+image_side = number_option(int, 8, 8192)
+#: a width of a layer or an embedding
+layer_width = number_option(int, 1, 65536)
 
 
 def byte_size(text: str) -> int:
@@ -70,10 +79,10 @@ def byte_size(text: str) -> int:
 
     try:
         value = parse_bytes(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):  # OverflowError: 1e400 is infinity
         raise argparse.ArgumentTypeError(f"expected a size such as 1GiB, 500MB or 2e9, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a size of at least 0 bytes, got {text}")
+    if not 0 <= value <= 2**62:  # NaN and infinity fail too
+        raise argparse.ArgumentTypeError(f"must be a size from 0 bytes to 4 EiB, got {text}")
     return int(value)
 
 
@@ -102,6 +111,42 @@ def check_file(path: str | os.PathLike[str]) -> None:
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", name)
     if not os.access(name, os.R_OK):
         raise PermissionError(errno.EACCES, "permission denied (cannot read it)", name)
+
+
+def check_regular_file(path: str | os.PathLike[str], what: str = "file") -> None:
+    """An OSError naming ``path`` unless it is a regular file (links followed) this process may read.
+
+    For the paths a store's manifest names (word vectors, a sentence model's files, cached embeddings), which are
+    input like any other: a FIFO there blocks whoever opens it, and a device or socket is nothing to read, so a
+    search of a served store would hold a computation slot until someone wrote to the FIFO. A path the user types
+    on the command line is checked by :func:`check_file` instead, which lets a pipe through (``<(...)``)."""
+    name = os.fspath(path)
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, f"no such {what}", name) from None
+    if not stat.S_ISREG(mode):
+        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise OSError(errno.EINVAL, f"{kind}, not a regular file: a {what} must be a regular file", name)
+    if not os.access(name, os.R_OK):
+        raise PermissionError(errno.EACCES, "permission denied (cannot read it)", name)
+
+
+_FILE_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def check_regular_tree(folder: str | os.PathLike[str], what: str) -> None:
+    """:func:`check_regular_file` for every file under ``folder`` (links followed, folders descended): a model folder
+    that a manifest names, whose files a library opens one by one."""
+    for root, _, files in os.walk(folder):  # "files": every entry that is not a folder (FIFOs, devices, links)
+        for name in files:
+            check_regular_file(os.path.join(root, name), what)
 
 
 def check_folder(path: str | os.PathLike[str], missing: str = "no such folder", what: str = "") -> None:

@@ -24,7 +24,23 @@ from typing import Any
 
 from labeldist.client import InputError, ServiceError
 from labeldist.labels.base import LabelError
-from labeldist.options import UsageError, os_error_message, show_defaults
+from labeldist.options import (
+    UsageError,
+    finite_float,
+    image_side,
+    layer_width,
+    nonnegative_float,
+    nonnegative_int,
+    number_option,
+    os_error_message,
+    part_float,
+    positive_float,
+    positive_int,
+    seed_int,
+    share_float,
+    show_defaults,
+    worker_count,
+)
 from labeldist.store import StoreError
 from labeldist.trainer.augment import AUGMENT_NAMES, AugmentationError
 from labeldist.trainer.checkpoints import CheckpointError
@@ -43,6 +59,18 @@ from labeldist.trainer.recipes import (
 
 #: losses that split a minibatch into positives and negatives by the binary rule (--positives)
 BINARY_LOSSES = ("binary_triplet", "lifted", "proxy_anchor", "multi_similarity")
+
+
+#: a minibatch's size, anchor included
+batch_size = number_option(int, 2, 1_000_000)
+#: image decoding processes (0: in the training process)
+loader_count = number_option(int, 0, 256)
+#: a percentile
+percent_float = number_option(float, 0, 100)
+#: SGD's momentum
+unit_float = number_option(float, 0, 1)
+#: a probability that leaves something (a joint hidden with probability 1 would hide every pose)
+probability_below_one = number_option(float, 0, 1, below=True)
 
 
 def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -306,10 +334,12 @@ def _input_args(p: argparse.ArgumentParser, train: bool = True) -> None:
     own = "" if train else ", or the checkpoint's"
     p.add_argument(
         "--input-size",
-        type=int,
+        type=image_side,
         help=f"images: side of the square input in pixels (default: the images' own size when they all have one{own})",
     )
-    p.add_argument("--loader-workers", type=int, help="images: decoding processes (default: CPU cores - 1, max 16)")
+    p.add_argument(
+        "--loader-workers", type=loader_count, help="images: decoding processes (default: CPU cores - 1, max 16)"
+    )
 
 
 def _service_args(p: argparse.ArgumentParser) -> None:
@@ -335,13 +365,13 @@ def _fit_loss_args(fit: argparse.ArgumentParser) -> None:
     )
     fit.add_argument(
         "--margin",
-        type=float,
+        type=nonnegative_float,
         help="triplet margin (default: 0.03 dense, 0.2 binary); lifted: the "
         "negative margin (1); proxy_anchor: delta (0.1)",
     )
     fit.add_argument(
         "--positives",
-        type=int,
+        type=positive_int,
         help="binary_triplet, lifted, proxy_anchor, multi_similarity: the N "
         "items of each minibatch nearest the anchor in label distance are its positives, the rest its "
         "negatives (default: a fifth of the other items, 30 of 149 as Kim et al.); proxy_anchor: those N and "
@@ -359,7 +389,7 @@ def _fit_loss_args(fit: argparse.ArgumentParser) -> None:
         action="store_true",
         help="log_ratio: squared Euclidean D(f), as the paper's Eq. 5 (labeldist-v1's choice)",
     )
-    fit.add_argument("--thresholds", type=float, nargs="+", help="ladder: relevance thresholds, decreasing")
+    fit.add_argument("--thresholds", type=finite_float, nargs="+", help="ladder: relevance thresholds, decreasing")
     fit.add_argument("--relevance", choices=("one_minus", "inverse"), help="ladder: relevance from distance")
     fit.add_argument(
         "--ladder-calibrate",
@@ -372,13 +402,13 @@ def _fit_loss_args(fit: argparse.ArgumentParser) -> None:
     )
     fit.add_argument(
         "--ladder-percentiles",
-        type=float,
+        type=percent_float,
         nargs="+",
         help="ladder, --ladder-calibrate percentile: one per rung, decreasing (default 95 85, the authors' code)",
     )
     fit.add_argument(
         "--ladder-shares",
-        type=float,
+        type=share_float,
         nargs="+",
         help="ladder: shares of the first batch's pairs at "
         "or below each calibrated threshold, one per rung, increasing (default 0.05 0.2)",
@@ -399,25 +429,29 @@ def _fit_recipe_args(fit: argparse.ArgumentParser) -> None:
         "(kim2019-pose, kim2019-layout, kim2019-caption, zhou2020 for sentences); over features labeldist-v1 "
         "(the defaults before recipes). The choice and its reason are printed and logged. " + describe_recipes(),
     )
-    fit.add_argument("--size", type=int, help="minibatch size with the anchor (recipe; paper: 150 poses, 50 captions)")
-    fit.add_argument("--neighbors", type=int, help="nearest neighbours per minibatch (recipe; paper: 5)")
-    fit.add_argument("--batches-per-step", type=int, default=1, help="minibatches (anchors) per optimizer step")
-    fit.add_argument("--epochs", type=int, help="passes over every item as an anchor (recipe; papers: 30)")
-    fit.add_argument("--max-steps", type=int)
+    fit.add_argument(
+        "--size", type=batch_size, help="minibatch size with the anchor (recipe; paper: 150 poses, 50 captions)"
+    )
+    fit.add_argument("--neighbors", type=nonnegative_int, help="nearest neighbours per minibatch (recipe; paper: 5)")
+    fit.add_argument(
+        "--batches-per-step", type=positive_int, default=1, help="minibatches (anchors) per optimizer step"
+    )
+    fit.add_argument("--epochs", type=positive_int, help="passes over every item as an anchor (recipe; papers: 30)")
+    fit.add_argument("--max-steps", type=positive_int)
     fit.add_argument("--optimizer", choices=OPTIMIZERS, help="recipe: sgd (Kim et al.) or adam")
-    fit.add_argument("--lr", type=float, help="initial learning rate (recipe: 0.01 Kim et al.)")
-    fit.add_argument("--momentum", type=float, help="sgd momentum (recipe: 0.9)")
-    fit.add_argument("--weight-decay", type=float, help="recipe: 5e-4 Kim et al.")
+    fit.add_argument("--lr", type=positive_float, help="initial learning rate (recipe: 0.01 Kim et al.)")
+    fit.add_argument("--momentum", type=unit_float, help="sgd momentum (recipe: 0.9)")
+    fit.add_argument("--weight-decay", type=nonnegative_float, help="recipe: 5e-4 Kim et al.")
     fit.add_argument(
         "--lr-schedule",
         choices=SCHEDULES,
         help="constant, inverse: lr / (1 + DECAY * step) (Kim et al.), step: x DECAY at --lr-step-epochs (VSE++), "
         "cosine: from lr down to lr x DECAY over the --epochs (--max-steps stops early, the schedule unchanged)",
     )
-    fit.add_argument("--lr-decay", type=float, help="the schedule's DECAY (recipe: 1e-4 inverse, 0.1 step)")
-    fit.add_argument("--lr-step-epochs", type=int, nargs="*", help="step schedule: the epochs where it decays")
-    fit.add_argument("--embedding-dim", type=int, help="recipe: 128 (Kim et al.), 1024 (Zhou et al.)")
-    fit.add_argument("--hidden", type=int, nargs="*", default=[512], help="hidden widths of the MLP (features)")
+    fit.add_argument("--lr-decay", type=nonnegative_float, help="the schedule's DECAY (recipe: 1e-4 inverse, 0.1 step)")
+    fit.add_argument("--lr-step-epochs", type=positive_int, nargs="*", help="step schedule: the epochs where it decays")
+    fit.add_argument("--embedding-dim", type=layer_width, help="recipe: 128 (Kim et al.), 1024 (Zhou et al.)")
+    fit.add_argument("--hidden", type=layer_width, nargs="*", default=[512], help="hidden widths of the MLP (features)")
 
 
 def _fit_image_args(fit: argparse.ArgumentParser) -> None:
@@ -441,7 +475,7 @@ def _fit_image_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--no-flip", action="store_true", help="images: no flip in the chosen augmentation")
     fit.add_argument(
         "--crop-scale",
-        type=float,
+        type=share_float,
         nargs=2,
         default=[0.08, 1.0],
         metavar=("MIN", "MAX"),
@@ -472,21 +506,21 @@ def _fit_run_args(fit: argparse.ArgumentParser) -> None:
         help="images: channels-last convolutions (default: on CUDA only)",
     )
     fit.add_argument("--compile", action="store_true", help="torch.compile the model (CUDA; the first steps compile)")
-    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--seed", type=seed_int, default=0)
     fit.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     fit.add_argument(
         "--threads",
-        type=int,
+        type=worker_count,
         help="torch CPU threads (default on CPU: 1 for the MLP over features, whose small matrices lose to "
         "spinning threads; every usable core for a CNN over images)",
     )
-    fit.add_argument("--checkpoint-every", type=int, default=500)
+    fit.add_argument("--checkpoint-every", type=positive_int, default=500)
     fit.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
-    fit.add_argument("--prefetch", type=int, default=8, help="requests fetched ahead")
-    fit.add_argument("--workers", type=int, default=2, help="prefetch threads")
+    fit.add_argument("--prefetch", type=positive_int, default=8, help="requests fetched ahead")
+    fit.add_argument("--workers", type=worker_count, default=2, help="prefetch threads")
     fit.add_argument(
         "--anchors-per-request",
-        type=int,
+        type=positive_int,
         help="minibatches per service request (default: 8 over features, --batches-per-step over images)",
     )
     fit.add_argument("--no-progress", action="store_true")
@@ -499,7 +533,7 @@ def _fit_eval_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--eval-images", help="... or these images (the same --image-pattern) ...")
     fit.add_argument("--eval-image-index", help="... mapped by this id,path CSV (default: EVAL_IMAGES/index.csv) ...")
     fit.add_argument("--split", help="... and the queries/gallery of this split.json")
-    fit.add_argument("--k-max", type=int, default=100)
+    fit.add_argument("--k-max", type=positive_int, default=100)
     fit.add_argument("--json", action="store_true", help="end with JSON lines (summary, metrics), not tables")
 
 
@@ -535,14 +569,14 @@ def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )
     ev.add_argument(
         "--embedding-dim",
-        type=int,
+        type=layer_width,
         help="untrained backbone's head (default: 128); with --checkpoint, the checkpoint's",
     )
     ev.add_argument("--out", required=True, help="results JSON")
     ev.add_argument("--plot", help="PNG of nDCG@K and mean label distance@K")
     ev.add_argument("--label", help="name of this result in plots")
     ev.add_argument("--overwrite", action="store_true", help="replace --out and --plot if they exist")
-    ev.add_argument("--k-max", type=int, default=100)
+    ev.add_argument("--k-max", type=positive_int, default=100)
     ev.add_argument("--device", default="auto")
     ev.add_argument("--json", action="store_true", help="print the metrics' summary as JSON, not a table")
     ev.add_argument(
@@ -581,9 +615,9 @@ def add_demo_inputs_parser(subparsers: argparse._SubParsersAction[argparse.Argum
     demo.add_argument(
         "--overwrite", action="store_true", help="replace --out if it holds other inputs (the same ones: kept)"
     )
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--hide", type=float, help="poses: probability a joint is hidden (0.25)")
-    demo.add_argument("--jitter", type=float, help="poses: noise as a fraction of the pose size (0.1)")
+    demo.add_argument("--seed", type=seed_int, default=0)
+    demo.add_argument("--hide", type=probability_below_one, help="poses: probability a joint is hidden (0.25)")
+    demo.add_argument("--jitter", type=nonnegative_float, help="poses: noise as a fraction of the pose size (0.1)")
     demo.set_defaults(func=_demo_inputs)
     return demo
 
@@ -602,14 +636,14 @@ def add_split_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         "OUT/train.EXT and OUT/test.EXT each build a store",
     )
     sp.add_argument("--out", required=True, help="folder: the two parts and split.json")
-    sp.add_argument("--test-fraction", type=float, default=0.2)
+    sp.add_argument("--test-fraction", type=part_float, default=0.2)
     sp.add_argument(
         "--query-fraction",
-        type=float,
+        type=part_float,
         default=0.2,
         help="of the test items, the queries; the rest is the gallery (default: %(default)s)",
     )
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--seed", type=seed_int, default=0)
     sp.add_argument(
         "--overwrite",
         action="store_true",
@@ -619,7 +653,9 @@ def add_split_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         "--scheduler", help="a kNN-only store: the Dask scheduler that precomputes its parts (default: a LocalCluster)"
     )
     sp.add_argument(
-        "--workers", type=int, help="a kNN-only store: the LocalCluster's worker processes (default: one per core)"
+        "--workers",
+        type=worker_count,
+        help="a kNN-only store: the LocalCluster's worker processes (default: one per core)",
     )
     sp.set_defaults(func=_split)
     return sp
@@ -630,16 +666,18 @@ def add_render_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     rd = subparsers.add_parser("render", help="draw one image per item of a pose or layout store, from its label")
     rd.add_argument("store", help="store path")
     rd.add_argument("--out", required=True, help="folder: the images, index.csv (id,path) and render.json")
-    rd.add_argument("--size", type=int, default=128, help="image side in pixels (default: %(default)s)")
-    rd.add_argument("--seed", type=int, default=0, help="item i is drawn from (seed, i) alone")
+    rd.add_argument("--size", type=image_side, default=128, help="image side in pixels (default: %(default)s)")
+    rd.add_argument("--seed", type=seed_int, default=0, help="item i is drawn from (seed, i) alone")
     rd.add_argument("--format", choices=("png", "jpg"), default="png")
-    rd.add_argument("--items", type=int, help="render only the first N items")
-    rd.add_argument("--workers", type=int, help="processes (default: the CPU count; the images do not depend on it)")
+    rd.add_argument("--items", type=positive_int, help="render only the first N items")
+    rd.add_argument(
+        "--workers", type=worker_count, help="processes (default: the CPU count; the images do not depend on it)"
+    )
     rd.add_argument("--overwrite", action="store_true", help="replace a different render in --out")
     rf = rd.add_mutually_exclusive_group()
     rf.add_argument(
         "--frame",
-        type=float,
+        type=finite_float,
         nargs=3,
         metavar=("CX", "CY", "HALF"),
         help="poses: the square of label coordinates the picture shows (default: 0 0 1.1 for a "

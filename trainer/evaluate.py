@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from labeldist.client import FeatureInputs, LabelDistClient
+from labeldist.client import FeatureInputs, InputError, LabelDistClient
 from labeldist.trainer.checkpoints import CheckpointError, describe_model
 from labeldist.trainer.fit import autocast, default_loader_workers, pick_device
 from labeldist.trainer.metrics import retrieval_metrics
@@ -238,6 +238,7 @@ def evaluate(
     if (features is None) == (images is None):
         raise ValueError("give exactly one of --features or --images")
     queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
+    check_split_items(queries, gallery, int(client.store(store)["n_items"]), store)
     if images is not None:
         needed = np.union1d(queries, gallery)
         emb_needed, model_info, normalized = image_embeddings(
@@ -300,9 +301,69 @@ def _metrics(
 
 def load_split(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """``queries`` and ``gallery`` (positions in the test store) of a ``split.json``
-    (:mod:`labeldist.trainer.split`)."""
-    split = json.loads(Path(path).read_text(encoding="utf-8"))
-    return np.asarray(split["queries"], dtype=np.int64), np.asarray(split["gallery"], dtype=np.int64)
+    (:mod:`labeldist.trainer.split`). Refused in one line naming the file (:class:`InputError`): a file that is
+    not JSON or not an object, a missing or empty side, a position that is not an integer (a boolean, a fraction,
+    a string) or is negative, a position twice on one side, and an item on both sides (it would find itself at
+    rank 1: nDCG@1 = 1.0 whatever the model)."""
+    try:
+        split = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        why = _why(e)
+        raise InputError(f"{path}: not a split file ({why}): give the split.json that trainer split writes") from None
+    if not isinstance(split, dict):
+        what = _json_type(split)
+        raise InputError(f'{path}: a split is a JSON object with "queries" and "gallery" lists, not {what}')
+    queries, gallery = (_positions(path, split, side) for side in ("queries", "gallery"))
+    both = np.intersect1d(queries, gallery)
+    if both.size:
+        raise InputError(
+            f"{path}: {both.size} item(s) are both queries and gallery (the first: {int(both[0])}); each query "
+            "would find itself at rank 1: the two sides must not share items"
+        )
+    return queries, gallery
+
+
+def _positions(path: str | Path, split: dict[str, Any], side: str) -> np.ndarray:
+    """One side of a split: a non-empty list of distinct non-negative integers (``True`` and ``2.0`` refused)."""
+    if side not in split:
+        raise InputError(f'{path}: no "{side}" list (a split has "queries" and "gallery")')
+    given = split[side]
+    if not isinstance(given, list) or not given:
+        raise InputError(f'{path}: "{side}" must be a non-empty list of item positions, not {_json_type(given)}')
+    bad = [v for v in given if type(v) is not int or not 0 <= v < 2**63]
+    if bad:
+        raise InputError(
+            f'{path}: "{side}" holds {json.dumps(bad[0])[:40]}: item positions are integers from 0 (not booleans, '
+            "fractions, strings or null)"
+        )
+    positions = np.asarray(given, dtype=np.int64)
+    unique, counts = np.unique(positions, return_counts=True)
+    if (counts > 1).any():
+        raise InputError(f'{path}: "{side}" names item {int(unique[np.argmax(counts > 1)])} more than once')
+    return positions
+
+
+def check_split_items(queries: np.ndarray, gallery: np.ndarray, n_items: int, store: str) -> None:
+    """:class:`InputError` when a split names an item past the store's ``n_items`` (the split of another store)."""
+    top = int(max(queries.max(initial=-1), gallery.max(initial=-1)))
+    if top >= n_items:
+        raise InputError(
+            f"the split names item {top}, but store {store!r} has {n_items} items (0..{n_items - 1}): "
+            "is it the split of another store?"
+        )
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        return f"not JSON: {error.msg} at line {error.lineno}"
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return "nested too deeply"
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "a list", dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
 
 
 def plot_curves(

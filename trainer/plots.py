@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from labeldist.options import UsageError
 from labeldist.outputs import make_folder, refuse_inside_store, replacing
 
 #: files that the trainer writes into a run folder: a curve read from one is named after the folder
@@ -59,6 +60,18 @@ def _path_suffix(paths: Sequence[Path]) -> list[str] | None:
     return [p.as_posix() for p in paths]
 
 
+class PlotError(UsageError):
+    """Runs that cannot be plotted: one line naming the file and what is wrong."""
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(error, RecursionError):
+        return "JSON nested too deeply"
+    return str(error)
+
+
 def unique_labels(names: Sequence[str], details: Sequence[dict[str, str]], paths: Sequence[str | Path]) -> list[str]:
     """One distinct label per run. ``names``: the wanted labels; ``details``: per run, its recorded config as short
     readable values (``{"loss": "log_ratio", "dim": "16-d"}``); ``paths``: where each run was read from.
@@ -66,7 +79,7 @@ def unique_labels(names: Sequence[str], details: Sequence[dict[str, str]], paths
     Runs that share a name get, in turn, the config values that differ among them in parentheses, then the
     trailing parts of their paths that differ, then ``#2``, ``#3``: each step only where the earlier left a tie."""
     if len(names) != len(paths):
-        raise SystemExit(f"trainer plot: {len(names)} labels for {len(paths)} runs: give one --label per run")
+        raise PlotError(f"{len(names)} labels for {len(paths)} runs: give one --label per run")
     labels = list(names)
     for group in _groups(labels):
         keys = [
@@ -92,16 +105,16 @@ def unique_labels(names: Sequence[str], details: Sequence[dict[str, str]], paths
 
 
 def read_eval(path: str | Path) -> dict[str, Any]:
-    """An ``eval.json`` (a run folder holding one may be given instead); SystemExit naming it if it has no curves."""
+    """An ``eval.json`` (a run folder holding one may be given instead); PlotError naming it if it has no curves."""
     path = run_file(path, "eval.json")
     if path.suffix == ".jsonl":
-        raise SystemExit(f"trainer plot: {path} is a log, not an eval result: plot its losses with --loss-curves")
+        raise PlotError(f"{path} is a log, not an eval result: plot its losses with --loss-curves")
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"trainer plot: cannot read {path}: {e}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise PlotError(f"cannot read {path}: {_why(e)}") from None
     if not isinstance(result, dict) or not all(key in result for key in ("k", "ndcg", "mean_label_distance")):
-        raise SystemExit(f"trainer plot: {path} is no eval result (no k, ndcg and mean_label_distance curves)")
+        raise PlotError(f"{path} is no eval result (no k, ndcg and mean_label_distance curves)")
     return result
 
 
@@ -219,25 +232,28 @@ def read_log(path: str | Path) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     steps: dict[int, float] = {}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise SystemExit(f"trainer plot: cannot read {path}: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlotError(f"cannot read {path}: {_why(e)}") from None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             if n == len(lines):  # a run killed mid-write leaves a partial last line: the rest is good
                 break
-            raise SystemExit(f"trainer plot: {path} line {n} is not JSON") from None
-        if row.get("event") == "start":
-            config = row.get("config") or {}
-            config = {**config, "device": row.get("device")}
-            steps = {s: v for s, v in steps.items() if s <= int(row.get("step", 0))}
-        elif row.get("event") == "step" and row.get("loss") is not None:
-            steps[int(row["step"])] = float(row["loss"])
+            raise PlotError(f"{path} line {n} is not JSON") from None
+        try:
+            if row.get("event") == "start":
+                config = row.get("config") or {}
+                config = {**config, "device": row.get("device")}
+                steps = {s: v for s, v in steps.items() if s <= int(row.get("step", 0))}
+            elif row.get("event") == "step" and row.get("loss") is not None:
+                steps[int(row["step"])] = float(row["loss"])
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise PlotError(f"{path} line {n} is not a trainer log record (is it a trainer log.jsonl?)") from None
     if not steps:
-        raise SystemExit(f"trainer plot: {path} has no step with a loss (is it a trainer log.jsonl?)")
+        raise PlotError(f"{path} has no step with a loss (is it a trainer log.jsonl?)")
     order = sorted(steps)
     return config, np.asarray(order), np.asarray([steps[s] for s in order])
 

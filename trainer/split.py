@@ -95,6 +95,8 @@ def _read(path: Path) -> tuple[Any, list[Any]]:
             rows = [row for row in csv.reader(f) if row]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as e:
         raise SplitError(f"{path}: cannot read it as a label file ({type(e).__name__}: {e})") from None
+    except RecursionError:
+        raise SplitError(f"{path}: cannot read it as a label file (JSON nested too deeply)") from None
     if not rows:
         raise SplitError(f"{path}: empty, no header and no rows")
     return rows[0], rows[1:]

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from labeldist.api.deps import StoreDep
 from labeldist.api.encoding import json_response
 from labeldist.api.errors import BadParameter, TooLarge, error_responses
-from labeldist.api.itemlabels import check_labels_available, item_labels, labels_loaded
+from labeldist.api.itemlabels import check_labels_available, check_labels_size, item_labels, labels_loaded
 from labeldist.api.labelview import render_label
 from labeldist.api.registry import ServedStore
 from labeldist.api.schemas import LabelView, Neighbors
@@ -41,9 +41,10 @@ async def neighbors(
     check_neighbors(
         store, request.app.state.settings, index, k
     )  # settings not a dependency: see labeldist.api.deps.APIKey
-    if include_labels:
-        check_labels_available(store, ("query", "include_labels"))
-    return await neighbors_answer(store, index, k, include_labels)
+    if not include_labels:
+        return await neighbors_answer(store, index, k)
+    check_labels_available(store, ("query", "include_labels"))
+    return await neighbors_answer(store, index, k, request.app.state.settings.max_label_bytes)
 
 
 def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int | None) -> None:
@@ -58,18 +59,21 @@ def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int |
         )
 
 
-async def neighbors_answer(store: ServedStore, index: int, k: int | None, include_labels: bool = False) -> Response:
+async def neighbors_answer(store: ServedStore, index: int, k: int | None, label_limit: int | None = None) -> Response:
     """:func:`neighbors_response`, right here when the item's kNN list (and, asked for, the labels) is in memory,
     else in a worker thread (read from disk, off the event loop); also awaited by :mod:`labeldist.api.fastpath`."""
-    if store.knn.holds(index) and (not include_labels or labels_loaded(store)):
-        return neighbors_response(store, index, k, include_labels)
-    return await run_in_threadpool(neighbors_response, store, index, k, include_labels)
+    if store.knn.holds(index) and (label_limit is None or labels_loaded(store)):
+        return neighbors_response(store, index, k, label_limit)
+    return await run_in_threadpool(neighbors_response, store, index, k, label_limit)
 
 
-def neighbors_response(store: ServedStore, index: int, k: int | None, include_labels: bool = False) -> Response:
-    """The answer for a valid item ``index`` and ``k`` (at most the store's; None: all it has), with the labels
-    of the item and its neighbours when asked (the kind has a JSON form: checked by the route); also sent by
-    :mod:`labeldist.api.fastpath`."""
+def neighbors_response(store: ServedStore, index: int, k: int | None, label_limit: int | None = None) -> Response:
+    """The answer for a valid item ``index`` and ``k`` (at most the store's; None: all it has); with a
+    ``label_limit`` (bytes), also the labels of the item and its neighbours (the kind has a JSON form: checked by
+    the route), 413 before any is made when they would pass it. Also sent by :mod:`labeldist.api.fastpath`."""
+    include_labels = label_limit is not None
+    if include_labels:
+        check_labels_size(store, (store.k if k is None else k) + 1, label_limit)
     indices, distances = store.neighbors(index, store.k if k is None else k)
     answer = {
         "index": index,

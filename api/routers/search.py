@@ -11,7 +11,7 @@ from labeldist.api.compute import guard_for, run_cancellable
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from labeldist.api.encoding import json_response
 from labeldist.api.errors import TooLarge, error_responses
-from labeldist.api.itemlabels import check_labels_available, item_labels
+from labeldist.api.itemlabels import check_labels_available, check_labels_size, item_labels
 from labeldist.api.schemas import Search, SearchResult
 from labeldist.api.search import search_store
 
@@ -87,6 +87,7 @@ async def search(
         raise TooLarge(f"k={body.k} is over the limit of {settings.max_k} (LABELDIST_MAX_K)")
     if body.include_labels:
         check_labels_available(store, ("body", "include_labels"))
+        await run_in_threadpool(check_labels_size, store, body.k, settings.max_label_bytes)
     allow = compute_allowed(settings, api_key)
     guard = guard_for(request.app.state)
     result = await run_cancellable(request.receive, guard, search_store, store, body.label, body.k, allow, guard)

@@ -75,6 +75,10 @@ def check_text(text: str, where: str) -> None:
         ) from None
 
 
+#: why a JSON text deeper than Python's parser goes (about 1,000 levels) is refused
+NESTED_TOO_DEEPLY = "JSON nested too deeply (over about 1,000 levels, more than any label file nests)"
+
+
 def check_json_value(value: object, root: str = "", source: str = "") -> None:
     """Refuse what a parsed JSON value may hold and no label can use: a string (or an object's key) holding a
     lone surrogate (:func:`check_text`), or an integer no float64 holds (``1`` and 400 zeros). LabelError naming
@@ -208,6 +212,9 @@ class LabelSet(ABC):
 
     #: name of the label type, recorded in the store manifest (``labels_type``)
     label_type: ClassVar[str]
+    #: whether the ids are the file's row numbers, "0" .. "N-1" (a reader sets it): labels appended to a store
+    #: whose ids are row numbers too are numbered on from the store's N (:func:`labeldist.append.numbered_after`)
+    ids_are_row_numbers: bool = False
 
     def __init__(self, ids: np.ndarray | Sequence[object]) -> None:
         if not (isinstance(ids, np.ndarray) and ids.dtype.kind == "U"):

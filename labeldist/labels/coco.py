@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from labeldist.labels.base import LabelError, check_json_value, item_id
+from labeldist.labels.base import NESTED_TOO_DEEPLY, LabelError, check_json_value, item_id
 
 #: names accepted by ``read_captions(format=...)``: ``auto`` tells the two layouts apart (an object is COCO, a
 #: list Karpathy)
@@ -45,6 +45,8 @@ def load_json(path: Path) -> Any:
         raise LabelError(f"{path}: malformed JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
     except ValueError as e:  # an integer past Python's limit on its digits
         raise LabelError(f"{path}: {e}") from None
+    except RecursionError:
+        raise LabelError(f"{path}: {NESTED_TOO_DEEPLY}") from None
     check_json_value(data, source=str(path))  # no lone surrogate, no integer past a float64, named by its place
     return data
 

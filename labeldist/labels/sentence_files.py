@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labeldist.labels.base import LabelError, check_header, check_json_value, item_id
+from labeldist.labels.base import NESTED_TOO_DEEPLY, LabelError, check_header, check_json_value, item_id
 
 #: the suffixes ``format="auto"`` reads as a plain file; any other suffix is read as COCO/Karpathy JSON
 PLAIN_SUFFIXES = {".txt": "txt", ".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -139,6 +139,8 @@ def _jsonl_items(
             ) from None
         except ValueError as e:  # an integer past Python's limit on its digits
             raise LabelError(f"{path}, line {n}: {e}") from None
+        except RecursionError:
+            raise LabelError(f"{path}, line {n}: {NESTED_TOO_DEEPLY}") from None
         if not isinstance(value, (str, dict)):
             raise LabelError(f"{path}, line {n}: {_json_type(value)}, where a JSON object or string is expected")
         check_json_value(value, source=f"{path}, line {n}")  # no lone surrogate, no integer past a float64

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.extras import needed
+from labeldist.options import check_regular_file
 
 #: what a missing gensim or GloVe package is needed for (labeldist.extras)
 _TEXT_KIND = "a text kind (captions, sentences)"
@@ -226,6 +227,11 @@ def load_word_vectors(path: str | Path | None = None, format: str = "auto") -> W
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"word-vector file {str(path)!r} does not exist")
+    if path.is_dir():
+        for name in (_KUMO_VECTORS, _KUMO_INDEX):
+            check_regular_file(path / name, "word-vector file")
+    else:  # a FIFO would block the reader (a search of a served store) until written to
+        check_regular_file(path, "word-vector file")
     if format == "auto":
         format = _guess_format(path)
     source = f"{format}:{path}"

@@ -152,7 +152,9 @@ def read_csv(path: Path, columns: Sequence[str] | None, id_column: str | None) -
         ids.append(row[where[id_column]].strip() if id_column else str(n - 2))
         values.append([_finite(row[where[c]].strip(), n, c, path) for c in value_columns])
     ids = unique_ids(ids, str(path), lambda i: f"line {i + 2}")
-    return Vectors(ids, np.asarray(values, dtype=np.float64), value_columns)
+    labels = Vectors(ids, np.asarray(values, dtype=np.float64), value_columns)
+    labels.ids_are_row_numbers = not id_column
+    return labels
 
 
 def _numeric(column: Any) -> bool:
@@ -189,6 +191,7 @@ def read_parquet(path: Path, columns: Sequence[str] | None, id_column: str | Non
         else np.arange(table.num_rows).astype(str)
     )
     labels = Vectors(ids, np.stack(values, axis=1), value_columns, checked=False)
+    labels.ids_are_row_numbers = not id_column
     check_finite(labels, str(path))
     return labels
 
@@ -200,6 +203,7 @@ def read_npy_vectors(path: Path) -> Vectors:
     if values.ndim not in (1, 2):
         raise LabelError(f"{path}: shape {values.shape}: give N values or an N x D array")
     labels = Vectors(np.arange(len(values)).astype(str), values, checked=False)
+    labels.ids_are_row_numbers = True
     check_finite(labels, str(path))
     return labels
 
@@ -213,9 +217,16 @@ def read_vectors(
     if kind not in FORMATS[1:]:
         raise LabelError(f"{path}: unknown format {kind!r}; known: .npy, .csv, .parquet (or --format)")
     if kind == "npy":
-        if columns or id_column:
-            raise LabelError(f"{path}: an .npy file has no named columns (--columns, --id-column)")
+        if id_column:
+            raise LabelError(f"{path}: an .npy file has no id column (--id-column): its ids are its row numbers")
         labels = read_npy_vectors(path)
+        if columns:  # names for its columns (an append to an .npy store gives the store's own: 0, 1, ...)
+            if len(columns) != labels.values.shape[1]:
+                raise LabelError(
+                    f"{path}: {len(columns)} names (--columns) for the {labels.values.shape[1]} columns of the array"
+                )
+            labels = Vectors(labels.ids, labels.values, columns, checked=False)
+            labels.ids_are_row_numbers = True
     elif kind == "csv":
         labels = read_csv(path, columns, id_column)
     else:

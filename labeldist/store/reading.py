@@ -186,10 +186,7 @@ class StoreReader:
             raise StoreIncompleteError(f"{self.url}: store is not complete (still being written or abandoned)")
         self.manifest: dict[str, Any] = dict(man)
         for path in ("ids", "knn/indices", "knn/distances"):
-            if path not in self._group:
-                raise StoreCorruptError(
-                    f"{self.url}: array {path} is missing: the store is damaged; rebuild it", array=path
-                )
+            self._array(path)  # missing, or its metadata damaged: StoreCorruptError
         if not has_checksums(self._array("ids")):
             raise StoreError(
                 f"{self.url}: made by labeldist before 0.2, whose ids and labels carry no checksum, so damage to "
@@ -204,6 +201,15 @@ class StoreReader:
             raise StoreCorruptError(
                 f"{self.url}: array {path} is missing: the store is damaged; rebuild it", array=path
             ) from None
+        except ValueError as e:  # its zarr.json is not JSON, or not Zarr metadata
+            raise self._damaged_metadata(path, e) from None
+
+    def _damaged_metadata(self, path: str, error: Exception) -> StoreCorruptError:
+        return StoreCorruptError(
+            f"{self.url}: the metadata of {path} (a zarr.json) cannot be read ({type(error).__name__}): the store "
+            "is damaged; rebuild it",
+            array=path,
+        )
 
     @pinned
     def _read(self, path: str, start: int = 0, stop: int | None = None) -> np.ndarray:
@@ -220,7 +226,10 @@ class StoreReader:
     @property
     @pinned
     def has_dense(self) -> bool:
-        return "dense" in self._group and "distances" in self._group["dense"]
+        try:
+            return "dense" in self._group and "distances" in self._group["dense"]
+        except ValueError as e:  # a zarr.json of dense/ that is not JSON
+            raise self._damaged_metadata("dense", e) from None
 
     @property
     @pinned
@@ -318,9 +327,12 @@ class StoreReader:
     @pinned
     def label_arrays(self) -> dict[str, np.ndarray]:
         """The raw label arrays (``labels/<name>``), each read whole and checked."""
-        if "labels" not in self._group:
-            return {}
-        names = sorted(name for name, _ in self._group["labels"].arrays())
+        try:
+            if "labels" not in self._group:
+                return {}
+            names = sorted(name for name, _ in self._group["labels"].arrays())
+        except ValueError as e:  # a zarr.json under labels/ that is not JSON
+            raise self._damaged_metadata("labels", e) from None
         return {name: _as_numpy(self._read(f"labels/{name}")) for name in names}
 
     @pinned

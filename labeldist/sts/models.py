@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from labeldist.extras import needed
+from labeldist.options import check_regular_tree
 
 #: name of the packaged model (sentence-transformers/all-MiniLM-L6-v2)
 PACKAGED = "all-MiniLM-L6-v2"
@@ -101,6 +102,7 @@ def resolve_model(name: str | os.PathLike[str]) -> Path:
             f"no sentence model at {str(path)!r} (no config.json there); fine-tune one with `labeldist sts fit "
             f"--out {path}` or name the packaged {PACKAGED!r}"
         )
+    check_regular_tree(path, "file of a sentence model")  # a FIFO among them would block its loading
     return path.resolve()
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from labeldist.options import check_regular_file
 from labeldist.sts.models import cached_once, load_bi_encoder, load_cross_encoder, model_lock
 
 #: word pieces per model input unless told otherwise (all-MiniLM-L6-v2's own limit)
@@ -137,6 +138,7 @@ class BiEncoderScorer:
 
     def load(self, texts: Sequence[str], path: Path) -> None:
         """Fill the cache with the embeddings :meth:`save` wrote for ``texts`` (no transformer call)."""
+        check_regular_file(path, "cached embeddings file")  # a FIFO planted in the cache would block the load
         values = np.load(path)
         if values.shape[0] != len(texts):
             raise ValueError(f"{path}: {values.shape[0]} embeddings for {len(texts)} texts")

@@ -209,3 +209,31 @@ def test_the_field_is_in_the_openapi_schema(no_json_form) -> None:
     assert {"label", "labels"} <= set(spec["components"]["schemas"]["Neighbors"]["properties"])
     params = spec["paths"]["/v1/stores/{store}/items/{index}/neighbors"]["get"]["parameters"]
     assert "include_labels" in [p["name"] for p in params]
+
+
+# ------------------------------------------------------------------------------------------------ size bound
+def test_labels_past_the_size_bound_are_413_before_they_are_made(stores_root: Path) -> None:
+    """An answer carries at most LABELDIST_MAX_LABEL_BYTES of labels, each estimated as the largest of a sample
+    (here every caption set of the 25-item store, measured independently from its raw arrays). Before: unbounded,
+    and 40 clients asking 2,000 layouts for k=100 with labels (3.3 MB each) slowed every other request 100-fold."""
+    store, limit = stores_root / "captions", 1024
+    each = max(len(json.dumps(expected_label(store, i))) for i in range(25)) + 2
+    fit = limit // each
+    assert 2 <= fit < K  # the case at hand: a few labels fit, k = K do not
+    with TestClient(create_app(make_settings(stores=stores_root, max_label_bytes=limit))) as client:
+        # neighbours carry k + 1 labels (the item's own too)
+        answer = client.get(f"/v1/stores/captions/items/0/neighbors?k={fit - 1}&include_labels=true")
+        assert answer.status_code == 200 and len(answer.json()["labels"]) == fit - 1
+        answer = client.get(f"/v1/stores/captions/items/0/neighbors?k={fit}&include_labels=true")
+        assert answer.status_code == 413, answer.text
+        detail = answer.json()["detail"]
+        assert f"{fit + 1} labels of store 'captions' (about {each:,} bytes each in JSON)" in detail, detail
+        assert f"LABELDIST_MAX_LABEL_BYTES; {fit} fit" in detail, detail
+        label = expected_label(store, 3)
+        answer = client.post("/v1/stores/captions/search", json={"label": label, "k": fit + 1, "include_labels": True})
+        assert answer.status_code == 413 and "LABELDIST_MAX_LABEL_BYTES" in answer.json()["detail"]
+        answer = client.post("/v1/stores/captions/search", json={"label": label, "k": fit, "include_labels": True})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["labels"][0] == label
+        # without labels, any k the store has
+        assert client.get(f"/v1/stores/captions/items/0/neighbors?k={K}").status_code == 200

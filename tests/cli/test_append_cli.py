@@ -152,3 +152,34 @@ def test_verify_checks_every_generations_labels(made, store, capsys) -> None:
         f"generation 2 (items {BASE}:{TOTAL}): its labels are not those its labels_sha256 names" in report["problems"]
     )
     assert read_manifest(str(store))["generation"] == 2
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_an_npy_store_grows_by_an_npy_numbered_on_from_n(tmp_path, capsys, dense) -> None:
+    """An .npy appended to an .npy store: its rows are items N, N+1, ... and the grown store equals a precompute of
+    the two arrays one after the other (ids, lists, matrix, labels digest). Before: refused, "an .npy file has no
+    named columns", and its row numbers would have clashed with the store's ids."""
+    rng = np.random.default_rng(3)
+    first, second = rng.normal(size=(90, 6)), rng.normal(size=(25, 6))
+    for name, array in (("first", first), ("second", second), ("both", np.concatenate([first, second]))):
+        np.save(tmp_path / f"{name}.npy", array)
+    layout = ["--k", "7", "--metric", "cityblock", "--dense" if dense else "--knn-only", "--block-rows", "32"]
+    job = ["--workers", "1", "--no-progress"]
+    for name, out in (("first", "grown"), ("both", "full")):
+        rc, _, err = run_cli(
+            capsys, "precompute", "vectors", tmp_path / f"{name}.npy", "--out", tmp_path / out, *layout, *job
+        )
+        assert rc == 0, err
+    rc, out, err = run_cli(capsys, "append", tmp_path / "grown", tmp_path / "second.npy", *job)
+    assert rc == 0, err
+    assert "generation 2 complete, 90 + 25 = 115 items" in out, out
+    grown, full = StoreReader(str(tmp_path / "grown")), StoreReader(str(tmp_path / "full"))
+    assert grown.ids.tolist() == full.ids.tolist() == [str(i) for i in range(115)]
+    for a, b in zip(grown.knn(), full.knn()):
+        np.testing.assert_array_equal(a, b)
+    if dense:
+        np.testing.assert_array_equal(grown.dense_rows(0, 115), full.dense_rows(0, 115))
+    assert grown.manifest["labels_sha256"] == full.manifest["labels_sha256"]
+    np.testing.assert_array_equal(grown.labels().values, np.concatenate([first, second]))
+    rc, out, _ = run_cli(capsys, "append", tmp_path / "grown", tmp_path / "second.npy", *job)
+    assert rc == 0 and "already its generation 2; nothing to do" in out

@@ -118,7 +118,7 @@ def test_command_eval_and_its_errors(service: str, features: Path, tmp_path: Pat
     assert (tmp_path / "eval.png").stat().st_size > 1000
 
     args[args.index(STORE)] = "no-such-store"
-    assert main(args) == 2
+    assert main([*args, "--overwrite"]) == 2
     assert "no-such-store" in capsys.readouterr().err
 
 

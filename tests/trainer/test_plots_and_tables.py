@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from labeldist.trainer.cli import main
 from labeldist.trainer.plots import (
+    PlotError,
     draw_loss_curves,
     legend_labels,
     plot_evals,
@@ -122,6 +124,13 @@ def test_plot_of_two_runs_in_folders_both_named_eval_draws_two_labelled_curves(r
     assert (tmp_path / "cli.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def plot_refused(capsys, args: list[str], match: str) -> None:
+    """``trainer plot ARGS`` refused in one line matching ``match``, exit status 2."""
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainer plot: ") and err.count("\n") == 1 and re.search(match, err), err
+
+
 def test_runs_of_one_name_and_one_config_are_told_apart_by_their_paths(runs: dict, tmp_path: Path) -> None:
     for where in ("x/lr", "y/lr"):
         (tmp_path / where).mkdir(parents=True)
@@ -133,12 +142,15 @@ def test_runs_of_one_name_and_one_config_are_told_apart_by_their_paths(runs: dic
     assert legend_labels(fig) == ["lr", "lr #2"] and len(fig.axes[0].get_lines()) == 2
 
 
-def test_plot_takes_labels_and_a_label_given_to_eval(runs: dict, service: str, features: Path, tmp_path: Path) -> None:
+def test_plot_takes_labels_and_a_label_given_to_eval(
+    runs: dict, service: str, features: Path, tmp_path: Path, capsys
+) -> None:
     a, b = runs["root"] / "a" / "eval", runs["root"] / "b" / "eval"
     out = run_main("plot", a, b, "--label", "ours", "--label", "baseline", "--out", tmp_path / "fig.png")
     assert out.strip().endswith("2 curves: ours; baseline")
-    with pytest.raises(SystemExit, match="1 labels for 2 runs"):
-        main(["plot", str(a), str(b), "--label", "ours", "--out", str(tmp_path / "fig.png")])
+    plot_refused(
+        capsys, ["plot", str(a), str(b), "--label", "ours", "--out", str(tmp_path / "fig.png")], "1 labels for 2 runs"
+    )
 
     # trainer eval --label names the result; its default label (the loss) names no run and is not used
     labelled, default = tmp_path / "mine" / "eval.json", tmp_path / "base" / "eval.json"
@@ -163,15 +175,20 @@ def test_plot_takes_labels_and_a_label_given_to_eval(runs: dict, service: str, f
     assert legend_labels(plot_evals([labelled, default], tmp_path / "fig.png")) == ["my model", "base"]
 
 
-def test_plot_refuses_what_is_no_eval_result(runs: dict, tmp_path: Path) -> None:
+def test_plot_refuses_what_is_no_eval_result(runs: dict, tmp_path: Path, capsys) -> None:
     log = runs["root"] / "a" / "eval" / "log.jsonl"
-    with pytest.raises(SystemExit, match="is a log, not an eval result: plot its losses with --loss-curves"):
-        main(["plot", str(log), "--out", str(tmp_path / "fig.png")])
+    plot_refused(
+        capsys,
+        ["plot", str(log), "--out", str(tmp_path / "fig.png")],
+        "is a log, not an eval result: plot its losses with --loss-curves",
+    )
     (tmp_path / "other.json").write_text(json.dumps({"k": [1, 2]}))
-    with pytest.raises(SystemExit, match="other.json is no eval result"):
-        main(["plot", str(tmp_path / "other.json"), "--out", str(tmp_path / "fig.png")])
-    with pytest.raises(SystemExit, match="cannot read"):
-        main(["plot", str(tmp_path / "missing.json"), "--out", str(tmp_path / "fig.png")])
+    plot_refused(
+        capsys,
+        ["plot", str(tmp_path / "other.json"), "--out", str(tmp_path / "fig.png")],
+        "other.json is no eval result",
+    )
+    plot_refused(capsys, ["plot", str(tmp_path / "missing.json"), "--out", str(tmp_path / "fig.png")], "cannot read")
 
 
 def test_loss_curves_of_two_runs_have_two_labelled_lines(runs: dict, tmp_path: Path) -> None:
@@ -207,7 +224,7 @@ def test_a_resumed_or_restarted_log_reads_as_one_run(tmp_path: Path) -> None:
     log.write_text("\n".join([start(0), *steps(1, 5, 1.0), start(0), *steps(1, 2, 3.0)]))  # started afresh
     assert read_log(log)[1].tolist() == [1, 2]
     log.write_text(start(0) + "\n")
-    with pytest.raises(SystemExit, match="no step with a loss"):
+    with pytest.raises(PlotError, match="no step with a loss"):
         read_log(log)
 
 
