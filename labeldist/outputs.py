@@ -82,6 +82,11 @@ def replacing(path: str | os.PathLike[str], overwrite: bool, option: str = "--ov
         yield partial
         check_output_file(path, overwrite, option)
         os.replace(partial, path)
+    except OSError as e:
+        if e.filename != str(partial):
+            raise
+        # named by the file the user asked for, not the hidden one beside it (a read-only folder, a full disk)
+        raise OSError(e.errno, f"cannot write there: {(e.strerror or str(e)).lower()}", str(path)) from None
     finally:
         if os.path.lexists(partial):
             os.unlink(partial)

@@ -76,6 +76,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from labeldist.outputs import refuse_inside_store
     from labeldist.sts.fit import FitConfig, fit
     from labeldist.sts.stsb import read_sts
 
@@ -97,6 +98,7 @@ def _fit(args: argparse.Namespace) -> int:
     train = read_sts(train_file).head(args.limit)
     dev = read_sts(dev_file).head(args.dev_limit)
     out = args.out or f"models/sts-{config.architecture}-{config.loss}"
+    refuse_inside_store(out)  # before the training, not after it
     result = fit(train, dev, config, out, progress=False if args.no_progress else None)
     print(
         json.dumps(

@@ -16,6 +16,7 @@ Each part ends with zero 5xx and zero wrong answers. The figures are written to
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -87,12 +88,30 @@ def stores(reference_store: Path, dask_client, tmp_path_factory) -> Path:
     for name, (source, damage, _item, _array) in FAULTS.items():
         shutil.copytree(root / source, root / name)
         damage(root / name)
+    shutil.copytree(root / CAPTION, root / FIFO_STORE)
+    fifo = root.parent / "vectors.txt"
+    os.mkfifo(fifo)
+    _name_word_vectors(root / FIFO_STORE, f"word2vec:{fifo}")
     return root
+
+
+#: a caption store whose manifest names a FIFO as its word vectors (issue 28 item 7): a search must never block
+FIFO_STORE = "captions-vectors-fifo"
+#: the label bytes one answer carries in the campaign (LABELDIST_MAX_LABEL_BYTES): about 15 pose labels
+LABEL_BYTES = 4096
+
+
+def _name_word_vectors(store: Path, source: str) -> None:
+    """Make the store's manifest name ``source`` as the word vectors its captions were read with, as a store
+    shared by someone else might (the manifest carries no checksum: it is input like any other)."""
+    metadata = json.loads((store / "zarr.json").read_text())
+    metadata["attributes"]["labeldist"]["params"]["labels"]["word_vectors"]["source"] = source
+    (store / "zarr.json").write_text(json.dumps(metadata))
 
 
 @pytest.fixture(scope="module")
 def service(stores: Path):
-    with Service(stores) as s:
+    with Service(stores, LABELDIST_MAX_LABEL_BYTES=str(LABEL_BYTES)) as s:
         yield s
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "fault_campaign.json").write_text(json.dumps(FIGURES, indent=2) + "\n")
@@ -220,6 +239,11 @@ def bad_requests() -> list[tuple[str, bytes]]:
         "56-byte WMD bomb": (cb, b'{"count":3,"size":1024,"pairwise":true,"seed":7}'),
         "too many items": (d, json.dumps({"anchor": 1, "items": list(range(2958)) * 4}).encode()),
         "too many pairs": (cd, json.dumps({"pairs": [[i, (i * 7) % 1030] for i in range(1030)] * 10}).encode()),
+        # labels past LABELDIST_MAX_LABEL_BYTES (issue 28 item 8)
+        "search labels over the bound": (
+            f"/v1/stores/{POSE}/search",
+            json.dumps({"label": [[0.0, 0.0]] * 16, "k": 30, "include_labels": True}).encode(),
+        ),
     }
     out = [(name, _post(path, body)) for name, (path, body) in bodies.items()]
     out += [
@@ -264,6 +288,16 @@ def bad_requests() -> list[tuple[str, bytes]]:
             "Connection: close\r\n\r\n".encode(),
         ),
         (
+            "neighbour labels over the bound",
+            f"GET /v1/stores/{POSE}/items/1/neighbors?k=30&include_labels=true HTTP/1.1\r\nHost: x\r\n"
+            "Connection: close\r\n\r\n".encode(),
+        ),
+        (
+            "include_labels not a boolean",
+            f"GET /v1/stores/{POSE}/items/1/neighbors?include_labels=2 HTTP/1.1\r\nHost: x\r\n"
+            "Connection: close\r\n\r\n".encode(),
+        ),
+        (
             "label of a damaged store",
             b"GET /v1/stores/vectors-bit-flipped/items/1/label HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         ),
@@ -297,6 +331,8 @@ def test_bad_requests_get_a_json_4xx_and_never_a_5xx(service: Service) -> None:
     assert not unexpected, unexpected
     assert json.loads(answers["UTF-16"][1])["distances"] == [0.0]  # item 1 to itself
     assert answers["56-byte WMD bomb"][0] == 413 and b"LABELDIST_COMPUTE_BUDGET_S" in answers["56-byte WMD bomb"][1]
+    for name in ("search labels over the bound", "neighbour labels over the bound"):
+        assert answers[name][0] == 413 and b"LABELDIST_MAX_LABEL_BYTES" in answers[name][1], answers[name]
     assert not not_json, not_json
     assert httpx.get(f"{service.url}/healthz").status_code == 200
 
@@ -405,6 +441,25 @@ def test_every_store_fault_is_refused_never_served(service: Service) -> None:
             assert listed[name]["available"] is (array not in UNSERVED), (name, listed[name])
     FIGURES["store faults"] = {"injected": len(FAULTS), "refused": len(set(refused)), "served wrong": len(served)}
     assert not served and len(set(refused)) == len(FAULTS), (refused, served)
+
+
+def test_a_manifest_naming_a_fifo_holds_no_computation_slot(service: Service) -> None:
+    """More searches of the store whose manifest names a FIFO than there are computation slots, at once, and one of
+    the plain caption store: each answered 200 from the store's own vocabulary, the same as the plain store's.
+    Before: each search blocked opening the FIFO, the slots filled, and every on-demand request waited."""
+    with httpx.Client(base_url=service.url, timeout=120) as http:
+        label = http.get(f"/v1/stores/{CAPTION}/items/17/neighbors?k=1&include_labels=true").json()["label"]
+
+        def search(store: str) -> httpx.Response:
+            return http.post(f"/v1/stores/{store}/search", json={"label": label, "k": 5})
+
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(search, [FIFO_STORE] * 3 + [CAPTION]))
+    statuses = [r.status_code for r in answers]
+    FIGURES["manifest naming a FIFO"] = {"searches": len(answers), "statuses": statuses}
+    assert statuses == [200] * 4, [r.text[:200] for r in answers]
+    assert all(r.json()["indices"] == answers[-1].json()["indices"] for r in answers)
+    assert 17 in answers[-1].json()["indices"]
 
 
 def _same_request(http: httpx.Client, store: str, item: int, path: str) -> httpx.Response:

@@ -113,3 +113,16 @@ def test_overwrite_is_in_the_help(command, capsys) -> None:
     with pytest.raises(SystemExit):
         main([command, "--help"])
     assert "--overwrite" in capsys.readouterr().out
+
+
+def test_a_folder_that_takes_no_file_is_one_line_naming_the_file(pose_store, capsys) -> None:
+    """A read-only folder cannot be made when tests run as root (CI does); /proc takes no new file from anyone,
+    which is the same refusal met at the same place: the error names the file asked for, not the hidden one
+    written beside it."""
+    out = Path("/proc/labeldist-test-output.npy")
+    refused(trainer(capsys, "demo-inputs", pose_store / STORE, "--out", out), f"{out}: cannot write there")
+    from labeldist.cli import main as labeldist_main
+
+    assert labeldist_main(["export", str(pose_store / STORE), "--out", str(out.with_suffix(".csv"))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out.with_suffix('.csv')}: cannot write there" in err, err
