@@ -34,6 +34,7 @@ from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 from labeldist.kinds import distance_class
+from labeldist.labels.base import reads_json
 from labeldist.pairs import compute_planned, plan_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import (
@@ -114,6 +115,7 @@ class ServedStore:
             "name": self.name,
             "available": True,
             "has_dense": self.dense is not None,
+            "searchable": reads_json(distance_class(self.manifest["kind"]).labels_class),
             "digest": self.digest,
         }
 
@@ -181,10 +183,6 @@ class ServedStore:
                     ) from e
                 with self.refusing_damage():
                     labels = self.reader.labels()
-                # how the labels were made (tokenizer, word vectors, normalisation): what a label read from JSON
-                # must be made with to be searched against them (LabelSet.from_json)
-                recorded = self.manifest.get("params", {}).get("labels")
-                labels.provenance = dict(recorded) if isinstance(recorded, dict) else {}
                 distance.block(labels.subset(np.array([0])), labels.subset(np.array([0])))  # compile / warm up
                 self._labels, self._distance = labels, distance
                 log.info("%s: labels loaded in %.2f s", self.name, time.perf_counter() - t)

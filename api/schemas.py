@@ -56,6 +56,10 @@ class StoreInfo(BaseModel):
     engine_version: str | None = None
     created: str | None = None
     has_dense: bool | None = Field(None, description="the store holds the full dense matrix")
+    searchable: bool | None = Field(
+        None,
+        description="the store can be searched by a new label (POST .../search): its kind reads labels from JSON",
+    )
     digest: str | None = Field(
         None,
         description="SHA-256 of the served store's manifest: changes when the store "

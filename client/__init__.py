@@ -13,6 +13,7 @@ service (``labeldist.api``) nor the trainer (``labeldist.trainer``).
 from labeldist.client.data import FeatureInputs, Minibatch, MinibatchStream, Source
 from labeldist.client.http import (
     Batches,
+    Hits,
     LabelDistClient,
     RequestRejected,
     ServiceError,
@@ -27,6 +28,7 @@ from labeldist.client.prefetch import Prefetcher
 __all__ = [
     "Batches",
     "FeatureInputs",
+    "Hits",
     "InputError",
     "Inputs",
     "LabelDistClient",

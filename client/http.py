@@ -69,6 +69,22 @@ class Batches:
         return len(self.anchors)
 
 
+@dataclass
+class Hits:
+    """The nearest items of a new label (``search``): indices (k,) int64 and ids, nearest first; distances (k,)
+    float32; how many exact distances were computed (fewer than the items where a lower bound ruled some out);
+    labels, each hit's in its kind's JSON form, when asked for (else None)."""
+
+    indices: np.ndarray
+    ids: list[str]
+    distances: np.ndarray
+    computed: int
+    labels: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
 def _detail(response: httpx.Response) -> Any:
     try:
         return response.json().get("detail", response.text)
@@ -174,6 +190,20 @@ class LabelDistClient:
         body = self._request("GET", f"/v1/stores/{store}/items/{index}/neighbors", params=params).json()
         dist = [np.inf if d is None else d for d in body["distances"]]
         return np.asarray(body["indices"], dtype=np.int64), np.asarray(dist, dtype=np.float32)
+
+    def search(self, store: str, label: Any, k: int = 10, *, include_labels: bool = False) -> Hits:
+        """The exact ``k`` nearest items of ``store`` to a new ``label`` in its kind's JSON form (a sentence, a list
+        of captions, a vector's numbers, a pose's joints: docs/http-api.md, "Search by a new label"), nearest
+        first, computed by the service on demand; with ``include_labels`` each hit's label too."""
+        body = {"label": label, "k": int(k), "include_labels": bool(include_labels)}
+        answer = self._request("POST", f"/v1/stores/{store}/search", json=body).json()
+        return Hits(
+            np.asarray(answer["indices"], dtype=np.int64),
+            [str(i) for i in answer["ids"]],
+            np.asarray([np.inf if d is None else d for d in answer["distances"]], dtype=np.float32),
+            int(answer["computed"]),
+            answer.get("labels"),
+        )
 
     def distances(self, store: str, anchor: int, items: np.ndarray | list[int]) -> np.ndarray:
         """Label distances from ``anchor`` to each of ``items``, in that order (float32)."""

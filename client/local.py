@@ -5,8 +5,9 @@
     batches.items.shape                                     # (2, 149): each anchor's 5 nearest first
 
 :class:`LocalSource` has the methods of :class:`~labeldist.client.http.LabelDistClient` that a training loop
-uses (``stores``, ``store``, ``ids``, ``neighbors``, ``distances``, ``pair_distances``, ``batches``, ``fresh``)
-and answers the same :class:`~labeldist.client.http.Batches`, so :class:`~labeldist.client.data.MinibatchStream`
+uses (``stores``, ``store``, ``ids``, ``neighbors``, ``distances``, ``pair_distances``, ``search``, ``batches``,
+``fresh``) and answers the same :class:`~labeldist.client.http.Batches` and
+:class:`~labeldist.client.http.Hits`, so :class:`~labeldist.client.data.MinibatchStream`
 takes either. ``LocalSource("stores")`` names stores by their folder under ``stores``, as ``labeldist serve
 --stores stores`` does; a name may also be any path to a store.
 
@@ -47,7 +48,7 @@ from labeldist.batching import (
     nearest_in_pool,
     resolve_pool,
 )
-from labeldist.client.http import Batches, RequestRejected, StoreNotFound
+from labeldist.client.http import Batches, Hits, RequestRejected, StoreNotFound
 from labeldist.pairs import compute_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import (
@@ -161,7 +162,17 @@ class _Store:
         self._distance: Any = None
 
     def info(self) -> dict[str, Any]:
-        return {**self.reader.manifest, "name": self.name, "available": True, "has_dense": self.dense is not None}
+        from labeldist.kinds import distance_class
+        from labeldist.labels.base import reads_json
+
+        searchable = reads_json(distance_class(self.reader.manifest["kind"]).labels_class)
+        return {
+            **self.reader.manifest,
+            "name": self.name,
+            "available": True,
+            "has_dense": self.dense is not None,
+            "searchable": searchable,
+        }
 
     def check_index(self, index: np.ndarray, what: str = "item") -> None:
         """RequestRejected (422, as the service's schema) for a negative index, StoreNotFound (404) for one past
@@ -369,6 +380,42 @@ class LocalSource:
         def answer(s: _Store) -> np.ndarray:
             s.check_index(pairs)
             return s.distances(pairs[:, 0], pairs[:, 1])
+
+        return self._answer(store, answer)
+
+    def search(self, store: str, label: Any, k: int = 10, *, include_labels: bool = False) -> Hits:
+        """The exact ``k`` nearest items of ``store`` to a new ``label`` in its kind's JSON form, as
+        ``POST /v1/stores/{store}/search`` answers (:meth:`LabelDistClient.search`): the same search
+        (:func:`labeldist.search.search_labels`) over the same labels, made as the service makes them, in this
+        process and with no budget. A label the kind cannot read raises RequestRejected (422) naming what is
+        wrong."""
+        if not 1 <= int(k):
+            raise RequestRejected(f"k={k} must be at least 1", 422, f"k={k} must be at least 1")
+
+        def answer(s: _Store) -> Hits:
+            from labeldist.kinds import distance_class, read_label
+            from labeldist.labels.base import LabelError, reads_json
+            from labeldist.search import search_labels
+
+            kind = s.reader.manifest["kind"]
+            if not reads_json(distance_class(kind).labels_class):
+                message = f"search by label is not available for kind {kind!r}: its labels have no JSON form"
+                raise RequestRejected(message, 422, message)
+            labels, distance = s.labels_and_distance()
+            try:
+                query = read_label(label, labels, distance)
+            except (LabelError, NotImplementedError) as e:
+                message = str(e) or f"search by label is not available for kind {kind!r}"
+                raise RequestRejected(f"store {store!r}: {message}", 422, message) from None
+            found = search_labels(query, labels, distance, min(int(k), s.n_items))
+            indices = found.indices.astype(np.int64)
+            return Hits(
+                indices,
+                [str(i) for i in s.reader.ids[indices]],
+                found.distances.astype(np.float32),
+                int(found.computed),
+                [labels.to_json(int(i)) for i in indices] if include_labels else None,
+            )
 
         return self._answer(store, answer)
 

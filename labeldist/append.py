@@ -459,8 +459,7 @@ def _grown_labels(old: StoreReader, labels: LabelSet, distance: LabelDistance) -
         )
     check_same_reading(old, labels)
     check_new_ids(old, labels)
-    stored = old.labels()
-    stored.provenance = dict(old.manifest["params"].get("labels") or {})
+    stored = old.labels()  # with the store's reading as their provenance
     union = stored.concat(labels)
     distance.check_labels(labels, stored)
     return union

@@ -264,10 +264,9 @@ def _write_part(
     """One part of :func:`split_store`: the store of ``items`` at ``url``."""
     from labeldist.engine import precompute
 
-    manifest = reader.manifest
-    labels = reader.labels().subset(items)
-    recorded = manifest.get("params", {}).get("labels")
-    labels.provenance = dict(recorded) if isinstance(recorded, dict) else {}  # recorded again in the part's params
+    stored = reader.labels()
+    labels = stored.subset(items)
+    labels.provenance = dict(stored.provenance)  # the store's reading, recorded again in the part's params
     k = min(reader.k, len(items) - 1)
     if not reader.has_dense:
         precompute(

@@ -9,6 +9,8 @@ const state = { stores: [], shown: 0, ids: {}, label: null, pose: null };
 const QUERY_FORMS = {
   caption_wmd: { hint: "search by captions, one per line", placeholder: "a dog catches a frisbee\na brown dog on the grass" },
   vectors: { hint: "search by a vector: its numbers", placeholder: "0.5 1.25 -3" },
+  sentence_relevance: { hint: "search by a sentence, typed as it is: scored by the store's own model",
+    placeholder: "A man rides a horse along the beach." },
 };
 //: a pose store's search box by its normalisation (params.labels.normalization): a store of image pixels takes the
 //: joints as they are; a normalised store takes raw pixels with what its normalisation needs of the person, which
@@ -170,11 +172,21 @@ function describe(store) {
 // The store's settings of the search box: its hint and placeholder by kind.
 function prepareSearch(store) {
   const info = storeInfo(store);
-  const form = info && info.kind === "pose" ? poseForm(info)
+  const unsearchable = info && info.searchable === false;
+  const form = unsearchable ? { hint: notSearchable(info), placeholder: "" }
+    : info && info.kind === "pose" ? poseForm(info)
     : QUERY_FORMS[info && info.kind] || { hint: "search by a label (its JSON form)", placeholder: "" };
   $("query-hint").textContent = form.hint;
   $("query").placeholder = form.placeholder;
+  $("query").disabled = $("search").disabled = Boolean(unsearchable);
   $("search-form").dataset.kind = info ? info.kind : "";
+  $("search-form").dataset.searchable = unsearchable ? "false" : "true";
+}
+
+// Why the search box of a store is off: the service says which stores can be searched (StoreInfo.searchable).
+function notSearchable(info) {
+  return `a ${info.kind} store cannot be searched by a new label (its kind reads no label from what is typed): ` +
+    "browse its items, or find one by id";
 }
 
 function poseForm(info) {
@@ -258,6 +270,7 @@ function current() {
 // What is typed, as the label's JSON form: captions one per line, a vector's numbers, else JSON.
 function parseQuery(kind, text) {
   if (kind === "caption_wmd") return text.split("\n").map((line) => line.trim()).filter(Boolean);
+  if (kind === "sentence_relevance") return text.trim().replace(/\s*\n\s*/g, " "); // one sentence
   const trimmed = text.trim();
   if (kind === "vectors" && !trimmed.startsWith("[")) {
     const parts = trimmed.split(/[\s,;]+/).filter(Boolean);
@@ -275,6 +288,7 @@ function parseQuery(kind, text) {
 // What the query was, drawn like an item's label.
 function drawQuery(kind, label) {
   if (kind === "caption_wmd") return drawLabel({ texts: label });
+  if (kind === "sentence_relevance") return drawLabel({ texts: [label] });
   if (kind === "pose" && state.pose) {
     let xy = label && !Array.isArray(label) && "joints" in label ? label.joints : label; // raw pixels: drawn as typed
     if (xy && !Array.isArray(xy) && typeof xy === "object") xy = state.pose.joints.map((name) => xy[name] || null);
@@ -293,6 +307,11 @@ async function search(store, text, k) {
   $("query").value = text;
   history.replaceState(null, "", `/ui?store=${encodeURIComponent(store)}&search=${encodeURIComponent(text)}&k=${k}`);
   let label, result;
+  if (info && info.searchable === false) {
+    showError(`search: ${notSearchable(info)}`);
+    clearItems();
+    return;
+  }
   try {
     label = parseQuery(kind, text);
     if (info) k = Math.min(k, info.n_items);

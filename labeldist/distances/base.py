@@ -74,6 +74,14 @@ class LabelDistance(ABC):
         :func:`labeldist.kinds.check_block`."""
         return None
 
+    def search_cost_s(self, labels: LabelSet) -> float | None:
+        """Estimated seconds of one core to search ``labels`` by one new label, where this distance knows better
+        than its unit costs (what it already holds of ``labels``: a model's embeddings, say); None (the default):
+        the estimate from the unit costs (:func:`labeldist.api.search.search_cost_s`), made before any label is
+        loaded. The service loads a store's labels before asking, so a distance that answers must be cheap to make
+        and to ask."""
+        return None
+
     @abstractmethod
     def block(self, rows: LabelSet, cols: LabelSet) -> np.ndarray:
         """Distances between every row label and every column label, float64 of shape (len(rows), len(cols))."""

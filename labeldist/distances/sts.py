@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.distances.base import LabelDistance
+from labeldist.labels.base import LabelError
 from labeldist.labels.sentences import Sentences
 from labeldist.sts.cascade import DEFAULT_BELOW, DEFAULT_SCORER, check_below
 from labeldist.sts.models import (
@@ -165,6 +166,47 @@ class SentenceRelevance(LabelDistance):
             "cross_model_sha256": self.cross_model_sha256,
             "calibration": self.calibration,
         }
+
+    def check_labels(self, labels: Sentences, others: Sentences | None = None) -> None:
+        """A sentence searched against ``others`` (a store's) with no word that has a vector, under the CBoW scorer
+        alone, would be at distance 1 from every sentence: refused, naming it. (A store's own such sentences are
+        the ``empty`` policy's, checked as they are read.)"""
+        if others is None or self.scorer != "cbow" or labels.cbow_defined.all():
+            return
+        text = labels.texts[int(np.argmin(labels.cbow_defined))]
+        raise LabelError(
+            f"the sentence {text[:80]!r} has no word with a vector, and this store scores by CBoW alone: it would "
+            "be at distance 1 from every sentence; use words the word vectors know"
+        )
+
+    def search_cost_s(self, labels: Sentences) -> float | None:
+        """One new sentence against ``labels``: its CBoW against every sentence, and the models' calls. A
+        bi-encoder embeds the new sentence, and the store's sentences too unless their embeddings are at hand (in
+        memory, or in :func:`~labeldist.sts.scorers.embedding_cache_dir`, where the store's precompute left them:
+        loaded now); a cross-encoder may score every pair, both ways."""
+        n = len(labels)
+        cost = self.cost_per_call_s + n * self.cost_per_pair_s
+        models = {"cbow": [], "cascade": [self.model, self.cross_model]}.get(self.scorer, [self.model])
+        for model in models:
+            if architecture(resolve_model(model)) == "bi":
+                cost += (1 + (0 if self._store_embedded(labels, model) else n)) * self.cost_per_item_s
+            else:
+                cost += 2 * n * self.cost_per_item_s
+        return cost
+
+    def _store_embedded(self, labels: Sentences, model: str) -> bool:
+        """Whether the embeddings of every sentence of ``labels`` under the bi-encoder ``model`` are in its
+        scorer's memory, after loading them from the embedding cache where a precompute left them."""
+        scorer = bi_encoder_scorer(resolve_model(model), self.max_length)
+        texts = sorted(set(labels.texts))
+        if scorer.has(texts):
+            return True
+        digest = self.model_sha256 if model == self.model else self.cross_model_sha256
+        file = embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts)}.npy"
+        if not file.is_file():
+            return False
+        scorer.load(texts, file)
+        return True
 
     # ------------------------------------------------------------------ blocks and pairs
     def relevance(self, rows: Sentences, cols: Sentences) -> np.ndarray:

@@ -325,6 +325,14 @@ class LabelSet(ABC):
         return h.hexdigest()
 
 
+def reads_json(labels_class: type) -> bool:
+    """Whether a LabelSet class reads a new label from JSON (overrides :meth:`LabelSet.from_json`): whether a store
+    of it can be searched by a new label, known from the class before any label is loaded. A subclass of one that
+    does, and has no such form itself, declares LabelSet's own; one that still refuses (NotImplementedError) is
+    answered as one without, once its labels are loaded."""
+    return getattr(labels_class.from_json, "__func__", None) is not LabelSet.from_json.__func__
+
+
 def has_json_form(labels_class: type) -> bool:
     """Whether a LabelSet class writes its items' labels as JSON (overrides :meth:`LabelSet.to_json`): known from
     the class, before any label is loaded."""

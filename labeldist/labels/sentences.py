@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 
@@ -98,10 +98,13 @@ class Sentences(CaptionSets):
 
     _tokens_required = False  # a sentence may own no token (empty="zero"), where a caption must own one
 
-    #: no JSON form (yet): a sentence store cannot be searched by a new sentence, which its scorer would have to
-    #: embed. Declared here, as LabelSet's own, rather than refused inside CaptionSets.from_json: the service tells
-    #: a kind without one from its class (``searchable``), before it estimates the cost or loads any label
-    from_json = classmethod(LabelSet.from_json.__func__)  # type: ignore[assignment]
+    @classmethod
+    def from_json(cls, value: object, *, like: LabelSet) -> Self:
+        """A new sentence from its JSON form, a string, made as the sentences of ``like`` were
+        (:func:`query_sentence`): what a sentence store is searched by."""
+        if not isinstance(like, Sentences):
+            raise TypeError(f"like must be Sentences, got {type(like).__name__}")
+        return cast(Self, query_sentence(value, like))
 
     def to_json(self, i: int) -> str:
         """Sentence ``i`` as its JSON form: the raw sentence, a string (decoded alone, not through :attr:`texts`,
@@ -137,6 +140,41 @@ class _SentenceTexts(TokenizedTexts):
         self._text.append(text.encode("utf-8"))
         self._words.append([])
         return True
+
+
+def query_sentence(value: object, like: Sentences) -> Sentences:
+    """One new sentence from its JSON form (a string), tokenized as ``like``'s were: the tokenizer of
+    ``like.provenance["tokenizer"]`` and the word vectors of :func:`~labeldist.labels.captions.query_vocabulary`
+    (the table the store's words came from, or the store's own vocabulary). A sentence with no word that has a
+    vector is kept with no CBoW token (its pairs then go to BERT, as ``empty="zero"`` keeps one in a store; a
+    CBoW-only distance refuses it in its ``check_labels``).
+
+    No longer than the store's longest sentence in words with a vector (the service's cost estimate is measured
+    on such items). LabelError naming what is wrong: not a string, blank, too long."""
+    from labeldist.labels.base import json_repr, json_text
+    from labeldist.labels.captions import query_vocabulary
+
+    if not isinstance(value, str):
+        raise LabelError(f"a sentence store is searched by one sentence, a JSON string, got {json_repr(value)}")
+    json_text(value, "the sentence")
+    if not value.strip():
+        raise LabelError("the sentence is empty")
+    params = like.provenance.get("tokenizer")
+    tokenizer = Tokenizer(**params) if isinstance(params, dict) else Tokenizer()
+    vectors = query_vocabulary(like)
+    longest = int(np.diff(like.token_offsets).max()) if len(like) else 0
+    n_words = len(tokenizer.tokens(value, vectors))
+    if n_words > max(longest, 1):
+        raise LabelError(
+            f"the sentence has {n_words} words with a vector: at most {max(longest, 1)}, as many as the store's "
+            "longest sentence"
+        )
+    kept = _SentenceTexts(tokenizer, vectors, "zero")
+    if not kept.add(value):
+        kept.add_without_words(value)
+    fields = kept.fields()
+    fields["provenance"] = {**like.provenance, **fields["provenance"]}
+    return Sentences(np.array(["query"]), **fields)
 
 
 def sentences_from_texts(

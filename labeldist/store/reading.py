@@ -337,17 +337,22 @@ class StoreReader:
 
     @pinned
     def labels(self) -> LabelSet:
-        """The stored labels, rebuilt as the LabelSet class of the store's kind."""
+        """The stored labels, rebuilt as the LabelSet class of the store's kind, with how they were read or made
+        (the manifest's ``params["labels"]``) as their ``provenance``: what a new label searched against them, or
+        items appended to them, must be made with."""
         from labeldist.kinds import distance_class
 
         cls = distance_class(self.manifest["kind"]).labels_class
         arrays = self.label_arrays()
         try:
-            return cls.from_arrays(self.ids, arrays)
+            labels = cls.from_arrays(self.ids, arrays)
         except LabelError as e:  # an array of the labels lost (its metadata deleted), or arrays that disagree
             found = ", ".join(sorted(arrays)) or "no arrays"
             message = f"{self.url}: the labels cannot be rebuilt from labels/ ({found}): {e}"
             raise StoreCorruptError(message, array="labels") from e
+        recorded = self.manifest.get("params", {}).get("labels")
+        labels.provenance = dict(recorded) if isinstance(recorded, dict) else {}
+        return labels
 
     def distance(self):  # -> LabelDistance (imported lazily: the kinds pull in heavy modules)
         from labeldist.kinds import distance_class

@@ -247,13 +247,14 @@ def test_a_kind_without_a_json_form_is_422(client: TestClient, monkeypatch: pyte
     assert message == "search by label is not available for kind 'vectors': its labels have no JSON form"
 
 
-def test_sentences_and_layouts_have_no_json_form_yet() -> None:
+def test_layouts_have_no_json_form_to_search_by_yet() -> None:
+    from labeldist.labels.base import reads_json
     from labeldist.labels.layouts import LayoutMaps
     from labeldist.labels.sentences import Sentences
 
-    for cls in (Sentences, LayoutMaps):
-        with pytest.raises(NotImplementedError):
-            cls.from_json(["a sentence"], like=None)  # type: ignore[arg-type]
+    with pytest.raises(NotImplementedError):
+        LayoutMaps.from_json([[0]], like=None)  # type: ignore[arg-type]
+    assert not reads_json(LayoutMaps) and reads_json(Sentences) and reads_json(CaptionSets)
 
 
 # ------------------------------------------------------------------------------------------------ bounds
@@ -364,25 +365,19 @@ def test_an_overflowing_label_names_its_value(client: TestClient) -> None:
 
 
 def test_a_kind_without_a_json_form_is_422_before_the_budget(tmp_path, computed: list[int]) -> None:
-    """A sentence store's labels have no JSON form: 422 saying so, not 413 for the cost of a search it cannot
-    run (the kind's JSON form is known from its class, before the budget and before the labels are loaded)."""
-    from labeldist.distances.sts import SentenceRelevance
-    from labeldist.labels.sentences import sentences_from_texts
+    """A layout store's labels have no JSON form to search by: 422 saying so, not 413 for the cost of a search it
+    cannot run (the kind's JSON form is known from its class, before the budget and before the labels are
+    loaded)."""
+    from labeldist.distances.layout import LayoutMIoU
+    from labeldist.labels.layouts import LayoutMaps
 
-    sentences = sentences_from_texts(["a", "b", "c"], ["A dog runs.", "A cat sleeps.", "A red car."])
-    write_store(
-        tmp_path / "stores" / "sent",
-        sentences,
-        SentenceRelevance("cbow"),
-        dataset="sent",
-        k=2,
-        dense=False,
-        block_rows=2,
-    )
+    maps = np.random.default_rng(0).integers(0, 6, size=(4, 6, 5)).astype(np.uint8)
+    layouts = LayoutMaps(np.array([f"m{i}" for i in range(4)]), maps)
+    write_store(tmp_path / "stores" / "rooms", layouts, LayoutMIoU(), dataset="rooms", k=2, dense=False, block_rows=2)
     with TestClient(create_app(make_settings(stores=tmp_path / "stores", compute_budget_s=1e-9))) as client:
-        message = detail(search(client, "sent", ["A dog runs."]))
-        assert message == (
-            "search by label is not available for kind 'sentence_relevance': its labels have no JSON form"
-        ), message
-        assert client.app.state.registry.get("sent")._labels is None, "labels loaded for a refused search"
+        message = detail(search(client, "rooms", [[0] * 5] * 6))
+        assert message == "search by label is not available for kind 'layout_miou': its labels have no JSON form", (
+            message
+        )
+        assert client.app.state.registry.get("rooms")._labels is None, "labels loaded for a refused search"
     assert not computed

@@ -224,7 +224,8 @@ def test_a_bad_search_shows_the_services_422(server: str, tmp_path: Path) -> Non
     assert "search: 422: label: caption 0 'the of and' has no known word: only stop words" in dom
     assert "card neighbor" not in dom
     dom = html.unescape(dump_dom(tmp_path, page(server, store="layout", search="[1, 2]")))
-    assert "search by label is not available for kind 'layout_miou'" in dom
+    assert "search: a layout_miou store cannot be searched by a new label" in dom  # said, and the box is off
+    assert re.search(r'<textarea id="query"[^>]* disabled', dom) and 'data-searchable="false"' in dom
 
 
 @needs_chromium

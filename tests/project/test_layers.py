@@ -47,7 +47,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sentence models", ("labeldist.sts",)),
     ("distances", ("labeldist.distances",)),
     ("kinds", ("labeldist.kinds", "labeldist.testing")),
-    ("store", ("labeldist.store", "labeldist.rowcache", "labeldist.pairs", "labeldist.batching", "labeldist.outputs")),
+    (
+        "store",
+        (
+            "labeldist.store",
+            "labeldist.rowcache",
+            "labeldist.pairs",
+            "labeldist.batching",
+            "labeldist.outputs",
+            "labeldist.search",
+        ),
+    ),
     ("engine", ("labeldist.lock", "labeldist.engine", "labeldist.append", "labeldist.verify", "labeldist.export")),
     ("api", ("labeldist.api",)),
     ("client", ("labeldist.client",)),

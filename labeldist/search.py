@@ -1,0 +1,68 @@
+"""Search by label: the exact ``k`` nearest items of a set of labels (a store's) to one new label, and the estimate
+of what it costs. The service (:mod:`labeldist.api.search`, ``POST /v1/stores/{store}/search``) and the in-process
+client (:meth:`labeldist.client.local.LocalSource.search`) both search by these functions, so that they give the
+same answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from labeldist.kinds import check_block
+from labeldist.knn import pruned_topk, topk_rows
+from labeldist.pairs import CHUNK_SECONDS, checked_block
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The nearest items of a label: indices (int32), distances (float32) nearest first, and how many exact
+    distances were computed (fewer than the items where a lower bound ruled some out)."""
+
+    indices: np.ndarray
+    distances: np.ndarray
+    computed: int
+
+
+def search_cost_s(distance_cls: Any, n_items: int) -> float:
+    """Estimated seconds of one core for a label against ``n_items`` items: the whole row (what a search costs
+    when no bound rules an item out), in chunks of :data:`~labeldist.pairs.CHUNK_SECONDS`, plus one call
+    for the bound's second round, plus the label and the items prepared."""
+    chunks = math.ceil(n_items * distance_cls.cost_per_pair_s / CHUNK_SECONDS) or 1
+    return (
+        (chunks + 1) * distance_cls.cost_per_call_s
+        + n_items * distance_cls.cost_per_pair_s
+        + (n_items + 1) * distance_cls.cost_per_item_s
+    )
+
+
+def search_labels(
+    query: Any, labels: Any, distance: Any, k: int, check: Callable[[], None] = lambda: None
+) -> SearchResult:
+    """The exact ``k`` nearest of ``labels`` to the one label of ``query`` (see :func:`search_store`);
+    ``check`` is called between chunks of about :data:`~labeldist.pairs.CHUNK_SECONDS` of estimated work."""
+    n = len(labels)
+    per_chunk = max(1, int(CHUNK_SECONDS / max(type(distance).cost_per_pair_s * len(query), 1e-12)))
+
+    def row(cols: np.ndarray) -> np.ndarray:  # exact distances of the query to items ``cols`` (sorted, distinct)
+        out = np.empty(cols.size, dtype=np.float64)
+        for start in range(0, cols.size, per_chunk):
+            check()
+            part = cols[start : start + per_chunk]
+            items = labels if part.size == n else labels.subset(part)
+            out[start : start + part.size] = checked_block(distance, query, items)[0]
+        return out
+
+    check()
+    lower = distance.lower_bound_block(query, labels)
+    if lower is None:
+        values = row(np.arange(n)).astype(np.float32)[None]
+        indices, dists = topk_rows(values, k)
+        return SearchResult(indices[0], dists[0], n)
+    check_block(distance.kind, lower, 1, n, row_ids=query.ids, col_ids=labels.ids)
+    indices, dists, computed = pruned_topk(lower, lambda r, c: row(c), k, exclude=None)
+    return SearchResult(indices[0], dists[0], computed)
