@@ -269,8 +269,54 @@ def _stats(x: np.ndarray) -> dict[str, float]:
 
 def _info(args: argparse.Namespace) -> int:
     check_store_path(args.store)
-    print(json.dumps(store_summary(args.store), indent=2, default=str))
+    summary = store_summary(args.store)
+    print(json.dumps(summary, indent=2, default=str) if args.json else "\n".join(summary_lines(args.store, summary)))
     return 0
+
+
+def summary_lines(store: str, summary: dict[str, Any]) -> list[str]:
+    """:func:`store_summary` for people: a few lines, long lists summarised (a 128-column store's column names
+    are one line, not 128); ``labeldist info --json`` prints everything."""
+    m = summary["manifest"]
+    state = "complete" if m.get("complete") else f"not complete ({summary['blocks_done']} blocks done)"
+    layout = "dense matrix + kNN lists" if m.get("dense") else "kNN lists only"
+    params = ", ".join(f"{k}={_short(v)}" for k, v in (m.get("params") or {}).items() if k != "labels")
+    lines = [
+        f"{store}: {state}; {m.get('kind')} ({params}); dataset {m.get('dataset')!r}",
+        f"  {m.get('n_items', 0):,} items, k={m.get('k')}, {layout}, blocks of {m.get('block_rows')} rows",
+    ]
+    reading = (m.get("params") or {}).get("labels")
+    if isinstance(reading, dict) and reading:
+        lines.append("  labels read with: " + ", ".join(f"{k}={_short(v)}" for k, v in reading.items()))
+    generations = m.get("generations") or []
+    made = f"  made {m.get('created')} by labeldist {m.get('engine_version')}"
+    if len(generations) > 1:
+        spans = ", ".join(f"{g['items'][0]}:{g['items'][1]}" for g in generations)
+        made += f"; generation {m.get('generation')} ({len(generations)} generations: items {spans})"
+    lines.append(made)
+    if "knn" in summary:
+        knn = summary["knn"]
+
+        def stats(name: str) -> str:
+            got = knn.get(name) or {}
+            return f"median {got['median']:.4g} (min {got['min']:.4g}, max {got['max']:.4g})" if got else "none"
+
+        lines.append(f"  nearest neighbour's distance: {stats('nearest')}")
+        lines.append(f"  k-th neighbour's distance:    {stats('kth')}")
+        if knn.get("padded_entries"):
+            lines.append(f"  {knn['padded_entries']:,} list entries padded (-1): items with fewer than k neighbours")
+    lines.append("  (labeldist info --json: the whole manifest and every statistic)")
+    return lines
+
+
+def _short(value: Any, most: int = 6) -> str:
+    """A value of a manifest in a few words: a long list as its length and its ends, a dict compactly."""
+    if isinstance(value, list) and len(value) > most:
+        shown = ", ".join(str(v) for v in value[:3])
+        return f"[{len(value)} values: {shown}, ..., {value[-1]}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_short(v, most)}" for k, v in value.items()) + "}"
+    return json.dumps(value) if isinstance(value, str) and not value else str(value)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -343,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="print a store's manifest and summary statistics")
     info.add_argument("store")
+    info.add_argument("--json", action="store_true", help="everything, as JSON: the whole manifest and statistics")
     info.set_defaults(func=_info)
 
     verify = sub.add_parser(

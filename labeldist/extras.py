@@ -1,6 +1,7 @@
 """The optional parts of labeldist, and the one line that names the extra a command lacks.
 
-``pip install labeldist`` is the engine, the store, the command line and the numeric kinds (pose, vectors,
+The base install (``pip install -e .`` in a clone, or the wheel ``python -m build`` makes; nothing is published on
+PyPI yet) is the engine, the store, the command line and the numeric kinds (pose, vectors,
 layout): all a Dask worker for them needs. The extras add the rest:
 
 - ``[serve]``: the HTTP service (``labeldist serve``): FastAPI, uvicorn and their helpers;
@@ -12,7 +13,8 @@ layout): all a Dask worker for them needs. The extras add the rest:
 
 Every built-in kind is listed whatever is installed (their modules import these packages only when used); a
 command that needs a missing one stops with one line, e.g.
-``labeldist serve needs the [serve] extra: pip install 'labeldist[serve]' (not installed: fastapi, uvicorn)``.
+``labeldist serve needs the [serve] extra: pip install -e '.[serve]' from a labeldist clone (...) (not installed:
+fastapi, uvicorn)``.
 """
 
 from __future__ import annotations
@@ -44,11 +46,16 @@ KIND_EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def install_command(extra: str) -> str:
-    return f"pip install 'labeldist[{extra}]'"
+    """How to install an extra: labeldist is not published on PyPI, so from a clone, or a wheel built there."""
+    return (
+        f"pip install -e '.[{extra}]' from a labeldist clone (or pip install 'WHEEL[{extra}]', WHEEL the file "
+        "python -m build makes there)"
+    )
 
 
 def message(what: str, extra: str, missing: Sequence[str] = ()) -> str:
-    """``labeldist serve needs the [serve] extra: pip install 'labeldist[serve]' (not installed: fastapi)``."""
+    """``labeldist serve needs the [serve] extra: pip install -e '.[serve]' from a labeldist clone (...) (not
+    installed: fastapi)``."""
     line = f"{what} needs the [{extra}] extra: {install_command(extra)}"
     return f"{line} (not installed: {', '.join(missing)})" if missing else line
 

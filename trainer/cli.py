@@ -249,7 +249,7 @@ def _demo_inputs(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
-    from labeldist.trainer.split import SplitError, split_input
+    from labeldist.trainer.split import SplitError, few_queries_warning, split_input
 
     try:
         info = split_input(
@@ -268,6 +268,9 @@ def _split(args: argparse.Namespace) -> int:
     print({k: len(v) for k, v in info.items() if isinstance(v, list)})
     for part, store in info.get("stores", {}).items():
         print(f"{part}: {store}")
+    warning = few_queries_warning(len(info["queries"]), len(info["test"]), args.query_fraction)
+    if warning:
+        print(f"trainer split: warning: {warning}", file=sys.stderr)
     return 0
 
 

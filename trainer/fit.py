@@ -176,6 +176,17 @@ def default_loader_workers() -> int:
     return max(1, min((os.cpu_count() or 2) * 3 // 4 - 1, 16))
 
 
+def recorded_config(config: FitConfig) -> dict[str, Any]:
+    """The run's config as its log and checkpoint record it: where the minibatches came from named once, the
+    service's ``url`` or the ``stores`` folder read in this process (absolute), never the unused default of the
+    other."""
+    record = asdict(config)
+    if config.stores is not None:
+        record["url"] = None
+        record["stores"] = str(Path(config.stores).resolve())
+    return record
+
+
 def open_source(stores: str | None, url: str, api_key: str | None = None) -> Source:
     """Where minibatches and label distances come from: stores read in this process from the folder ``stores``
     (:class:`labeldist.client.LocalSource`: the same minibatches for the same seed, no server), else the service
@@ -550,7 +561,7 @@ def checkpoint(run: Run, log: Any) -> None:
             "torch_rng": torch.get_rng_state(),
             "scheduler": run.scheduler.state_dict(),
             "step": run.step,
-            "config": asdict(config),
+            "config": recorded_config(config),
             "model_config": run.model.config,
             "loss": config.loss,
             "normalized": loss_fn.normalized,
@@ -613,7 +624,7 @@ def start_log(run: Run, log: Any) -> None:
         "device": str(run.device),
         "threads": torch.get_num_threads(),
         "anchors": run.loss_fn.anchors,
-        "config": asdict(config),
+        "config": recorded_config(config),
     }
     if config.progress:
         why = f" ({config.recipe_reason})" if config.recipe_reason else ""

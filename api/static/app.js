@@ -101,9 +101,22 @@ function drawLabel(label) {
   for (const src of label.images || []) box.append(el("img", { class: "map", src, alt: `label of ${label.id}` }));
   if (label.texts) box.append(el("ul", { class: "texts" }, ...label.texts.map((t) => el("li", {}, t))));
   if (label.values && !label.pose && !label.images) {
-    box.append(el("pre", { class: "meta" }, JSON.stringify(label.values).slice(0, 400)));
+    box.append(el("pre", { class: "meta values" }, formatValues(label.values)));
   }
   return box;
+}
+
+// A label's numbers in a few words: a long vector as its length, its first numbers and its last, each to 4
+// significant digits, so that a 128-d vector fits its card.
+function formatValues(values) {
+  const short = (x) => (typeof x !== "number" ? JSON.stringify(x) : Number.isInteger(x) ? String(x) : x.toPrecision(4));
+  return Object.entries(values).map(([name, value]) => {
+    const flat = [].concat(value).flat(Infinity);
+    const shown = flat.length > 8
+      ? `${flat.length} values: ${flat.slice(0, 6).map(short).join(", ")}, …, ${short(flat[flat.length - 1])}`
+      : flat.map(short).join(", ");
+    return `${name}: ${shown}`;
+  }).join("\n");
 }
 
 async function fetchLabel(store, index) {

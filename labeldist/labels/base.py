@@ -7,14 +7,17 @@ blocks to Dask workers; the store keeps it as plain arrays so that any entry can
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
 from typing_extensions import Self
+
+log = logging.getLogger("labeldist.labels")
 
 
 def as_str_array(values: object) -> np.ndarray:
@@ -113,6 +116,31 @@ def json_repr(value: object, limit: int = 40) -> str:
 
 
 # ---------------------------------------------------------------- files, tables and ids: what every reader checks
+def report_repeated(labels: Sequence[Hashable], ids: Sequence[str], source: str, what: str) -> int:
+    """Log one warning naming how many items repeat an earlier item's label (equal ``labels``: a sentence's text,
+    an image's caption list), and the first pair: they are kept as separate items, at distance 0 from each other,
+    which a reader of the file may not expect. The number of repeats."""
+    first: dict[Hashable, int] = {}
+    repeats: list[tuple[int, int]] = []
+    for n, label in enumerate(labels):
+        if label in first:
+            repeats.append((first[label], n))
+        else:
+            first[label] = n
+    if repeats:
+        a, b = repeats[0]
+        log.warning(
+            "%s: %d %s repeat an earlier one's (the first: items %r and %r); each is kept as its own item, at "
+            "distance 0 from the other",
+            source,
+            len(repeats),
+            what,
+            str(ids[a]),
+            str(ids[b]),
+        )
+    return len(repeats)
+
+
 def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
     """The array of a ``.npy`` file, never unpickled; LabelError naming the file for one that cannot be read, is no
     ``.npy`` file, or holds Python objects (dtype object: reading them would mean unpickling the file, which

@@ -26,6 +26,7 @@ from labeldist.labels.base import (
     item_id,
     json_repr,
     json_text,
+    report_repeated,
 )
 from labeldist.labels.coco import CAPTION_FORMATS, load_json, parse_coco, parse_karpathy
 from labeldist.labels.text import VECTOR_FORMATS, Tokenizer, WordVectors, default_word_vectors, load_word_vectors
@@ -332,7 +333,7 @@ def caption_sets_from_texts(
         if n_kept == 0:
             raise LabelError(f"{source}: image {item!r}: every caption was dropped (none has a word with a vector)")
         per_image.append(n_kept)
-
+    report_repeated([tuple(caps) for caps in captions], list(seen), source, "images' caption lists")
     return CaptionSets(
         list(seen),
         caption_offsets=np.concatenate([[0], np.cumsum(per_image, dtype=np.int64)]),

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 
-from labeldist.labels.base import LabelError, LabelSet
+from labeldist.labels.base import LabelError, LabelSet, report_repeated
 from labeldist.labels.captions import CaptionSets, TokenizedTexts
 from labeldist.labels.coco import CAPTION_FORMATS, load_json, parse_coco, parse_karpathy
 from labeldist.labels.sentence_files import PLAIN_SUFFIXES, read_plain_sentences
@@ -228,7 +228,9 @@ def sentences_from_texts(
             )
     if not kept_ids:
         raise LabelError(f"{source}: no sentences")
-    return Sentences(np.array(kept_ids, dtype=str), **kept.fields())
+    sentences = Sentences(np.array(kept_ids, dtype=str), **kept.fields())
+    report_repeated(sentences.texts, kept_ids, source, "sentences")
+    return sentences
 
 
 def read_caption_sentences(

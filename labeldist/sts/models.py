@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -84,9 +85,16 @@ def model_lock(model: Any) -> threading.RLock:
 
 
 def offline() -> None:
-    """Forbid the Hugging Face libraries any network access (set before every model load)."""
+    """Forbid the Hugging Face libraries any network access (set before every model load), and their progress
+    bars where standard error is not a terminal: transformers' "Loading weights" bar is redrawn with carriage
+    returns, which a log file keeps as one long line."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    if not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
 
 
 def resolve_model(name: str | os.PathLike[str]) -> Path:

@@ -23,8 +23,12 @@ import pytest
 
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
+from labeldist.distances.sts import SentenceRelevance
+from labeldist.distances.vectors import VectorDistance
 from labeldist.labels.captions import read_karpathy_captions
 from labeldist.labels.pose_files import read_mpii_csv
+from labeldist.labels.sentences import read_caption_sentences
+from labeldist.labels.vectors import Vectors
 from tests.api.api_helpers import ARTIFACTS, MPII_CSV, REPO, start_server, stop_server
 from tests.api.test_api_ui import CARD, chromium, dump_dom, needs_chromium
 from tests.conftest import write_store
@@ -67,6 +71,12 @@ def ui_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # centre and scale), and one of COCO's 17 keypoints
         "pose-cs": (_first(read_mpii_csv(MPII_CSV, "center_scale"), N_POSE), PoseDistance()),
         "pose-coco": (_coco_poses(root), PoseDistance()),
+        # issue 29: a sentence store searched by a sentence, and 128-d vectors whose cards must fit
+        "sentences": (read_caption_sentences(COCO, limit=N_CAP), SentenceRelevance("bert")),
+        "wide": (
+            Vectors([f"v{i}" for i in range(40)], np.random.default_rng(5).normal(size=(40, 128))),
+            VectorDistance(),
+        ),
     }
     for name, (labels, distance) in made.items():
         write_store(stores / name, labels, distance, dataset=name, k=K, dense=False, block_rows=64)
@@ -116,7 +126,8 @@ def server(ui_stores: Path) -> Iterator[str]:
         assert post(base, "/v1/stores/captions/search", {"label": ["a dog"], "k": 1})[0] == 200
         assert post(base, "/v1/stores/pose/search", {"label": [[0, 0]] * 16, "k": 1})[0] == 200
         assert post(base, "/v1/stores/layout/search", {"label": [1, 2], "k": 1})[0] == 422
-        for store in ("captions", "pose", "layout", "pose-cs", "pose-coco"):
+        assert post(base, "/v1/stores/sentences/search", {"label": "a dog", "k": 1})[0] == 200
+        for store in ("captions", "pose", "layout", "pose-cs", "pose-coco", "sentences", "wide"):
             get(base, f"/v1/stores/{store}/items/0/label")
             get(base, f"/v1/stores/{store}/items/0/neighbors")
         yield base
@@ -292,3 +303,30 @@ def test_a_coco_store_is_drawn_with_cocos_skeleton(server: str, tmp_path: Path) 
     image = screenshot(tmp_path, url, "ui-pose-coco.png")
     red = (image[..., 0] > 180) & (image[..., 1] < 90) & (image[..., 2] < 90)  # right limbs
     assert red.sum() > 200, "right limbs drawn in their colour"
+
+
+@needs_chromium
+def test_search_by_a_sentence_shows_the_nearest_sentences(server: str, tmp_path: Path) -> None:
+    sentence = "A man riding a wave on top of a surfboard."
+    url = page(server, store="sentences", search=sentence, k=5)
+    dom = html.unescape(dump_dom(tmp_path, url))
+    assert '<p id="error" role="alert" hidden="">' in dom, dom[-3000:]
+    status, want = post(server, "/v1/stores/sentences/search", {"label": sentence, "k": 5})
+    assert status == 200, want
+    indices, ids, _ = cards(dom)
+    assert indices == want["indices"] and ids == want["ids"]
+    assert "search by a sentence, typed as it is" in dom  # the hint says what to type
+    query = dom[dom.index('class="card query"') : dom.index('aria-label="nearest neighbours"')]
+    assert f"<li>{sentence}</li>" in query, "the sentence typed is shown as the query"
+
+
+@needs_chromium
+def test_a_wide_vectors_card_fits(server: str, tmp_path: Path) -> None:
+    """128 numbers: the card says how many and shows the first six and the last, to 4 digits (before: 400
+    characters of raw JSON on one line, past the card's edge)."""
+    dom = html.unescape(dump_dom(tmp_path, page(server, store="wide", item=3, k=4)))
+    shown = re.findall(r'<pre class="meta values">([^<]*)</pre>', dom)
+    assert shown and all(text.startswith("values: 128 values: ") for text in shown), shown[:2]
+    assert all(len(text) < 120 for text in shown)
+    values = get(server, "/v1/stores/wide/items/3/label")["values"]["values"]
+    assert f"{values[0]:.4g}"[:5] in shown[0] or f"{values[0]:.4}"[:5] in shown[0]

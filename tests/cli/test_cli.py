@@ -38,12 +38,30 @@ def pose_store(small_csv, tmp_path_factory):
 
 
 def test_info_prints_manifest_and_statistics(pose_store):
-    proc = labeldist("info", pose_store)
+    proc = labeldist("info", pose_store, "--json")
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["manifest"]["n_items"] == 120 and info["blocks_done"] == "1/1"
     knn = zarr.open_group(str(pose_store), mode="r")["knn/distances"][:]
     assert info["knn"]["nearest"]["median"] == pytest.approx(float(np.median(knn[:, 0])), rel=1e-6)
+
+
+def test_info_is_a_few_lines_however_wide_the_labels(tmp_path):
+    """128 columns: their names summarised in one line (before: 188 lines, one per column name); --json has all."""
+    values = np.random.default_rng(0).normal(size=(60, 128))
+    np.save(tmp_path / "wide.npy", values)
+    out = tmp_path / "wide"
+    made = labeldist("precompute", "vectors", tmp_path / "wide.npy", "--out", out, "--k", "5", "--workers", "1")
+    assert made.returncode == 0, made.stderr
+    proc = labeldist("info", out)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) <= 8, proc.stdout
+    assert "60 items, k=5" in lines[1] and "columns=[128 values: 0, 1, 2, ..., 127]" in proc.stdout
+    knn = zarr.open_group(str(out), mode="r")["knn/distances"][:]
+    assert f"median {float(np.median(knn[:, 0])):.4g}" in proc.stdout
+    full = json.loads(labeldist("info", out, "--json").stdout)
+    assert full["manifest"]["params"]["labels"]["columns"] == [str(c) for c in range(128)]
 
 
 def test_verify_passes_on_a_good_store(pose_store):

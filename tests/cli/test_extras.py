@@ -21,7 +21,10 @@ from packaging.requirements import Requirement
 from labeldist import extras
 from labeldist.cli import main
 from labeldist.entrypoints import trainer_main
+from labeldist.extras import install_command
 from tests.conftest import DATA
+
+INSTALL_SERVE, INSTALL_TRAIN, INSTALL_STS = (install_command(e) for e in ("serve", "train", "sts"))
 
 try:
     import tomllib
@@ -88,11 +91,9 @@ def test_with_everything_installed_no_extra_is_missing() -> None:
 
 
 def test_the_message_is_one_line_naming_the_extra_and_its_install() -> None:
-    assert extras.message("labeldist serve", "serve") == (
-        "labeldist serve needs the [serve] extra: pip install 'labeldist[serve]'"
-    )
+    assert extras.message("labeldist serve", "serve") == ("labeldist serve needs the [serve] extra: " + INSTALL_SERVE)
     assert extras.message("trainer", "train", ["torch", "httpx"]) == (
-        "trainer needs the [train] extra: pip install 'labeldist[train]' (not installed: torch, httpx)"
+        "trainer needs the [train] extra: " + INSTALL_TRAIN + " (not installed: torch, httpx)"
     )
 
 
@@ -113,8 +114,7 @@ def test_a_lazy_import_of_an_extras_package_names_the_extra(hide) -> None:
     with pytest.raises(
         extras.MissingExtra,
         match=re.escape(
-            "a text kind (captions, sentences) needs the [sts] extra: pip install 'labeldist[sts]' "
-            "(not installed: gensim)"
+            "a text kind (captions, sentences) needs the [sts] extra: " + INSTALL_STS + " (not installed: gensim)"
         ),
     ):
         _stopword_set("gensim")
@@ -130,7 +130,7 @@ def test_serve_without_the_serve_extra_says_so_in_one_line(hide, capsys, tmp_pat
     hide("fastapi", "uvicorn")
     assert main(["serve", "--stores", str(tmp_path)]) == 2
     assert one_line(capsys.readouterr().err) == (
-        "labeldist: error: labeldist serve needs the [serve] extra: pip install 'labeldist[serve]' "
+        "labeldist: error: labeldist serve needs the [serve] extra: " + INSTALL_SERVE + " "
         "(not installed: fastapi, uvicorn)"
     )
 
@@ -145,7 +145,7 @@ def test_text_kinds_and_sts_without_the_sts_extra_say_so_before_reading_anything
     ]:
         assert main(argv) == 2, argv
         assert one_line(capsys.readouterr().err) == (
-            f"labeldist: error: {command} needs the [sts] extra: pip install 'labeldist[sts]' (not installed: {names})"
+            f"labeldist: error: {command} needs the [sts] extra: {INSTALL_STS} (not installed: {names})"
         )
     assert not list(tmp_path.iterdir())
 
@@ -169,7 +169,7 @@ def test_a_missing_package_met_while_working_names_the_extra_too(hide, monkeypat
     ]
     assert main(argv) == 2
     assert one_line(capsys.readouterr().err) == (
-        "labeldist: error: labeldist precompute captions needs the [sts] extra: pip install 'labeldist[sts]' "
+        "labeldist: error: labeldist precompute captions needs the [sts] extra: " + INSTALL_STS + " "
         "(not installed: gensim)"
     )
     assert not (tmp_path / "store").exists()
@@ -179,7 +179,7 @@ def test_the_trainer_command_without_torch_says_so_in_one_line(hide, capsys) -> 
     hide("torch", "pytorch_metric_learning")
     assert trainer_main(["fit", "--help"]) == 2
     assert one_line(capsys.readouterr().err) == (
-        "trainer: error: trainer needs the [train] extra: pip install 'labeldist[train]' "
+        "trainer: error: trainer needs the [train] extra: " + INSTALL_TRAIN + " "
         "(not installed: torch, pytorch_metric_learning)"
     )
 

@@ -99,7 +99,7 @@ def test_the_lock_covers_the_overwrite_swap_and_info_and_verify_do_not_wait(csv:
     held = HeldJob("replace_with_staged", job(csv, out, 5, "--overwrite"), tmp_path / "held.log")
     held.wait_held()  # the new store complete beside the old one, not yet swapped in
     try:
-        info = labeldist("info", out)
+        info = labeldist("info", out, "--json")
         verify = labeldist("verify", out, "--sample", "20")
         second = labeldist(*job(csv, out, 5, "--overwrite"))
     finally:

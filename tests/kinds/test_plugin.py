@@ -66,7 +66,7 @@ def test_an_installed_plugin_kind_goes_through_the_whole_chain(plugin_path: Path
         assert made.returncode == 0, made.stderr
         verified = run(plugin_path, "labeldist.cli", "verify", str(stores / name))
         assert verified.returncode == 0 and '"ok": true' in verified.stdout, verified.stdout + verified.stderr
-    info = run(plugin_path, "labeldist.cli", "info", str(stores / "angles"))
+    info = run(plugin_path, "labeldist.cli", "info", str(stores / "angles"), "--json")
     assert info.returncode == 0 and json.loads(info.stdout)["manifest"]["kind"] == "angles"
 
     code = (

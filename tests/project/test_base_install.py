@@ -28,7 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from labeldist.extras import install_command
 from tests.conftest import DATA
+
+INSTALL_SERVE, INSTALL_TRAIN, INSTALL_STS = (install_command(e) for e in ("serve", "train", "sts"))
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "torchvision", "fastapi", "uvicorn", "sentence_transformers", "transformers", "gensim")
@@ -190,12 +193,11 @@ def test_the_base_install_precomputes_pose_and_vectors_stores_on_a_local_cluster
     # what needs an extra says which, in one line, exit status 2
     served = run([bin_ / "labeldist", "serve", "--stores", work / "base"], work, timeout=120)
     assert served.returncode == 2 and one_line(served.stderr).startswith(
-        "labeldist: error: labeldist serve needs the [serve] extra: pip install 'labeldist[serve]' (not installed: "
-        "fastapi"
+        "labeldist: error: labeldist serve needs the [serve] extra: " + INSTALL_SERVE + " (not installed: fastapi"
     ), served.stderr
     trainer = run([bin_ / "trainer", "fit", "--help"], work, timeout=120)
     assert trainer.returncode == 2 and one_line(trainer.stderr).startswith(
-        "trainer: error: trainer needs the [train] extra: pip install 'labeldist[train]' (not installed: torch"
+        "trainer: error: trainer needs the [train] extra: " + INSTALL_TRAIN + " (not installed: torch"
     ), trainer.stderr
     captions = run(
         [
@@ -210,7 +212,7 @@ def test_the_base_install_precomputes_pose_and_vectors_stores_on_a_local_cluster
         timeout=120,
     )
     assert captions.returncode == 2 and one_line(captions.stderr).startswith(
-        "labeldist: error: labeldist precompute captions needs the [sts] extra: pip install 'labeldist[sts]'"
+        "labeldist: error: labeldist precompute captions needs the [sts] extra: " + INSTALL_STS
     ), captions.stderr
     assert not (work / "captions").exists()
 

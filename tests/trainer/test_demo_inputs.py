@@ -117,3 +117,22 @@ def test_split_labels_never_replaces_another_split_without_overwrite(tmp_path: P
     with pytest.raises(SplitError, match="test.csv: a symbolic link; --overwrite replaces regular files only"):
         split_labels(source, out, seed=2, overwrite=True)
     assert source.read_text() == original
+
+
+def test_a_split_with_few_queries_warns_and_says_what_to_ask(tmp_path: Path, capsys) -> None:
+    """280 items split by default give 11 queries (the researcher's case): a warning naming the count and what to
+    ask; 600 items asked for enough queries give none."""
+    from labeldist.trainer.cli import main
+    from labeldist.trainer.split import FEW_QUERIES
+
+    source = tmp_path / "rows.csv"
+    source.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(280)))
+    assert main(["split", str(source), "--out", str(tmp_path / "few")]) == 0
+    err = capsys.readouterr().err
+    queries = len(json.loads((tmp_path / "few" / "split.json").read_text())["queries"])
+    assert queries == 11 and f"trainer split: warning: only {queries} queries" in err, err
+    source.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(600)))
+    args = ["split", str(source), "--out", str(tmp_path / "enough"), "--test-fraction", "0.4"]
+    assert main([*args, "--query-fraction", "0.5"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert len(json.loads((tmp_path / "enough" / "split.json").read_text())["queries"]) >= FEW_QUERIES

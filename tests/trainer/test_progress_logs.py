@@ -75,6 +75,11 @@ def test_a_redirected_trainer_fit_log_has_a_plain_line_per_step(pose_store: Path
     # the run's own log is as before: a row a step
     rows = [line for line in (run / "log.jsonl").read_text().splitlines() if '"event": "step"' in line]
     assert len(rows) == 12
+    # a run over --stores records that folder, not the service URL it never used (before: "url": the default)
+    start = json.loads((run / "log.jsonl").read_text().splitlines()[0])
+    assert start["config"]["url"] is None and start["config"]["stores"] == str(pose_store.resolve())
+    # and nothing a library writes to a redirected stream carries a carriage return (a bar meant for a terminal)
+    assert "\r" not in text, [line for line in text.splitlines() if "\r" in line][:3]
 
 
 def test_eval_shows_the_label_distances_it_fetches(
