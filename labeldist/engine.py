@@ -360,7 +360,14 @@ def prepare_store(
                 f"{url}: a store made with other parameters is already there ({detail}); "
                 "choose another output or pass --overwrite"
             )
-        if existing.get("complete") is True and is_local(url):
+        if existing.get("complete") is True and not is_local(url):
+            # the swap renames folders, which an object store cannot do atomically: readers would see a mix
+            raise StoreError(
+                f"{url}: --overwrite replaces a complete store by building the new one beside it and renaming it "
+                "into place, which an fsspec URL cannot do atomically; write the new store under another name "
+                "(then delete the old one), or rebuild it on a local or shared file system (docs/cluster.md)"
+            )
+        if existing.get("complete") is True:
             staged = staging_url(url)
             previous = read_manifest(staged)
             if previous is not None and not fingerprint_diff(previous, manifest):

@@ -8,7 +8,7 @@ import zarr
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import block_kernel, precompute
-from labeldist.store import StoreIncompleteError, StoreMismatchError, StoreReader, create_store, publish
+from labeldist.store import StoreError, StoreIncompleteError, StoreMismatchError, StoreReader, create_store, publish
 from tests.conftest import check_store
 
 
@@ -114,6 +114,12 @@ def test_remote_scheduler_address_and_fsspec_url(poses, dask_client, tmp_path, i
         poses, PoseDistance(), url, dataset="mpii301", k=10, block_rows=128, scheduler=dask_client.scheduler.address
     )
     assert result.blocks_computed == 3
+    np.testing.assert_array_equal(StoreReader(url).dense_rows(0, 301), in_memory)
+    # a complete store there is not replaced in place (docs/cluster.md): refused before anything is written
+    before = sorted(p.name for p in (tmp_path / "remote").rglob("*"))
+    with pytest.raises(StoreError, match="cannot do atomically; write the new store under another name"):
+        precompute(poses.subset(slice(0, 50)), PoseDistance(), url, dataset="other", k=5, overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "remote").rglob("*")) == before
     np.testing.assert_array_equal(StoreReader(url).dense_rows(0, 301), in_memory)
 
 

@@ -256,3 +256,46 @@ def test_the_gpu_override_reserves_a_gpu_for_the_trainer() -> None:
     assert devices[0]["capabilities"] == ["gpu"] and devices[0]["count"] == 1
     assert "cu" in trainer["build"]["args"]["TORCH_INDEX"], "a CUDA build of torch"
     assert trainer["image"] != "labeldist:latest", "the CUDA image must not replace the CPU one"
+
+
+# ------------------------------------------------------------------------------------------ several hosts
+@pytest.fixture(scope="module")
+def cluster_services() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.cluster.yml").read_text())
+
+
+def test_the_cluster_file_shares_one_nfs_export_and_one_image_on_every_host(cluster_services: dict) -> None:
+    """docker-compose.cluster.yml (docs/cluster.md): every service from one image built from the Dockerfile; the
+    stores and models volumes the same NFS export on every host, which compose refuses to create without
+    NFS_SERVER and NFS_EXPORT; every service that reads or writes stores mounts it at /stores and shares one
+    LABELDIST_CACHE there."""
+    services = cluster_services["services"]
+    assert set(services) == {"scheduler", "worker", "precompute", "api"}
+    assert {s["image"] for s in services.values()} == {"labeldist:cluster-all"}
+    assert all(s["build"]["context"] == "." and s["build"]["args"]["EXTRAS"] == "all" for s in services.values())
+    env = {"NFS_SERVER": "10.0.0.5", "NFS_EXPORT": "/export/labeldist"}
+    for name in ("stores", "models"):
+        volume = cluster_services["volumes"][name]
+        assert volume["driver_opts"]["type"] == "nfs"
+        assert interpolate(volume["driver_opts"]["device"], env) == f":/export/labeldist/{name}"
+        assert interpolate(volume["driver_opts"]["o"], env).startswith("addr=10.0.0.5,")
+        with pytest.raises(ValueError, match="set NFS_SERVER"):
+            interpolate(volume["driver_opts"]["o"], {})
+    for name in ("worker", "precompute", "api"):
+        assert mounts(services[name])["/stores"].split(":")[0] == "stores", name
+        assert services[name]["environment"]["LABELDIST_CACHE"] == "/stores/.cache", name
+    assert mounts(services["api"])["/stores"] == "stores:ro"
+
+
+def test_the_cluster_workers_and_job_find_the_scheduler_of_another_host(cluster_services: dict) -> None:
+    services = cluster_services["services"]
+    assert "8786:8786" in services["scheduler"]["ports"], "reachable from the other hosts"
+    host = {"SCHEDULER_HOST": "10.0.0.10"}
+    worker = interpolate(" ".join(command(services["worker"])), host)
+    assert "dask worker tcp://10.0.0.10:8786" in worker and "--nthreads 1" in worker
+    with pytest.raises(ValueError, match="set SCHEDULER_HOST"):
+        interpolate(" ".join(command(services["worker"])), {})
+    job = services["precompute"]["environment"]
+    assert interpolate(job["SCHEDULER"], host) == "tcp://10.0.0.10:8786"
+    stores = main_job_stores({"SCHEDULER": "tcp://10.0.0.10:8786", "STORES": job["STORES"]})
+    assert stores and all("--scheduler" in cmd and cmd[cmd.index("--out") + 1].startswith("/stores/") for cmd in stores)

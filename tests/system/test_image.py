@@ -288,7 +288,7 @@ def compose_builds() -> list[tuple[str, str, dict[str, str]]]:
 
 def test_every_compose_build_has_torch_pins() -> None:
     builds = compose_builds()
-    assert {f for f, _, _ in builds} == {"docker-compose.yml", "docker-compose.gpu.yml"}
+    assert {f for f, _, _ in builds} == {"docker-compose.yml", "docker-compose.gpu.yml", "docker-compose.cluster.yml"}
     for _, _, args in builds:
         assert args["TORCH"].startswith("torch==") and args["TORCHVISION"].startswith("torchvision==")
         assert args["TORCHCODEC"].startswith("torchcodec==")
