@@ -13,7 +13,7 @@ TORCHVISION ?= torchvision==0.29.1
 TORCHCODEC  ?= torchcodec==0.17.0
 STORES ?= stores
 # pyproject's extras: [all] (serve, train, sts) for the main job, the service and the trainer, [dev] for the tests.
-# `pip install labeldist` alone is the engine (README, "Install").
+# `pip install -e .` alone is the engine (docs/guide.md, "Install").
 EXTRAS ?= all,dev
 STAMP  := $(VENV)/.installed
 

@@ -1,4 +1,4 @@
-"""Write the two example pose files of this folder from the first 40 people of the shipped MPII CSV (README,
+"""Write the two example pose files of this folder from the first 40 people of the shipped MPII CSV (docs/guide.md,
 "Bring your own poses"): the same coordinates in other formats.
 
 - ``person_keypoints.json``: COCO keypoints, COCO's 17 joints. The 12 MPII and COCO share (ankles, knees, hips,

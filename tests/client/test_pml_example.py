@@ -1,4 +1,4 @@
-"""The README's "Train with your own code" example runs as written (only its store path changed, to a small pose
+"""docs/training.md's "Train with your own code" example runs as written (only its store path changed, to a small pose
 store built here) and its PML triplet loss goes down."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ STORE_LINE = re.compile(r'^store = "[^"]*"', re.MULTILINE)
 
 
 def readme_example() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    assert text.count(MARKER) == 1, f"README.md must hold the marker {MARKER} once"
+    text = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    assert text.count(MARKER) == 1, f"docs/training.md must hold the marker {MARKER} once"
     match = re.search(re.escape(MARKER) + r"\s*```python\n(.*?)```", text, re.DOTALL)
-    assert match, f"a ```python block must follow {MARKER} in README.md"
+    assert match, f"a ```python block must follow {MARKER} in docs/training.md"
     return match.group(1)
 
 
@@ -31,7 +31,7 @@ def test_the_readme_example_trains_and_its_loss_goes_down(stores: Path) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the machine's cores are shared
     try:
-        exec(compile(code, "README.md (train-with-pml)", "exec"), namespace)
+        exec(compile(code, "docs/training.md (train-with-pml)", "exec"), namespace)
     finally:
         torch.set_num_threads(threads)
     losses = np.asarray(namespace["losses"])

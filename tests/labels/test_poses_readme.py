@@ -1,5 +1,5 @@
-"""README's "Bring your own poses" (issue 20, item 1): each ``labeldist precompute pose`` command of its example,
-parsed by the real parser and read by the kind's loader, reads what the README says; the example files shipped
+"""docs/guide.md's "Bring your own poses" (issue 20, item 1): each ``labeldist precompute pose`` command of its example,
+parsed by the real parser and read by the kind's loader, reads what the guide says; the example files shipped
 in ``examples/poses/`` are those their script writes. (The commands were also run as written, stores and all.)"""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from tests.labels.test_pose_formats import CSV, SHARED
 
 
 def test_the_readmes_pose_commands_read_what_it_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each ``labeldist precompute pose`` of README's "Bring your own poses", parsed by the real parser and read by
-    the kind's loader (run from the repository root, as written; the store itself is not computed here), and the
+    """Each ``labeldist precompute pose`` of docs/guide.md's "Bring your own poses", parsed by the real parser and read
+    by the kind's loader (run from the repository root, as written; the store itself is not computed here), and the
     example files are those ``examples/poses/make_examples.py`` writes."""
     import shlex
     import subprocess
@@ -25,7 +25,7 @@ def test_the_readmes_pose_commands_read_what_it_says(tmp_path: Path, monkeypatch
     from labeldist.cli import build_parser
 
     root = Path(__file__).resolve().parents[2]
-    text = (root / "README.md").read_text()
+    text = (root / "docs" / "guide.md").read_text()
     section = text[text.index("## Bring your own poses") : text.index("## How a store is made")]
     block = section[section.index("```bash\n") + 8 :]
     block = block[: block.index("```")].replace("\\\n", " ")

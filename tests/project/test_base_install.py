@@ -10,7 +10,7 @@ quick). From an empty folder it precomputes a pose store and a kNN-only vectors 
 LocalCluster with ``--workers 1``, and both pass ``labeldist verify`` and equal the stores this test run's full
 environment makes from the same files. torch, fastapi and sentence_transformers cannot be imported there, and
 ``labeldist serve``, ``trainer`` and the text kinds stop with the one line that names their extra. The sizes of
-both environments' site-packages are printed (README, "Install", quotes them).
+both environments' site-packages are printed (docs/guide.md, "Install", quotes them).
 """
 
 from __future__ import annotations
