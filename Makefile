@@ -17,7 +17,7 @@ STORES ?= stores
 EXTRAS ?= all,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint bench bench-tools serve clean-stores browser
+.PHONY: setup run test lint bench bench-tools serve clean-stores browser compose-small
 
 setup: $(STAMP)
 
@@ -69,6 +69,12 @@ bench: $(STAMP) bench-tools
 # The service over the main job's stores, on 127.0.0.1:8000 (page at /ui).
 serve: $(STAMP)
 	$(BIN)/labeldist serve --stores $(STORES)
+
+# docker-compose.yml for real on a small subset, with podman where Docker has no engine (docs/system.md):
+# ../shared/tools/podman-setup prepares podman on a Debian machine.
+compose-small: $(STAMP)
+	@command -v podman >/dev/null || { echo "podman is not installed: run ../shared/tools/podman-setup first"; exit 1; }
+	COMPOSE=$(BIN)/podman-compose sh tools/compose_small.sh
 
 clean-stores:
 	rm -rf $(STORES)
