@@ -134,7 +134,8 @@ class ServedStore:
     @contextlib.contextmanager
     def refusing_damage(self) -> Iterator[None]:
         """Every read from disk goes through here. A read of a store that changed on disk meanwhile is refused
-        (:class:`StoreChanged`, 503 retry), whether it failed or not: what it read may be the new store's. A read
+        (:class:`StoreChanged`, 503 retry), whether it failed or not: what it read may be the new store's (the
+        reader's own check after each read, :func:`labeldist.store.reading.pinned`, or this one after a failure). A read
         that finds a missing or damaged chunk of an unchanged store is answered 503 naming the damage, every time
         it is asked: never a wrong number, an empty list or a fill value in its place."""
         try:
@@ -153,8 +154,6 @@ class ServedStore:
             if not self.unchanged():
                 raise StoreChanged(self.name) from e
             raise
-        if not self.unchanged():
-            raise StoreChanged(self.name)
 
     # ------------------------------------------------------------ checks
     def check_index(self, index: int | np.ndarray, what: str = "item") -> None:

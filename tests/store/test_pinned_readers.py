@@ -167,19 +167,28 @@ def test_local_source_sees_a_swap_between_calls(store, staged) -> None:
 
 
 def test_local_source_gives_up_on_a_store_that_keeps_changing(monkeypatch, store, mpii_poses) -> None:
-    """Swapped again at every try: after REOPEN_TRIES the StoreChangedError is raised, naming the store."""
+    """Swapped again at every try (on the first chunk each opening reads): after REOPEN_TRIES the StoreChangedError
+    is raised, naming the store."""
     from labeldist.client.local import REOPEN_TRIES
 
     source = LocalSource(store.parent)
-    spans = [REBUILT, OLD] * REOPEN_TRIES
-    chunk = store_reading.ChunkFiles._chunk
+    swaps: list[str] = []
+    chunk, open_reader = store_reading.ChunkFiles._chunk, store_reading.StoreReader._open
+
+    def opening(self, *args, **kwargs):  # a new try: its first chunk read swaps the store once more
+        swaps.append("due")
+        return open_reader(self, *args, **kwargs)
 
     def swapping_chunk(self, *args, **kwargs):
-        _pose_store(Path(sibling(str(store), "overwrite")), mpii_poses, spans.pop())
-        replace_with_staged(str(store), "overwrite")
+        if swaps and swaps[-1] == "due":
+            swaps[-1] = "done"
+            span = REBUILT if len(swaps) % 2 else OLD
+            _pose_store(Path(sibling(str(store), "overwrite")), mpii_poses, span)
+            replace_with_staged(str(store), "overwrite")
         return chunk(self, *args, **kwargs)
 
+    monkeypatch.setattr(store_reading.StoreReader, "_open", opening)
     monkeypatch.setattr(store_reading.ChunkFiles, "_chunk", swapping_chunk)
     with pytest.raises(StoreChangedError, match=os.fspath(store)):
         source.neighbors("poses", 7)
-    assert len(spans) == REOPEN_TRIES  # one swap, met by the first read of each try
+    assert swaps == ["done"] * REOPEN_TRIES  # one swap a try, each met by that try
