@@ -174,34 +174,6 @@ def fill_distances(
     return batches
 
 
-def make_batches(
-    store: ServedStore,
-    *,
-    anchors: list[int] | None,
-    count: int | None,
-    size: int,
-    neighbors: int,
-    pairwise: bool,
-    seed: int,
-    allow_compute: bool,
-    pool: list[int] | None = None,
-    exclude: list[int] | None = None,
-) -> BatchSet:
-    """:func:`draw_batches` then :func:`fill_distances`."""
-    drawn = draw_batches(
-        store,
-        anchors=anchors,
-        count=count,
-        size=size,
-        neighbors=neighbors,
-        seed=seed,
-        pool=pool,
-        exclude=exclude,
-        allow_compute=allow_compute,
-    )
-    return fill_distances(store, drawn, pairwise=pairwise, allow_compute=allow_compute)
-
-
 def draw_and_fill(
     store: ServedStore,
     batches: BatchSet,

@@ -11,10 +11,10 @@ folder's identity now: when the store was rebuilt (``precompute --overwrite``), 
 the registry opens the new one (in a worker thread, atomically: the old object keeps answering the requests that
 already hold it) and serves it from then on; a new folder is served on its first request, and a removed one answers
 404. A request that already holds the old object answers from it alone: its ids are in its memory, and each of its
-reads from disk (kNN and dense row blocks, labels) is checked against its identity afterwards, so a read that met the
-new store's files is refused with 503 "the store changed; retry" (:class:`StoreChanged`) rather than mixed into the
-old store's answer. (Before 0.3 the service never looked again: after an ``--overwrite`` it answered neighbour lists
-and cached rows of the old store and uncached rows of the new one in the same answer.)
+reads from disk (kNN and dense row blocks, labels) is checked against its identity afterwards (by its
+:class:`~labeldist.store.StoreReader`, pinned to the generation it opened), so a read that met the new store's files
+is refused with 503 "the store changed; retry" (:class:`StoreChanged`) rather than mixed into the
+old store's answer.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import math
 
 #: the largest dense matrix (N x N float32: 4 N^2 bytes) a store gets unless told otherwise: 1 GiB, 16,384 items.
 #: Above it precompute refuses before writing anything (``dense_limit=``, ``--dense-limit`` raise it; ``--knn-only``
-#: stores the kNN lists alone): at 50,000 items a dense matrix is 10 GB, and was written with no warning (issue 19)
+#: stores the kNN lists alone): at 50,000 items a dense matrix is 10 GB
 DENSE_LIMIT = 2**30
 
 

@@ -199,11 +199,6 @@ def compute_block(
     return block
 
 
-def upper_pairs(start: int, stop: int, n_items: int) -> int:
-    """Distances the upper strip of rows ``start:stop`` computes (its whole leading square included)."""
-    return (stop - start) * (n_items - start)
-
-
 def compute_upper(block: int, *, labels: LabelSet, distance: LabelDistance, url: str, block_rows: int) -> int:
     """One Dask task of phase 1: compute row block ``block``'s upper strip into ``work/upper``."""
     start, stop = block_range(block, len(labels), block_rows)

@@ -15,7 +15,7 @@ from typing import Any
 
 # ---------------------------------------------------------------- option values, checked as they are parsed
 # Every numeric option has a range: a bad value is refused by argparse, naming the option, before any file is read
-# or written (issue 13: --block-rows -3 left a half-made store, --workers 0 silently meant "default").
+# or written (a negative --block-rows would leave a half-made store; --workers 0 must not mean "default").
 def _bounds(minimum: float | None, maximum: float | None, above: bool, below: bool) -> str:
     """The range in words, e.g. ``at least 1``, ``from 0 to 10``, ``above 0 and at most 1``."""
     if minimum is not None and maximum is not None and not (above or below):
@@ -97,7 +97,7 @@ def check_k(k: int, n_items: int) -> None:
 
 # ---------------------------------------------------------------- paths, checked before any work
 # A missing or wrong path is an OSError naming it; main() prints any OSError as one line `labeldist: error: PATH:
-# reason`, exit status 2 (issue 13: a folder given as a CSV printed a 17-line IsADirectoryError traceback).
+# reason`, exit status 2, never a traceback.
 class UsageError(ValueError):
     """Options that do not go together; printed as one line by main()."""
 

@@ -150,7 +150,7 @@ IMAGENET = Augmentation(
     crop_scale=(0.08, 1.0),
     eval="center_crop",
     description="imagenet: random resized crop (area 0.08-1, aspect 3/4-4/3) and a flip per image; evaluation "
-    "resizes to size*256/224 and crops the centre (the trainer's behaviour before issue 18)",
+    "resizes to size*256/224 and crops the centre (the usual ImageNet recipe)",
 )
 _PAPER = {"scale": 0.05, "shift": 0.03}
 _SENTENCES = KindAugmentation(

@@ -1,4 +1,4 @@
-r"""The ceiling of a rendered test set: the nDCG and MLD of a perfect model of the rendered picture (issue 18).
+r"""The ceiling of a rendered test set: the nDCG and MLD of a perfect model of the rendered picture.
 
 A model trained on pictures can at best know the label *as the picture and its augmentation show it*: for a
 pose drawn in its label's frame (labeldist.trainer.render_pose) and trained under a scale and shift jitter,

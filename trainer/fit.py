@@ -318,7 +318,7 @@ def resume_from(
 
 def sync(log: Any) -> None:
     """Flush the log to disk. Before each checkpoint: whatever step a checkpoint holds, the log then holds too,
-    wherever a kill lands (issue 17: killed at step 98, the log ended at step 63, and 64-98 were lost)."""
+    wherever a kill lands (else a run killed at step 98 could keep a log that ends at step 63)."""
     log.flush()
     os.fsync(log.fileno())
 

@@ -34,7 +34,7 @@ import torch
 
 #: mean pairwise cosine above which a minibatch's embeddings count as collapsed. An untrained ImageNet-style
 #: ResNet already gives 0.96-0.97 (the pooled ReLU features share a large positive mean, which the linear head
-#: maps to a common direction); the collapsed dense-triplet run of issue 18 sat at 0.996-0.999. Embeddings that
+#: maps to a common direction); a collapsed dense-triplet run sat at 0.996-0.999 (RESULTS.md). Embeddings that
 #: bunched can still rank well: an all-anchor dense triplet run learned at 0.985-0.994 (RESULTS.md), so a loss
 #: below its chance level vetoes this warning.
 COLLAPSE_COSINE = 0.99
@@ -52,8 +52,8 @@ CHANCE_WARMUP = 500
 #: steps whose losses and chance levels the chance test compares, after :data:`CHANCE_WARMUP`
 CHANCE_WINDOW = 200
 #: the loss must lie this fraction below its chance level (means over the window) to count as learning: a
-#: triplet loss on the plateau of embeddings that order nothing sits 1-4 % under its margin (issue 18's CPU run:
-#: 0.029 +- 8 % against 0.03), since some triplets are satisfied by a hair
+#: triplet loss on the plateau of embeddings that order nothing sits 1-4 % under its margin (a CPU run of
+#: RESULTS.md: 0.029 +- 8 % against 0.03), since some triplets are satisfied by a hair
 CHANCE_TOL = 0.05
 #: a loss this fraction or more below its chance level vetoes the collapse warning: the all-anchor dense triplet
 #: run of RESULTS.md was 0.9 % under its margin when its embeddings bunched, and learned; a loss at its chance

@@ -156,7 +156,7 @@ RECIPES: dict[str, Recipe] = {
     ),
     "labeldist-v1": Recipe(
         name="labeldist-v1",
-        source="labeldist's trainer defaults before recipes (issue 6 to 17)",
+        source="labeldist's first trainer defaults, before recipes were named",
         optimizer="adam",
         lr=1e-3,
         momentum=0.0,

@@ -13,7 +13,7 @@ the images, ``index.csv`` (``id,path``, path relative to the folder: what the im
 ``render.json`` (store, kind, seed, size, count, frame, ...), written first with ``complete: false`` and rewritten
 with ``complete: true`` at the end.
 
-A pose is drawn in its label's own frame (issue 18): a fixed square of label coordinates, ``frame`` in render.json
+A pose is drawn in its label's own frame: a fixed square of label coordinates, ``frame`` in render.json
 as ``[cx, cy, half]``, mapped onto the picture, so that the pixels keep the positions and sizes the pose distance
 measures (:mod:`labeldist.trainer.render_pose`). A store normalised ``center_scale`` has a default frame; any
 other gets one computed from its own extent (``frame_source`` says so), and **its test store must be rendered

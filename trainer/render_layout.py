@@ -14,7 +14,7 @@ the surfaces' boundaries, what the layout distance (1 - mIoU) compares, are the 
 colours are redrawn until every two surfaces differ clearly, so a region's colour tells its surface apart
 from its neighbours, though not which surface it is: that the CNN must learn from the geometry.
 
-The picture is the room map's own frame (issue 18; checked when poses moved to theirs): map pixel ``(r, c)`` of
+The picture is the room map's own frame: map pixel ``(r, c)`` of
 an ``H x W`` map covers picture pixels ``[c, c + 1) * size / W`` by ``[r, r + 1) * size / H``, the whole map and
 nothing else, with no crop, shift, scale or rotation drawn at random, so that the distance (an mIoU of maps of
 one size) and the picture see the same geometry. Only the materials, colours, light and noise are random. A

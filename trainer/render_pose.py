@@ -9,7 +9,7 @@ distance, so it is drawn); a limb with a missing end is left out. Left limbs are
 darker (the side a joint's name says: ``r_``, ``right_``, ...), so that a CNN can tell them apart as the distance
 does (it compares r_wrist with r_wrist).
 
-**The picture is drawn in the label's own frame** (issue 18). A :class:`Frame` is a square of half-side
+**The picture is drawn in the label's own frame**. A :class:`Frame` is a square of half-side
 ``half`` label units centred on ``(cx, cy)``, the same for every item of a store, and a joint's pixel is
 
 .. math:: \text{pixel} = \frac{\text{size}}{2} + (xy - \text{centre}) \, \frac{\text{size}}{2\,\text{half}}

@@ -48,8 +48,7 @@ from labeldist.labels.poses import (
     normalize_poses,
 )
 
-#: the readers' logger keeps the name it had when they lived in labeldist.labels.poses (issue 21)
-log = logging.getLogger("labeldist.labels.poses")
+log = logging.getLogger(__name__)
 
 
 def _parse_float(text: str, path: str, line: int, column: str) -> float:
