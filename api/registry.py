@@ -34,9 +34,9 @@ from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 from labeldist.kinds import distance_class
-from labeldist.labels.base import reads_json
 from labeldist.pairs import compute_planned, plan_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
+from labeldist.search import searchable
 from labeldist.store import (
     StoreChangedError,
     StoreCorruptError,
@@ -115,7 +115,7 @@ class ServedStore:
             "name": self.name,
             "available": True,
             "has_dense": self.dense is not None,
-            "searchable": reads_json(distance_class(self.manifest["kind"]).labels_class),
+            "searchable": searchable(self.manifest["kind"]),
             "digest": self.digest,
         }
 

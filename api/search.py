@@ -16,8 +16,8 @@ from labeldist.api.errors import BadParameter, NeedsAPIKey
 from labeldist.api.registry import ServedStore
 from labeldist.distances.base import LabelDistance
 from labeldist.kinds import distance_class, read_label
-from labeldist.labels.base import LabelError, reads_json
-from labeldist.search import SearchResult, search_cost_s, search_labels
+from labeldist.labels.base import LabelError
+from labeldist.search import SearchResult, not_searchable, search_cost_s, search_labels, searchable
 
 log = logging.getLogger("labeldist.api")
 
@@ -46,12 +46,9 @@ def search_store(
     stopped between chunks once the client has gone. A label the kind cannot read is a
     :class:`~labeldist.api.errors.BadParameter` (422) naming what is wrong, before any distance is computed.
     """
-    cls = distance_class(store.manifest["kind"])
-    if not reads_json(cls.labels_class):
-        raise BadParameter(
-            f"search by label is not available for kind {store.manifest['kind']!r}: its labels have no JSON form",
-            ("body", "label"),
-        )
+    kind = store.manifest["kind"]
+    if not searchable(kind):
+        raise BadParameter(not_searchable(kind), ("body", "label"))
     if not allow_compute:
         raise NeedsAPIKey(
             f"a search of {store.name!r} computes the label's distance to every item on demand: "
@@ -59,16 +56,15 @@ def search_store(
         )
     guard = guard or unguarded()
     k = min(k, store.n_items)
-    guard.admit(estimate_search(store, cls), f"a search of the {store.n_items} items of {store.name!r}")
+    guard.admit(
+        estimate_search(store, distance_class(kind)), f"a search of the {store.n_items} items of {store.name!r}"
+    )
     with guard.slot():
         labels, distance = store.labels_and_distance()
         try:  # the kind's parser, within the checks every kind gets (the JSON value, the distance's limits)
             query = read_label(value, labels, distance)
         except NotImplementedError:
-            raise BadParameter(
-                f"search by label is not available for kind {store.manifest['kind']!r}: its labels have no JSON form",
-                ("body", "label"),
-            ) from None
+            raise BadParameter(not_searchable(kind), ("body", "label")) from None
         except LabelError as e:
             raise BadParameter(str(e), ("body", "label")) from None
         try:

@@ -162,16 +162,14 @@ class _Store:
         self._distance: Any = None
 
     def info(self) -> dict[str, Any]:
-        from labeldist.kinds import distance_class
-        from labeldist.labels.base import reads_json
+        from labeldist.search import searchable
 
-        searchable = reads_json(distance_class(self.reader.manifest["kind"]).labels_class)
         return {
             **self.reader.manifest,
             "name": self.name,
             "available": True,
             "has_dense": self.dense is not None,
-            "searchable": searchable,
+            "searchable": searchable(self.reader.manifest["kind"]),
         }
 
     def check_index(self, index: np.ndarray, what: str = "item") -> None:
@@ -393,19 +391,18 @@ class LocalSource:
             raise RequestRejected(f"k={k} must be at least 1", 422, f"k={k} must be at least 1")
 
         def answer(s: _Store) -> Hits:
-            from labeldist.kinds import distance_class, read_label
-            from labeldist.labels.base import LabelError, reads_json
-            from labeldist.search import search_labels
+            from labeldist.kinds import read_label
+            from labeldist.labels.base import LabelError
+            from labeldist.search import not_searchable, search_labels, searchable
 
             kind = s.reader.manifest["kind"]
-            if not reads_json(distance_class(kind).labels_class):
-                message = f"search by label is not available for kind {kind!r}: its labels have no JSON form"
-                raise RequestRejected(message, 422, message)
+            if not searchable(kind):
+                raise RequestRejected(not_searchable(kind), 422, not_searchable(kind))
             labels, distance = s.labels_and_distance()
             try:
                 query = read_label(label, labels, distance)
             except (LabelError, NotImplementedError) as e:
-                message = str(e) or f"search by label is not available for kind {kind!r}"
+                message = str(e) or not_searchable(kind)
                 raise RequestRejected(f"store {store!r}: {message}", 422, message) from None
             found = search_labels(query, labels, distance, min(int(k), s.n_items))
             indices = found.indices.astype(np.int64)

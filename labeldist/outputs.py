@@ -18,14 +18,13 @@ Errors are :class:`OutputError`, a :class:`~labeldist.options.UsageError` printe
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from labeldist.options import UsageError
-from labeldist.store import MANIFEST_KEY
+from labeldist.store import is_store
 
 
 class OutputError(UsageError):
@@ -33,23 +32,15 @@ class OutputError(UsageError):
 
 
 def store_holding(path: str | os.PathLike[str]) -> Path | None:
-    """The labeldist store that ``path`` lies in (or is), with links resolved, or None. A store is a folder whose
-    root ``zarr.json`` carries the labeldist manifest; its hidden staging folders count as its own."""
+    """The labeldist store that ``path`` lies in (or is), with links resolved, or None; a damaged store counts
+    (:func:`labeldist.store.is_store`), and so do its hidden staging folders."""
     here = Path(os.path.realpath(path))
     for folder in (here, *here.parents):
-        if _is_store(folder):
+        if is_store(folder):
             return folder
-        if folder.name.startswith(".") and _is_store(folder.parent / folder.name[1:].rpartition(".")[0]):
+        if folder.name.startswith(".") and is_store(folder.parent / folder.name[1:].rpartition(".")[0]):
             return folder  # a store's staging folder (.NAME.overwrite, .NAME.append, ...)
     return None
-
-
-def _is_store(folder: Path) -> bool:
-    try:
-        with open(folder / "zarr.json", encoding="utf-8") as f:
-            return MANIFEST_KEY in json.load(f).get("attributes", {})
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def check_output_file(path: str | os.PathLike[str], overwrite: bool, option: str = "--overwrite") -> None:
@@ -109,6 +100,15 @@ def make_folder(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def make_parent(path: str | os.PathLike[str]) -> Path:
+    """The folder of the file ``path``, made where missing; refused (:class:`OutputError`, naming the file) when the
+    file would lie in a store. ``path`` as a Path."""
+    path = Path(path)
+    refuse_inside_store(path)  # the file's place and every folder above it
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def holds(path: str | os.PathLike[str], data: bytes) -> bool:
     """Whether ``path`` is a regular file holding exactly ``data``."""
     try:
@@ -121,10 +121,9 @@ def holds(path: str | os.PathLike[str], data: bytes) -> bool:
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes, overwrite: bool, option: str = "--overwrite") -> bool:
-    """Write ``data`` to the file ``path`` by :func:`replacing`, its folder made (:func:`make_folder`); a file that
+    """Write ``data`` to the file ``path`` by :func:`replacing`, its folder made (:func:`make_parent`); a file that
     already holds exactly ``data`` is left alone. Whether anything was written."""
-    refuse_inside_store(path)
-    make_folder(Path(path).parent)
+    make_parent(path)
     if holds(path, data):
         return False
     with replacing(path, overwrite, option) as partial:

@@ -13,9 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.kinds import check_block
+from labeldist.kinds import check_block, distance_class
 from labeldist.knn import pruned_topk, topk_rows
+from labeldist.labels.base import reads_json
 from labeldist.pairs import CHUNK_SECONDS, checked_block
+
+
+def not_searchable(kind: str) -> str:
+    """Why a store of ``kind`` cannot be searched by a new label: what the service and the client answer (422)."""
+    return f"search by label is not available for kind {kind!r}: its labels have no JSON form"
+
+
+def searchable(kind: str) -> bool:
+    """Whether a store of ``kind`` can be searched by a new label: its LabelSet reads labels from JSON, known from
+    the class before any label is loaded (:func:`~labeldist.labels.base.reads_json`)."""
+    return reads_json(distance_class(kind).labels_class)
 
 
 @dataclass(frozen=True)

@@ -38,14 +38,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def spawn(args: list[str], **env: str) -> subprocess.Popen:
-    """A Python module run in a new session with the test's interpreter, output captured (text)."""
+def spawn(args: list[str], *, cwd: Path = REPO, output: int = subprocess.PIPE, **env: str) -> subprocess.Popen:
+    """A Python module run in a new session with the test's interpreter, in ``cwd``, its output captured (text;
+    ``output=subprocess.DEVNULL`` for a process whose output nobody reads, which would otherwise fill the pipe)."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
     return subprocess.Popen(
         [sys.executable, "-m", *args],
-        cwd=REPO,
+        cwd=cwd,
         env={**inherited, **env},
-        stdout=subprocess.PIPE,
+        stdout=output,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,

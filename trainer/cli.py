@@ -268,7 +268,7 @@ def _split(args: argparse.Namespace) -> int:
     print({k: len(v) for k, v in info.items() if isinstance(v, list)})
     for part, store in info.get("stores", {}).items():
         print(f"{part}: {store}")
-    warning = few_queries_warning(len(info["queries"]), len(info["test"]), args.query_fraction)
+    warning = few_queries_warning(len(info["queries"]), len(info["test"]))
     if warning:
         print(f"trainer split: warning: {warning}", file=sys.stderr)
     return 0

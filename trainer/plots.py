@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from labeldist.options import UsageError
-from labeldist.outputs import make_folder, refuse_inside_store, replacing
+from labeldist.outputs import make_parent, replacing
 
 #: files that the trainer writes into a run folder: a curve read from one is named after the folder
 RUN_FILES = {"eval.json", "log.jsonl"}
@@ -195,9 +195,7 @@ def save(fig: Figure, out: str | Path, overwrite: bool = True) -> Path:
     """Write ``fig`` at ``out`` (a PNG unless its suffix names another format; its folder made) by
     :mod:`labeldist.outputs`' rule: an existing file replaced only with ``overwrite``, and then only a regular
     file outside any store, whole or not at all. The path."""
-    out = Path(out)
-    refuse_inside_store(out)
-    make_folder(out.parent)
+    out = make_parent(out)
     with replacing(out, overwrite) as partial:
         fig.savefig(partial, dpi=120, format=out.suffix[1:].lower() or "png")
     return out

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_text
+from labeldist.store import is_store
 
 FORMATS = (".json", ".csv")
 #: what ``trainer split`` takes, for its errors
@@ -80,11 +81,11 @@ def split_indices(
 FEW_QUERIES = 50
 
 
-def few_queries_warning(n_queries: int, n_test: int, query_fraction: float) -> str | None:
+def few_queries_warning(n_queries: int, n_test: int) -> str | None:
     """A warning when a split has fewer than :data:`FEW_QUERIES` queries, saying what to ask instead; None
     otherwise. The advice keeps at least half of the test items as the gallery.
 
-    >>> few_queries_warning(11, 56, 0.2)[:47]
+    >>> few_queries_warning(11, 56)[:47]
     'only 11 queries: with a spread of 0.15 for one '
     """
     if n_queries >= FEW_QUERIES:
@@ -192,19 +193,6 @@ def split_labels(
 
 
 # ---------------------------------------------------------------- a store into two stores
-def is_store(path: str | Path) -> bool:
-    """Whether ``path`` is a folder holding a labeldist store (complete or not)."""
-    from labeldist.store import StoreError, read_manifest
-
-    path = Path(path)
-    if not path.is_dir():
-        return False
-    try:
-        return read_manifest(str(path)) is not None
-    except StoreError:  # metadata that cannot be read: a damaged store, which StoreReader names
-        return True
-
-
 def split_store(
     path: str | Path,
     out: str | Path,

@@ -199,10 +199,16 @@ class SentenceRelevance(LabelDistance):
         scorer's memory, after loading them from the embedding cache where a precompute left them."""
         scorer = bi_encoder_scorer(resolve_model(model), self.max_length)
         texts = sorted(set(labels.texts))
-        if scorer.has(texts):
-            return True
+        return scorer.has(texts) or self._load_cached(scorer, model, texts)
+
+    def _cache_file(self, model: str, texts: list[str]) -> Path:
+        """Where the embeddings of ``texts`` (in this order) under ``model`` are kept between processes."""
         digest = self.model_sha256 if model == self.model else self.cross_model_sha256
-        file = embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts)}.npy"
+        return embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts)}.npy"
+
+    def _load_cached(self, scorer: BiEncoderScorer, model: str, texts: list[str]) -> bool:
+        """Load the embeddings of ``texts`` into ``scorer`` from :meth:`_cache_file`; whether the file was there."""
+        file = self._cache_file(model, texts)
         if not file.is_file():
             return False
         scorer.load(texts, file)
@@ -286,11 +292,7 @@ class SentenceRelevance(LabelDistance):
         """Embed ``texts`` into the scorer's cache, from the file :meth:`embed_once` left when it is there."""
         if texts and scorer.has([texts[0], texts[-1]]):
             return
-        digest = self.model_sha256 if model == self.model else self.cross_model_sha256
-        file = embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts)}.npy"
-        if file.is_file():
-            scorer.load(texts, file)
-        else:
+        if not self._load_cached(scorer, model, texts):
             scorer.embed(texts)
 
     def prepare(self, labels: Sentences) -> None:
@@ -309,7 +311,7 @@ class SentenceRelevance(LabelDistance):
         if self.scorer == "cbow" or architecture(resolve_model(self.model)) != "bi":
             return None
         texts = sorted(set(labels.texts))
-        file = embedding_cache_dir() / f"{embedding_key(self.model_sha256 or '', self.max_length, texts)}.npy"
+        file = self._cache_file(self.model, texts)
         if not file.is_file():
             bi_encoder_scorer(resolve_model(self.model), self.max_length).save(texts, file)
         return file

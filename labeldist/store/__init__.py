@@ -19,7 +19,8 @@ StoreReader``). Its modules, each importing only modules listed before it:
   :func:`checked_read`, :func:`missing_chunks`), checksums present (:func:`has_checksums`), and every damaged
   chunk of a store (:func:`damaged_regions`);
 - :mod:`labeldist.store.manifest`: the manifest built (:func:`build_manifest`), read (:func:`read_manifest`),
-  compared (:func:`fingerprint_diff`), digested (:func:`manifest_digest`), and its generations;
+  compared (:func:`fingerprint_diff`), digested (:func:`manifest_digest`), its generations, and whether a
+  folder holds a store at all (:func:`is_store`);
 - :mod:`labeldist.store.writing`: atomic creation (:func:`create_store`), row blocks and their progress marks
   (:func:`write_block`, :func:`blocks_done`), the work arrays of a symmetric dense store, :func:`publish`;
 - :mod:`labeldist.store.reading`: :class:`StoreReader`, checked read-only access to a complete store, pinned to the
@@ -75,6 +76,7 @@ from labeldist.store.manifest import (
     build_manifest,
     fingerprint_diff,
     generation_entry,
+    is_store,
     manifest_digest,
     read_manifest,
     store_generations,
@@ -142,6 +144,7 @@ __all__ = [
     "store_generations",
     "fingerprint_diff",
     "read_manifest",
+    "is_store",
     "manifest_digest",
     # writing
     "create_store",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +14,8 @@ import zarr
 
 from labeldist import __version__
 from labeldist.labels.base import LabelSet
-from labeldist.store.errors import StoreCorruptError
+from labeldist.store.errors import StoreCorruptError, StoreError
+from labeldist.store.identity import root_metadata_path
 from labeldist.store.layout import FINGERPRINT_KEYS, FORMAT, MANIFEST_KEY, open_group, store_url
 
 
@@ -104,6 +106,18 @@ def read_manifest(url: str) -> dict[str, Any] | None:
         ) from e
     man = group.attrs.get(MANIFEST_KEY)
     return dict(man) if isinstance(man, Mapping) else None
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether the local folder ``path`` holds a labeldist store, complete or not. A store whose metadata cannot be
+    read counts as one (damaged, not absent: nothing may be written into or over it); a folder with no root
+    ``zarr.json`` is answered without opening anything."""
+    if not os.path.isfile(root_metadata_path(path)):
+        return False
+    try:
+        return read_manifest(os.fspath(path)) is not None
+    except StoreError:
+        return True
 
 
 def manifest_digest(manifest: Mapping[str, Any]) -> str:

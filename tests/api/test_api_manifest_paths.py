@@ -1,5 +1,4 @@
-"""A manifest is input: every path it names is checked before use (RELIABILITY.md, "The fourth adversarial run",
-issue 28 item 7).
+"""A manifest is input: every path it names is checked before use (RELIABILITY.md, "The fourth adversarial run").
 
 Before: a caption store whose word-vector source named a FIFO made a search hang on opening it, holding one of
 the service's computation slots, and with both slots held every other on-demand request waited until someone

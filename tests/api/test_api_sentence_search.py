@@ -1,4 +1,4 @@
-"""Search a sentence store by a new sentence (issue 29, item 1): scored by the store's own scorer, exact top-k,
+"""Search a sentence store by a new sentence: scored by the store's own scorer, exact top-k,
 within the on-demand budget; the clients' ``search()`` give the service's answers.
 
 Each answer is compared with a brute-force ranking by the store's scorer: every item's distance to the sentence

@@ -71,7 +71,7 @@ def ui_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # centre and scale), and one of COCO's 17 keypoints
         "pose-cs": (_first(read_mpii_csv(MPII_CSV, "center_scale"), N_POSE), PoseDistance()),
         "pose-coco": (_coco_poses(root), PoseDistance()),
-        # issue 29: a sentence store searched by a sentence, and 128-d vectors whose cards must fit
+        # a sentence store searched by a sentence, and 128-d vectors whose cards must fit
         "sentences": (read_caption_sentences(COCO, limit=N_CAP), SentenceRelevance("bert")),
         "wide": (
             Vectors([f"v{i}" for i in range(40)], np.random.default_rng(5).normal(size=(40, 128))),

@@ -1,4 +1,4 @@
-"""``search()`` in both clients (issue 29, item 2): ``LabelDistClient.search`` against a real ``labeldist serve``
+"""``search()`` in both clients: ``LabelDistClient.search`` against a real ``labeldist serve``
 and ``LocalSource.search`` in this process give the same answers for the same store, equal to a brute-force
 ranking by the store's distance: a pose store (labels in the person frame) and a sentence store scored by BERT
 (the packaged all-MiniLM-L6-v2); refusals are the same 422."""

@@ -1,5 +1,5 @@
 """A store reached through a symbolic link is written at the link's target, and a staging folder planted as a link
-(or as a file) is refused, never followed (RELIABILITY.md, "The fourth adversarial run", issue 28 item 10).
+(or as a file) is refused, never followed (RELIABILITY.md, "The fourth adversarial run").
 
 Before: ``append`` or ``precompute --overwrite`` on a symlinked store path replaced the link with a folder, left the
 target at the old generation, and then failed on every later run ("cannot call rmtree on a symbolic link", naming

@@ -1,4 +1,4 @@
-"""docs/guide.md's "Bring your own poses" (issue 20, item 1): each ``labeldist precompute pose`` command of its example,
+"""docs/guide.md's "Bring your own poses": each ``labeldist precompute pose`` command of its example,
 parsed by the real parser and read by the kind's loader, reads what the guide says; the example files shipped
 in ``examples/poses/`` are those their script writes. (The commands were also run as written, stores and all.)"""
 

@@ -1,4 +1,4 @@
-"""Repeated labels in a sentence or caption file are reported (issue 29, item 8): one warning naming how many and
+"""Repeated labels in a sentence or caption file are reported: one warning naming how many and
 the first pair; the items are kept (their distance is 0). And a sentence model's loading bar never writes a
 carriage return into a log file."""
 

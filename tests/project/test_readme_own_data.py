@@ -1,4 +1,4 @@
-"""README's "Your own data in 20 lines" runs as printed (issue 29, item 7): its bash block in an empty folder,
+"""README's "Your own data in 20 lines" runs as printed: its bash block in an empty folder,
 with this environment's ``labeldist`` on the PATH, then its Python block in a fresh interpreter in the same folder.
 It must make the store and the table it says, and the training it shows must learn: the embedding's 5 nearest
 hold most of each item's 5 nearest labels (against 0.5 % by chance), as the README says it prints. And README

@@ -1,6 +1,6 @@
 """Every reader answers from the generation it opened: a store rebuilt (``precompute --overwrite``) or appended to
 while ``export``, ``verify``, ``info``, :class:`LocalSource` or a trainer's reader reads it is never mixed into one
-answer (RELIABILITY.md, "The fourth adversarial run", issue 28 items 3 and 4).
+answer (RELIABILITY.md, "The fourth adversarial run").
 
 The swap is the engine's own (:func:`labeldist.engine.replace_with_staged`: the old store renamed aside, the staged
 one renamed into place, the old one removed), of a complete store built beside it as ``--overwrite`` and ``append``

@@ -1,4 +1,4 @@
-"""The engine on a cluster whose machines share storage (issue 29, item 4; docs/cluster.md).
+"""The engine on a cluster whose machines share storage (docs/cluster.md).
 
 A real ``dask scheduler`` and two ``dask worker`` processes, each started in a working folder of its own with its own
 ``LABELDIST_CACHE`` (as on separate hosts: nothing relative resolves the same way on two of them), and a client, in
@@ -20,22 +20,14 @@ import pytest
 
 from labeldist.store import StoreReader
 from tests.conftest import DATA
-from tests.processes import STARTUP_TIMEOUT, free_port, kill
+from tests.processes import STARTUP_TIMEOUT, free_port, kill, spawn
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"
 pytestmark = pytest.mark.slow
 
 
 def _start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("LABELDIST_")}
-    return subprocess.Popen(
-        [sys.executable, "-m", *args],
-        cwd=cwd,
-        env={**inherited, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    return spawn(args, cwd=cwd, output=subprocess.DEVNULL, **env)
 
 
 @pytest.fixture(scope="module")

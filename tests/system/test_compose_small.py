@@ -1,4 +1,4 @@
-"""docker-compose.yml for real (issue 29, item 5): ``tools/compose_small.sh`` (``make compose-small``) builds the
+"""docker-compose.yml for real: ``tools/compose_small.sh`` (``make compose-small``) builds the
 image, brings the system up on a small subset with podman-compose (scheduler, two workers, the main job on the
 cluster, the api, a short training run through it), queries the api from the host, and tears it down.
 

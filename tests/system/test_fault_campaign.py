@@ -95,7 +95,7 @@ def stores(reference_store: Path, dask_client, tmp_path_factory) -> Path:
     return root
 
 
-#: a caption store whose manifest names a FIFO as its word vectors (issue 28 item 7): a search must never block
+#: a caption store whose manifest names a FIFO as its word vectors: a search must never block
 FIFO_STORE = "captions-vectors-fifo"
 #: the label bytes one answer carries in the campaign (LABELDIST_MAX_LABEL_BYTES): about 15 pose labels
 LABEL_BYTES = 4096
@@ -239,7 +239,7 @@ def bad_requests() -> list[tuple[str, bytes]]:
         "56-byte WMD bomb": (cb, b'{"count":3,"size":1024,"pairwise":true,"seed":7}'),
         "too many items": (d, json.dumps({"anchor": 1, "items": list(range(2958)) * 4}).encode()),
         "too many pairs": (cd, json.dumps({"pairs": [[i, (i * 7) % 1030] for i in range(1030)] * 10}).encode()),
-        # labels past LABELDIST_MAX_LABEL_BYTES (issue 28 item 8)
+        # labels past LABELDIST_MAX_LABEL_BYTES
         "search labels over the bound": (
             f"/v1/stores/{POSE}/search",
             json.dumps({"label": [[0.0, 0.0]] * 16, "k": 30, "include_labels": True}).encode(),

@@ -1,4 +1,4 @@
-"""``trainer eval --split`` checks its split file (RELIABILITY.md, "The fourth adversarial run", issue 28 item 11).
+"""``trainer eval --split`` checks its split file (RELIABILITY.md, "The fourth adversarial run").
 
 Before: queries that were also in the gallery gave nDCG@1 = 1.0 with exit 0; booleans and floats passed as
 positions; an empty side, a missing key, broken JSON or a top-level list gave tracebacks. Now each is refused in

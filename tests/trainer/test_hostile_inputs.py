@@ -1,5 +1,5 @@
 """Every command ends hostile input in one line naming the file or option and what to do, exit status 2, never a
-traceback (RELIABILITY.md, "The fourth adversarial run", issue 28 item 12).
+traceback (RELIABILITY.md, "The fourth adversarial run").
 
 The sweep ran every reader and every command's options through the same kinds of input: JSON nested past
 Python's parser, oddly typed values, out-of-range and non-finite numbers, sizes past any machine, object and

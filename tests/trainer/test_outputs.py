@@ -1,6 +1,6 @@
 """The trainer's commands write where the user names by one rule (``labeldist.outputs``): an existing file is
 refused without ``--overwrite``, and with it only a regular file outside any store is replaced; nothing is written
-inside a store; each refusal is one line, exit 2 (RELIABILITY.md, "The fourth adversarial run", issue 28 item 9).
+inside a store; each refusal is one line, exit 2 (RELIABILITY.md, "The fourth adversarial run").
 
 Before: ``trainer eval --out``, ``trainer plot --out`` and ``trainer demo-inputs --out`` replaced any file silently
 (a link's target included), and every trainer command would write its files inside a store."""
