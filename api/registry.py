@@ -35,15 +35,12 @@ from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 from labeldist.kinds import distance_class
 from labeldist.pairs import compute_planned, plan_pairs
-from labeldist.rowcache import KnnRows, RowBlockCache
-from labeldist.search import searchable
 from labeldist.store import (
     StoreChangedError,
     StoreCorruptError,
     StoreError,
     StoreIdentity,
     StoreIncompleteError,
-    StoreReader,
     manifest_digest,
     metadata_identity,
     read_manifest,
@@ -51,6 +48,7 @@ from labeldist.store import (
     root_metadata_path,
     store_identity,
 )
+from labeldist.storeview import StoreView
 
 log = logging.getLogger("labeldist.api")
 
@@ -70,74 +68,43 @@ class StoreChanged(Unavailable):
         )
 
 
-class ServedStore:
-    """A complete store, read-only: ids in memory; kNN lists and dense rows read a row block at a time, through
-    bounded LRU caches (:mod:`labeldist.rowcache`; ``LABELDIST_KNN_CACHE_MB``, ``LABELDIST_DENSE_CACHE_MB``), so that
-    the memory of a worker does not grow with the store's items; labels loaded on first need (distances computed on
-    demand, label views).
-
-    Opening checks every chunk of the kNN lists (each read once, its CRC32C checked, nothing kept), so that a store
-    whose lists are damaged is refused whole; each block is checked again when it is read into the cache."""
+class ServedStore(StoreView):
+    """A complete store, served: the shared :class:`~labeldist.storeview.StoreView` (``LABELDIST_KNN_CACHE_MB``,
+    ``LABELDIST_DENSE_CACHE_MB`` bound its row caches) with what is the service's own: its folder's identity checked
+    on every request (:class:`StoreRegistry`), its reads' errors answered 503 (:meth:`reading`), a cache of the
+    pairs computed on demand, and the API key and compute budget those need (:meth:`distances`)."""
 
     available = True
 
     def __init__(self, name: str, path: Path, settings: Settings, identity: StoreIdentity | None = None) -> None:
-        self.name, self.path = name, path
+        self.path = path
         self.metadata_path = root_metadata_path(path)
-        #: pinned to the folder's identity when it was opened (taken before the first read): every later read of the
-        #: reader is checked against it (StoreChangedError)
-        self.reader = StoreReader(str(path), identity)
-        self.identity = self.reader.identity
-        self.manifest: dict[str, Any] = self.reader.manifest
-        self.digest = manifest_digest(self.manifest)
-        self.n_items, self.k = self.reader.n_items, self.reader.k
-        self.ids = self.reader.ids
-        self.ids.flags.writeable = False
-        # every chunk of the lists checked now (a store with damaged lists is refused whole), none kept in memory
-        self.reader.check_knn()
-        #: the kNN lists, read a row block at a time (each checked again as it is read) and kept within the limit
-        self.knn = KnnRows(
-            self._read_knn_rows, self.n_items, self.k, self.reader.knn_block_rows, settings.knn_cache_mb << 20
+        super().__init__(
+            name,
+            str(path),
+            knn_cache_bytes=settings.knn_cache_mb << 20,
+            dense_cache_bytes=settings.dense_cache_mb << 20,
+            identity=identity,
         )
-        self.dense: RowBlockCache | None = None
-        if self.reader.has_dense:
-            rows = self.reader.dense_block_rows
-            self.dense = RowBlockCache(self._read_dense_rows, self.n_items, rows, settings.dense_cache_mb << 20)
+        self.digest = manifest_digest(self.manifest)
         self.pair_cache = PairCache(settings.pair_cache_entries)
-        self._labels_lock, self._arrays_lock = threading.Lock(), threading.Lock()
-        self._labels: Any = None
-        self._distance: Any = None
+        self._arrays_lock = threading.Lock()
         self._label_arrays: dict[str, np.ndarray] | None = None
 
     def info(self) -> dict[str, Any]:
-        return {
-            **self.manifest,
-            "name": self.name,
-            "available": True,
-            "has_dense": self.dense is not None,
-            "searchable": searchable(self.manifest["kind"]),
-            "digest": self.digest,
-        }
+        return {**super().info(), "digest": self.digest}
 
     def unchanged(self) -> bool:
         """Whether the folder still holds the store this object was opened from."""
-        return not self.reader.changed()
-
-    def _read_dense_rows(self, start: int, stop: int) -> np.ndarray:
-        with self.refusing_damage():
-            return np.ascontiguousarray(self.reader.dense_rows(start, stop), dtype=np.float32)
-
-    def _read_knn_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        with self.refusing_damage():
-            return self.reader.knn_rows(start, stop)
+        return not self.changed()
 
     @contextlib.contextmanager
-    def refusing_damage(self) -> Iterator[None]:
+    def reading(self) -> Iterator[None]:
         """Every read from disk goes through here. A read of a store that changed on disk meanwhile is refused
         (:class:`StoreChanged`, 503 retry), whether it failed or not: what it read may be the new store's (the
-        reader's own check after each read, :func:`labeldist.store.reading.pinned`, or this one after a failure). A read
-        that finds a missing or damaged chunk of an unchanged store is answered 503 naming the damage, every time
-        it is asked: never a wrong number, an empty list or a fill value in its place."""
+        reader's own check after each read, :func:`labeldist.store.reading.pinned`, or this one after a failure). A
+        read that finds a missing or damaged chunk of an unchanged store is answered 503 naming the damage, every
+        time it is asked: never a wrong number, an empty list or a fill value in its place."""
         try:
             yield
         except StoreChangedError as e:  # the reader's own check (StoreReader is pinned to the opened generation)
@@ -160,38 +127,34 @@ class ServedStore:
         """NotFound naming the first index that is not an item of the store."""
         if isinstance(index, int) and 0 <= index < self.n_items:
             return
-        arr = np.asarray(index)
-        bad = (arr < 0) | (arr >= self.n_items)
-        if bad.any():
-            value = int(arr.reshape(-1)[np.argmax(bad.reshape(-1))])
+        value = self.first_outside(index)
+        if value is not None:
             raise NotFound(f"store {self.name!r} has no {what} {value} (items are 0..{self.n_items - 1})")
 
     # ------------------------------------------------------------ labels, loaded on first need
-    def labels_and_distance(self) -> tuple[Any, Any]:
-        """The stored labels as the kind's LabelSet and the store's distance (for computing pairs)."""
-        with self._labels_lock:
-            if self._labels is None:
-                t = time.perf_counter()
-                try:
-                    distance = self.reader.distance()
-                except (OSError, ValueError) as e:  # what its manifest names (a model, a file) cannot be used here
-                    log.error("%s: its distance cannot be made: %s", self.name, e)
-                    raise Unavailable(
-                        f"store {self.name!r} cannot compute distances on this server: what its manifest names "
-                        f"cannot be loaded here ({type(e).__name__}); the server's log says what"
-                    ) from e
-                with self.refusing_damage():
-                    labels = self.reader.labels()
-                distance.block(labels.subset(np.array([0])), labels.subset(np.array([0])))  # compile / warm up
-                self._labels, self._distance = labels, distance
-                log.info("%s: labels loaded in %.2f s", self.name, time.perf_counter() - t)
-            return self._labels, self._distance
+    def load_labels(self) -> tuple[Any, Any]:
+        """The labels and distance (:meth:`StoreView.load_labels`), the distance compiled on one pair; 503 naming
+        the store when what its manifest names (a model, a file) cannot be used on this server."""
+        t = time.perf_counter()
+        try:
+            distance = self.reader.distance()
+        except (OSError, ValueError) as e:
+            log.error("%s: its distance cannot be made: %s", self.name, e)
+            raise Unavailable(
+                f"store {self.name!r} cannot compute distances on this server: what its manifest names "
+                f"cannot be loaded here ({type(e).__name__}); the server's log says what"
+            ) from e
+        with self.reading():
+            labels = self.reader.labels()
+        distance.block(labels.subset(np.array([0])), labels.subset(np.array([0])))  # compile / warm up
+        log.info("%s: labels loaded in %.2f s", self.name, time.perf_counter() - t)
+        return labels, distance
 
     def label_arrays(self) -> dict[str, np.ndarray]:
         """The raw label arrays of the store (``labels/<name>``), read once."""
         with self._arrays_lock:
             if self._label_arrays is None:
-                with self.refusing_damage():
+                with self.reading():
                     self._label_arrays = self.reader.label_arrays()
             return self._label_arrays
 
@@ -206,31 +169,26 @@ class ServedStore:
         from disk if ``self.knn`` does not hold it)."""
         return self.knn.neighbors(index, k)
 
-    def stored(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Distances of the pairs held by the store: ``(values, found)``; values are NaN where not found.
-
-        From the dense matrix when there is one, else from either item's kNN list (the distance is symmetric).
-        """
-        if self.dense is not None:
-            return self.dense.gather(i, j), np.ones(len(i), dtype=bool)
-        return self.knn.lookup(i, j)
-
     def distances(
         self, i: np.ndarray, j: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None
     ) -> tuple[np.ndarray, int]:
         """Distances of the pairs ``(i[t], j[t])``, float32: stored, cached, or computed on demand (and then
         cached) within the bounds of ``guard`` (its budget, its pool, its client still there; none: unbounded).
         Returns the values and how many distinct pairs were computed."""
-        i = np.asarray(i, dtype=np.int64)
-        j = np.asarray(j, dtype=np.int64)
-        values, found = self.stored(i, j)
-        if found.all():
-            return values, 0
-        miss = np.flatnonzero(~found)
-        keys = np.minimum(i[miss], j[miss]) * self.n_items + np.maximum(i[miss], j[miss])
-        cached, hit = self.pair_cache.get(keys)
-        values[miss[hit]] = cached[hit]
-        todo = miss[~hit]
+        return self.lookup(i, j, lambda keys: self._computed(keys, allow_compute, guard or unguarded()))
+
+    def pairwise(
+        self, members: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None
+    ) -> tuple[np.ndarray, int]:
+        """The (B, S, S) matrices of distances among each row of ``members`` (B, S): symmetric, zero diagonal."""
+        return self.matrices(members, lambda keys: self._computed(keys, allow_compute, guard or unguarded()))
+
+    def _computed(self, keys: np.ndarray, allow_compute: bool, guard: ComputeGuard) -> tuple[np.ndarray, int]:
+        """The distances of the pairs ``keys`` a request needs and the store does not hold: from the pair cache, or
+        computed (then cached) when the request may (``allow_compute``: the API key) and ``guard`` admits the cost;
+        the values and how many distinct pairs were computed."""
+        values, hit = self.pair_cache.get(keys)
+        todo = np.flatnonzero(~hit)
         if not todo.size:
             return values, 0
         if not allow_compute:
@@ -238,8 +196,7 @@ class ServedStore:
                 f"{todo.size} distance(s) asked are not stored in {self.name!r} and must be computed on "
                 "demand: send the API key in the X-API-Key header"
             )
-        ukeys, inverse = np.unique(keys[~hit], return_inverse=True)
-        guard = guard or unguarded()
+        ukeys, inverse = np.unique(keys[todo], return_inverse=True)
         plan = plan_pairs(ukeys // self.n_items, ukeys % self.n_items)
         # estimated from the kind's class, before the labels are loaded: a refused request costs nothing
         guard.admit(
@@ -257,22 +214,6 @@ class ServedStore:
         self.pair_cache.put(ukeys, computed)
         values[todo] = computed[inverse]
         return values, int(ukeys.size)
-
-    def pairwise(
-        self, members: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None
-    ) -> tuple[np.ndarray, int]:
-        """The (B, S, S) matrices of distances among each row of ``members`` (B, S): symmetric, zero diagonal."""
-        b, s = members.shape
-        if self.dense is not None:
-            out = np.stack([self.dense.submatrix(row, row) for row in members])
-            return out, 0
-        iu, ju = np.triu_indices(s, 1)
-        values, computed = self.distances(members[:, iu].ravel(), members[:, ju].ravel(), allow_compute, guard)
-        out = np.zeros((b, s, s), dtype=np.float32)
-        values = values.reshape(b, -1)
-        out[:, iu, ju] = values
-        out[:, ju, iu] = values
-        return out, computed
 
 
 class UnavailableStore:

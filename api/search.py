@@ -2,7 +2,7 @@
 (``POST /v1/stores/{store}/search``, :mod:`labeldist.api.routers.search`).
 
 The store (:class:`~labeldist.api.registry.ServedStore`) gives the labels and the distance, read through its checks
-of the store on disk (:meth:`~labeldist.api.registry.ServedStore.refusing_damage`); the label's distances to the
+of the store on disk (:meth:`~labeldist.api.registry.ServedStore.reading`); the label's distances to the
 items are computed here, on demand, bounded as every on-demand computation (:mod:`labeldist.api.compute`).
 """
 

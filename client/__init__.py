@@ -21,7 +21,7 @@ from labeldist.client.http import (
     StoreNotFound,
 )
 from labeldist.client.inputs import InputError, Inputs
-from labeldist.client.local import LocalSource, draw_batch_items
+from labeldist.client.local import LocalSource
 from labeldist.client.pml import binary_split, pml_labels, pml_triplets
 from labeldist.client.prefetch import Prefetcher
 
@@ -42,7 +42,6 @@ __all__ = [
     "Source",
     "StoreNotFound",
     "binary_split",
-    "draw_batch_items",
     "pml_labels",
     "pml_triplets",
 ]

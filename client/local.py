@@ -17,13 +17,10 @@ wholly from one generation of a store. A store rebuilt or appended to between tw
 (as the service reopens it); one replaced during a call is opened again and the call asked again
 (:data:`REOPEN_TRIES` times, then its :class:`~labeldist.store.StoreChangedError` is raised).
 
-The minibatches are drawn by the service's rule
-(:func:`draw_batch_items`: the same seed draws the same items as ``POST /v1/stores/{store}/batches``), and their
-label distances are the service's too: stored ones from the dense matrix when the store has one, else from either
-item's kNN list, and the pairs a kNN-only store does not hold computed from the stored labels with the store's
-own distance (:meth:`labeldist.store.StoreReader.distance`), planned and computed by the service's own code
-(:mod:`labeldist.pairs`). Unlike the service there are no request limits, no compute budget and no API key: the
-caller's own process does the work.
+The minibatches are drawn by the service's rule, :mod:`labeldist.batching` (the same seed draws the same items as
+``POST /v1/stores/{store}/batches``), from the service's view of a store, :class:`labeldist.storeview.StoreView`
+(the same stored distances, the same pairs computed from the labels). Unlike the service there are no request
+limits, no compute budget and no API key: the caller's own process does the work.
 """
 
 from __future__ import annotations
@@ -38,27 +35,16 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from labeldist.batching import (
-    PoolError,
-    check_pool,
-    draw_items,
-    draw_items_in_pool,
-    draw_pool_anchors,
-    item_indices,
-    nearest_in_pool,
-    resolve_pool,
-)
+from labeldist.batching import DrawRefused, draw_anchors, draw_batch_items, item_indices
 from labeldist.client.http import Batches, Hits, RequestRejected, StoreNotFound
-from labeldist.pairs import compute_pairs
-from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import (
     StoreChangedError,
     StoreError,
-    StoreReader,
     read_manifest,
     replacement_under_way,
     store_identity,
 )
+from labeldist.storeview import StoreView
 
 log = logging.getLogger("labeldist.client")
 
@@ -71,106 +57,8 @@ REOPEN_TRIES = 3
 Answer = TypeVar("Answer")
 
 
-def draw_batch_items(
-    knn: KnnRows | np.ndarray,
-    *,
-    anchors: np.ndarray | list[int] | None,
-    count: int | None,
-    size: int,
-    neighbors: int,
-    seed: int,
-    pool: np.ndarray | list[int] | None = None,
-    exclude: np.ndarray | list[int] | None = None,
-    distances: Callable[[int, np.ndarray], np.ndarray] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The anchors and items of one minibatch per anchor, drawn as the service draws them (both call
-    :func:`labeldist.batching.draw_items`: the same seed gives the same minibatches).
-
-    With ``anchors=None``, ``count`` anchors are drawn first (without replacement when the store has enough items).
-    Then, for each anchor in order, its items: the anchor's ``neighbors`` nearest (the first of its kNN list, -1
-    padding left out: ``knn`` is a store's :class:`~labeldist.rowcache.KnnRows`, which reads the anchors' lists
-    only, or its whole (N, k) ``indices`` array), then ``size - 1 - neighbors`` others drawn uniformly without
-    replacement from the items that are neither the anchor nor those nearest
-    (:func:`sample_excluding`), all from one ``numpy.random.default_rng(seed)``. Returns anchors ``(B,)`` and
-    items ``(B, size - 1)``, both int64. ValueError, with the service's message, for a request it refuses as
-    a bad parameter (422); anchors must already be checked to be items of the store.
-
-    With ``pool`` (or ``exclude``: the pool is every other item) every member is an item of the pool, as the
-    service draws them: ``count`` anchors drawn from it, given anchors refused unless in it, each anchor's
-    nearest *within the pool* (:func:`labeldist.batching.nearest_in_pool`: its list without the items outside
-    the pool, and where the list runs out the pool's other items ranked by ``distances(anchor, items)``, which
-    must then be given), the others drawn from it. A pool the service refuses raises
-    :class:`~labeldist.batching.PoolError`, a ValueError with the service's message and the ``field`` at fault.
-    """
-    n, k = (knn.n_items, knn.k) if isinstance(knn, KnnRows) else knn.shape
-    if size < 2:
-        raise ValueError(f"size={size} must be at least 2 (the anchor and one item)")
-    if neighbors < 0:
-        raise ValueError(f"neighbors={neighbors} must be at least 0")
-    if size > n:
-        raise ValueError(f"size={size} is more than the store's {n} items")
-    if neighbors > size - 1:
-        raise ValueError(f"neighbors={neighbors} does not fit in a batch of size={size} (at most size - 1)")
-    if neighbors > k:
-        raise ValueError(f"neighbors={neighbors} is more than the store's k={k}")
-    allowed = resolve_pool(n, pool=pool, exclude=exclude)
-    field = "pool" if pool is not None else "exclude"
-    rng = np.random.default_rng(seed)
-    if anchors is None:
-        if count is None or count < 1:
-            raise ValueError(f"count={count} must be at least 1")
-        if allowed is None:
-            anchor_arr = rng.choice(n, size=count, replace=count > n).astype(np.int64)
-        else:
-            check_pool(allowed, None, size, field)
-            anchor_arr = draw_pool_anchors(rng, allowed, count)
-    else:
-        anchor_arr = np.asarray(anchors, dtype=np.int64).reshape(-1)
-        if not anchor_arr.size:
-            raise ValueError("anchors must name at least one item")
-        if allowed is not None:
-            check_pool(allowed, anchor_arr, size, field)
-    if not neighbors:
-        rows = np.empty((anchor_arr.size, 0), dtype=np.int32)
-    else:
-        rows = knn.rows(anchor_arr)[0] if isinstance(knn, KnnRows) else np.asarray(knn)[anchor_arr]
-    if allowed is None:
-        return anchor_arr, draw_items(rng, n, anchor_arr, rows, size, neighbors)
-
-    def no_distances(anchor: int, items: np.ndarray) -> np.ndarray:
-        raise ValueError(f"anchor {anchor}'s kNN list runs out within the pool: give distances= to rank the rest")
-
-    nearest = nearest_in_pool(anchor_arr, rows, allowed, neighbors, distances or no_distances)
-    return anchor_arr, draw_items_in_pool(rng, allowed, anchor_arr, nearest, size)
-
-
-class _Store:
-    """One opened store: kNN lists and dense rows read a row block at a time through bounded caches
-    (:mod:`labeldist.rowcache`, as the service reads them), labels and distance loaded on first need."""
-
-    def __init__(self, name: str, url: str, dense_cache_bytes: int, knn_cache_bytes: int) -> None:
-        self.name = name
-        self.reader = StoreReader(url)
-        self.n_items, self.k = self.reader.n_items, self.reader.k
-        self.reader.check_knn()  # every chunk of the lists checked once, as the service does: damage refused now
-        self.knn = KnnRows(self.reader.knn_rows, self.n_items, self.k, self.reader.knn_block_rows, knn_cache_bytes)
-        self.dense: RowBlockCache | None = None
-        if self.reader.has_dense:
-            self.dense = RowBlockCache(self._dense_rows, self.n_items, self.reader.dense_block_rows, dense_cache_bytes)
-        self._lock = threading.Lock()
-        self._labels: Any = None
-        self._distance: Any = None
-
-    def info(self) -> dict[str, Any]:
-        from labeldist.search import searchable
-
-        return {
-            **self.reader.manifest,
-            "name": self.name,
-            "available": True,
-            "has_dense": self.dense is not None,
-            "searchable": searchable(self.reader.manifest["kind"]),
-        }
+class _Store(StoreView):
+    """A store opened in this process: the service's view, with the client's errors for items it does not have."""
 
     def check_index(self, index: np.ndarray, what: str = "item") -> None:
         """RequestRejected (422, as the service's schema) for a negative index, StoreNotFound (404) for one past
@@ -179,53 +67,14 @@ class _Store:
         if (arr < 0).any():
             message = f"{what} indices must be >= 0, got {int(arr[np.argmax(arr < 0)])}"
             raise RequestRejected(message, 422, message)
-        bad = arr >= self.n_items
-        if bad.any():
-            value = int(arr[np.argmax(bad)])
+        value = self.first_outside(arr)
+        if value is not None:
             message = f"store {self.name!r} has no {what} {value} (items are 0..{self.n_items - 1})"
             raise StoreNotFound(message, 404, message)
 
-    def _dense_rows(self, start: int, stop: int) -> np.ndarray:
-        return np.ascontiguousarray(self.reader.dense_rows(start, stop), dtype=np.float32)
-
-    def labels_and_distance(self) -> tuple[Any, Any]:
-        with self._lock:
-            if self._labels is None:
-                self._distance = self.reader.distance()
-                self._labels = self.reader.labels()
-            return self._labels, self._distance
-
-    def distances(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    def pair_values(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """Distances of the pairs ``(i[t], j[t])``, float32: stored, or computed from the labels."""
-        i = np.asarray(i, dtype=np.int64).reshape(-1)
-        j = np.asarray(j, dtype=np.int64).reshape(-1)
-        if self.dense is not None:
-            return self.dense.gather(i, j)
-        values, found = self.knn.lookup(i, j)
-        if found.all():
-            return values
-        miss = np.flatnonzero(~found)
-        keys = np.minimum(i[miss], j[miss]) * self.n_items + np.maximum(i[miss], j[miss])
-        ukeys, inverse = np.unique(keys, return_inverse=True)
-        labels, distance = self.labels_and_distance()
-        computed = compute_pairs(labels, distance, ukeys // self.n_items, ukeys % self.n_items)
-        values[miss] = computed[inverse]
-        return values
-
-    def pairwise(self, members: np.ndarray) -> np.ndarray:
-        """The ``(B, S, S)`` matrices of distances among each row of ``members`` ``(B, S)``: symmetric (from the
-        dense matrix as stored), zero diagonal."""
-        b, s = members.shape
-        if self.dense is not None:
-            rows = np.repeat(members, s, axis=1).reshape(-1)
-            cols = np.tile(members, (1, s)).reshape(-1)
-            return self.dense.gather(rows, cols).reshape(b, s, s)
-        iu, ju = np.triu_indices(s, 1)
-        values = self.distances(members[:, iu].ravel(), members[:, ju].ravel()).reshape(b, -1)
-        out = np.zeros((b, s, s), dtype=np.float32)
-        out[:, iu, ju] = values
-        out[:, ju, iu] = values
-        return out
+        return self.lookup(i, j)[0]
 
 
 class LocalSource:
@@ -304,7 +153,9 @@ class LocalSource:
                 known = ", ".join(s["name"] for s in self.stores()) or "none"
                 message = f"unknown store {name!r}: no labeldist store at {path} (stores under {self.root}: {known})"
                 raise StoreNotFound(message, 404, message)
-            store = self._stores[name] = _Store(name, str(path), self.dense_cache_mb << 20, self.knn_cache_mb << 20)
+            store = self._stores[name] = _Store(
+                name, str(path), knn_cache_bytes=self.knn_cache_mb << 20, dense_cache_bytes=self.dense_cache_mb << 20
+            )
             return store
 
     def _answer(self, name: str, work: Callable[[_Store], Answer]) -> Answer:
@@ -367,7 +218,7 @@ class LocalSource:
         def answer(s: _Store) -> np.ndarray:
             s.check_index(np.array([anchor]), "anchor")
             s.check_index(items)
-            return s.distances(np.full(items.size, int(anchor), dtype=np.int64), items)
+            return s.pair_values(np.full(items.size, int(anchor), dtype=np.int64), items)
 
         return self._answer(store, answer)
 
@@ -377,7 +228,7 @@ class LocalSource:
 
         def answer(s: _Store) -> np.ndarray:
             s.check_index(pairs)
-            return s.distances(pairs[:, 0], pairs[:, 1])
+            return s.pair_values(pairs[:, 0], pairs[:, 1])
 
         return self._answer(store, answer)
 
@@ -430,7 +281,7 @@ class LocalSource:
         exclude: np.ndarray | list[int] | None = None,
     ) -> Batches:
         """One minibatch per anchor (given, or ``count`` drawn), as ``POST /v1/stores/{store}/batches`` answers:
-        each anchor's ``neighbors`` nearest, then random others (:func:`draw_batch_items`); the label distances
+        each anchor's ``neighbors`` nearest, then random others (:mod:`labeldist.batching`); the label distances
         from the anchor to each item and, with ``pairwise``, each minibatch's matrix, anchor first. A missing
         ``seed`` is drawn at random; the answer says which was used.
 
@@ -445,7 +296,7 @@ class LocalSource:
                 None if given is None else item_indices(given, name)
                 for name, given in (("anchors", anchors), ("pool", pool), ("exclude", exclude))
             )
-        except PoolError as e:
+        except DrawRefused as e:
             raise RequestRejected(str(e), 422, str(e)) from None
         seed = secrets.randbits(53) if seed is None else int(seed)
         for name, given in (("pool", pool), ("exclude", exclude)):
@@ -481,16 +332,10 @@ class LocalSource:
         exclude: np.ndarray | None,
     ) -> Batches:
         """:meth:`batches` from one opened store (its arguments already checked and converted)."""
-        store = s.name
-        if anchors is not None:
-            s.check_index(anchors, "anchor")
-
-        def anchor_row(anchor: int, items: np.ndarray) -> np.ndarray:
-            return s.distances(np.full(items.size, anchor, dtype=np.int64), items)
-
         try:
-            drawn, items = draw_batch_items(
-                s.knn,
+            drawn, allowed, rng = draw_anchors(
+                s.n_items,
+                s.k,
                 anchors=anchors,
                 count=count,
                 size=size,
@@ -498,17 +343,22 @@ class LocalSource:
                 seed=seed,
                 pool=pool,
                 exclude=exclude,
-                distances=anchor_row,
+                check_anchors=lambda given: s.check_index(given, "anchor"),
             )
-        except ValueError as e:  # a PoolError too
-            raise RequestRejected(f"store {store!r}: {e}", 422, str(e)) from None
+        except DrawRefused as e:
+            raise RequestRejected(f"store {s.name!r}: {e}", 422, str(e)) from None
+
+        def anchor_row(anchor: int, items: np.ndarray) -> np.ndarray:
+            return s.pair_values(np.full(items.size, anchor, dtype=np.int64), items)
+
+        items = draw_batch_items(rng, s.knn, drawn, size=size, neighbors=neighbors, pool=allowed, distances=anchor_row)
         b, m = items.shape
-        distances = s.distances(np.repeat(drawn, m), items.reshape(-1)).reshape(b, m)
+        distances = s.pair_values(np.repeat(drawn, m), items.reshape(-1)).reshape(b, m)
         members = np.concatenate([drawn[:, None], items], axis=1)
         return Batches(
             anchors=drawn,
             items=items,
             distances=distances,
-            pairwise=s.pairwise(members) if pairwise else None,
+            pairwise=s.matrices(members)[0] if pairwise else None,
             seed=seed,
         )

@@ -5,7 +5,6 @@ minibatches: the anchor first, its ``neighbors`` kNN neighbours next, random oth
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,9 +18,7 @@ from labeldist.client import (
     MinibatchStream,
     RequestRejected,
     StoreNotFound,
-    draw_batch_items,
 )
-from labeldist.rowcache import KnnRows
 from labeldist.store import StoreReader
 from tests.client.conftest import DENSE, KNN
 from tests.conftest import flip_bit
@@ -46,32 +43,6 @@ def assert_same_batches(a, b) -> None:
     assert (a.pairwise is None) == (b.pairwise is None)
     if a.pairwise is not None:
         np.testing.assert_array_equal(a.pairwise, b.pairwise)
-
-
-# ------------------------------------------------------------------ the service's drawing rule, draw for draw
-@pytest.mark.parametrize("name", [DENSE, KNN])
-def test_draws_equal_the_service_drawing_code(stores: Path, name: str) -> None:
-    """labeldist.client may not import labeldist.api: its draw_batch_items mirrors api/batching.py's draw_batches,
-    checked here against it directly."""
-    from labeldist.api.batching import draw_batches
-
-    reader = StoreReader(str(stores / name))
-    indices, _ = reader.knn()
-    knn = KnnRows(reader.knn_rows, reader.n_items, reader.k, reader.knn_block_rows, 1 << 20)
-    served = SimpleNamespace(n_items=reader.n_items, k=reader.k, knn=knn, check_index=lambda *a: None)
-    cases = [
-        dict(anchors=[0, 7, 7, 199], count=None, size=12, neighbors=5),
-        dict(anchors=None, count=9, size=40, neighbors=0),
-        dict(anchors=None, count=250, size=3, neighbors=2),  # more anchors than... some draws with replacement
-        dict(anchors=[3], count=None, size=reader.n_items, neighbors=reader.k),
-    ]
-    for case in cases:
-        for seed in (0, 1, 2**53 - 1):
-            want = draw_batches(served, seed=seed, **case)
-            for source in (knn, indices):  # the lists read on demand, or the whole array in memory
-                anchors, items = draw_batch_items(source, seed=seed, **case)
-                np.testing.assert_array_equal(anchors, want.anchors)
-                np.testing.assert_array_equal(items, want.items)
 
 
 # ------------------------------------------------------------------ the same answers as the service

@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "labeldist.batching",
             "labeldist.outputs",
             "labeldist.search",
+            "labeldist.storeview",
         ),
     ),
     ("engine", ("labeldist.lock", "labeldist.engine", "labeldist.append", "labeldist.verify", "labeldist.export")),
