@@ -36,7 +36,7 @@ def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor,
     """The binary rule of every binary baseline: in one minibatch (anchor at row 0, items at rows ``1..m`` with
     label distances ``distances`` ``(m,)``), the ``positives`` items nearest the anchor in label space are its
     positives (ties broken by position), the other items its negatives. Returns (positive rows, negative rows),
-    each nearest first. The trainer's baselines (``labeldist.trainer.losses.binary_split``) use the same rule."""
+    each nearest first. The trainer's binary baselines (``labeldist.trainer.losses``) split by this function."""
     order = torch.argsort(distances, stable=True) + 1
     return order[:positives], order[positives:]
 

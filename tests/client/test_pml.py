@@ -11,7 +11,7 @@ import pytest
 import torch
 from pytorch_metric_learning.losses import ContrastiveLoss, TripletMarginLoss
 
-from labeldist.client import Minibatch, binary_split, pml_labels, pml_triplets
+from labeldist.client import Minibatch, pml_labels, pml_triplets
 
 
 def minibatch(b: int, n: int, seed: int, *, ties: bool = False) -> SimpleNamespace:
@@ -83,15 +83,12 @@ def test_triplets_equal_the_slow_enumeration_in_order(seed: int, ties: bool) -> 
 
 
 def test_the_rule_is_the_trainers() -> None:
-    from labeldist.trainer.losses import binary_split as trainer_split
     from labeldist.trainer.losses import binary_triplets, neighbourhood_classes
 
     for seed in range(5):
         mb = minibatch(1, 12, seed, ties=True)
         d, idx = mb.distances[0], mb.indices[0]
         for positives in (1, 4, 10):
-            for mine, theirs in zip(binary_split(d, positives), trainer_split(d, positives)):
-                assert torch.equal(mine, theirs)
             assert torch.equal(pml_labels(mb, positives), neighbourhood_classes(idx, d, positives))
             for mine, theirs in zip(pml_triplets(mb, positives), binary_triplets(d, positives)):
                 assert torch.equal(mine, theirs)

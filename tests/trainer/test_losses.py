@@ -103,10 +103,10 @@ def test_binary_triplet_rejects_more_positives_than_items() -> None:
 
 
 def test_binary_positives_default_to_the_papers_share_of_the_minibatch() -> None:
-    from labeldist.trainer.losses.binary_triplet import check_positives
+    from labeldist.trainer.losses.binary_triplet import positives_among
 
-    assert check_positives(None, 149) == 30  # Kim et al.: 30 of a minibatch of 150
-    assert check_positives(None, 31) == 6 and check_positives(None, 3) == 1 and check_positives(None, 2) == 1
+    assert positives_among(None, 149) == 30  # Kim et al.: 30 of a minibatch of 150
+    assert positives_among(None, 31) == 6 and positives_among(None, 3) == 1 and positives_among(None, 2) == 1
     # the default at three items is one positive, so the loss is that of positives=1
     assert BinaryTripletLoss()(F_, Y).item() == BinaryTripletLoss(positives=1)(F_, Y).item()
 

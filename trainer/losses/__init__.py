@@ -1,7 +1,7 @@
 """Losses over dense-triplet minibatches, one per file; each docstring gives its formula and paper."""
 
 from labeldist.trainer.losses.base import BatchLoss
-from labeldist.trainer.losses.binary_triplet import BinaryTripletLoss, binary_pairs, binary_split, binary_triplets
+from labeldist.trainer.losses.binary_triplet import BinaryTripletLoss, binary_pairs, binary_triplets
 from labeldist.trainer.losses.dense_triplet import DenseTripletLoss
 from labeldist.trainer.losses.ladder import LadderLoss
 from labeldist.trainer.losses.lifted import LiftedStructureLoss
@@ -47,7 +47,6 @@ __all__ = [
     "MultiSimilarityLoss",
     "ProxyAnchorLoss",
     "binary_pairs",
-    "binary_split",
     "binary_triplets",
     "log_ratio_gradient",
     "make_loss",

@@ -7,33 +7,24 @@ from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.losses import TripletMarginLoss
 from pytorch_metric_learning.reducers import MeanReducer
 
+from labeldist.client.pml import binary_split, check_positives
 from labeldist.trainer.losses.base import BatchLoss
-
-
-def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The binary rule of every binary baseline: in one minibatch (anchor at row 0, items at rows ``1..m`` with
-    label distances ``distances`` ``(m,)``), the ``positives`` items nearest the anchor in label space are its
-    positives (ties broken by position), the other items its negatives. Returns (positive rows, negative rows)."""
-    order = torch.argsort(distances, stable=True) + 1
-    return order[:positives], order[positives:]
-
 
 #: an anchor's share of positives among its minibatch's items when no count is given: Kim et al.'s 30 of 149
 POSITIVE_SHARE = 30 / 149
 
 
-def check_positives(positives: int | None, m: int) -> int:
+def positives_among(positives: int | None, m: int) -> int:
     """The number of positives among a minibatch's ``m`` items: ``positives``, or for None the paper's share of them
     (:data:`POSITIVE_SHARE`: 30 of 149, 6 of 31), at least 1 and leaving a negative. ValueError unless it leaves at
-    least one negative.
+    least one negative (:func:`labeldist.client.pml.check_positives`).
 
-    >>> check_positives(None, 149), check_positives(None, 31), check_positives(3, 31)
+    >>> positives_among(None, 149), positives_among(None, 31), positives_among(3, 31)
     (30, 6, 3)
     """
     if positives is None:
         positives = min(max(round(POSITIVE_SHARE * m), 1), m - 1)
-    if not 0 < positives < m:
-        raise ValueError(f"positives={positives} must lie in 1..{m - 1} (batch items - 1)")
+    check_positives(positives, m)
     return positives
 
 
@@ -70,7 +61,7 @@ class AnchorPairLoss(BatchLoss):
         self.pml_loss = pml_loss
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
-        positives = check_positives(self.positives, distances.shape[1])
+        positives = positives_among(self.positives, distances.shape[1])
         return torch.stack(
             [
                 self.pml_loss(embeddings[b], indices_tuple=binary_pairs(distances[b], positives))
@@ -109,7 +100,7 @@ class BinaryTripletLoss(BatchLoss):
         return torch.full(distances.shape[:1], float(self.triplet.margin), dtype=distances.dtype)
 
     def compute(self, embeddings: torch.Tensor, distances: torch.Tensor, pairwise: torch.Tensor | None) -> torch.Tensor:
-        positives = check_positives(self.positives, distances.shape[1])
+        positives = positives_among(self.positives, distances.shape[1])
         losses = [
             self.triplet(embeddings[b], indices_tuple=binary_triplets(distances[b], positives))
             for b in range(embeddings.shape[0])

@@ -9,7 +9,7 @@ from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import MeanReducer
 
-from labeldist.trainer.losses.binary_triplet import AnchorPairLoss, check_positives
+from labeldist.trainer.losses.binary_triplet import AnchorPairLoss, positives_among
 
 
 class LiftedStructureLoss(AnchorPairLoss):
@@ -20,7 +20,7 @@ class LiftedStructureLoss(AnchorPairLoss):
         J_{ap} = \log \sum_{n \in N} \exp\big(\alpha - D(f_a, f_n)\big) + D(f_a, f_p), \qquad
         L = \frac{1}{2|P|} \sum_{p \in P} \big[ J_{ap} \big]_+^2
 
-    Positives and negatives by the binary rule (:func:`~labeldist.trainer.losses.binary_triplet.binary_split`): in
+    Positives and negatives by the binary rule (:func:`~labeldist.client.pml.binary_split`): in
     each minibatch the ``positives`` items nearest the anchor in label space (default: a fifth, 30 of 149) are its
     positives :math:`P`, every other item a negative :math:`N`; only pairs with the anchor are used, since only the
     anchor's label distances are known (the paper's :math:`J_{ij}` also sums the negatives of :math:`j`, whose
@@ -42,6 +42,6 @@ class LiftedStructureLoss(AnchorPairLoss):
         self.margin = margin
 
     def anchor_chance(self, distances: torch.Tensor) -> torch.Tensor:
-        negatives = distances.shape[1] - check_positives(self.positives, distances.shape[1])
+        negatives = distances.shape[1] - positives_among(self.positives, distances.shape[1])
         value = 0.5 * max(math.log(negatives) + self.margin, 0.0) ** 2
         return torch.full(distances.shape[:1], value, dtype=distances.dtype)

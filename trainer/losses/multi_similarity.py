@@ -19,7 +19,7 @@ class MultiSimilarityLoss(AnchorPairLoss):
 
     the paper's term of one anchor :math:`a`, with :math:`S` the cosine similarity and pytorch-metric-learning's
     defaults :math:`\alpha = 2, \beta = 50, \lambda = 0.5` (those of the authors' code). Positives and negatives by
-    the binary rule (:func:`~labeldist.trainer.losses.binary_triplet.binary_split`): in each minibatch the
+    the binary rule (:func:`~labeldist.client.pml.binary_split`): in each minibatch the
     ``positives`` items (default: a fifth, 30 of 149) nearest the anchor in label space are its positives :math:`P`,
     every other item a negative :math:`N`. The anchor is the only query (only its label distances are known). Only
     the loss is used, not the paper's pair mining step (its miner needs class labels). Computed by

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from pytorch_metric_learning import losses as pml
 
+from labeldist.client.pml import binary_split
 from labeldist.trainer.losses.base import BatchLoss
-from labeldist.trainer.losses.binary_triplet import binary_split, check_positives
+from labeldist.trainer.losses.binary_triplet import positives_among
 
 
 def neighbourhood_classes(indices: torch.Tensor, distances: torch.Tensor, positives: int) -> torch.Tensor:
@@ -34,7 +35,7 @@ class ProxyAnchorLoss(BatchLoss):
     Classes from continuous labels (:func:`neighbourhood_classes`): one class, and one proxy, per store item —
     ``num_classes`` is the training store's item count. In each minibatch the anchor and its ``positives`` (default:
     a fifth, 30 of 149) label-nearest items (the binary rule of
-    :func:`~labeldist.trainer.losses.binary_triplet.binary_split`) take the anchor's class; every other item keeps
+    :func:`~labeldist.client.pml.binary_split`) take the anchor's class; every other item keeps
     its own. Proxy :math:`i` so stands for the label neighbourhood of item :math:`i`, learnt from the minibatches
     anchored at :math:`i`; random others of a minibatch count as negatives of every other class, the usual
     assumption of class-based metric learning (Stanford Online Products, which the paper uses, is alike: ~11k
@@ -73,7 +74,7 @@ class ProxyAnchorLoss(BatchLoss):
         *,
         indices: torch.Tensor,
     ) -> torch.Tensor:
-        positives = check_positives(self.positives, distances.shape[1])
+        positives = positives_among(self.positives, distances.shape[1])
         if int(indices.min()) < 0 or int(indices.max()) >= self.num_classes:
             raise ValueError(
                 f"store indices must lie in 0..{self.num_classes - 1} (one proxy per store item), got "
