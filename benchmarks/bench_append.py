@@ -1,4 +1,4 @@
-"""Appending 10 % new items to a store (``labeldist.append``) against a full recompute, on poses and on captions.
+"""Appending 10 % new items to a store (``labeldist.engine.append``) against a full recompute, on poses and on captions.
 
 For each dataset the first N items are split into a base (the first round(N / 1.1) items) and the new items
 (the rest, 10 % of the base). Each repeat, on one Dask LocalCluster of 2 single-threaded workers for all the
@@ -12,7 +12,7 @@ runs of a dataset (``client=``, ``progress=False``):
 It prints the wall time of (b) and (c) and their ratio (the median of each repeat's ratio), and the exact
 distances each computed (``AppendResult.exact_pairs``; for the full recompute the sum of ``progress/exact_pairs``,
 :func:`labeldist.store.exact_pairs_total`) and their ratio, beside the theoretical count of the append
-(:func:`labeldist.append.appended_pairs`, no pruning) and of the full recompute counted alike (N^2, or
+(:func:`labeldist.engine.grow.appended_pairs`, no pruning) and of the full recompute counted alike (N^2, or
 N (N + 1) / 2 in the symmetric mode; the engine's own counts include the diagonal squares of its row blocks whole).
 Every repeat checks that the appended store equals the full recompute: same ids, same labels digest, kNN indices
 identical, kNN distances and dense matrix equal (bit for bit); the script fails otherwise.
@@ -46,11 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldist.append import append, appended_pairs
 from labeldist.distances.base import LabelDistance
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import dask_client, precompute
+from labeldist.engine.grow import append, appended_pairs
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import read_captions
 from labeldist.labels.pose_files import read_mpii_csv
@@ -90,7 +90,7 @@ def split(n: int) -> tuple[int, int]:
 
 
 def full_pairs_formula(n: int, symmetric_dense: bool) -> int:
-    """Distances a full recompute computes without pruning, counted as :func:`labeldist.append.appended_pairs`
+    """Distances a full recompute computes without pruning, counted as :func:`labeldist.engine.grow.appended_pairs`
     counts an append's: every row against every item, or in the symmetric dense mode the upper triangle with its
     diagonal. (The engine computes the diagonal squares of its row blocks whole, and counts them so in
     ``progress/exact_pairs``: a few per cent more, in both jobs.)"""

@@ -24,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from labeldist.distances.pose import PoseDistance
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import StoreReader, build_manifest, create_store, n_blocks, publish
 

@@ -162,7 +162,7 @@ def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentPars
     """The parser of ``labeldist append STORE FILE [OPTIONS]`` for the store's kind: the kind's own options, as
     ``precompute`` takes them, those the store records (its distance's parameters and its reader's settings, under
     the same names) defaulting to the store's values, and the options of the job."""
-    from labeldist.append import FILE_PROVENANCE
+    from labeldist.engine.grow import FILE_PROVENANCE
     from labeldist.kinds import get_kind
 
     kind = get_kind(manifest["kind"])
@@ -194,7 +194,7 @@ def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentPars
 
 
 def _append(args: argparse.Namespace) -> int:
-    from labeldist.append import append
+    from labeldist.engine.grow import append
     from labeldist.kinds import get_kind
     from labeldist.store import read_manifest, store_url
 

@@ -25,7 +25,7 @@ def check_store(path: str | Path) -> str:
 def write_store(url: str | Path, labels, distance, *, dataset: str, k: int, dense: bool, block_rows: int) -> Path:
     """A complete store written in this process, block by block, by the engine's own task function (no Dask, and
     no check of k against N: a store with padded lists can be made on purpose)."""
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.store import build_manifest, create_store, n_blocks, publish
 
     manifest = build_manifest(

@@ -2,7 +2,7 @@
 
     python -m tests.held_precompute POINT precompute pose CSV --out OUT ...
 
-POINT names a function of :mod:`labeldist.engine` that the job calls once, in this process: ``create_store``
+POINT names a function that :mod:`labeldist.engine.build` calls once, in this process: ``create_store``
 (nothing written yet), ``publish`` (every block written, the store not yet complete) or ``replace_with_staged``
 (an ``--overwrite`` job's new store complete, not yet swapped in). Just before that call the job prints
 ``held at POINT`` and reads a line from stdin; it goes on when the test writes one (or closes stdin). Everything
@@ -23,17 +23,17 @@ REACH_TIMEOUT = 300.0
 
 
 def hold_at(point: str) -> None:
-    """Wrap ``labeldist.engine.<point>`` so that it announces itself and waits for a line on stdin."""
-    import labeldist.engine
+    """Wrap ``labeldist.engine.build.<point>`` so that it announces itself and waits for a line on stdin."""
+    import labeldist.engine.build
 
-    original = getattr(labeldist.engine, point)
+    original = getattr(labeldist.engine.build, point)
 
     def held(*args, **kwargs):
         print(f"held at {point}", flush=True)
         sys.stdin.readline()
         return original(*args, **kwargs)
 
-    setattr(labeldist.engine, point, held)
+    setattr(labeldist.engine.build, point, held)
 
 
 def main() -> int:

@@ -17,13 +17,13 @@ import numba
 import numpy as np
 
 from labeldist.distances.base import LabelDistance
-from labeldist.distances.nbow import _max_len, _word_dist, nbow, unit_rows
-from labeldist.distances.transport import _emd_small, _workspace
+from labeldist.distances.nbow import longest_bag, nbow, unit_rows, word_costs
+from labeldist.distances.transport import emd_small, emd_workspace
 from labeldist.distances.wmd import wmd_many, wmd_pairs
 from labeldist.distances.wmd_bounds import (
-    _rwmd_cost,
     euclidean_lower_bounds,
     nearest_in_texts,
+    rwmd_cost,
     rwmd_many,
     rwmd_to_all,
     wcd_many,
@@ -172,7 +172,7 @@ def _pruned_w(  # pragma: no cover - compiled
             for r in range(a1 - a0):
                 for s in range(b1 - b0):
                     cost[r, s] = table[row_word[a0 + r], col_word[b0 + s]]
-            bound[x * nc + y] = _rwmd_cost(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1]) * (1.0 - 1e-9)
+            bound[x * nc + y] = rwmd_cost(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1]) * (1.0 - 1e-9)
     # visiting order: by increasing bound (insertion sort of at most a few dozen entries, no allocation)
     for q in range(nr * nc):
         p = q - 1
@@ -193,7 +193,7 @@ def _pruned_w(  # pragma: no cover - compiled
         for r in range(a1 - a0):
             for s in range(b1 - b0):
                 cost[r, s] = table[row_word[a0 + r], col_word[b0 + s]]
-        v = _emd_small(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1], ws)
+        v = emd_small(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1], ws)
         solved += 1
         if np.isnan(v):
             return np.nan, solved
@@ -213,7 +213,7 @@ def _scratch(mmax, cmax):  # pragma: no cover - compiled
     """Scratch arrays of :func:`_pruned_w` for bags of up to ``mmax`` words and up to ``cmax`` captions."""
     pairs = cmax * cmax
     return (
-        _workspace(mmax, mmax),
+        emd_workspace(mmax, mmax),
         np.empty((mmax, mmax)),
         np.empty(pairs),
         np.empty(pairs, np.int64),
@@ -227,9 +227,9 @@ def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj):  # p
     """W for the image pairs (pi[t], pj[t]) of one caption set. Over each run of pairs with the same row
     image, the distances from its distinct words to the words of its partners are computed once (a column
     of the vocabulary-wide table at first use). Returns W (n,) and the number of WMDs solved."""
-    ws, cost, bound, order, rmin, cmin = _scratch(_max_len(off), _max_len(cap))
+    ws, cost, bound, order, rmin, cmin = _scratch(longest_bag(off), longest_bag(cap))
     n_words = vectors.shape[0]
-    table = np.empty((_max_len(img_off), n_words))
+    table = np.empty((longest_bag(img_off), n_words))
     filled = np.full(n_words, -1, dtype=np.int64)  # the run whose row words column v holds
     out = np.empty(len(pi))
     solved = 0
@@ -242,7 +242,7 @@ def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj):  # p
             if filled[v] != run:
                 filled[v] = run
                 for a in range(img_off[i + 1] - img_off[i]):
-                    table[a, v] = _word_dist(vectors, img_words[img_off[i] + a], vectors, v)
+                    table[a, v] = word_costs(vectors, img_words[img_off[i] + a], vectors, v)
         out[t], n = _pruned_w(
             table,
             local,
@@ -273,15 +273,15 @@ def _block_w(  # pragma: no cover - compiled
     """W for every row image and column image; each row image's words get their distances to the whole
     column vocabulary once. Returns W (n_a, n_b) and the WMDs solved."""
     n_a, n_b = len(cap_a) - 1, len(cap_b) - 1
-    mmax, cmax = max(_max_len(off_a), _max_len(off_b)), max(_max_len(cap_a), _max_len(cap_b))
+    mmax, cmax = max(longest_bag(off_a), longest_bag(off_b)), max(longest_bag(cap_a), longest_bag(cap_b))
     ws, cost, bound, order, rmin, cmin = _scratch(mmax, cmax)
-    table = np.empty((_max_len(img_off_a), vb.shape[0]))
+    table = np.empty((longest_bag(img_off_a), vb.shape[0]))
     out = np.empty((n_a, n_b))
     solved = 0
     for i in range(n_a):
         for a in range(img_off_a[i + 1] - img_off_a[i]):
             for v in range(vb.shape[0]):
-                table[a, v] = _word_dist(va, words_a[img_off_a[i] + a], vb, v)
+                table[a, v] = word_costs(va, words_a[img_off_a[i] + a], vb, v)
         for j in range(n_b):
             out[i, j], n = _pruned_w(
                 table,
@@ -341,7 +341,7 @@ def _distinct_texts(labels: CaptionSets, normalize: bool) -> _Texts:
 
 
 @dataclass(frozen=True)
-class _Bags:
+class Bags:
     """Every caption of a caption set as a normalised bag of words (:func:`~labeldist.distances.wmd.nbow`),
     and the distinct words of each image."""
 
@@ -354,7 +354,7 @@ class _Bags:
     local: np.ndarray  # (B,) position of each bag entry's word among its image's words
 
 
-def _bags(labels: CaptionSets, normalize: bool) -> _Bags:
+def _bags(labels: CaptionSets, normalize: bool) -> Bags:
     ids, weights, offsets = nbow(labels.tokens, labels.token_offsets)
     vectors = unit_rows(labels.vectors) if normalize else labels.vectors
     # distinct (image, word) keys, sorted by image then word
@@ -365,7 +365,7 @@ def _bags(labels: CaptionSets, normalize: bool) -> _Bags:
     image_offsets = np.zeros(len(labels) + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys // n_words, minlength=len(labels)), out=image_offsets[1:])
     local = inverse.reshape(-1) - image_offsets[image]
-    return _Bags(ids, weights, offsets, np.asarray(vectors, dtype=np.float64), keys % n_words, image_offsets, local)
+    return Bags(ids, weights, offsets, np.asarray(vectors, dtype=np.float64), keys % n_words, image_offsets, local)
 
 
 class _Prepared:
@@ -381,7 +381,7 @@ class _Prepared:
     def __init__(self, normalize: bool) -> None:
         self._normalize = normalize
         self._texts: _Texts | None = None
-        self._bags: _Bags | None = None
+        self._bags: Bags | None = None
         self._lock = threading.Lock()
 
     def texts(self, labels: CaptionSets) -> _Texts:
@@ -391,7 +391,7 @@ class _Prepared:
                     self._texts = _distinct_texts(labels, self._normalize)
         return self._texts
 
-    def bags(self, labels: CaptionSets) -> _Bags:
+    def bags(self, labels: CaptionSets) -> Bags:
         if self._bags is None:
             with self._lock:
                 if self._bags is None:
@@ -423,7 +423,7 @@ def _caption_pairs(
     return x, y, starts, n_rows, n_cols
 
 
-def _row_chunks(caption_offsets: np.ndarray, bags: _Bags, n_col_words: int, i0: int, i1: int) -> list[tuple[int, int]]:
+def _row_chunks(caption_offsets: np.ndarray, bags: Bags, n_col_words: int, i0: int, i1: int) -> list[tuple[int, int]]:
     """Row-image ranges of ``i0:i1`` whose float32 tables for the bound — ``n_col_words`` x (distinct words +
     captions of the range) — fit ``_LB_CHUNK_BYTES``, by halving; one image is never split."""
     c0, c1 = caption_offsets[i0], caption_offsets[i1]

@@ -80,7 +80,7 @@ def _nbow(tokens, offsets):  # pragma: no cover - compiled
     ids = np.empty(len(tokens), dtype=np.int64)
     weights = np.empty(len(tokens))
     bag_offsets = np.zeros(n + 1, dtype=np.int64)
-    buf = np.empty(max(1, _max_len(offsets)), dtype=np.int64)
+    buf = np.empty(max(1, longest_bag(offsets)), dtype=np.int64)
     b = 0
     for t in range(n):
         length = offsets[t + 1] - offsets[t]
@@ -105,7 +105,7 @@ def _nbow(tokens, offsets):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _max_len(off):  # pragma: no cover - compiled
+def longest_bag(off):  # pragma: no cover - compiled
     m = 0
     for t in range(len(off) - 1):
         m = max(m, off[t + 1] - off[t])
@@ -125,7 +125,7 @@ def _float_table(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vectors, dtype=dtype)
 
 
-def _check_weights(d: np.ndarray, name: str) -> np.ndarray:
+def check_weights(d: np.ndarray, name: str) -> np.ndarray:
     d = np.asarray(d, dtype=np.float64)
     if d.ndim != 1 or np.any(d < 0) or abs(d.sum() - 1.0) > 1e-9:
         raise ValueError(f"{name} must be non-negative weights summing to 1, got {d}")
@@ -135,7 +135,7 @@ def _check_weights(d: np.ndarray, name: str) -> np.ndarray:
 # -------------------------------------------------------------------------- one side of a batched call
 
 
-class _Bags(NamedTuple):
+class Bags(NamedTuple):
     """One side of a batched call as the kernels take it: the nBOW of each text (:func:`nbow`) and the vector
     table its ``ids`` index. A tuple, so that ``*bags`` passes the plain arrays numba needs."""
 
@@ -145,16 +145,16 @@ class _Bags(NamedTuple):
     vectors: np.ndarray  # (V, k) word vectors
 
 
-def _prepare(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> _Bags:
+def prepare_bags(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> Bags:
     """Every text as a bag, ``ids`` remapped onto the rows of ``vectors`` they use (float64)."""
     ids, w, off = nbow(tokens, offsets)
     ids, v = _used_rows(ids, vectors)
-    return _Bags(ids, w, off, v)
+    return Bags(ids, w, off, v)
 
 
-def _prepare_listed(
+def prepare_listed_bags(
     tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray, which: np.ndarray
-) -> tuple[_Bags, np.ndarray]:
+) -> tuple[Bags, np.ndarray]:
     """Only the texts ``which`` refers to as bags (the caller may pass a whole corpus), and ``which``
     renumbered into them. No remapping of the vector table here: each pair reads its few rows directly."""
     used, renumbered = np.unique(which, return_inverse=True)
@@ -163,7 +163,7 @@ def _prepare_listed(
     new_offsets = np.zeros(len(used) + 1, dtype=np.int64)
     np.cumsum(lengths, out=new_offsets[1:])
     flat = np.arange(new_offsets[-1]) + np.repeat(offsets[used] - new_offsets[:-1], lengths)
-    bags = _Bags(*nbow(np.asarray(tokens)[flat], new_offsets), _float_table(vectors))
+    bags = Bags(*nbow(np.asarray(tokens)[flat], new_offsets), _float_table(vectors))
     return bags, renumbered.reshape(-1).astype(np.int64)
 
 
@@ -171,7 +171,7 @@ def _prepare_listed(
 
 
 @numba.njit(cache=True, nogil=True)
-def _word_dist(va, u, vb, v):  # pragma: no cover - compiled
+def word_costs(va, u, vb, v):  # pragma: no cover - compiled
     """:math:`\\|va_u - vb_v\\|_2` in float64: row ``u`` of table ``va`` to row ``v`` of table ``vb``."""
     # the difference form, not |a|^2 + |b|^2 - 2ab: no cancellation for close words (same as scipy cdist)
     s = 0.0
@@ -181,6 +181,6 @@ def _word_dist(va, u, vb, v):  # pragma: no cover - compiled
     return np.sqrt(s)
 
 
-def _pair_cost(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def pair_cost(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """(m, n) float64 ground distances :math:`c_{ij} = \\|x_i - y_j\\|_2` between the rows of x and y."""
     return cdist(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))

@@ -8,11 +8,11 @@ both summing to 1, with costs :math:`C \\in R^{m \\times n}`, is the linear prog
 with the dual :math:`\\max \\sum_i a_i u_i + \\sum_j b_j v_j` s.t. :math:`u_i + v_j \\le C_{ij}`: a feasible plan
 whose potentials price every cell non-negatively, :math:`C_{ij} - u_i - v_j \\ge 0`, is optimal. Its value is
 the Earth Mover's Distance (Rubner, Tomasi, Guibas, "The Earth Mover's Distance as a Metric for Image
-Retrieval", IJCV 2000). :func:`_emd_small` solves it by the transportation simplex (Dantzig 1951; the MODI
-method), in float64, compiled with numba and allocation-free given a workspace (:func:`_workspace`), so that a
+Retrieval", IJCV 2000). :func:`emd_small` solves it by the transportation simplex (Dantzig 1951; the MODI
+method), in float64, compiled with numba and allocation-free given a workspace (:func:`emd_workspace`), so that a
 batched kernel solves many caption-sized (about 5 x 5) problems in one call. It returns NaN when it does not
 finish (its iteration cap, or a basis that rounding broke); the caller then recomputes that problem with
-:func:`_emd_pot`, POT's network simplex (Bonneel, van de Panne, Paris, Heidrich, SIGGRAPH Asia 2011; Flamary et
+:func:`emd_pot`, POT's network simplex (Bonneel, van de Panne, Paris, Heidrich, SIGGRAPH Asia 2011; Flamary et
 al., "POT: Python Optimal Transport", JMLR 2021), which is also the reference the tests hold it to.
 
 Nothing here knows about words: the Word Mover's Distance (:mod:`labeldist.distances.wmd`) and the caption-set
@@ -28,7 +28,7 @@ from labeldist.extras import needed
 
 
 @numba.njit(cache=True, nogil=True)
-def _emd_small(cost, m, n, a, b, ws):  # pragma: no cover - compiled
+def emd_small(cost, m, n, a, b, ws):  # pragma: no cover - compiled
     """Exact transport cost for supplies a (m) and demands b (n), both summing to 1; NaN if not finished.
 
     Transportation simplex (Dantzig 1951; the MODI method; Rubner et al.'s EMD code uses the same): a basic
@@ -191,8 +191,8 @@ def _emd_small(cost, m, n, a, b, ws):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _workspace(mmax, nmax):  # pragma: no cover - compiled
-    """Scratch arrays of _emd_small for problems up to mmax x nmax, allocated once per batch."""
+def emd_workspace(mmax, nmax):  # pragma: no cover - compiled
+    """Scratch arrays of emd_small for problems up to mmax x nmax, allocated once per batch."""
     nv = mmax + nmax
     i8 = np.int64
     return (
@@ -216,7 +216,7 @@ def _workspace(mmax, nmax):  # pragma: no cover - compiled
     )
 
 
-def _emd_pot(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+def emd_pot(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     """The same transport cost by POT's network simplex (``ot.emd2``): the fallback and the reference."""
     with needed("sts", "caption WMD"):
         import ot

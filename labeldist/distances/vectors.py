@@ -24,7 +24,6 @@ those of ``cdist`` (to float32, ties broken by index), about 10x faster than the
 from __future__ import annotations
 
 import math
-import os
 import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -37,6 +36,7 @@ from labeldist.distances.base import STORED_MAX, LabelDistance, past_stored
 from labeldist.knn import rerank_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.labels.vectors import Vectors
+from labeldist.threads import thread_budget
 
 METRICS = ("euclidean", "sqeuclidean", "cosine", "cityblock", "chebyshev")
 #: the product form's error on a squared distance is about D * eps64 * (|a|^2 + |b|^2); recompute where that
@@ -177,27 +177,6 @@ def faiss_index(labels: LabelSet, metric: str) -> FaissIndex:
     return cached[metric]
 
 
-def search_threads() -> int | None:
-    """OpenMP threads for one FAISS search: None (FAISS's default, every core) outside a Dask worker.
-
-    In a Dask worker, each of its threads runs one task at a time, and Dask is set up to run one task per core:
-    labeldist's LocalCluster has one single-threaded worker process per core, ``dask worker`` one thread per core.
-    So one search gets the OpenMP threads of its process (the nanny sets ``OMP_NUM_THREADS=1``, else its cores)
-    divided by the worker's threads: 1 in both set-ups. FAISS's default there would start every core's worth of
-    threads in every task at once: 2 workers x 2 threads on this 2-core machine.
-    """
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):  # ValueError: not in a worker
-        return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    setting = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()  # "4,2": 4 at the outer level
-    budget = int(setting) if setting.isdigit() and int(setting) > 0 else cores
-    return max(1, budget // max(1, int(getattr(worker.state, "nthreads", 1))))
-
-
 def faiss_block_rows(n_items: int, dim: int) -> int:
     """Rows per task of a FAISS search: enough that FAISS takes its BLAS path (:data:`FAISS_MIN_BLOCK_ROWS`)."""
     import faiss
@@ -224,7 +203,7 @@ def faiss_knn_block(labels: LabelSet, start: int, stop: int, k: int, metric: str
     n_items, d = x.shape
     rows = np.arange(start, stop)
     found = faiss_index(labels, metric)
-    threads = search_threads()
+    threads = thread_budget()  # the engine's budget for this task (labeldist.threads); None outside one
     if threads is not None:
         faiss.omp_set_num_threads(threads)  # this thread's OpenMP setting only: each Dask thread sets its own
     wanted = min(n_items, k + 1 + max(MARGIN, k // 10))

@@ -29,16 +29,16 @@ import numba
 import numpy as np
 
 from labeldist.distances.nbow import (
-    _Bags,
-    _check_weights,
-    _max_len,
-    _pair_cost,
-    _prepare,
-    _prepare_listed,
-    _word_dist,
+    Bags,
+    check_weights,
+    longest_bag,
+    pair_cost,
+    prepare_bags,
+    prepare_listed_bags,
     unit_rows,
+    word_costs,
 )
-from labeldist.distances.transport import _emd_pot, _emd_small, _workspace
+from labeldist.distances.transport import emd_pot, emd_small, emd_workspace
 
 #: unit_rows lives in labeldist.distances.nbow; importing it from here still works
 __all__ = ["unit_rows", "wmd", "wmd_many", "wmd_pairs"]
@@ -50,10 +50,10 @@ __all__ = ["unit_rows", "wmd", "wmd_many", "wmd_pairs"]
 def _all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no cover - compiled
     """(na, nb) WMD between every text of A and every text of B."""
     na, nb = len(off_a) - 1, len(off_b) - 1
-    mmax, nmax = _max_len(off_a), _max_len(off_b)
+    mmax, nmax = longest_bag(off_a), longest_bag(off_b)
     out = np.empty((na, nb))
     cost = np.empty((mmax, nmax))
-    ws = _workspace(mmax, nmax)
+    ws = emd_workspace(mmax, nmax)
     # distances from the words of one A text to every word B uses: computed once per A text, gathered per pair
     near = np.empty((mmax, vb.shape[0]))
     for p in range(na):
@@ -61,31 +61,31 @@ def _all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no cove
         m = off_a[p + 1] - a0
         for r in range(m):
             for v in range(vb.shape[0]):
-                near[r, v] = _word_dist(va, ids_a[a0 + r], vb, v)
+                near[r, v] = word_costs(va, ids_a[a0 + r], vb, v)
         for q in range(nb):
             b0 = off_b[q]
             n = off_b[q + 1] - b0
             for r in range(m):
                 for s in range(n):
                     cost[r, s] = near[r, ids_b[b0 + s]]
-            out[p, q] = _emd_small(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n], ws)
+            out[p, q] = emd_small(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n], ws)
     return out
 
 
 @numba.njit(cache=True, nogil=True)
 def _listed_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb, pa, pb):  # pragma: no cover - compiled
     """WMD between text pa[t] of A and text pb[t] of B, for each t."""
-    mmax, nmax = _max_len(off_a), _max_len(off_b)
+    mmax, nmax = longest_bag(off_a), longest_bag(off_b)
     cost = np.empty((mmax, nmax))
-    ws = _workspace(mmax, nmax)
+    ws = emd_workspace(mmax, nmax)
     out = np.empty(len(pa))
     for t in range(len(pa)):
         a0, b0 = off_a[pa[t]], off_b[pb[t]]
         m, n = off_a[pa[t] + 1] - a0, off_b[pb[t] + 1] - b0
         for r in range(m):
             for s in range(n):
-                cost[r, s] = _word_dist(va, ids_a[a0 + r], vb, ids_b[b0 + s])
-        out[t] = _emd_small(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n], ws)
+                cost[r, s] = word_costs(va, ids_a[a0 + r], vb, ids_b[b0 + s])
+        out[t] = emd_small(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n], ws)
     return out
 
 
@@ -105,13 +105,13 @@ def wmd(x: np.ndarray, dx: np.ndarray, y: np.ndarray, dy: np.ndarray) -> float:
     >>> wmd(np.array([[0.0, 0.0]]), np.array([1.0]), np.array([[3.0, 4.0]]), np.array([1.0]))
     5.0
     """
-    dx, dy = _check_weights(dx, "dx"), _check_weights(dy, "dy")
-    cost = _pair_cost(x, y)
+    dx, dy = check_weights(dx, "dx"), check_weights(dy, "dy")
+    cost = pair_cost(x, y)
     m, n = cost.shape
-    value = _emd_small(cost, m, n, dx, dy, _workspace(m, n))
+    value = emd_small(cost, m, n, dx, dy, emd_workspace(m, n))
     if np.isnan(value):
         _warn_fallback(1)
-        value = _emd_pot(cost, dx, dy)
+        value = emd_pot(cost, dx, dy)
     return float(value)
 
 
@@ -127,7 +127,7 @@ def _warn_fallback(count: int) -> None:
     )
 
 
-def _fix_nan(out: np.ndarray, a: _Bags, b: _Bags, i: np.ndarray | None = None, j: np.ndarray | None = None) -> None:
+def _fix_nan(out: np.ndarray, a: Bags, b: Bags, i: np.ndarray | None = None, j: np.ndarray | None = None) -> None:
     """Recompute with POT the pairs the numba solver did not finish (a safety net; not seen on captions)."""
     flat = out.reshape(-1)  # a view: out is C-contiguous
     bad = np.flatnonzero(np.isnan(flat))
@@ -138,7 +138,7 @@ def _fix_nan(out: np.ndarray, a: _Bags, b: _Bags, i: np.ndarray | None = None, j
     for f in bad:
         p, q = (i[f], j[f]) if i is not None else divmod(int(f), out.shape[1])
         ra, rb = slice(oa[p], oa[p + 1]), slice(ob[q], ob[q + 1])
-        flat[f] = _emd_pot(_pair_cost(va[ia[ra]], vb[ib[rb]]), wa[ra], wb[rb])
+        flat[f] = emd_pot(pair_cost(va[ia[ra]], vb[ib[rb]]), wa[ra], wb[rb])
 
 
 def wmd_many(
@@ -169,7 +169,7 @@ def wmd_many(
     >>> wmd_many(np.array([0, 1]), np.array([0, 1, 2]), vec, np.array([1]), np.array([0, 1]), vec).tolist()
     [[5.0], [0.0]]
     """
-    a, b = _prepare(tokens_a, offsets_a, vectors_a), _prepare(tokens_b, offsets_b, vectors_b)
+    a, b = prepare_bags(tokens_a, offsets_a, vectors_a), prepare_bags(tokens_b, offsets_b, vectors_b)
     out = _all_pairs(*a, *b)
     _fix_nan(out, a, b)
     return out
@@ -201,8 +201,8 @@ def wmd_pairs(
     for name, idx, off in (("i", i, offsets_a), ("j", j, offsets_b)):
         if len(idx) and (idx.min() < 0 or idx.max() >= len(off) - 1):
             raise ValueError(f"{name} holds a text index outside [0, {len(off) - 1})")
-    a, i = _prepare_listed(tokens_a, offsets_a, vectors_a, i)
-    b, j = _prepare_listed(tokens_b, offsets_b, vectors_b, j)
+    a, i = prepare_listed_bags(tokens_a, offsets_a, vectors_a, i)
+    b, j = prepare_listed_bags(tokens_b, offsets_b, vectors_b, j)
     out = _listed_pairs(*a, *b, i, j)
     _fix_nan(out, a, b, i, j)
     return out

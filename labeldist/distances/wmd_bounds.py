@@ -25,7 +25,7 @@ import numba
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from labeldist.distances.nbow import _check_weights, _max_len, _pair_cost, _prepare, _word_dist, nbow
+from labeldist.distances.nbow import check_weights, longest_bag, nbow, pair_cost, prepare_bags, word_costs
 
 # ----------------------------------------------------------------------------------- one pair of texts
 
@@ -42,7 +42,7 @@ def wcd(x: np.ndarray, dx: np.ndarray, y: np.ndarray, dy: np.ndarray) -> float:
     >>> wcd(np.array([[-1.0], [1.0]]), np.array([0.5, 0.5]), np.array([[0.0]]), np.array([1.0]))
     0.0
     """
-    dx, dy = _check_weights(dx, "dx"), _check_weights(dy, "dy")
+    dx, dy = check_weights(dx, "dx"), check_weights(dy, "dy")
     cx = np.asarray(x, dtype=np.float64).T @ dx
     cy = np.asarray(y, dtype=np.float64).T @ dy
     return float(np.linalg.norm(cx - cy))
@@ -64,13 +64,13 @@ def rwmd(x: np.ndarray, dx: np.ndarray, y: np.ndarray, dy: np.ndarray) -> float:
     >>> rwmd(np.array([[-1.0], [1.0]]), np.array([0.5, 0.5]), np.array([[0.0]]), np.array([1.0]))
     1.0
     """
-    dx, dy = _check_weights(dx, "dx"), _check_weights(dy, "dy")
-    cost = _pair_cost(x, y)
-    return float(_rwmd_cost(cost, cost.shape[0], cost.shape[1], dx, dy))
+    dx, dy = check_weights(dx, "dx"), check_weights(dy, "dy")
+    cost = pair_cost(x, y)
+    return float(rwmd_cost(cost, cost.shape[0], cost.shape[1], dx, dy))
 
 
 @numba.njit(cache=True, nogil=True)
-def _rwmd_cost(cost, m, n, a, b):  # pragma: no cover - compiled
+def rwmd_cost(cost, m, n, a, b):  # pragma: no cover - compiled
     """max(sum_i a_i min_j c_ij, sum_j b_j min_i c_ij)."""
     l1 = 0.0
     for i in range(m):
@@ -94,7 +94,7 @@ def _rwmd_cost(cost, m, n, a, b):  # pragma: no cover - compiled
 def _rwmd_all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no cover - compiled
     """(na, nb) RWMD between every text of A and every text of B."""
     na, nb = len(off_a) - 1, len(off_b) - 1
-    mmax, nmax = _max_len(off_a), _max_len(off_b)
+    mmax, nmax = longest_bag(off_a), longest_bag(off_b)
     out = np.empty((na, nb))
     cost = np.empty((mmax, nmax))
     # distances from the words of one A text to every word B uses: computed once per A text, gathered per pair
@@ -104,14 +104,14 @@ def _rwmd_all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no
         m = off_a[p + 1] - a0
         for r in range(m):
             for v in range(vb.shape[0]):
-                near[r, v] = _word_dist(va, ids_a[a0 + r], vb, v)
+                near[r, v] = word_costs(va, ids_a[a0 + r], vb, v)
         for q in range(nb):
             b0 = off_b[q]
             n = off_b[q + 1] - b0
             for r in range(m):
                 for s in range(n):
                     cost[r, s] = near[r, ids_b[b0 + s]]
-            out[p, q] = _rwmd_cost(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n])
+            out[p, q] = rwmd_cost(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n])
     return out
 
 
@@ -133,7 +133,7 @@ def rwmd_many(
     >>> rwmd_many(np.array([0, 1]), np.array([0, 2]), vec, np.array([2]), np.array([0, 1]), vec).tolist()
     [[1.0]]
     """
-    a, b = _prepare(tokens_a, offsets_a, vectors_a), _prepare(tokens_b, offsets_b, vectors_b)
+    a, b = prepare_bags(tokens_a, offsets_a, vectors_a), prepare_bags(tokens_b, offsets_b, vectors_b)
     return _rwmd_all_pairs(*a, *b)
 
 
@@ -316,6 +316,6 @@ def rwmd_linear_many(
     >>> r.round(9).tolist()
     [[1.0]]
     """
-    ids_a, w_a, off_a, va = _prepare(tokens_a, offsets_a, vectors_a)
-    ids_b, w_b, off_b, vb = _prepare(tokens_b, offsets_b, vectors_b)
+    ids_a, w_a, off_a, va = prepare_bags(tokens_a, offsets_a, vectors_a)
+    ids_b, w_b, off_b, vb = prepare_bags(tokens_b, offsets_b, vectors_b)
     return _rwmd_linear(euclidean_lower_bounds(vb, va), ids_a, w_a, off_a, ids_b, w_b, off_b)

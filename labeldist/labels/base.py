@@ -241,7 +241,7 @@ class LabelSet(ABC):
     #: name of the label type, recorded in the store manifest (``labels_type``)
     label_type: ClassVar[str]
     #: whether the ids are the file's row numbers, "0" .. "N-1" (a reader sets it): labels appended to a store
-    #: whose ids are row numbers too are numbered on from the store's N (:func:`labeldist.append.numbered_after`)
+    #: whose ids are row numbers too are numbered on from the store's N (:func:`labeldist.engine.grow.numbered_after`)
     ids_are_row_numbers: bool = False
 
     def __init__(self, ids: np.ndarray | Sequence[object]) -> None:

@@ -86,7 +86,7 @@ def load_layout_types(path: str | os.PathLike[str] | None = None) -> dict[int, L
     return types
 
 
-def _type_by_mask(types: dict[int, LayoutType]) -> np.ndarray:
+def type_by_mask(types: dict[int, LayoutType]) -> np.ndarray:
     """(32,) int: layout type id for each 5-bit visible-surface mask (bit s-1 for surface s), -1 for none."""
     lut = np.full(1 << len(SURFACES), -1, dtype=np.int64)
     for t in types.values():
@@ -105,7 +105,7 @@ def layout_types_of(maps: np.ndarray, min_pixels: int = 1, types_path: str | Non
     """(N,) int: the LSUN layout type of each (N, H, W) map, from its visible surfaces; -1 if it is none."""
     vis = visible_surfaces(maps, min_pixels)
     mask = (vis * (1 << np.arange(len(SURFACES)))).sum(axis=1)
-    return _type_by_mask(load_layout_types(types_path))[mask]
+    return type_by_mask(load_layout_types(types_path))[mask]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ from labeldist.labels.layouts import (
     RIGHT_WALL,
     SURFACES,
     LayoutMaps,
-    _type_by_mask,
     load_layout_types,
+    type_by_mask,
     visible_surfaces,
 )
 
@@ -263,7 +263,7 @@ def generate_layouts(
     if n < 0 or height < 8 or width < 8:
         raise ValueError(f"need n >= 0 and a map of at least 8 x 8 pixels, got n={n}, {height} x {width}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    lut = _type_by_mask(types)
+    lut = type_by_mask(types)
     prior = prior if prior is not None else TYPE_PRIORS.get(layout_type, LayoutPrior())
     # enough for a type that one candidate in a thousand shows; fail rather than loop for ever
     max_candidates = max_candidates if max_candidates is not None else 1000 * n + 100_000

@@ -43,9 +43,9 @@ from labeldist.labels.poses import (
     SKELETONS,
     Normalization,
     Poses,
-    _names,
     check_joint_names,
     normalize_poses,
+    short_list,
 )
 
 log = logging.getLogger(__name__)
@@ -265,7 +265,9 @@ def read_pose_csv(
     layout = _csv_layout(rows[0], pairs, names_of, templates, normalization, path, _mpii)
     names = layout.names
     if min_joints > len(names):
-        raise LabelError(f"{path}: --min-joints {min_joints} is more than its {len(names)} joints ({_names(names)})")
+        raise LabelError(
+            f"{path}: --min-joints {min_joints} is more than its {len(names)} joints ({short_list(names)})"
+        )
     ids, lines, xy, present, visible, person = _csv_rows(rows, layout, normalization, path)
     ids = unique_ids(ids, path, lambda i: f"line {lines[i]}")
     too_few = np.flatnonzero(present.sum(axis=1) < min_joints)
@@ -642,7 +644,7 @@ def _coco_joints(data: dict, pairs: list[tuple[str, str]] | None, category: str 
         pairs = [(j, j) for j in keypoints]
     lacking = [source for _, source in pairs if source not in keypoints]
     if lacking:
-        raise LabelError(f"{path}: the keypoints ({_names(keypoints)}) lack {', '.join(lacking)}")
+        raise LabelError(f"{path}: the keypoints ({short_list(keypoints)}) lack {', '.join(lacking)}")
     names = check_joint_names([name for name, _ in pairs], len(pairs), f"{path}: joints")
     take = np.array([keypoints.index(source) for _, source in pairs])
     return _CocoJoints(keypoints, category_id, pairs, names, take)
@@ -730,7 +732,7 @@ def _coco_pose(kp: object, read: _CocoJoints, where: str) -> tuple[np.ndarray, n
         got = f"{len(kp)} numbers" if isinstance(kp, list) else json_repr(kp)
         raise LabelError(
             f"{where}: 'keypoints' must be {3 * len(read.keypoints)} numbers (x, y, v for each of "
-            f"{_names(read.keypoints)}), got {got}"
+            f"{short_list(read.keypoints)}), got {got}"
         )
     values = np.array([json_number(v, f"{where}: keypoints[{i}]") for i, v in enumerate(kp)]).reshape(-1, 3)
     v = values[read.take, 2]

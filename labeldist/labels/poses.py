@@ -263,7 +263,8 @@ class Poses(LabelSet):
         order: LabelError naming both joint lists otherwise."""
         if isinstance(other, Poses) and other.joint_names != self.joint_names:
             raise LabelError(
-                f"the new poses' joints ({_names(other.joint_names)}) are not the store's ({_names(self.joint_names)})"
+                f"the new poses' joints ({short_list(other.joint_names)}) are not the store's "
+                f"({short_list(self.joint_names)})"
             )
         return super().concat(other)
 
@@ -354,7 +355,7 @@ class Poses(LabelSet):
 FAR = 10.0
 
 
-def _names(names: Sequence[str], at_most: int = 6) -> str:
+def short_list(names: Sequence[str], at_most: int = 6) -> str:
     shown = ", ".join(names[:at_most])
     return f"{len(names)} joints: {shown}{', ...' if len(names) > at_most else ''}"
 
@@ -429,7 +430,7 @@ def _json_joints(value: object, names: tuple[str, ...]) -> tuple[np.ndarray, np.
         if unknown:
             raise LabelError(
                 f"the pose names joint{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown[:5]))} "
-                f"that the store's poses do not have ({_names(names)})"
+                f"that the store's poses do not have ({short_list(names)})"
             )
         items = [(names.index(key), joint) for key, joint in value.items()]
     elif isinstance(value, list):

@@ -22,7 +22,7 @@ from zarr.codecs import Crc32cCodec
 from zarr.core.sync import sync
 
 from labeldist.store.errors import StoreCorruptError, StoreError
-from labeldist.store.layout import _stored_chunk_shape, chunk_keys, open_group, store_arrays
+from labeldist.store.layout import chunk_keys, open_group, store_arrays, stored_chunk_shape
 
 
 def is_checksum_error(error: BaseException) -> bool:
@@ -76,7 +76,7 @@ def missing_chunks(array: zarr.Array, start: int = 0, stop: int | None = None) -
 def _rows_of(array: zarr.Array, coords: tuple[int, ...]) -> tuple[int, int]:
     if array.ndim == 0:
         return 0, 0
-    rows = _stored_chunk_shape(array)[0]
+    rows = stored_chunk_shape(array)[0]
     return coords[0] * rows, min((coords[0] + 1) * rows, array.shape[0])
 
 
@@ -86,12 +86,12 @@ def read_rows(url: str, path: str, array: zarr.Array, start: int = 0, stop: int 
     stop = array.shape[0] if stop is None and array.ndim else stop
     missing = missing_chunks(array, start, stop)
     if missing:
-        raise _missing_error(url, path, array, missing[0], len(missing), start, stop)
+        raise missing_chunk_error(url, path, array, missing[0], len(missing), start, stop)
     with checked_read(url, path, f"rows {start}:{stop}"):
         return array[...] if array.ndim == 0 else array[start:stop]
 
 
-def _missing_error(
+def missing_chunk_error(
     url: str, path: str, array: zarr.Array, coords: tuple[int, ...], count: int, start: int, stop: int
 ) -> StoreCorruptError:
     a, b = _rows_of(array, coords)

@@ -61,18 +61,18 @@ KNN_CHUNK_BYTES = 16 << 10
 KNN_MIN_CHUNK_ROWS = 16
 
 
-def _codecs() -> list[Any]:
+def data_codecs() -> list[Any]:
     # zstd level 1: distances compress poorly, so spend little CPU; crc32c detects on-disk corruption.
     return [ZstdCodec(level=1), Crc32cCodec()]
 
 
-def _mark_codecs() -> list[Any]:
+def mark_codecs() -> list[Any]:
     # progress marks are one byte a chunk: nothing to compress, but a flipped mark must not pass for "done"
     return [Crc32cCodec()]
 
 
 #: every chunk is written, even one equal to the fill value, so that a missing chunk file is always damage
-_WRITE_CONFIG = {"write_empty_chunks": True}
+WRITE_CONFIG = {"write_empty_chunks": True}
 
 
 def store_url(path_or_url: str | os.PathLike[str]) -> str:
@@ -96,7 +96,7 @@ def open_array(url: str, path: str, mode: str) -> zarr.Array:
     array = zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url))
     # zarr 3.1 ignores open_array's config= for an array that exists: set it on the array, or a chunk equal to the
     # fill value (an exact_pairs of 0) would not be written, and publish would find it missing
-    return array if mode == "r" else array.with_config(_WRITE_CONFIG)
+    return array if mode == "r" else array.with_config(WRITE_CONFIG)
 
 
 def is_local(url: str) -> bool:
@@ -136,7 +136,7 @@ def writable_url(path_or_url: str | os.PathLike[str]) -> str:
 
 
 # ---------------------------------------------------------------- chunk files
-def _stored_chunk_shape(array: zarr.Array) -> tuple[int, ...]:
+def stored_chunk_shape(array: zarr.Array) -> tuple[int, ...]:
     """The shape of one stored object of ``array``: a shard when sharded, else a chunk."""
     return tuple(array.metadata.chunk_grid.chunk_shape)
 
@@ -145,7 +145,7 @@ def chunk_keys(array: zarr.Array, start: int = 0, stop: int | None = None) -> li
     """The stored objects (shards or chunks) holding rows ``start:stop`` of ``array``: (grid coordinates, key)."""
     if array.ndim == 0:
         return [((), array.metadata.encode_chunk_key(()))]
-    shape = _stored_chunk_shape(array)
+    shape = stored_chunk_shape(array)
     stop = array.shape[0] if stop is None else stop
     grid = [range(start // shape[0], math.ceil(stop / shape[0]))]
     grid += [range(math.ceil(extent / size)) for extent, size in zip(array.shape[1:], shape[1:])]

@@ -17,10 +17,10 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from labeldist.labels.base import LabelError, LabelSet, as_str_array
-from labeldist.store.damage import _missing_error, checked_read, damaged_regions, has_checksums, read_rows
+from labeldist.store.damage import checked_read, damaged_regions, has_checksums, missing_chunk_error, read_rows
 from labeldist.store.errors import StoreChangedError, StoreCorruptError, StoreError, StoreIncompleteError
 from labeldist.store.identity import StoreIdentity, metadata_identity, root_metadata_path, store_identity
-from labeldist.store.layout import MANIFEST_KEY, _stored_chunk_shape, is_local, open_group, store_url
+from labeldist.store.layout import MANIFEST_KEY, is_local, open_group, store_url, stored_chunk_shape
 
 Result = TypeVar("Result")
 
@@ -43,7 +43,7 @@ class ChunkFiles:
         self.url, self.path, self.array = url, path, array
         self.folder = os.path.join(url, *array.store_path.path.split("/"))
         self.shape = tuple(int(x) for x in array.shape)
-        self.chunk = _stored_chunk_shape(array)
+        self.chunk = stored_chunk_shape(array)
         self.dtype = np.dtype(array.dtype).newbyteorder("<")  # the array's dtype: a NumPy dtype
         self._zstd, self._crc32c = Zstd(), google_crc32c.value
         # the file of chunk row c is prefix + c + suffix, as Zarr's chunk key encoding names it ("c/<c>/0" by default)
@@ -69,7 +69,7 @@ class ChunkFiles:
             return None
         if first.endian is not None and first.endian.value != "little":
             return None
-        if _stored_chunk_shape(array)[1] < array.shape[1] or np.dtype(array.dtype).kind not in "iuf":
+        if stored_chunk_shape(array)[1] < array.shape[1] or np.dtype(array.dtype).kind not in "iuf":
             return None
         return cls(url, path, array)
 
@@ -79,7 +79,7 @@ class ChunkFiles:
             with open(self._path_of(c) if self._prefix is None else f"{self._prefix}{c}{self._suffix}", "rb") as f:
                 data = f.read()
         except (FileNotFoundError, NotADirectoryError):
-            raise _missing_error(self.url, self.path, self.array, (c, 0), 1, start, stop) from None
+            raise missing_chunk_error(self.url, self.path, self.array, (c, 0), 1, start, stop) from None
         try:
             body = data[:-4]
             if len(data) < 4 or self._crc32c(body) != int.from_bytes(data[-4:], "little"):
@@ -248,7 +248,7 @@ class StoreReader:
         """Rows of the dense matrix stored together (one shard): the unit a reader should fetch."""
         if not self.has_dense:
             raise StoreError(f"{self.url}: store has no dense matrix")
-        return _stored_chunk_shape(self._array("dense/distances"))[0]
+        return stored_chunk_shape(self._array("dense/distances"))[0]
 
     @cached_property
     @pinned
@@ -274,7 +274,7 @@ class StoreReader:
     @pinned
     def knn_block_rows(self) -> int:
         """Rows of the neighbour lists stored together (one chunk, one checksum): the unit a reader should fetch."""
-        return _stored_chunk_shape(self._array("knn/indices"))[0]
+        return stored_chunk_shape(self._array("knn/indices"))[0]
 
     @pinned
     def knn_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:

@@ -22,13 +22,13 @@ from labeldist.labels.base import LabelSet
 from labeldist.store.damage import missing_chunks
 from labeldist.store.errors import StoreCorruptError, StoreError, StoreIncompleteError
 from labeldist.store.layout import (
-    _WRITE_CONFIG,
     DENSE_TILE,
     MANIFEST_KEY,
-    _codecs,
-    _mark_codecs,
+    WRITE_CONFIG,
+    data_codecs,
     is_local,
     knn_chunk_rows,
+    mark_codecs,
     n_blocks,
     open_array,
     open_group,
@@ -69,7 +69,7 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
     n, k, rows = manifest["n_items"], manifest["k"], manifest["block_rows"]
     group = open_group(url, mode="w")
     ids = group.create_array(
-        "ids", shape=(n,), dtype=str, chunks=(max(n, 1),), compressors=_codecs(), config=_WRITE_CONFIG
+        "ids", shape=(n,), dtype=str, chunks=(max(n, 1),), compressors=data_codecs(), config=WRITE_CONFIG
     )
     ids[:] = labels.ids
     for name, arr in labels.to_arrays().items():
@@ -80,8 +80,8 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
             shape=arr.shape,
             dtype=dtype,
             chunks=arr.shape if arr.size else tuple(1 for _ in arr.shape),
-            compressors=_codecs(),
-            config=_WRITE_CONFIG,
+            compressors=data_codecs(),
+            config=WRITE_CONFIG,
         )
         if arr.size:
             out[...] = arr
@@ -91,18 +91,18 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
         shape=(n, k),
         dtype="int32",
         chunks=(knn_rows, max(k, 1)),
-        compressors=_codecs(),
+        compressors=data_codecs(),
         fill_value=-1,
-        config=_WRITE_CONFIG,
+        config=WRITE_CONFIG,
     )
     group.create_array(
         "knn/distances",
         shape=(n, k),
         dtype="float32",
         chunks=(knn_rows, max(k, 1)),
-        compressors=_codecs(),
+        compressors=data_codecs(),
         fill_value=np.inf,
-        config=_WRITE_CONFIG,
+        config=WRITE_CONFIG,
     )
     if manifest["dense"]:
         _create_square(group, "dense/distances", n, rows)
@@ -113,8 +113,8 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
         dtype="int64",
         chunks=(1,),
         fill_value=0,
-        compressors=_mark_codecs(),
-        config=_WRITE_CONFIG,
+        compressors=mark_codecs(),
+        config=WRITE_CONFIG,
     )
     if manifest.get("symmetric"):
         _create_square(group, "work/upper", n, rows)
@@ -139,9 +139,9 @@ def _create_square(group: zarr.Group, path: str, n: int, rows: int) -> None:
         dtype="float32",
         chunks=(rows, tile),
         shards=(rows, math.ceil(n / tile) * tile),
-        compressors=_codecs(),
+        compressors=data_codecs(),
         fill_value=np.nan,
-        config=_WRITE_CONFIG,
+        config=WRITE_CONFIG,
     )
 
 
@@ -153,8 +153,8 @@ def _create_marks(group: zarr.Group, path: str, blocks: int) -> None:
         dtype="uint8",
         chunks=(1,),
         fill_value=0,
-        compressors=_mark_codecs(),
-        config=_WRITE_CONFIG,
+        compressors=mark_codecs(),
+        config=WRITE_CONFIG,
     )
 
 

@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from labeldist.engine import compute_block
+from labeldist.engine.blocks import compute_block
 from labeldist.store import StoreReader, build_manifest, create_store, n_blocks, publish
 from tests.api.api_helpers import start_server
 from tests.conftest import DATA

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from labeldist.api.main import create_app
 from labeldist.distances.pose import PoseDistance
-from labeldist.engine import compute_block
+from labeldist.engine.blocks import compute_block
 from labeldist.labels.poses import Poses
 from labeldist.store import build_manifest, create_store, publish
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, N_ITEMS, make_settings

@@ -25,7 +25,7 @@ def _stores() -> Path:
     """A small stores folder made without Dask (the schema is loaded at collection time, before fixtures):
     a dense 60-item store, a kNN-only one, and an incomplete one."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, publish
 

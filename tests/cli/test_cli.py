@@ -154,7 +154,7 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
 def untouched(monkeypatch):
     """Make starting a Dask cluster, the HTTP server, a fine-tuning run or a scorer an error."""
     import labeldist.api.server
-    import labeldist.engine
+    import labeldist.engine.runner
     import labeldist.kinds.sentence_relevance
     import labeldist.sts.commands
     import labeldist.sts.fit
@@ -165,7 +165,7 @@ def untouched(monkeypatch):
 
         return fail
 
-    monkeypatch.setattr(labeldist.engine, "dask_client", reached("starting a Dask cluster"))
+    monkeypatch.setattr(labeldist.engine.runner, "dask_client", reached("starting a Dask cluster"))
     monkeypatch.setattr(labeldist.api.server, "serve", reached("starting the server"))
     monkeypatch.setattr(labeldist.sts.fit, "fit", reached("fine-tuning"))
     monkeypatch.setattr(labeldist.kinds.sentence_relevance, "build_distance", reached("building a sentence scorer"))

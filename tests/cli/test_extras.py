@@ -107,7 +107,7 @@ def test_missing_extra_is_a_module_not_found_error_that_survives_pickling() -> N
 
 
 def test_a_lazy_import_of_an_extras_package_names_the_extra(hide) -> None:
-    from labeldist.distances.transport import _emd_pot
+    from labeldist.distances.transport import emd_pot
     from labeldist.labels.text import _stopword_set
 
     hide("gensim", "ot")
@@ -119,7 +119,7 @@ def test_a_lazy_import_of_an_extras_package_names_the_extra(hide) -> None:
     ):
         _stopword_set("gensim")
     with pytest.raises(ImportError, match=r"caption WMD needs the \[sts\] extra"):  # still an ImportError
-        _emd_pot(*[None] * 3)
+        emd_pot(*[None] * 3)
     # a module of no extra is not dressed up as one
     with pytest.raises(ModuleNotFoundError) as raised, extras.needed("sts", "x"):
         import labeldist_no_such_module  # noqa: F401

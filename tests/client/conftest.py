@@ -19,7 +19,7 @@ def build_pose_store(url: str, n_items: int, *, k: int, dense: bool, block_rows:
     """A pose store of the first ``n_items`` MPII poses (normalised by centre and scale), written block by block in
     this process by the engine's own task function (no Dask cluster to start: faster)."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, n_blocks, publish
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from labeldist.distances.vectors import FAISS_METRICS, MARGIN, METRICS, VectorDistance, search_threads
+from labeldist.distances.vectors import FAISS_METRICS, MARGIN, METRICS, VectorDistance
 from labeldist.labels.vectors import Vectors
 from labeldist.testing import DistanceSuite
 
@@ -90,9 +90,15 @@ def test_other_metrics_have_no_search() -> None:
 
 
 def test_one_faiss_thread_per_task_in_a_dask_worker(dask_client) -> None:
-    assert search_threads() is None  # in this process: FAISS's own default
-    # labeldist's LocalCluster: single-threaded workers, whose nanny sets OMP_NUM_THREADS=1
-    assert dask_client.gather(dask_client.map(lambda _: search_threads(), range(4), pure=False)) == [1] * 4
+    from labeldist.engine.runner import run_block_task, worker_threads
+    from labeldist.threads import thread_budget
+
+    assert worker_threads() is None and thread_budget() is None  # in this process: FAISS's own default
+    # labeldist's LocalCluster: single-threaded workers, whose nanny sets OMP_NUM_THREADS=1; a task the engine runs
+    # gives its kernel that budget
+    assert dask_client.gather(dask_client.map(lambda _: worker_threads(), range(4), pure=False)) == [1] * 4
+    budgets = dask_client.map(run_block_task, range(4), task=lambda _: thread_budget(), pure=False)
+    assert dask_client.gather(budgets) == [1] * 4
 
 
 def _suite_labels(data: str) -> Vectors:

@@ -1,4 +1,4 @@
-"""``labeldist.append``: a store grown by new items (a new generation) equals a precompute of all items at once.
+"""``labeldist.engine.append``: a store grown by new items (a new generation) equals a precompute of all items at once.
 
 For every built-in kind and the example plugin kind (``angles``, installed with pip into a folder of its own, as
 ``tests/kinds/test_plugin.py`` does), a store of the first ``n_old`` items is grown by the rest and compared, array by
@@ -28,10 +28,10 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labeldist.append import append, appended_pairs
 from labeldist.dense import dense_bytes
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import precompute
+from labeldist.engine.grow import append, appended_pairs
 from labeldist.knn import merge_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.store import (
@@ -698,7 +698,7 @@ def test_a_block_that_computed_no_pair_is_written_and_published(tmp_path):
     on disk), or publish would refuse the store as missing a chunk."""
     import os
 
-    from labeldist.engine import block_kernel
+    from labeldist.engine.blocks import block_kernel
     from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, open_array, publish, write_block
 

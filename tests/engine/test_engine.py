@@ -7,7 +7,8 @@ import pytest
 import zarr
 
 from labeldist.distances.pose import PoseDistance
-from labeldist.engine import block_kernel, precompute
+from labeldist.engine import precompute
+from labeldist.engine.blocks import block_kernel
 from labeldist.store import StoreError, StoreIncompleteError, StoreMismatchError, StoreReader, create_store, publish
 from tests.conftest import check_store
 

@@ -172,7 +172,7 @@ def test_two_jobs_with_different_parameters_started_together_leave_one_store(csv
 # ---------------------------------------------------------------- the lock itself, in this process
 def test_the_lock_names_its_holder_and_refuses_a_second_taker(tmp_path: Path) -> None:
     """flock is per open file, so a second take in the same process is refused as another process's would be."""
-    from labeldist.lock import StoreLockedError, store_lock
+    from labeldist.engine.lock import StoreLockedError, store_lock
 
     url = str(tmp_path / "store")
     with store_lock(url):
@@ -188,7 +188,7 @@ def test_the_lock_names_its_holder_and_refuses_a_second_taker(tmp_path: Path) ->
 
 def test_a_lock_left_by_a_process_on_another_host_is_taken_over_once_free(tmp_path: Path, caplog) -> None:
     """The kernel's lock decides whether a job holds it; the file's host and pid only tell the user whose it was."""
-    from labeldist.lock import store_lock
+    from labeldist.engine.lock import store_lock
 
     url = tmp_path / "store"
     lock_file(url).write_text(json.dumps({"host": "elsewhere", "pid": 4242, "since": "2020-01-01T00:00:00Z"}))
@@ -198,7 +198,7 @@ def test_a_lock_left_by_a_process_on_another_host_is_taken_over_once_free(tmp_pa
 
 
 def test_an_fsspec_url_is_written_without_a_lock_saying_so(tmp_path: Path, caplog) -> None:
-    from labeldist.lock import store_lock
+    from labeldist.engine.lock import store_lock
 
     with store_lock("memory://somewhere/store"):
         pass
@@ -208,7 +208,7 @@ def test_an_fsspec_url_is_written_without_a_lock_saying_so(tmp_path: Path, caplo
 def test_a_lock_file_planted_as_a_link_or_a_fifo_is_refused_and_nothing_is_written(csv: Path, tmp_path: Path) -> None:
     """A lock file that is a symlink would have the holder record written into its target (any file, as root); a
     FIFO hung the job or failed with "illegal seek" naming nothing. Both are refused in one line naming the lock."""
-    from labeldist.lock import store_lock
+    from labeldist.engine.lock import store_lock
     from labeldist.store import StoreError
 
     url = tmp_path / "store"

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldist.append import append
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import precompute
+from labeldist.engine.grow import append
 from labeldist.store import STAGING_SIBLINGS, StoreError, StoreReader, sibling
 
 

@@ -21,7 +21,8 @@ import zarr
 
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
-from labeldist.engine import compute_mirrored, compute_upper, mirror_square, precompute
+from labeldist.engine import precompute
+from labeldist.engine.blocks import compute_mirrored, compute_upper, mirror_square
 from labeldist.labels.captions import read_captions
 from labeldist.store import (
     StoreError,

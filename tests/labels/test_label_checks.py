@@ -177,7 +177,7 @@ def test_check_block_names_the_items_and_the_kind() -> None:
 
 def test_the_engine_refuses_a_nan_block_naming_the_items() -> None:
     """Where the probe's first items are fine, the NaN of a later block was written into the store."""
-    from labeldist.engine import block_kernel, upper_kernel
+    from labeldist.engine.blocks import block_kernel, upper_kernel
 
     labels = Angles([f"i{t}" for t in range(6)], [1.0, 2.0, 3.0, 4.0, 2000.0, 3000.0])
     probe(NaNDistance(), labels)  # its first three items are fine

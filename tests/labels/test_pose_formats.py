@@ -413,8 +413,8 @@ def test_poses_of_other_joints_cannot_be_joined(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- labeldist append across formats
 def test_coco_keypoints_are_appended_to_a_csv_store_of_the_same_joints(tmp_path: Path, dask_client) -> None:
     # the format and how a file marks a missing joint are the file's (FILE_PROVENANCE); the joints must be the same
-    from labeldist.append import append
     from labeldist.engine import precompute
+    from labeldist.engine.grow import append
 
     rows = mpii_rows(60)
     old = read_mpii_csv(write_mpii(tmp_path / "old.csv", rows[:40]))

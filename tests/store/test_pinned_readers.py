@@ -20,7 +20,7 @@ import pytest
 
 from labeldist.client import LocalSource
 from labeldist.distances.pose import PoseDistance
-from labeldist.engine import replace_with_staged
+from labeldist.engine.staging import replace_with_staged
 from labeldist.store import StoreChangedError, StoreReader, sibling
 from labeldist.store import reading as store_reading
 from tests.conftest import write_store

@@ -239,7 +239,7 @@ def test_a_store_holds_and_verifies_a_sentence_without_vectors(tmp_path):
     """A store of sentences read with ``empty="zero"``, written block by block by the engine's own task function
     (no cluster needed): it follows the contract, reads back equal, and verify recomputes it with the reference."""
     from labeldist.distances.sts import SentenceRelevance
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.store import StoreReader, build_manifest, create_store, n_blocks, publish
     from labeldist.verify import verify_store
     from tests.conftest import check_store

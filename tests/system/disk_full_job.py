@@ -47,7 +47,7 @@ def main() -> None:
     report["full"] = labeldist([*job, "--out", str(store), "--overwrite"])
     report["previous_intact"] = digest(store) == before
     report["entries_after_failure"] = sorted(p.name for p in stores.iterdir())
-    from labeldist.engine import staging_url
+    from labeldist.engine.staging import staging_url
     from labeldist.store import blocks_done, read_manifest
 
     staged = staging_url(str(store))

@@ -84,7 +84,7 @@ def append_base(out: str, client, kind: str) -> object:
 
 def append_job(out: str, client, kind: str) -> object:
     """The append job: items APPEND_BASE..N_ITEMS into the store at ``out``."""
-    from labeldist.append import append
+    from labeldist.engine.grow import append
 
     labels, distance = append_labels(kind)
     return append(out, labels.subset(slice(APPEND_BASE, N_ITEMS)), distance=distance, client=client, progress=False)

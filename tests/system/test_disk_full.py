@@ -86,7 +86,7 @@ def test_a_full_disk_mid_write_fails_clearly_and_leaves_the_previous_store_intac
 
 
 def test_a_swap_interrupted_between_its_renames_is_finished_by_the_next_run(reference_store, tmp_path):
-    from labeldist.engine import finish_replacement, staging_url
+    from labeldist.engine.staging import finish_replacement, staging_url
 
     url = str(tmp_path / "mpii-pose")
     shutil.copytree(reference_store, staging_url(url))  # the new store, complete

@@ -19,7 +19,7 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A stores folder with one dense 300-item MPII pose store (poses normalised by centre and scale), written
     block by block in this process by the engine's own task function (no Dask cluster to start: faster)."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import build_manifest, create_store, n_blocks, publish
 

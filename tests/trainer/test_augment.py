@@ -51,7 +51,7 @@ def layout_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A stores folder with one dense store of 48 generated LSUN layouts (32 x 32), computed and published by the
     engine's own functions (as tests/trainer/test_render.py builds its layout store)."""
     from labeldist.distances.layout import LayoutMIoU
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.labels.lsun_rooms import generate_layouts
     from labeldist.store import build_manifest, create_store, publish
 

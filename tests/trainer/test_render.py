@@ -29,7 +29,7 @@ SIZE = 32
 
 
 def _build(url: Path, labels, distance, dataset: str, kind: str) -> Path:
-    from labeldist.engine import compute_block
+    from labeldist.engine.blocks import compute_block
     from labeldist.store import build_manifest, create_store, publish
 
     manifest = build_manifest(

@@ -10,7 +10,7 @@ computed:
   old item outside its list is behind the list's k-th entry and stays behind it, so the merged list is exact.
   Where the distance has a lower bound, a new item whose bound rules it out of the list is never computed;
 - a dense matrix grows by the new rows and columns, the old N x N block copied. In the symmetric mode (see
-  :mod:`labeldist.engine`) only the pairs of the upper triangle with a new column are computed: block b's upper
+  :mod:`labeldist.engine.blocks`) only the pairs of the upper triangle with a new column are computed: block b's upper
   strip is its old part copied from the old matrix and its new columns computed, and phase 2 is precompute's own.
 
 Pairs computed (:func:`appended_pairs`): about M N + M^2 / 2 in the symmetric dense mode (the upper-triangle
@@ -41,30 +41,18 @@ import numpy as np
 
 from labeldist.dense import DENSE_LIMIT, dense_bytes
 from labeldist.distances.base import LabelDistance
-from labeldist.engine import (
-    _block_sizes,
-    _checked_block,
-    _job_client,
-    _prepare_distance,
-    _run_tasks,
-    _scatter,
-    append_url,
-    compute_mirrored,
-    finish_replacement,
-    knn_search,
-    mirror_square,
-    replace_with_staged,
-    symmetric_todo,
-)
+from labeldist.engine.blocks import blocks_to_compute, checked_block, compute_mirrored, knn_search, mirror_square
+from labeldist.engine.build import check_labels_class
+from labeldist.engine.lock import store_lock
+from labeldist.engine.runner import BlockJob, block_job, check_workers
+from labeldist.engine.staging import append_url, finish_replacement, replace_with_staged
 from labeldist.knn import merge_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
-from labeldist.lock import store_lock
 from labeldist.store import (
     StoreError,
     StoreMismatchError,
     StoreReader,
     block_range,
-    blocks_done,
     build_manifest,
     create_store,
     drop_work,
@@ -144,7 +132,7 @@ def old_rows_merged(
     new = labels.subset(slice(n_old, len(labels)))
     lower = distance.lower_bound_block(labels.subset(slice(start, stop)), new)
     if lower is None:
-        extra = _checked_block(distance, labels, start, stop, n_old)
+        extra = checked_block(distance, labels, start, stop, n_old)
         computed = extra.size
     else:
         kth = np.nextafter(distances[:, -1].astype(np.float32), np.float32(np.inf)).astype(np.float64)
@@ -188,10 +176,10 @@ def compute_appended_block(
     if dense:
         if split > start:
             rows[: split - start, :n_old] = old.dense_rows(start, split)
-            rows[: split - start, n_old:] = _checked_block(distance, labels, start, split, n_old)
+            rows[: split - start, n_old:] = checked_block(distance, labels, start, split, n_old)
             pairs += (split - start) * (n - n_old)
         if stop > split:
-            rows[split - start :] = _checked_block(distance, labels, split, stop, 0)
+            rows[split - start :] = checked_block(distance, labels, split, stop, 0)
             pairs += (stop - split) * n
         indices[:], dists[:] = topk_rows(rows, k, exclude=np.arange(start, stop))
     else:
@@ -214,7 +202,7 @@ def appended_upper_strip(
     labels: LabelSet, distance: LabelDistance, start: int, stop: int, n_old: int, old: StoreReader | None
 ) -> np.ndarray:
     """Phase 1 of a symmetric dense append: the upper strip of rows ``start:stop`` (columns ``start:N``), as
-    precompute's :func:`labeldist.engine.upper_kernel` would compute it over all N items, but with its entries
+    precompute's :func:`labeldist.engine.blocks.upper_kernel` would compute it over all N items, but with its entries
     among old items (rows and columns below ``n_old``) read from the old matrix ``old`` and only the columns from
     ``max(start, n_old)`` computed. Entries below the diagonal (a new row against an old column of its own block)
     are mirrored from above it, as precompute mirrors them."""
@@ -222,7 +210,7 @@ def appended_upper_strip(
     strip = np.empty((stop - start, n - start), dtype=np.float32)
     first_new = max(start, n_old)
     if first_new < n:
-        strip[:, first_new - start :] = _checked_block(distance, labels, start, stop, first_new)
+        strip[:, first_new - start :] = checked_block(distance, labels, start, stop, first_new)
     if start < n_old:
         old_stop = min(stop, n_old)
         strip[: old_stop - start, : n_old - start] = old.dense_rows(start, old_stop)[:, start:n_old]
@@ -353,7 +341,7 @@ def append(
     Rerunning the same append resumes it where it stopped, or does nothing once it is in the store
     (``reused``). Holds the store's lock throughout, as precompute does.
     """
-    _check_arguments(labels, n_workers)
+    check_append_arguments(labels, n_workers)
     url = _local_url(store)
     with store_lock(url):
         finish_replacement(url)
@@ -369,15 +357,28 @@ def append(
         entry, wanted = _plan_generation(url, old.manifest, layout, distance, union, labels)
         staged, action = _stage(url, wanted, union)
         total = n_blocks(len(union), layout.block_rows)
-        upper_todo, todo = _blocks_to_compute(url, staged, layout, entry["generation"], len(labels), total, action)
+        upper_todo, todo = blocks_to_compute(staged, layout.symmetric)
+        log.info(
+            "%s: generation %d, %d new items on %d: %d of %d row blocks to compute (%s)",
+            url,
+            entry["generation"],
+            len(labels),
+            layout.n_old,
+            len(todo),
+            total,
+            action,
+        )
         if todo:
-            quiet = progress is False
-            _prepare_distance(distance, union, quiet)
-            with _job_client(client, scheduler, n_workers, quiet) as job:
-                if layout.symmetric:
-                    _run_symmetric(job, union, distance, staged, url, upper_todo, todo, layout, progress)
-                else:
-                    _run_blocks(job, union, distance, staged, url, todo, layout, progress)
+            with block_job(
+                distance,
+                union,
+                layout.block_rows,
+                client=client,
+                scheduler=scheduler,
+                n_workers=n_workers,
+                progress=progress,
+            ) as job:
+                run_append_blocks(job, union, distance, staged, url, upper_todo, todo, layout)
         pairs, final = _publish_and_swap(url, staged, layout.symmetric, entry["generation"], len(union))
         return AppendResult(url, final, int(entry["generation"]), layout.n_old, len(labels), total, len(todo), pairs)
 
@@ -406,13 +407,12 @@ class _Layout:
         )
 
 
-def _check_arguments(labels: LabelSet, n_workers: int | None) -> None:
+def check_append_arguments(labels: LabelSet, n_workers: int | None) -> None:
     """Refuse (ValueError) the arguments of :func:`append` that cannot make a generation, before the store is
     looked at: no items, and ``n_workers`` below 1."""
     if len(labels) < 1:
         raise ValueError("no items to append")
-    if n_workers is not None and n_workers < 1:
-        raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
+    check_workers(n_workers)
 
 
 def _local_url(store: str | os.PathLike[str]) -> str:
@@ -453,10 +453,7 @@ def _grown_labels(old: StoreReader, labels: LabelSet, distance: LabelDistance) -
     (:func:`check_same_reading`), their ids (:func:`check_new_ids`), and the distance's own check of the new
     labels beside the stored ones (:meth:`LabelDistance.check_labels`). The stored labels carry the store's
     reading as their provenance."""
-    if not isinstance(labels, distance.labels_class):
-        raise TypeError(
-            f"{type(distance).__name__} needs {distance.labels_class.__name__} labels, got {type(labels).__name__}"
-        )
+    check_labels_class(labels, distance)
     check_same_reading(old, labels)
     check_new_ids(old, labels)
     stored = old.labels()  # with the store's reading as their provenance
@@ -522,61 +519,8 @@ def _stage(url: str, wanted: dict[str, Any], union: LabelSet) -> tuple[str, str]
     return staged, "new"
 
 
-def _blocks_to_compute(
-    url: str, staged: str, layout: _Layout, generation: int, n_new: int, total: int, action: str
-) -> tuple[list[int], list[int]]:
-    """The upper strips and the row blocks of the staged store still to compute (no strips outside the symmetric
-    mode, :func:`symmetric_todo` in it), logged with the generation and ``action`` (``"new"`` or ``"resume"``)."""
-    if layout.symmetric:
-        upper_todo, todo = symmetric_todo(staged)
-    else:
-        upper_todo, todo = [], np.flatnonzero(~blocks_done(staged)).tolist()
-    log.info(
-        "%s: generation %d, %d new items on %d: %d of %d row blocks to compute (%s)",
-        url,
-        generation,
-        n_new,
-        layout.n_old,
-        len(todo),
-        total,
-        action,
-    )
-    return upper_todo, todo
-
-
-def _run_blocks(
-    client: Any,
-    union: LabelSet,
-    distance: LabelDistance,
-    staged: str,
-    url: str,
-    todo: list[int],
-    layout: _Layout,
-    progress: bool | None,
-) -> None:
-    """All but the symmetric dense mode: one :func:`compute_appended_block` task per row block of ``todo``, into
-    the staged store from the old one at ``url``: a dense store grown by its new rows and columns, else the new
-    rows' lists searched and the old ones merged with the new items."""
-    _run_tasks(
-        client,
-        compute_appended_block,
-        todo,
-        progress,
-        f"{distance.kind} append",
-        rows=_block_sizes(len(union), layout.block_rows),
-        labels=_scatter(client, union),
-        distance=distance,
-        old_url=url,
-        n_old=layout.n_old,
-        k=layout.k,
-        dense=layout.dense,
-        url=staged,
-        block_rows=layout.block_rows,
-    )
-
-
-def _run_symmetric(
-    client: Any,
+def run_append_blocks(
+    job: BlockJob,
     union: LabelSet,
     distance: LabelDistance,
     staged: str,
@@ -584,40 +528,38 @@ def _run_symmetric(
     upper_todo: list[int],
     todo: list[int],
     layout: _Layout,
-    progress: bool | None,
 ) -> None:
-    """The symmetric dense mode: phase 1 (:func:`compute_appended_upper`, old entries copied from the store at
-    ``url``) for the upper strips of ``upper_todo``, then, once all are written, precompute's phase 2
-    (:func:`compute_mirrored`) for the row blocks of ``todo``."""
-    rows = _block_sizes(len(union), layout.block_rows)
-    if upper_todo:  # the barrier, as in precompute: phase 2 reads strips of every block before it
-        _run_tasks(
-            client,
-            compute_appended_upper,
-            upper_todo,
-            progress,
-            f"{distance.kind} append upper",
-            rows=rows,
-            labels=_scatter(client, union),
+    """The tasks of an append, into the staged store from the old one at ``url``. All but the symmetric dense
+    mode: one :func:`compute_appended_block` per row block of ``todo`` (a dense store grown by its new rows and
+    columns, else the new rows' lists searched and the old ones merged with the new items). The symmetric dense
+    mode: phase 1 (:func:`compute_appended_upper`, old entries copied) for the upper strips of ``upper_todo``,
+    then, once all are written, precompute's phase 2 (:func:`~labeldist.engine.blocks.compute_mirrored`)."""
+    common = {"url": staged, "block_rows": layout.block_rows, "n_old": layout.n_old}
+    kind = f"{distance.kind} append"
+    if not layout.symmetric:
+        job.run(
+            compute_appended_block,
+            todo,
+            kind,
+            labels=job.scatter(union),
             distance=distance,
             old_url=url,
-            n_old=layout.n_old,
-            url=staged,
-            block_rows=layout.block_rows,
+            k=layout.k,
+            dense=layout.dense,
+            **common,
         )
-    _run_tasks(
-        client,
-        compute_mirrored,
-        todo,
-        progress,
-        f"{distance.kind} append rows",
-        rows=rows,
-        n_items=len(union),
-        k=layout.k,
-        n_old=layout.n_old,
-        url=staged,
-        block_rows=layout.block_rows,
-    )
+        return
+    if upper_todo:  # the barrier, as in precompute: phase 2 reads strips of every block before it
+        job.run(
+            compute_appended_upper,
+            upper_todo,
+            f"{kind} upper",
+            labels=job.scatter(union),
+            distance=distance,
+            old_url=url,
+            **common,
+        )
+    job.run(compute_mirrored, todo, f"{kind} rows", n_items=len(union), k=layout.k, **common)
 
 
 def _publish_and_swap(

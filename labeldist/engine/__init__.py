@@ -1,0 +1,19 @@
+"""The engine: label distances computed on a Dask cluster into a store, and a store grown by new items.
+
+- :mod:`~labeldist.engine.build`: :func:`precompute`, a store from a label set (reused, resumed, or rebuilt
+  beside the old one with ``overwrite``);
+- :mod:`~labeldist.engine.grow`: :func:`append`, a store's next generation, only the new pairs computed;
+- :mod:`~labeldist.engine.blocks`: the row-block tasks both run (Dask-free, idempotent);
+- :mod:`~labeldist.engine.runner`: the Dask client and the running of tasks, with progress;
+- :mod:`~labeldist.engine.staging`: building beside a complete store and swapping it in;
+- :mod:`~labeldist.engine.lock`: one writer per store.
+
+docs/design.md describes the flow; docs/store-format.md the store and its two-phase symmetric mode.
+"""
+
+from labeldist.engine.blocks import default_block_rows
+from labeldist.engine.build import PrecomputeResult, precompute
+from labeldist.engine.grow import AppendResult, append
+from labeldist.engine.runner import dask_client
+
+__all__ = ["AppendResult", "PrecomputeResult", "append", "dask_client", "default_block_rows", "precompute"]
