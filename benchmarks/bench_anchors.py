@@ -38,7 +38,7 @@ from serving import start_service  # noqa: E402
 
 from labeldist.client import FeatureInputs, LabelDistClient, LocalSource, MinibatchStream  # noqa: E402
 from labeldist.trainer.losses import make_loss  # noqa: E402
-from labeldist.trainer.models import ResNetEmbedding  # noqa: E402
+from labeldist.trainer.training.models import ResNetEmbedding  # noqa: E402
 
 DENSE, KNN = "mpii-train-pose", "mpii-train-pose-knn"
 

@@ -4,7 +4,7 @@ replace them, on the JPEGs and PNGs that ``trainer render`` makes.
     nice -n 10 .venv/bin/python benchmarks/bench_decode.py --work /tmp/bench-decode \\
         --store /tmp/img64/stores/mpii-train-pose
 
-The trainer decodes in two places (labeldist.trainer.images): ``decode(path)``, one file at a time on the CPU
+The trainer decodes in two places (labeldist.trainer.inputs.images): ``decode(path)``, one file at a time on the CPU
 (``torchvision.io.decode_image(read_file(path), mode=RGB)``: the decoded-image cache's threads and the DataLoader
 workers), and ``decode_batch``, one ``torchvision.io.decode_jpeg(list, device=device)`` call (nvJPEG on CUDA,
 libjpeg-turbo on the CPU). For each render (MPII training poses, the first ``--items`` of the store, at each of
@@ -144,7 +144,7 @@ class Method:
 def torchvision_methods() -> list[Method]:
     from torchvision.io import ImageReadMode, decode_image, decode_jpeg, decode_png
 
-    from labeldist.trainer.images import decode
+    from labeldist.trainer.inputs.images import decode
 
     rgb = ImageReadMode.RGB
     return [

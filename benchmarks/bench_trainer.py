@@ -52,10 +52,10 @@ sys.path.insert(0, str(REPO))
 from serving import start_service  # noqa: E402
 
 from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream  # noqa: E402
-from labeldist.trainer.fit import FitConfig, autocast, default_loader_workers, fit, pick_device  # noqa: E402
-from labeldist.trainer.images import open_images  # noqa: E402
+from labeldist.trainer.inputs.images import open_images  # noqa: E402
 from labeldist.trainer.losses import LogRatioLoss  # noqa: E402
-from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding  # noqa: E402
+from labeldist.trainer.training.fit import FitConfig, autocast, default_loader_workers, fit, pick_device  # noqa: E402
+from labeldist.trainer.training.models import EmbeddingMLP, ResNetEmbedding  # noqa: E402
 
 RESNET34_GFLOPS = 3.6  # forward, one 224 x 224 image (He et al. 2016, Table 1)
 

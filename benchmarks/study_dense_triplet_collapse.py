@@ -7,7 +7,7 @@ Euclidean distance, margin 0.03, mean over every dense triplet): from about step
 
 Here, the same at a scale this CPU runs in minutes: the 2958 poses of ``data/mpii/mpii_valid_2958.csv``
 (centre/scale normalised, :class:`labeldist.distances.pose.PoseDistance`), each drawn once by
-:func:`labeldist.trainer.render_pose.render` at ``--px`` (32) pixels; the first 2458 train, the last 500 test.
+:func:`labeldist.trainer.render.pose.render` at ``--px`` (32) pixels; the first 2458 train, the last 500 test.
 A step takes one minibatch of ``--size`` (48) items: an anchor drawn from the training poses, its 5 nearest
 training poses, random others, as the service draws them. Every configuration starts from the same untrained
 ResNet-18 (128-d head) and sees the same minibatches; each changes one thing from the new user's run (``base``):
@@ -26,12 +26,12 @@ log_ratio       the log-ratio loss, Adam lr 1e-3 (a healthy reference)
 
 Columns: ``loss`` the mean training loss over the last 50 steps and ``sd/mean`` its relative spread; ``act`` the
 share of triplets whose hinge is active then; ``cos train`` the mean pairwise cosine of the step's embeddings
-(train mode, :func:`labeldist.trainer.monitor.embedding_spread`) over the last 50 steps; ``cos test`` and
+(train mode, :func:`labeldist.trainer.training.monitor.embedding_spread`) over the last 50 steps; ``cos test`` and
 ``var test`` those of the 500 test embeddings (eval mode); ``top5`` the mean label distance from each test pose
 to its 5 nearest test poses by embedding cosine, divided by the mean label distance to every other test pose
 (1 = chance, lower is better; the first line gives it for the untrained network and
 for the 5 label-nearest poses); ``warn`` the step and kind of the first
-:class:`labeldist.trainer.monitor.TrainingWatch` warning.
+:class:`labeldist.trainer.training.monitor.TrainingWatch` warning.
 
     nice -n 10 .venv/bin/python benchmarks/study_dense_triplet_collapse.py            # every configuration
     nice -n 10 .venv/bin/python benchmarks/study_dense_triplet_collapse.py base sgd-paper --steps 300 --trace 25
@@ -52,9 +52,9 @@ import torch.nn.functional as F
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.pose_files import read_mpii_csv
 from labeldist.trainer.losses import DenseTripletLoss, make_loss
-from labeldist.trainer.models import ResNetEmbedding
-from labeldist.trainer.monitor import TrainingWatch, embedding_spread
-from labeldist.trainer.render_pose import item, render
+from labeldist.trainer.render.pose import item, render
+from labeldist.trainer.training.models import ResNetEmbedding
+from labeldist.trainer.training.monitor import TrainingWatch, embedding_spread
 
 REPO = Path(__file__).resolve().parents[1]
 CSV = REPO / "data" / "mpii" / "mpii_valid_2958.csv"

@@ -1,10 +1,11 @@
-"""The ``labeldist`` command: ``precompute``, ``append``, ``info``, ``verify``, ``export`` and ``serve``.
+"""The ``labeldist`` command: ``precompute``, ``append``, ``info``, ``verify``, ``export``, ``split`` and ``serve``.
 
 labeldist precompute pose data/mpii/mpii_valid_2958.csv --out stores/mpii-pose
 labeldist precompute layout --generate 2000 --out stores/lsun5-layout_miou
 labeldist info stores/mpii-pose
 labeldist verify stores/mpii-pose --sample 500
 labeldist export stores/mpii-pose --format csv --out mpii-neighbors.csv
+labeldist split stores/mpii-pose --out stores/mpii-split
 """
 
 from __future__ import annotations
@@ -430,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--overwrite", action="store_true", help="replace an existing file at --out")
     export.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     export.set_defaults(func=_export)
+    from labeldist.split import add_split_parser
+
+    add_split_parser(sub, "labeldist split")
     serve = sub.add_parser("serve", help="serve the stores of a folder over HTTP (API v1) with uvicorn")
     serve.add_argument("--stores", help="folder of stores (default: LABELDIST_STORES or ./stores)")
     serve.add_argument("--host", help="bind address (default: 127.0.0.1)")

@@ -15,7 +15,7 @@
 #   EPOCHS   epochs per method (2,366 steps each) (default: 3; issue 11's H100 took 17 ms a ResNet-18 step of 150
 #            128-px images, so about 10 ms one of 32: 3 epochs are about 70 s a method)
 #   CURVE    evaluate every CURVE steps           (default: 1500)
-#   METHODS  labeldist.trainer.reproduce methods  (default: "log_ratio dense_triplet")
+#   METHODS  labeldist.trainer.experiments.reproduce methods  (default: "log_ratio dense_triplet")
 #   EXTRA    more reproduce options, e.g. "--augment kind --tag kind"
 set -eu
 R=${RUNS:-/tmp/gpu-images}
@@ -45,7 +45,7 @@ stage "stores and renders"
 PYTHON=$PYTHON RUNS=$R PX=$PX DATASETS=mpii PREPARE_ONLY=1 sh tools/reproduce_images.sh
 reproduce() {
     # shellcheck disable=SC2086  # EXTRA and the methods are lists on purpose
-    $PYTHON -m labeldist.trainer.reproduce --stores "$R/stores" --dataset mpii --runs "$R" --images \
+    $PYTHON -m labeldist.trainer.experiments.reproduce --stores "$R/stores" --dataset mpii --runs "$R" --images \
         --backbone resnet18 --recipe scratch --epochs "$EPOCHS" --curve-every "$CURVE" --seeds 0 --dims 128 \
         --k-max 100 $EXTRA --methods "$@" >/dev/null
 }

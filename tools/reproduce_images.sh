@@ -1,7 +1,7 @@
 #!/bin/sh
 # Kim et al. Fig. 3 and Fig. 5 on images (RESULTS.md, "On images"): a train and a test store of MPII poses and of
 # LSUN-type room layouts, one image per item rendered from its label (poses in the label's own frame: the test
-# store in its train render's frame), then every method of labeldist.trainer.reproduce trained on the train images
+# store in its train render's frame), then every method of labeldist.trainer.experiments.reproduce trained on the train images
 # with a CNN and a recipe (by default scratch, the one that learns from random weights), reading the stores
 # in-process (--stores: no service), and evaluated on the test images beside the untrained network (ranked both
 # ways) and the ceiling (a perfect model of the pictures).
@@ -10,7 +10,7 @@
 #   RUNS      work folder: stores, images, runs       (default: /tmp/image-runs)
 #   PX        rendered image side in pixels           (default: 128)
 #   BACKBONE  torchvision ResNet                      (default: resnet18)
-#   RECIPE    labeldist.trainer.recipes               (default: auto = scratch, from random weights)
+#   RECIPE    labeldist.trainer.training.recipes               (default: auto = scratch, from random weights)
 #   STEPS     steps per training run                  (default: the recipe's epochs)
 #   SIZE      minibatch size                          (default: the recipe's; scratch 32, kim2019 150)
 #   CURVE     evaluate every 128-d run every CURVE steps (default: 500)
@@ -19,7 +19,7 @@
 #   ANCHORS   first or all: override the recipe's     (default: the recipe's)
 #   DATASETS  which of "mpii lsun" to train           (default: both)
 #   LSUN_N    generated layouts: train and test       (default: "2000 500")
-#   METHODS   labeldist.trainer.reproduce methods               (default: all but the unsquared log-ratio variant)
+#   METHODS   labeldist.trainer.experiments.reproduce methods               (default: all but the unsquared log-ratio variant)
 #   EXTRA     more reproduce options (e.g. "--augment imagenet --allow-image-flip --tag imagenet")
 #   PREPARE_ONLY  set: only the stores, splits and renders
 #
@@ -82,7 +82,7 @@ for dataset in $DATASETS; do
     "prepare_$dataset"
     [ -z "${PREPARE_ONLY:-}" ] || continue
     # shellcheck disable=SC2086  # SEEDS, DIMS, METHODS, STEP_ARGS and EXTRA are lists on purpose
-    $PYTHON -m labeldist.trainer.reproduce --stores "$S" --dataset "$dataset" --runs "$R" --images \
+    $PYTHON -m labeldist.trainer.experiments.reproduce --stores "$S" --dataset "$dataset" --runs "$R" --images \
         --backbone "$BACKBONE" --recipe "$RECIPE" $STEP_ARGS --curve-every "$CURVE" --seeds $SEEDS \
         --small-dim-seeds 0 --dims $DIMS --methods $METHODS --k-max 100 $EXTRA
 done

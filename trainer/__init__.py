@@ -1,55 +1,11 @@
-"""The trainer: losses, retrieval metrics, models, image inputs and the ``trainer`` command (fit / eval), over the
-HTTP client and minibatch streams of :mod:`labeldist.client` (re-exported here)."""
+"""The trainer: embeddings trained on minibatches from labeldist stores (``trainer fit``), evaluated on held-out
+ones (``trainer eval``), over the clients of :mod:`labeldist.client`. Importing it imports no torch.
 
-from labeldist.client import (
-    Batches,
-    FeatureInputs,
-    LabelDistClient,
-    Minibatch,
-    MinibatchStream,
-    Prefetcher,
-    RequestRejected,
-    ServiceError,
-    ServiceUnavailable,
-    StoreNotFound,
-)
-from labeldist.trainer.images import ImageInputError, ImageInputs, open_images
-from labeldist.trainer.losses import BinaryTripletLoss, DenseTripletLoss, LadderLoss, LogRatioLoss, make_loss
-from labeldist.trainer.metrics import (
-    coherent_score,
-    mean_label_distance,
-    ndcg,
-    recall_at_k,
-    retrieval_metrics,
-    retrieve,
-)
-from labeldist.trainer.models import EmbeddingMLP, ResNetEmbedding
-
-__all__ = [
-    "Batches",
-    "BinaryTripletLoss",
-    "DenseTripletLoss",
-    "EmbeddingMLP",
-    "FeatureInputs",
-    "ImageInputError",
-    "ImageInputs",
-    "LabelDistClient",
-    "LadderLoss",
-    "LogRatioLoss",
-    "Minibatch",
-    "MinibatchStream",
-    "Prefetcher",
-    "RequestRejected",
-    "ResNetEmbedding",
-    "ServiceError",
-    "ServiceUnavailable",
-    "StoreNotFound",
-    "coherent_score",
-    "make_loss",
-    "open_images",
-    "mean_label_distance",
-    "ndcg",
-    "recall_at_k",
-    "retrieval_metrics",
-    "retrieve",
-]
+- :mod:`~labeldist.trainer.training`: the run, models, recipes, monitor, checkpoints, evaluation and metrics;
+- :mod:`~labeldist.trainer.losses`: one loss per module, in the pytorch-metric-learning style;
+- :mod:`~labeldist.trainer.inputs`: images and their cache, augmentation, demo input features;
+- :mod:`~labeldist.trainer.render`: pictures drawn from pose and layout labels;
+- :mod:`~labeldist.trainer.experiments`: the reproductions, ceilings, figures and tables of RESULTS.md;
+- :mod:`~labeldist.trainer.kinds`: what the trainer knows of each store kind;
+- :mod:`~labeldist.trainer.cli`: the ``trainer`` command. docs/training.md is the guide.
+"""

@@ -1,4 +1,5 @@
-"""The ``trainer`` command: ``fit``, ``eval``, ``plot``, ``demo-inputs``, ``split`` and ``render``.
+"""The ``trainer`` command: ``fit``, ``eval``, ``plot``, ``demo-inputs``, ``split`` (an alias of ``labeldist split``,
+which needs no torch) and ``render``.
 
     trainer fit --url http://127.0.0.1:8000 --store mpii-train-pose --features train.npy --out runs/lr
     trainer render stores/mpii-train-pose --out images/mpii-train           # images drawn from the labels
@@ -33,7 +34,6 @@ from labeldist.options import (
     nonnegative_int,
     number_option,
     os_error_message,
-    part_float,
     positive_float,
     positive_int,
     seed_int,
@@ -41,12 +41,13 @@ from labeldist.options import (
     show_defaults,
     worker_count,
 )
+from labeldist.split import add_split_parser
 from labeldist.store import StoreError
-from labeldist.trainer.augment import AUGMENT_NAMES, AugmentationError
-from labeldist.trainer.checkpoints import CheckpointError
+from labeldist.trainer.inputs.augment import AUGMENT_NAMES, AugmentationError
 from labeldist.trainer.losses import LOSSES
-from labeldist.trainer.models import BACKBONES, WeightsError
-from labeldist.trainer.recipes import (
+from labeldist.trainer.training.checkpoints import CheckpointError
+from labeldist.trainer.training.models import BACKBONES, WeightsError
+from labeldist.trainer.training.recipes import (
     OPTIMIZERS,
     RECIPE_FIELDS,
     RECIPES,
@@ -108,8 +109,8 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
-    from labeldist.trainer.fit import FitConfig, fit, open_source
+    from labeldist.trainer.training.evaluate import ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.training.fit import FitConfig, fit, open_source
 
     if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
         raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
@@ -133,7 +134,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        from labeldist.trainer.report import fit_table, run_device
+        from labeldist.trainer.experiments.report import fit_table, run_device
 
         print(fit_table(summary, run=args.out, loss=args.loss, device=run_device(args.out)))
     if args.eval_store:
@@ -170,8 +171,8 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from labeldist.outputs import check_output_file, write_text
-    from labeldist.trainer.evaluate import UNTRAINED_BACKBONE, ImageSource, evaluate, load_split, plot_curves
-    from labeldist.trainer.fit import open_source
+    from labeldist.trainer.training.evaluate import UNTRAINED_BACKBONE, ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.training.fit import open_source
 
     for out in filter(None, (args.out, args.plot)):  # refused before the evaluation rather than after it
         if Path(out).parent.is_dir():  # else made, with its folder, once the results are in
@@ -213,13 +214,13 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _print_eval(result: dict[str, Any], as_json: bool) -> None:
     """The metrics of an evaluation: a table, or (``--json``) the summary's JSON line as before."""
-    from labeldist.trainer.report import eval_table
+    from labeldist.trainer.experiments.report import eval_table
 
     print(json.dumps(result["summary"]) if as_json else eval_table(result))
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from labeldist.trainer.plots import legend_labels, plot_evals, plot_losses
+    from labeldist.trainer.experiments.plots import legend_labels, plot_evals, plot_losses
 
     if args.loss_curves:
         fig = plot_losses(
@@ -238,7 +239,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _demo_inputs(args: argparse.Namespace) -> int:
-    from labeldist.trainer.demo_inputs import write_demo_inputs
+    from labeldist.trainer.inputs.demo_inputs import write_demo_inputs
 
     options = {} if args.hide is None else {"hide": args.hide}
     if args.jitter is not None:
@@ -248,35 +249,9 @@ def _demo_inputs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _split(args: argparse.Namespace) -> int:
-    from labeldist.trainer.split import SplitError, few_queries_warning, split_input
-
-    try:
-        info = split_input(
-            args.input,
-            args.out,
-            test_fraction=args.test_fraction,
-            query_fraction=args.query_fraction,
-            seed=args.seed,
-            overwrite=args.overwrite,
-            scheduler=args.scheduler,
-            n_workers=args.workers,
-        )
-    except SplitError as e:  # one line, no traceback
-        print(f"trainer split: {e}", file=sys.stderr)
-        return 2
-    print({k: len(v) for k, v in info.items() if isinstance(v, list)})
-    for part, store in info.get("stores", {}).items():
-        print(f"{part}: {store}")
-    warning = few_queries_warning(len(info["queries"]), len(info["test"]))
-    if warning:
-        print(f"trainer split: warning: {warning}", file=sys.stderr)
-    return 0
-
-
 def _render(args: argparse.Namespace) -> int:
     from labeldist.store import StoreError
-    from labeldist.trainer.render import RenderError, read_frame, render_store
+    from labeldist.trainer.render.base import RenderError, read_frame, render_store
 
     try:
         frame = read_frame(args.frame_from) if args.frame_from else args.frame
@@ -625,45 +600,6 @@ def add_demo_inputs_parser(subparsers: argparse._SubParsersAction[argparse.Argum
     return demo
 
 
-def add_split_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """``trainer split``: a store or a label file into train and test parts."""
-    sp = subparsers.add_parser(
-        "split",
-        help="split a store of any kind into a train store and a test store, or a "
-        "label file (Karpathy JSON, CSV) into train/test label files",
-    )
-    sp.add_argument(
-        "input",
-        help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: "
-        "a Karpathy JSON list (.json) or a CSV with a header row such as MPII's (.csv), whose halves "
-        "OUT/train.EXT and OUT/test.EXT each build a store",
-    )
-    sp.add_argument("--out", required=True, help="folder: the two parts and split.json")
-    sp.add_argument("--test-fraction", type=part_float, default=0.2)
-    sp.add_argument(
-        "--query-fraction",
-        type=part_float,
-        default=0.2,
-        help="of the test items, the queries; the rest is the gallery (default: %(default)s)",
-    )
-    sp.add_argument("--seed", type=seed_int, default=0)
-    sp.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="a store: replace parts made with other labels or parameters (built beside them, then swapped in)",
-    )
-    sp.add_argument(
-        "--scheduler", help="a kNN-only store: the Dask scheduler that precomputes its parts (default: a LocalCluster)"
-    )
-    sp.add_argument(
-        "--workers",
-        type=worker_count,
-        help="a kNN-only store: the LocalCluster's worker processes (default: one per core)",
-    )
-    sp.set_defaults(func=_split)
-    return sp
-
-
 def add_render_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """``trainer render``: one image per item of a pose or layout store."""
     rd = subparsers.add_parser("render", help="draw one image per item of a pose or layout store, from its label")
@@ -705,7 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parser(subparsers)
     add_plot_parser(subparsers)
     add_demo_inputs_parser(subparsers)
-    add_split_parser(subparsers)
+    add_split_parser(subparsers, "trainer split")
     add_render_parser(subparsers)
     return show_defaults(parser)
 

@@ -60,7 +60,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "labeldist.storeview",
         ),
     ),
-    ("engine", ("labeldist.engine", "labeldist.verify", "labeldist.export")),
+    ("engine", ("labeldist.engine", "labeldist.verify", "labeldist.export", "labeldist.split")),
     ("api", ("labeldist.api",)),
     ("client", ("labeldist.client",)),
     ("trainer", ("labeldist.trainer",)),

@@ -39,10 +39,10 @@ def pose_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def features(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo inputs of the pose store (trainer/demo_inputs.py, seed 0) as a .npy file: an MLP's features."""
+    """The demo inputs of the pose store (trainer/inputs/demo_inputs.py, seed 0) as a .npy file: an MLP's features."""
     import numpy as np
 
-    from labeldist.trainer.demo_inputs import pose_inputs
+    from labeldist.trainer.inputs.demo_inputs import pose_inputs
 
     path = tmp_path_factory.mktemp("features") / "mpii300.npy"
     np.save(path, pose_inputs(str(pose_store / STORE), seed=0))

@@ -21,10 +21,9 @@ from labeldist.labels.base import LabelSet
 from labeldist.labels.layouts import LayoutMaps
 from labeldist.labels.poses import Poses
 from labeldist.store import StoreReader
-from labeldist.trainer.augment import (
+from labeldist.trainer.inputs.augment import (
     AUGMENT_NAMES,
     IMAGENET,
-    KINDS,
     NONE,
     Augmentation,
     AugmentationError,
@@ -33,11 +32,13 @@ from labeldist.trainer.augment import (
     augment,
     draw_augmentation,
     eval_transform,
+    kind_augmentation,
     resolve_augmentation,
     step_generator,
     transform_maps,
     transform_points,
 )
+from labeldist.trainer.kinds import TRAINER_KINDS
 from tests.trainer.conftest import STORE as POSE_STORE
 
 LAYOUT_STORE = "lsun48-layout_miou"
@@ -135,7 +136,7 @@ def test_the_kinds_flip_keeps_every_anchor_distance_and_a_per_image_flip_does_no
     members, before, distance = _minibatches(root, store, rows=16, seed=5, **shape)
     assert isinstance(distance, {"pose": PoseDistance, "layout_miou": LayoutMIoU}[kind])  # the real distances
     aug = resolve_augmentation("kind", kind)
-    assert aug.flip == "batch" and KINDS[kind].mirror_invariant is False
+    assert aug.flip == "batch" and kind_augmentation(kind).mirror_invariant is False
     for seed in range(3):
         params = draw_augmentation(members.shape, aug, torch.Generator().manual_seed(seed)).flip_only()
         flipped_rows = params.flip[:, 0]
@@ -160,7 +161,7 @@ def test_the_pose_jitter_per_image_moves_distances_and_per_row_keeps_their_ratio
     """The paper's jitter is not label-preserving per image: in the frame MPII poses are rendered in (centre 0,
     half 1.1), on minibatches of 32 it moves anchor-to-item distances by 7 % (median), those to the anchor's 5
     label-nearest by 19 %, and reverses 9 % of the orders of two items' distances to their anchor (the figures of
-    trainer/augment.py, measured on the 2,366 MPII training poses; this store holds 300). The same jitter per
+    trainer/inputs/augment.py, measured on the 2,366 MPII training poses; this store holds 300). The same jitter per
     minibatch row keeps every ratio of two distances."""
     frame = (0.0, 0.0, 1.1)
     members, before, distance = _minibatches(pose_store, POSE_STORE, rows=64, size=32, neighbors=5, seed=1)
@@ -399,7 +400,8 @@ def test_a_per_image_flip_is_refused_where_it_breaks_the_distance() -> None:
 
 
 def test_every_kind_declares_its_augmentation_and_a_kind_without_one_gets_none() -> None:
-    for kind, declared in KINDS.items():
+    for kind in TRAINER_KINDS:
+        declared = kind_augmentation(kind)
         assert declared.reason and declared.augmentation.description.strip()
         assert "\n" not in declared.augmentation.description
         assert declared.mirror_invariant == (declared.augmentation.flip == "image"), kind

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldist.trainer import ceiling as ceil
+from labeldist.trainer.experiments import ceiling as ceil
 
 REPO = Path(__file__).resolve().parents[2]
 MPII = REPO / "data" / "mpii" / "mpii_valid_2958.csv"
@@ -256,7 +256,7 @@ def test_the_command_prints_the_three_ceilings(tmp_path, capsys) -> None:
 def test_the_command_takes_a_store_and_its_renders_frame(pose_store, tmp_path, capsys) -> None:
     """A store without center_scale in its manifest (this one's labels were subset, which drops the provenance):
     its render's frame is its own extent, and --frame-from hands that frame to the ceiling."""
-    from labeldist.trainer.render import read_frame, render_store
+    from labeldist.trainer.render.base import read_frame, render_store
 
     store = pose_store / "mpii300-pose"
     render_store(store, tmp_path / "r", size=32, items=1, workers=1)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from labeldist.trainer.cli import main
-from labeldist.trainer.fit import FitConfig, fit
+from labeldist.trainer.training.fit import FitConfig, fit
 from tests.trainer.conftest import REPO, STORE
 
 
@@ -175,7 +175,7 @@ def test_a_checkpoint_of_an_older_trainer_is_refused_saying_what_to_do(
 
 
 def test_save_checkpoint_keeps_plain_data_only(tmp_path: Path) -> None:
-    from labeldist.trainer.checkpoints import save_checkpoint
+    from labeldist.trainer.training.checkpoints import save_checkpoint
 
     state = {
         "model": {"w": torch.ones(2)},
@@ -218,7 +218,7 @@ def test_resume_with_another_model_is_refused_naming_both(
 def test_eval_of_a_checkpoint_that_does_not_fit_is_refused_naming_both(
     service: str, features: Path, split: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from labeldist.trainer.checkpoints import read_checkpoint, save_checkpoint
+    from labeldist.trainer.training.checkpoints import read_checkpoint, save_checkpoint
 
     run = tmp_path / "run"
     fit(config(service, features, run))
@@ -258,12 +258,12 @@ UNSAFE = re.compile(r"weights_only\s*=\s*False|pickle\.loads?\(|allow_pickle\s*=
 
 
 def test_no_code_loads_a_pickle_but_the_checkpoint_reader() -> None:
-    """torch.load only in trainer/checkpoints.py (with weights_only=True); no pickle.load, no allow_pickle."""
+    """torch.load only in trainer/training/checkpoints.py (with weights_only=True); no pickle.load, no allow_pickle."""
     found = []
     for folder in ("trainer", "client", "api", "labeldist", "benchmarks", "tools"):
         for path in sorted((REPO / folder).rglob("*.py")):
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                allowed = path == REPO / "trainer" / "checkpoints.py" and "weights_only=True" in line
+                allowed = path == REPO / "trainer" / "training" / "checkpoints.py" and "weights_only=True" in line
                 if UNSAFE.search(line) and not allowed:
                     found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)

@@ -11,8 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from labeldist.trainer import decoding
-from labeldist.trainer.images import ImageInputError, decode
+from labeldist.trainer.inputs import decoding
+from labeldist.trainer.inputs.images import ImageInputError, decode
 
 
 def encoded(array: np.ndarray, fmt: str, mode: str = "RGB") -> tuple[torch.Tensor, np.ndarray]:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from labeldist.client import InputError
-from labeldist.trainer.evaluate import load_split
+from labeldist.trainer.training.evaluate import load_split
 from tests.trainer.conftest import N_ITEMS, STORE
 from tests.trainer.test_outputs import refused, trainer
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from labeldist.trainer.checkpoints import CheckpointError, read_checkpoint
-from labeldist.trainer.fit import FitConfig, fit, rewind_log
+from labeldist.trainer.training.checkpoints import CheckpointError, read_checkpoint
+from labeldist.trainer.training.fit import FitConfig, fit, rewind_log
 from tests.processes import kill, spawn
 from tests.trainer.conftest import STORE
 

@@ -17,8 +17,8 @@ from PIL import Image
 
 from labeldist.client import MinibatchStream
 from labeldist.client.local import LocalSource
-from labeldist.trainer.augment import eval_transform
-from labeldist.trainer.images import (
+from labeldist.trainer.inputs.augment import eval_transform
+from labeldist.trainer.inputs.images import (
     IMAGE_INPUTS,
     CachedImages,
     EncodedImages,

@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from labeldist.client import LabelDistClient
-from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
-from labeldist.trainer.evaluate import ImageSource, evaluate
-from labeldist.trainer.fit import FitConfig, fit
-from labeldist.trainer.images import ImageInputError, ImageInputs, image_paths, open_images, read_index
-from labeldist.trainer.render import render_store
+from labeldist.trainer.inputs.images import ImageInputError, ImageInputs, image_paths, open_images, read_index
+from labeldist.trainer.render.base import render_store
+from labeldist.trainer.training.checkpoints import read_checkpoint
+from labeldist.trainer.training.evaluate import ImageSource, evaluate
+from labeldist.trainer.training.fit import FitConfig, fit
 from tests.trainer.conftest import N_ITEMS, STORE
 
 torchvision = pytest.importorskip("torchvision")
@@ -75,7 +75,7 @@ def fixed_batch_loss(service: str, rendered: Path, checkpoint: Path) -> float:
     """The loss of a checkpoint's model on 8 fixed minibatches (eval transform, eval mode): one step's
     loss depends on its anchor too much to compare a few steps, the same batches do not."""
     from labeldist.trainer.losses import make_loss
-    from labeldist.trainer.models import load_checkpoint
+    from labeldist.trainer.training.models import load_checkpoint
 
     model, _ = load_checkpoint(checkpoint)
     with LabelDistClient(service) as client:
@@ -184,14 +184,14 @@ def test_images_are_uint8_crops_and_the_model_normalises_them_as_torchvision_doe
     inputs = ImageInputs(read_index(rendered / "index.csv", ids)[:3], 24, train=False)
     x = inputs(np.array([[0, 2]]))
     assert x.shape == (1, 2, 3, 24, 24) and x.dtype == torch.uint8
-    from labeldist.trainer.models import ImageNormalize
+    from labeldist.trainer.training.models import ImageNormalize
 
     expected = v2.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))(x[0].float() / 255)
     torch.testing.assert_close(ImageNormalize()(x[0]), expected)
 
 
 def test_weights_from_a_local_file_load_into_the_backbone_and_a_wrong_file_is_refused(tmp_path: Path) -> None:
-    from labeldist.trainer.models import ResNetEmbedding, WeightsError
+    from labeldist.trainer.training.models import ResNetEmbedding, WeightsError
 
     torch.manual_seed(1)
     reference = torchvision.models.resnet18(weights=None)

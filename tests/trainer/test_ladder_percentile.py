@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from labeldist.trainer.checkpoints import read_torch_file, save_checkpoint
 from labeldist.trainer.losses import LadderLoss
+from labeldist.trainer.training.checkpoints import read_torch_file, save_checkpoint
 
 MARGINS, BETAS = (0.2, 0.01), (1.0, 0.25)
 

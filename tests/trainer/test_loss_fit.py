@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from labeldist.trainer.checkpoints import read_checkpoint
-from labeldist.trainer.fit import FitConfig, fit
+from labeldist.trainer.training.checkpoints import read_checkpoint
+from labeldist.trainer.training.fit import FitConfig, fit
 from tests.trainer.conftest import N_ITEMS, STORE
 
 LR = 1e-3

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from labeldist.trainer.metrics import (
+from labeldist.trainer.training.metrics import (
     coherent_score,
     mean_label_distance,
     ndcg,

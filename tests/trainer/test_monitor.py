@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from labeldist.trainer.monitor import (
+from labeldist.trainer.training.monitor import (
     CHANCE_TOL,
     CHANCE_WARMUP,
     CHANCE_WINDOW,
@@ -183,7 +183,7 @@ def run_fit(
     anchors: str | None = None,
     resume: bool = False,
 ) -> tuple[list[dict], dict]:
-    from labeldist.trainer.fit import FitConfig, fit
+    from labeldist.trainer.training.fit import FitConfig, fit
 
     path = out.with_suffix(".npy")
     np.save(path, features.astype(np.float32))
@@ -254,7 +254,7 @@ def test_a_real_collapsed_triplet_run_warns_of_the_collapse_then_of_its_chance_l
 
 
 def test_a_real_run_that_learns_gets_below_its_chance_level_and_stays_quiet(pose_store, tmp_path, capsys) -> None:
-    from labeldist.trainer.demo_inputs import pose_inputs
+    from labeldist.trainer.inputs.demo_inputs import pose_inputs
 
     features = pose_inputs(str(pose_store / STORE), seed=0)
     rows, summary = run_fit(pose_store, features, tmp_path / "healthy", "log_ratio", JUDGED + WINDOW, anchors="all")

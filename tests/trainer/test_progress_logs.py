@@ -118,7 +118,7 @@ def test_eval_shows_the_label_distances_it_fetches(
 
 @pytest.mark.parametrize("progress", [True, False])
 def test_render_shows_its_images_as_plain_lines(pose_store: Path, tmp_path, capsys, monkeypatch, progress) -> None:
-    from labeldist.trainer.render import CHUNK, render_store
+    from labeldist.trainer.render.base import CHUNK, render_store
 
     monkeypatch.setenv(EVERY_ENV, "0")
     render_store(pose_store / STORE, tmp_path / "img", size=32, workers=1, items=4 * CHUNK, progress=progress)

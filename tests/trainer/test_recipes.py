@@ -10,10 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from labeldist.trainer.checkpoints import read_checkpoint
 from labeldist.trainer.cli import main
-from labeldist.trainer.fit import FitConfig, fit
-from labeldist.trainer.recipes import RECIPES, RecipeError, choose_recipe, lr_factor, recipe_name, resolve_recipe
+from labeldist.trainer.training.checkpoints import read_checkpoint
+from labeldist.trainer.training.fit import FitConfig, fit
+from labeldist.trainer.training.recipes import (
+    RECIPES,
+    RecipeError,
+    choose_recipe,
+    lr_factor,
+    recipe_name,
+    resolve_recipe,
+)
 from tests.trainer.conftest import STORE
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +20,12 @@ import pytest
 from PIL import Image
 
 from labeldist.labels.poses import MPII_JOINTS
-from labeldist.trainer import render, render_layout, render_pose
 from labeldist.trainer.cli import main
-from labeldist.trainer.render import RenderError, item_rng, render_store, safe_names
+from labeldist.trainer.kinds import TRAINER_KINDS
+from labeldist.trainer.render import base as render
+from labeldist.trainer.render import layout as render_layout
+from labeldist.trainer.render import pose as render_pose
+from labeldist.trainer.render.base import RenderError, item_rng, render_store, safe_names
 
 REPO = Path(__file__).resolve().parents[2]
 MPII = REPO / "data" / "mpii" / "mpii_valid_2958.csv"
@@ -568,7 +572,7 @@ def test_cli_refuses_an_out_that_is_a_file_or_a_folder_of_other_files(pose_store
 
 
 def test_cli_names_the_kinds_that_have_a_renderer(pose_store, tmp_path, capsys, monkeypatch) -> None:
-    monkeypatch.delitem(render.RENDERERS, "pose")  # as a caption or sentence store would be
+    monkeypatch.setitem(TRAINER_KINDS, "pose", replace(TRAINER_KINDS["pose"], renderer=None))  # as captions are
     assert main(["render", str(pose_store), "--out", str(tmp_path / "r"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'pose' has no renderer" in err and "layout_miou" in err

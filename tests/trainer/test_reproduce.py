@@ -1,4 +1,5 @@
-"""The image reproduction (``python -m labeldist.trainer.reproduce --images --stores``) end to end at toy size:
+"""The image reproduction (``python -m labeldist.trainer.experiments.reproduce --images --stores``) end to end at toy
+size:
 a real ResNet-18 trained a few steps on real renders of a real pose store, read in-process. The table has the
 ceiling row, the untrained network ranked both ways and a trained row naming its ranking, steps and epochs; the
 nDCG@10-against-steps curve is evaluated at each segment; a second call reuses the finished runs."""
@@ -11,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldist.trainer.augment import kind_augmentation
-from labeldist.trainer.ceiling import store_ceiling
-from labeldist.trainer.reproduce import reproduce
+from labeldist.trainer.experiments.ceiling import store_ceiling
+from labeldist.trainer.experiments.reproduce import reproduce
+from labeldist.trainer.inputs.augment import kind_augmentation
 from tests.trainer.conftest import N_ITEMS, STORE
 
 
@@ -21,7 +22,7 @@ from tests.trainer.conftest import N_ITEMS, STORE
 def runs(pose_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """``stores/mpii-{train,test}-pose`` (both the 300-item store: the test here is the plumbing, not the split),
     their renders under ``runs/images`` and a split of the test store under ``runs/mpii/split.json``."""
-    from labeldist.trainer.render import render_store
+    from labeldist.trainer.render.base import render_store
 
     root = tmp_path_factory.mktemp("reproduce")
     stores, runs = root / "stores", root / "runs"

@@ -8,10 +8,11 @@ import doctest
 import numpy as np
 import pytest
 
-from labeldist.trainer import demo_inputs, reproduce_ladder
-from labeldist.trainer.demo_inputs import sibling_captions
-from labeldist.trainer.metrics import retrieval_metrics
-from labeldist.trainer.reproduce_ladder import coherent_at, sentence_split, table
+from labeldist.trainer.experiments import ladder as reproduce_ladder
+from labeldist.trainer.experiments.ladder import coherent_at, sentence_split, table
+from labeldist.trainer.inputs import demo_inputs
+from labeldist.trainer.inputs.demo_inputs import sibling_captions
+from labeldist.trainer.training.metrics import retrieval_metrics
 
 
 def test_doctests() -> None:

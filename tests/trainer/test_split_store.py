@@ -17,9 +17,9 @@ from labeldist.client import LocalSource
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.vectors import VectorDistance
 from labeldist.labels.vectors import Vectors
+from labeldist.split import SplitError, split_indices, split_store
 from labeldist.store import StoreReader, build_manifest, create_store, exact_pairs_total
 from labeldist.trainer.cli import main
-from labeldist.trainer.split import SplitError, split_indices, split_store
 from labeldist.verify import verify_store
 from tests.conftest import check_store, write_store
 from tests.trainer.conftest import STORE

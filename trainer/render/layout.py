@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFilter
 
-from labeldist.trainer.render import finish, hsv, smooth_noise
+from labeldist.trainer.render.base import finish, hsv, smooth_noise
 
 N_SURFACES = 5
 FLOOR, MIDDLE_WALL, RIGHT_WALL, LEFT_WALL, CEILING = 1, 2, 3, 4, 5

@@ -20,6 +20,7 @@ store (row ``i`` is store item ``i``):
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 
 from labeldist.outputs import write_bytes
 from labeldist.store import StoreReader
+from labeldist.trainer.kinds import kinds_with, load, trainer_kind
 
 
 def minilm_path() -> Path:
@@ -137,18 +139,19 @@ def pose_inputs(store: str, *, hide: float = 0.25, jitter: float = 0.1, seed: in
 def write_demo_inputs(
     store: str, out: str | Path, *, seed: int = 0, overwrite: bool = True, **options: float
 ) -> np.ndarray:
-    """Write the demo inputs of ``store`` (by its kind: ``caption_wmd``, ``sentence_relevance`` or ``pose``) to
+    """Write the demo inputs of ``store`` (the function its kind declares, :mod:`labeldist.trainer.kinds`) to
     ``out`` (.npy), by :mod:`labeldist.outputs`' rule: a file holding other inputs replaced only with
     ``overwrite``, and then only a regular file outside any store; the same inputs again write nothing."""
     kind = StoreReader(store).manifest["kind"]
-    if kind == "caption_wmd":
-        features = caption_inputs(store, seed=seed)
-    elif kind == "sentence_relevance":
-        features = sentence_inputs(store, seed=seed)
-    elif kind == "pose":
-        features = pose_inputs(store, seed=seed, **options)
-    else:
-        raise ValueError(f"no demo inputs for store kind {kind!r}; known: caption_wmd, sentence_relevance, pose")
+    declared = trainer_kind(kind).demo_inputs  # labeldist.trainer.kinds
+    if declared is None:
+        known = ", ".join(kinds_with("demo_inputs"))
+        raise ValueError(f"no demo inputs for store kind {kind!r}; known: {known}")
+    make = load(declared)
+    taken = set(inspect.signature(make).parameters)
+    if set(options) - taken:
+        raise ValueError(f"the demo inputs of a {kind} store take no {', '.join(sorted(set(options) - taken))}")
+    features = make(store, seed=seed, **options)
     buffer = io.BytesIO()
     np.save(buffer, features)
     write_bytes(out, buffer.getvalue(), overwrite)

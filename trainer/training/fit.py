@@ -2,12 +2,12 @@
 
 Inputs are a feature array indexed like the store (an MLP head learns over it) or images (``images``: a
 torchvision ResNet with an embedding head, images decoded and augmented in DataLoader worker processes, see
-:mod:`labeldist.trainer.images` and :mod:`labeldist.client.loader`).
+:mod:`labeldist.trainer.inputs.images` and :mod:`labeldist.client.loader`).
 
 Device: CUDA when present (mixed precision: bfloat16 autocast where supported, else float16 with a gradient
 scaler; the loss always in float32; channels-last convolutions; optional ``torch.compile``), else CPU. Every
 step is one line of ``<out>/log.jsonl``; checkpoints go to ``<out>/checkpoint.pt`` (tensors and plain data, see
-:mod:`labeldist.trainer.checkpoints`; the log is flushed to disk first), and ``resume=True`` continues from the
+:mod:`labeldist.trainer.training.checkpoints`; the log is flushed to disk first), and ``resume=True`` continues from the
 last one with the same minibatches (and random crops) an uninterrupted run would have seen, the log cut back to
 its step.
 """
@@ -33,8 +33,10 @@ from tqdm import tqdm
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
 from labeldist.outputs import make_folder
 from labeldist.progress import progress_bar
-from labeldist.trainer.augment import augment, resolve_augmentation, step_generator
-from labeldist.trainer.checkpoints import (
+from labeldist.trainer.inputs.augment import augment, resolve_augmentation, step_generator
+from labeldist.trainer.inputs.images import device_images
+from labeldist.trainer.losses import BatchLoss, make_loss
+from labeldist.trainer.training.checkpoints import (
     CheckpointError,
     describe_model,
     first_line,
@@ -43,14 +45,12 @@ from labeldist.trainer.checkpoints import (
     same_model,
     save_checkpoint,
 )
-from labeldist.trainer.images import device_images
-from labeldist.trainer.losses import BatchLoss, make_loss
-from labeldist.trainer.models import (
+from labeldist.trainer.training.models import (
     EmbeddingMLP,
     ResNetEmbedding,
 )
-from labeldist.trainer.monitor import TrainingWatch, embedding_spread, stuck_advice
-from labeldist.trainer.recipes import lr_factor
+from labeldist.trainer.training.monitor import TrainingWatch, embedding_spread, stuck_advice
+from labeldist.trainer.training.recipes import lr_factor
 
 CHECKPOINT = "checkpoint.pt"
 LOG = "log.jsonl"
@@ -65,11 +65,11 @@ class FitConfig:
     out: str
     #: read stores in this process from this folder (labeldist.client.LocalSource), no service; ``url`` unused
     stores: str | None = None
-    #: the recipe these values came from (labeldist.trainer.recipes; recorded, not applied here: resolve_recipe
+    #: the recipe these values came from (labeldist.trainer.training.recipes; recorded, not applied here: resolve_recipe
     #: fills the fields) and the recipe fields the user changed
     recipe: str = "labeldist-v1"
     overrides: list[str] = field(default_factory=list)
-    #: why the recipe was chosen (labeldist.trainer.recipes.choose_recipe), printed and logged
+    #: why the recipe was chosen (labeldist.trainer.training.recipes.choose_recipe), printed and logged
     recipe_reason: str = ""
     features: str | None = None
     #: images instead of features: a folder, items mapped by image_index (id,path CSV; ROOT/index.csv by
@@ -212,7 +212,7 @@ def make_optimizer(config: FitConfig, groups: list[dict[str, Any]]) -> torch.opt
 def make_scheduler(
     config: FitConfig, optimizer: torch.optim.Optimizer, steps_per_epoch: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """The learning rate of each step (:func:`labeldist.trainer.recipes.lr_factor`), stepped once per optimizer
+    """The learning rate of each step (:func:`labeldist.trainer.training.recipes.lr_factor`), stepped once per optimizer
     step; its state goes into the checkpoint, so a resumed run continues the decay where it was."""
     factor = functools.partial(
         lr_factor,
@@ -237,9 +237,9 @@ def make_inputs(
         inputs = FeatureInputs(config.features)
         what = f"features {config.features} have {inputs.n_items} rows"
     else:
-        from labeldist.trainer.images import open_images
+        from labeldist.trainer.inputs.images import open_images
 
-        # decoded and resized only: the augmentation runs on the step's device (labeldist.trainer.augment)
+        # decoded and resized only: the augmentation runs on the step's device (labeldist.trainer.inputs.augment)
         inputs = open_images(
             config.images,
             client.ids(store),
@@ -356,7 +356,7 @@ def rewind_log(path: Path, step: int | None) -> None:
 def input_config(inputs: Inputs, augmentation: Any = None) -> dict[str, Any]:
     """What evaluation must know of the training inputs (kept in the checkpoint): for images their size, the
     augmentation and so the evaluation transform (the image as rendered, or the ImageNet centre crop)."""
-    from labeldist.trainer.images import IMAGE_INPUTS
+    from labeldist.trainer.inputs.images import IMAGE_INPUTS
 
     if isinstance(inputs, IMAGE_INPUTS):
         info: dict[str, Any] = {"kind": "images", "input_size": inputs.size}
@@ -380,7 +380,7 @@ class Run:
     #: the store's description, as the source gives it (kept in each checkpoint)
     info: dict[str, Any]
     inputs: Inputs
-    #: the images' augmentation (:func:`labeldist.trainer.augment.resolve_augmentation`); None over features
+    #: the images' augmentation (:func:`labeldist.trainer.inputs.augment.resolve_augmentation`); None over features
     augmentation: Any
     loss_fn: BatchLoss
     model: torch.nn.Module
@@ -575,7 +575,7 @@ def checkpoint(run: Run, log: Any) -> None:
 class StepResult:
     """What one optimizer step reports: its loss, the loss's chance level on its minibatches
     (:meth:`BatchLoss.chance_level`; None where the loss has none), the embeddings' spread
-    (:func:`labeldist.trainer.monitor.embedding_spread`) and the learning rate it used."""
+    (:func:`labeldist.trainer.training.monitor.embedding_spread`) and the learning rate it used."""
 
     loss: float
     chance: float | None

@@ -20,20 +20,23 @@ the test items.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from labeldist.options import part_float, seed_int, worker_count
 from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_text
 from labeldist.store import is_store
 
 FORMATS = (".json", ".csv")
-#: what ``trainer split`` takes, for its errors
+#: what ``labeldist split`` takes, for its errors
 TAKES = (
     "split takes a store of any kind (and writes a train store and a test store) or a label file (a Karpathy "
     "JSON list, .json, or a CSV with a header row such as MPII's, .csv: it writes train and test label files to "
@@ -392,9 +395,78 @@ def split_input(
     overwrite: bool = False,
     **store_options: Any,
 ) -> dict[str, Any]:
-    """What ``trainer split`` does: :func:`split_store` for a store, :func:`split_labels` for a label file; both
+    """What ``labeldist split`` does: :func:`split_store` for a store, :func:`split_labels` for a label file; both
     replace another split in ``out`` only with ``overwrite``."""
     common = {"test_fraction": test_fraction, "query_fraction": query_fraction, "seed": seed, "overwrite": overwrite}
     if is_store(path):
         return split_store(path, out, **common, **store_options)
     return split_labels(path, out, **common)
+
+
+# ---------------------------------------------------------------- the command
+def add_split_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], prog: str
+) -> argparse.ArgumentParser:
+    """The ``split`` command (``prog``: ``labeldist split``, or its alias ``trainer split``): a store or a label file
+    into train and test parts, by :func:`split_command`."""
+    sp = subparsers.add_parser(
+        "split",
+        help="split a store of any kind into a train store and a test store, or a "
+        "label file (Karpathy JSON, CSV) into train/test label files",
+    )
+    sp.add_argument(
+        "input",
+        help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: "
+        "a Karpathy JSON list (.json) or a CSV with a header row such as MPII's (.csv), whose halves "
+        "OUT/train.EXT and OUT/test.EXT each build a store",
+    )
+    sp.add_argument("--out", required=True, help="folder: the two parts and split.json")
+    sp.add_argument("--test-fraction", type=part_float, default=0.2)
+    sp.add_argument(
+        "--query-fraction",
+        type=part_float,
+        default=0.2,
+        help="of the test items, the queries; the rest is the gallery (default: %(default)s)",
+    )
+    sp.add_argument("--seed", type=seed_int, default=0)
+    sp.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="a store: replace parts made with other labels or parameters (built beside them, then swapped in)",
+    )
+    sp.add_argument(
+        "--scheduler", help="a kNN-only store: the Dask scheduler that precomputes its parts (default: a LocalCluster)"
+    )
+    sp.add_argument(
+        "--workers",
+        type=worker_count,
+        help="a kNN-only store: the LocalCluster's worker processes (default: one per core)",
+    )
+    sp.set_defaults(func=split_command, split_prog=prog)
+    return sp
+
+
+def split_command(args: argparse.Namespace) -> int:
+    """``labeldist split`` (and its alias ``trainer split``): :func:`split_input` of the parsed ``args``, its
+    parts and sizes printed, a refused input one line naming it (exit 2)."""
+    try:
+        info = split_input(
+            args.input,
+            args.out,
+            test_fraction=args.test_fraction,
+            query_fraction=args.query_fraction,
+            seed=args.seed,
+            overwrite=args.overwrite,
+            scheduler=args.scheduler,
+            n_workers=args.workers,
+        )
+    except SplitError as e:  # one line, no traceback
+        print(f"{args.split_prog}: {e}", file=sys.stderr)
+        return 2
+    print({k: len(v) for k, v in info.items() if isinstance(v, list)})
+    for part, store in info.get("stores", {}).items():
+        print(f"{part}: {store}")
+    warning = few_queries_warning(len(info["queries"]), len(info["test"]))
+    if warning:
+        print(f"{args.split_prog}: warning: {warning}", file=sys.stderr)
+    return 0

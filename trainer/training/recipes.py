@@ -8,7 +8,7 @@ so that ``trainer fit --recipe kim2019-pose`` trains as the authors did, and any
   an anchor once), minibatches of an anchor, its 5 label-nearest items and random others (150 items for poses and
   layouts, 50 for captions), 128-d embeddings; the log-ratio loss on the *unsquared* Euclidean embedding distance
   with no L2 normalisation; the dense triplet loss with margin 0.03 on L2-normalised embeddings, the binary one
-  with 0.2. Augmentation: the kind's own label-preserving transforms (:mod:`labeldist.trainer.augment`).
+  with 0.2. Augmentation: the kind's own label-preserving transforms (:mod:`labeldist.trainer.inputs.augment`).
 - ``zhou2020``: Zhou et al., "Ladder Loss for Coherent Visual-Semantic Embedding", AAAI 2020, which trains as
   VSE++ (Faghri et al. 2018) does: Adam, learning rate 2e-4 for 15 epochs then 2e-5 for 15 more (30 in all),
   minibatches of 128, the ladder loss (thresholds, margins 0.2 / 0.01, weights 1 / 0.25 as
@@ -36,7 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: the fields of :class:`labeldist.trainer.fit.FitConfig` a recipe sets
+from labeldist.trainer.kinds import trainer_kind
+
+#: the fields of :class:`labeldist.trainer.training.fit.FitConfig` a recipe sets
 RECIPE_FIELDS = (
     "optimizer",
     "lr",
@@ -172,14 +174,6 @@ RECIPES: dict[str, Recipe] = {
         augment="imagenet",
     ),
 }
-#: the recipe ``auto`` picks for image runs from ImageNet-style ``--weights``, by store kind (from random weights:
-#: scratch; feature runs, the MLP head, use labeldist-v1)
-KIND_RECIPES = {
-    "pose": "kim2019-pose",
-    "layout_miou": "kim2019-layout",
-    "caption_wmd": "kim2019-caption",
-    "sentence_relevance": "zhou2020",
-}
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("constant", "inverse", "step", "cosine")
 
@@ -212,8 +206,9 @@ def choose_recipe(name: str, kind: str | None, images: bool, weights: str | None
             "and Adam 1e-3; the papers' recipes, made for ImageNet weights, leave it at the untrained "
             "network's nDCG (RESULTS.md)"
         )
-    if kind in KIND_RECIPES:
-        return KIND_RECIPES[kind], f"auto: --weights given, so the paper's recipe of the {kind} kind"
+    paper = trainer_kind(kind).recipe  # labeldist.trainer.kinds
+    if paper is not None:
+        return paper, f"auto: --weights given, so the paper's recipe of the {kind} kind"
     return "scratch", f"auto: no paper's recipe for the {kind} kind"
 
 

@@ -4,8 +4,8 @@ No photos can be fetched here, so the image trainer trains on pictures rendered 
 a CNN has to recover the label geometry (a pose, a room layout) from pixels through nuisance variation (clutter,
 colour, scale, texture, noise). Each kind with a renderer has a module:
 
-- ``pose`` (MPII poses): :mod:`labeldist.trainer.render_pose`, a figure over a cluttered background;
-- ``layout_miou`` (LSUN room layouts): :mod:`labeldist.trainer.render_layout`, a room of shaded, textured surfaces.
+- ``pose`` (MPII poses): :mod:`labeldist.trainer.render.pose`, a figure over a cluttered background;
+- ``layout_miou`` (LSUN room layouts): :mod:`labeldist.trainer.render.layout`, a room of shaded, textured surfaces.
 
 Item ``i`` is drawn with a generator seeded from ``(seed, i)`` alone, so a render does not depend on the
 number of worker processes, on the order in which they finish, or on ``--items``. The output folder holds
@@ -15,7 +15,7 @@ with ``complete: true`` at the end.
 
 A pose is drawn in its label's own frame: a fixed square of label coordinates, ``frame`` in render.json
 as ``[cx, cy, half]``, mapped onto the picture, so that the pixels keep the positions and sizes the pose distance
-measures (:mod:`labeldist.trainer.render_pose`). A store normalised ``center_scale`` has a default frame; any
+measures (:mod:`labeldist.trainer.render.pose`). A store normalised ``center_scale`` has a default frame; any
 other gets one computed from its own extent (``frame_source`` says so), and **its test store must be rendered
 with the same frame** (``render_store(..., frame=...)``; :func:`read_frame` reads it back from the train render).
 A render of another frame is another render. Layouts are painted in the room map's own frame (``frame: null``).
@@ -28,7 +28,6 @@ from __future__ import annotations
 import colorsys
 import csv
 import hashlib
-import importlib
 import io
 import json
 import os
@@ -44,18 +43,11 @@ import numpy as np
 from PIL import Image
 
 from labeldist.outputs import make_folder
+from labeldist.trainer.kinds import kinds_with, load, trainer_kind
 
 #: bump when a change to the drawing changes the pixels: a render of another version is a different render
 RENDER_VERSION = 2
 FORMATS = ("png", "jpg")
-#: kind -> module with ``item(labels, index)`` (the item's label, small and picklable, from the store's LabelSet)
-#: and ``render(item, size, rng) -> (size, size, 3) uint8``; a kind drawn in a frame also has
-#: ``store_frame(manifest, labels, frame) -> (frame, source)`` and takes ``item(labels, index, frame)``.
-#: Imported on first use, like labeldist.kinds.
-RENDERERS: dict[str, str] = {
-    "pose": "labeldist.trainer.render_pose",
-    "layout_miou": "labeldist.trainer.render_layout",
-}
 INDEX = "index.csv"
 META = "render.json"
 #: render.json keys that must agree for an existing folder to count as the same render
@@ -216,7 +208,11 @@ class _Task:
 
 
 def _renderer(kind: str):
-    return importlib.import_module(RENDERERS[kind])
+    """The renderer module a kind declares (:mod:`labeldist.trainer.kinds`): ``item(labels, index)`` (the item's
+    label, small and picklable, from the store's LabelSet) and ``render(item, size, rng) -> (size, size, 3)
+    uint8``; a kind drawn in a frame also has ``store_frame(manifest, labels, frame) -> (frame, source)`` and
+    takes ``item(labels, index, frame)``."""
+    return load(trainer_kind(kind).renderer)
 
 
 def _run_task(task: _Task) -> int:
@@ -297,8 +293,10 @@ def render_store(
         raise RenderError(f"--items must be >= 0, got {items}")
     reader = StoreReader(os.fspath(store))
     kind = reader.manifest.get("kind")
-    if kind not in RENDERERS:
-        raise RenderError(f"{reader.url}: kind {kind!r} has no renderer; kinds that have one: {', '.join(RENDERERS)}")
+    if trainer_kind(kind).renderer is None:
+        raise RenderError(
+            f"{reader.url}: kind {kind!r} has no renderer; kinds that have one: {', '.join(kinds_with('renderer'))}"
+        )
     count = reader.n_items if items is None else min(items, reader.n_items)
     ids = [str(i) for i in reader.ids[:count]]
     labels = reader.labels()

@@ -22,7 +22,7 @@ rotation (±6°) and shift: the picture lost exactly what the distance measures.
 RESULTS.md (118 queries x 474 gallery) a perfect model of the bounding-box-normalised pose reaches nDCG@10 0.830
 (MLD@10 1.554), before the random rotation and fill cost more; of this frame under the training jitter (scale
 ±5 %, shift ±3 % of the side) 0.874 (MLD@10 1.418), with no jitter 1 (the oracle's MLD@10 1.104)
-(:mod:`labeldist.trainer.ceiling`).
+(:mod:`labeldist.trainer.experiments.ceiling`).
 
 Which frame:
 
@@ -49,7 +49,7 @@ Which frame:
   as its train store** (``render_store(..., frame=(cx, cy, half))``, the train render's ``frame``): each
   store's own extent would give each its own frame, and the same pose two different pictures.
 
-A joint outside the frame is refused (:class:`~labeldist.trainer.render.RenderError` naming the item, the joint
+A joint outside the frame is refused (:class:`~labeldist.trainer.render.base.RenderError` naming the item, the joint
 and a frame that holds the whole store), not silently drawn clipped.
 
 What varies from image to image and must not matter: the background (a gradient, blotchy texture, random
@@ -73,7 +73,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from labeldist.labels.poses import MPII_JOINTS, default_joint_names, joint_side, skeleton_edges
-from labeldist.trainer.render import RenderError, finish, hsv, luminance, smooth_noise
+from labeldist.trainer.render.base import RenderError, finish, hsv, luminance, smooth_noise
 
 #: MPII's right and left joints, and its neck and head top (the head disc's segment)
 RIGHT = frozenset(i for i, name in enumerate(MPII_JOINTS) if name.startswith("r_"))

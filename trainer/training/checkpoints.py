@@ -7,7 +7,7 @@ numbers, strings, lists, tuples, dicts: nothing is called), and :func:`save_chec
 (numpy arrays and scalars become tensors and Python numbers; anything else is refused when saving, rather than
 found unreadable when resuming). This module is the only place in the project that calls ``torch.load``
 (``tests/trainer/test_checkpoints.py`` checks it). It knows no model: the model of a checkpoint is built by
-:func:`labeldist.trainer.models.load_checkpoint`, and the models read ``--weights`` through this module.
+:func:`labeldist.trainer.training.models.load_checkpoint`, and the models read ``--weights`` through this module.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-#: what every trainer checkpoint holds (see :func:`labeldist.trainer.fit.fit`)
+#: what every trainer checkpoint holds (see :func:`labeldist.trainer.training.fit.fit`)
 KEYS = ("model", "model_config", "step", "config", "loss")
 #: values kept as they are; torch's weights_only unpickler allows each of them
 PLAIN = (str, int, float, bool, type(None), torch.Tensor, torch.dtype, torch.device)
@@ -106,7 +106,7 @@ def read_torch_file(path: str | Path, what: str, map_location: Any = "cpu") -> A
             f"{what}: refused: it holds a Python object ({name}), not only tensors and plain data, and loading it "
             "could run any code. The trainer's checkpoints hold plain data only; one written by an older trainer: "
             "train again, or, only if you trust the file, re-save it as plain data (load it yourself with "
-            "torch.load, weights_only off, and write it with labeldist.trainer.checkpoints.save_checkpoint)"
+            "torch.load, weights_only off, and write it with labeldist.trainer.training.checkpoints.save_checkpoint)"
         ) from None
     except Exception as e:  # torch.load raises many types for a file that is no checkpoint (zip, EOF, magic)
         raise CheckpointError(f"{what}: not a torch state dict or checkpoint ({first_line(e)})") from None
@@ -119,7 +119,7 @@ def first_line(error: Exception) -> str:
 
 
 def read_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
-    """A trainer checkpoint (:func:`labeldist.trainer.fit.fit` writes them), its keys checked."""
+    """A trainer checkpoint (:func:`labeldist.trainer.training.fit.fit` writes them), its keys checked."""
     what = f"checkpoint {path}"
     state = read_torch_file(path, what, map_location)
     if not isinstance(state, dict) or not isinstance(state.get("model"), Mapping):

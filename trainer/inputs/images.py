@@ -12,13 +12,13 @@ missing or unreadable file is one clear line at the start, not a worker's traceb
 
 Here images are only decoded and brought to the input size (``transform``: "resize", the image as rendered resized
 to ``size`` x ``size``; or "center_crop", the old ImageNet eval: short side to ``size * 256/224``, then the centre).
-The random augmentation is the training loop's, in batch on the device (:mod:`labeldist.trainer.augment`), where
+The random augmentation is the training loop's, in batch on the device (:mod:`labeldist.trainer.inputs.augment`), where
 it can keep the label (a flip of the whole minibatch). Images stay **uint8** (``(3, size, size)``): four times
 fewer bytes between processes, pinned memory and the GPU than float; the model scales and normalises them on the
-device (:class:`labeldist.trainer.models.ImageNormalize`). Three ways to get them (:func:`open_images`):
+device (:class:`labeldist.trainer.training.models.ImageNormalize`). Three ways to get them (:func:`open_images`):
 
 - :class:`CachedImages`: every image decoded once (threads; libjpeg-turbo / libpng through
-  :mod:`labeldist.trainer.decoding`) into one uint8 ``(N, 3, size, size)`` array in shared memory, which forked
+  :mod:`labeldist.trainer.inputs.decoding`) into one uint8 ``(N, 3, size, size)`` array in shared memory, which forked
   loader workers map rather than copy; a step is a gather. Used when it fits (``cache="auto"``: under
   :func:`default_cache_limit`);
 - :class:`ImageInputs`: each step's images decoded in DataLoader worker processes (:mod:`labeldist.client.loader`);
@@ -41,8 +41,8 @@ import numpy as np
 import torch
 
 from labeldist.client import InputError
-from labeldist.trainer import decoding
-from labeldist.trainer.augment import EVALS, eval_transform
+from labeldist.trainer.inputs import decoding
+from labeldist.trainer.inputs.augment import EVALS, eval_transform
 
 #: a render folder's index (trainer render writes it)
 INDEX = "index.csv"
@@ -189,7 +189,8 @@ def read_bytes(path: Path) -> torch.Tensor:
 
 
 def decode(path: Path) -> torch.Tensor:
-    """A file's pixels as ``(3, H, W)`` uint8 RGB (grey and RGBA converted; :mod:`labeldist.trainer.decoding`)."""
+    """A file's pixels as ``(3, H, W)`` uint8 RGB (grey and RGBA converted;
+    :mod:`labeldist.trainer.inputs.decoding`)."""
     try:
         return decoding.decode_image(read_bytes(path))
     except (RuntimeError, OSError, ValueError) as e:  # a file damaged past its header
@@ -212,8 +213,8 @@ def _legacy_transform(transform: str | None, train: bool | None) -> str:
 class ImageInputs:
     """Images indexed like the store, decoded where they are asked for: ``self(indices)`` decodes the images of
     ``indices`` (any shape) and brings each to the input size (``transform``: "resize" or "center_crop",
-    :func:`labeldist.trainer.augment.eval_transform`), uint8 ``indices.shape + (3, size, size)``. No random
-    augmentation here: that is the training loop's (:mod:`labeldist.trainer.augment`). Picklable, so DataLoader
+    :func:`labeldist.trainer.inputs.augment.eval_transform`), uint8 ``indices.shape + (3, size, size)``. No random
+    augmentation here: that is the training loop's (:mod:`labeldist.trainer.inputs.augment`). Picklable, so DataLoader
     worker processes run it.
 
     ``train``, ``flip`` and ``crop_scale`` are the old signature's, accepted and ignored but for ``train=False``
@@ -370,7 +371,7 @@ def decode_batch(
     """Files' bytes (each a uint8 1-D tensor on the CPU) decoded and brought to the input size (``transform``) on
     ``device``: uint8 ``(len, 3, size, size)``.
 
-    JPEGs go through one :func:`labeldist.trainer.decoding.decode_jpegs` call: batched by nvJPEG on CUDA,
+    JPEGs go through one :func:`labeldist.trainer.inputs.decoding.decode_jpegs` call: batched by nvJPEG on CUDA,
     libjpeg-turbo on the CPU (the same pixels as :func:`decode`); other formats (PNG) through ``decode_image`` on
     the CPU, then to ``device``. A file that does not decode is an :class:`ImageInputError` naming it (``names``,
     else its position)."""
@@ -547,7 +548,7 @@ def open_images(
 
     ``cache`` defaults to "off" so that a caller of the old signature keeps :class:`ImageInputs`. ``train``, ``flip``
     and ``crop_scale`` are the old signature's: ignored (augmentation is the training loop's,
-    :mod:`labeldist.trainer.augment`) but for ``train=False`` with no ``transform`` ("center_crop", the old eval)
+    :mod:`labeldist.trainer.inputs.augment`) but for ``train=False`` with no ``transform`` ("center_crop", the old eval)
     and ``crop_scale``, still checked."""
     if cache not in CACHE_MODES:
         raise ImageInputError(f"--image-cache must be one of {', '.join(CACHE_MODES)}, got {cache!r}")

@@ -1,7 +1,7 @@
 r"""The ceiling of a rendered test set: the nDCG and MLD of a perfect model of the rendered picture.
 
 A model trained on pictures can at best know the label *as the picture and its augmentation show it*: for a
-pose drawn in its label's frame (labeldist.trainer.render_pose) and trained under a scale and shift jitter,
+pose drawn in its label's frame (labeldist.trainer.render.pose) and trained under a scale and shift jitter,
 that is the label after the jitter,
 
 .. math:: \tilde y_i = c + s_i \, (y_i - c) + t_i, \qquad s_i \sim U(1 - \sigma, 1 + \sigma), \quad
@@ -12,7 +12,8 @@ that is the label after the jitter,
 gallery by the label distance between jittered labels, :math:`D(\tilde y_q, \tilde y_g)`, and is scored as any
 model is, against the *true* label distances :math:`D(y_q, y_g)`: the modified nDCG@K (Kim et al., "Deep
 Metric Learning Beyond Binary Supervision", CVPR 2019, Eq. 12) and the mean label distance MLD@K (ibid. §5),
-:func:`labeldist.trainer.metrics.ndcg` and :func:`~labeldist.trainer.metrics.mean_label_distance`. Averaged over
+:func:`labeldist.trainer.training.metrics.ndcg` and :func:`~labeldist.trainer.training.metrics.mean_label_distance`.
+Averaged over
 a few jitter draws. What a trained model reaches on the same test set is to be read against this number, not
 against 1: the gap between the ceiling and 1 is what the picture hides, not what the model failed to learn.
 
@@ -20,11 +21,13 @@ against 1: the gap between the ceiling and 1 is what the picture hides, not what
   is exactly 1 for nDCG at every K (the MLD the oracle's).
 - A pose picture normalised by its own bounding box (render version 1): the model sees
   :func:`bbox_normalise` of the label, position and size gone (``view="bbox"``).
-- Layouts are painted in the room map's own frame with no jitter (labeldist.trainer.render_layout): the
+- Layouts are painted in the room map's own frame with no jitter (labeldist.trainer.render.layout): the
   ceiling is 1 by construction, and :func:`ceiling` says so in its ``note``.
 
-Measured on the MPII test split of RESULTS.md (``split_indices(2958, seed=0)``: 118 queries x 474 gallery,
-center_scale, frame (0, 0, 1.1); ``python -m labeldist.trainer.ceiling --labels data/mpii/mpii_valid_2958.csv``):
+Measured on the MPII test split of RESULTS.md (``split_indices(2958, seed=0)``: 118 queries x 474
+gallery,
+center_scale, frame (0, 0, 1.1); ``python -m labeldist.trainer.experiments.ceiling --labels
+data/mpii/mpii_valid_2958.csv``):
 
 - the label frame with the jitter, scale ±0.05, shift ±0.03 (5 draws): nDCG@1 0.850, nDCG@10 0.874, MLD@1 1.257,
   MLD@10 1.418;
@@ -35,15 +38,15 @@ center_scale, frame (0, 0, 1.1); ``python -m labeldist.trainer.ceiling --labels 
 The shift costs nearly all of the jitter's loss (scale ±0.05 alone: nDCG@10 0.997; shift ±0.03 alone: 0.875):
 two items shifted apart by ``d`` move all 16 joints by ``d``, up to ``16 |d|`` in the summed distance. The shift
 is a fraction of the side, so a larger frame shifts further in label units (frame half 1.0: 0.885; 0.8, which
-would hold every pose but two annotation slips (labeldist.trainer.render_pose): 0.911). The ceiling is that
+would hold every pose but two annotation slips (labeldist.trainer.render.pose): 0.911). The ceiling is that
 of a model invariant to the jitter it was trained under; the test pictures themselves are rendered unjittered.
 
 Usage (the MPII split of RESULTS.md, the label frame with the pose augmentation's jitter, no jitter, and the
 bounding-box render)::
 
-    python -m labeldist.trainer.ceiling --labels data/mpii/mpii_valid_2958.csv --split-seed 0 \
+    python -m labeldist.trainer.experiments.ceiling --labels data/mpii/mpii_valid_2958.csv --split-seed 0 \
         --scale 0.05 --shift 0.03
-    python -m labeldist.trainer.ceiling --store stores/mpii-test-pose --split runs/mpii/split.json
+    python -m labeldist.trainer.experiments.ceiling --store stores/mpii-test-pose --split runs/mpii/split.json
 """
 
 from __future__ import annotations
@@ -53,13 +56,15 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from labeldist.trainer.augment import kind_augmentation
-from labeldist.trainer.metrics import mean_label_distance, ndcg
+from labeldist.trainer.inputs.augment import kind_augmentation
+from labeldist.trainer.kinds import load, trainer_kind
+from labeldist.trainer.training.metrics import mean_label_distance, ndcg
 
 #: what the ranking sees of a pose: its label (in the label's frame, jittered) or its bounding-box normalisation
 VIEWS = ("label", "bbox")
@@ -117,6 +122,67 @@ def score(true_distances: np.ndarray, ranking_distances: np.ndarray, k_max: int)
     }
 
 
+@dataclass(frozen=True)
+class Seeing:
+    """How a model sees the pictures it was trained on: the training jitter (``scale``, ``shift``, in the label
+    frame ``frame``), the picture's ``view``, ``draws`` jitter draws from ``seed``, and a per-image flip
+    (``mirror``)."""
+
+    scale: float
+    shift: float
+    frame: Sequence[float] | None
+    view: str
+    draws: int
+    seed: int
+    mirror: bool
+
+
+def pose_views(labels, seeing: Seeing) -> tuple[list[Any], int, str]:
+    """The poses as a perfect model of their pictures sees them (module docstring), the draws used and a note: the
+    labels themselves with no jitter, their bounding-box normalisation (``view="bbox"``), or ``draws`` jittered
+    copies in the label frame (generator ``(seed, draw)``, one draw per item)."""
+    jitter = bool(seeing.scale or seeing.shift)
+    if seeing.view == "bbox":
+        if jitter:
+            raise ValueError("the bounding-box view undoes any scale and shift: it takes no jitter")
+        note = (
+            "render version 1: each pose normalised by its own bounding box, its position and size lost; "
+            "the ranking is the pose distance between the normalised poses"
+        )
+        return [_with_xy(labels, bbox_normalise(labels.xy, labels.present))], 1, note
+    if not jitter:
+        return [labels], 1, "no jitter: the ranking is the label distance's own (the oracle's), so nDCG is 1 at every K"
+    if seeing.frame is None:
+        raise ValueError("a jitter needs the frame (cx, cy, half): its centre and side")
+    note = (
+        f"the label's frame {tuple(float(v) for v in seeing.frame)} with the training jitter: scale 1 ± "
+        f"{seeing.scale} about the centre, shift ± {seeing.shift} of the side, one draw per item, {seeing.draws} draws"
+    )
+    views = []
+    for d in range(seeing.draws):
+        rng = np.random.default_rng(np.random.SeedSequence([int(seeing.seed), d]))
+        xy = jitter_poses(labels.xy, scale=seeing.scale, shift=seeing.shift, frame=seeing.frame, rng=rng)
+        views.append(_with_xy(labels, xy))
+    return views, seeing.draws, note
+
+
+def painted_views(labels, seeing: Seeing) -> tuple[list[Any], int, str]:
+    """Labels painted in their own frame with no jitter (a layout's map is its picture): the labels themselves, so
+    the ceiling is 1 by construction. Refuses a jitter, a view and a mirror, which such a picture has none of."""
+    if seeing.scale or seeing.shift or seeing.view != "label":
+        raise ValueError(
+            f"{type(labels).__name__} are painted in their own frame with no jitter: a ceiling "
+            "takes no scale, shift or view for them"
+        )
+    if seeing.mirror:
+        raise ValueError("mirror is a pose ceiling: a layout's flip is its own label's")
+    note = (
+        "drawn in the label's own frame with no jitter (a layout's map is its picture): a perfect model "
+        "ranks by the label distance itself, so the ceiling is 1 by construction"
+    )
+    return [labels], 1, note
+
+
 def ceiling(
     labels,
     distance,
@@ -134,72 +200,36 @@ def ceiling(
 ) -> dict[str, Any]:
     r"""The nDCG@K and MLD@K of a perfect model of the rendered picture (module docstring), K = 1..k_max.
 
-    ``labels``: a LabelSet; ``queries`` / ``gallery``: positions in it; ``distance``: its LabelDistance.
+    ``labels``: a LabelSet; ``queries`` / ``gallery``: positions in it; ``distance``: its LabelDistance, whose kind
+    declares how its pictures are seen (:mod:`labeldist.trainer.kinds`: :func:`pose_views`, :func:`painted_views`).
     Poses: ``frame`` ``(cx, cy, half)`` (needed for a jitter: its centre and side), ``scale`` and ``shift`` the
     jitter (0: none), ``view`` ``"label"`` (the label's frame) or ``"bbox"`` (render version 1's bounding-box
     normalisation, which undoes any scale and shift, so it takes no jitter). Every item gets its own jitter draw,
-    ``draws`` times (generator ``(seed, draw)``); with no jitter one draw is the answer. Other labels (layouts)
-    take no jitter and no view: their ceiling is 1 by construction.
+    ``draws`` times; with no jitter one draw is the answer.
 
     ``mirror``: the model was trained with an independent per-image flip while the served distances stayed those
-    of the unflipped poses (the old ImageNet augmentation), so it cannot tell a picture from its mirror image: it
-    ranks gallery pose :math:`q` by :math:`\min(D(p, q), D(p, \bar q))`, :math:`\bar q` the pose with x mirrored
-    about the picture's centre and each joint keeping its name (a pixel flip moves the lighter left limbs to the
-    right; it does not relabel them). Poses only.
+    of the unflipped poses, so it cannot tell a picture from its mirror image: it ranks gallery pose :math:`q` by
+    :math:`\min(D(p, q), D(p, \bar q))`, :math:`\bar q` the pose with x mirrored about the picture's centre and each
+    joint keeping its name (a pixel flip moves the lighter left limbs to the right; it does not relabel them).
 
     Returns ``k``, ``ndcg`` and ``mean_label_distance`` (means over the draws) with ``*_std`` (their standard
     deviation over the draws), ``oracle_mean_label_distance`` (the gallery sorted by the true distance),
     ``summary`` (``ndcg@K``, ``mean_label_distance@K`` for K in :data:`SUMMARY_K` up to k_max), ``params`` and a
     one-line ``note``.
     """
-    from labeldist.labels.poses import Poses
-
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; known: {', '.join(VIEWS)}")
     if scale < 0 or shift < 0 or scale >= 1:
         raise ValueError(f"jitter must have 0 <= scale < 1 and shift >= 0, got scale={scale}, shift={shift}")
     if draws < 1:
         raise ValueError(f"draws must be >= 1, got {draws}")
+    declared = trainer_kind(distance.kind).ceiling
+    if declared is None:
+        raise ValueError(f"the {distance.kind} kind is not drawn: it has no ceiling of a rendered picture")
     queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
     k_max = min(int(k_max), len(gallery))
     true = distance.block(labels.subset(queries), labels.subset(gallery))
-    jitter = bool(scale or shift)
-    if not isinstance(labels, Poses):
-        if jitter or view != "label":
-            raise ValueError(
-                f"{type(labels).__name__} are painted in their own frame with no jitter: a ceiling "
-                "takes no scale, shift or view for them"
-            )
-        note = (
-            "drawn in the label's own frame with no jitter (a layout's map is its picture): a perfect model "
-            "ranks by the label distance itself, so the ceiling is 1 by construction"
-        )
-        views, used = [labels], 1
-    elif view == "bbox":
-        if jitter:
-            raise ValueError("the bounding-box view undoes any scale and shift: it takes no jitter")
-        note = (
-            "render version 1: each pose normalised by its own bounding box, its position and size lost; "
-            "the ranking is the pose distance between the normalised poses"
-        )
-        views, used = [_with_xy(labels, bbox_normalise(labels.xy, labels.present))], 1
-    elif not jitter:
-        note = "no jitter: the ranking is the label distance's own (the oracle's), so nDCG is 1 at every K"
-        views, used = [labels], 1
-    else:
-        if frame is None:
-            raise ValueError("a jitter needs the frame (cx, cy, half): its centre and side")
-        note = (
-            f"the label's frame {tuple(float(v) for v in frame)} with the training jitter: scale 1 ± {scale} "
-            f"about the centre, shift ± {shift} of the side, one draw per item, {draws} draws"
-        )
-        views = []
-        for d in range(draws):
-            rng = np.random.default_rng(np.random.SeedSequence([int(seed), d]))
-            views.append(_with_xy(labels, jitter_poses(labels.xy, scale=scale, shift=shift, frame=frame, rng=rng)))
-        used = draws
-    if mirror and not isinstance(labels, Poses):
-        raise ValueError("mirror is a pose ceiling: a layout's flip is its own label's")
+    views, used, note = load(declared)(labels, Seeing(scale, shift, frame, view, draws, seed, mirror))
 
     def seen(v) -> np.ndarray:  # the distances the perfect model of the pictures ranks by
         block = distance.block(v.subset(queries), v.subset(gallery))
@@ -212,18 +242,7 @@ def ceiling(
 
     if mirror:
         note += "; and a per-image flip: mirror images look alike to it"
-    scores = [score(true, seen(v), k_max) for v in views]
-    out: dict[str, Any] = {"k": np.arange(1, k_max + 1)}
-    for name in ("ndcg", "mean_label_distance"):
-        stack = np.stack([s[name] for s in scores])
-        out[name], out[f"{name}_std"] = stack.mean(0), stack.std(0)
-    out["oracle_mean_label_distance"] = mean_label_distance(true, ranking(true, k_max))
-    out["summary"] = {
-        f"{name}@{k}": float(out[name][k - 1])
-        for name in ("ndcg", "mean_label_distance")
-        for k in SUMMARY_K
-        if k <= k_max
-    }
+    out = _scores(true, [seen(v) for v in views], k_max)
     out["params"] = {
         "scale": float(scale),
         "shift": float(shift),
@@ -239,6 +258,24 @@ def ceiling(
     return out
 
 
+def _scores(true: np.ndarray, seen: list[np.ndarray], k_max: int) -> dict[str, Any]:
+    """The ceiling's figures: nDCG and MLD at every K of the rankings by each of ``seen`` against the ``true``
+    distances, their means and standard deviations over the draws, the oracle's MLD and the summary."""
+    scores = [score(true, ranked, k_max) for ranked in seen]
+    out: dict[str, Any] = {"k": np.arange(1, k_max + 1)}
+    for name in ("ndcg", "mean_label_distance"):
+        stack = np.stack([s[name] for s in scores])
+        out[name], out[f"{name}_std"] = stack.mean(0), stack.std(0)
+    out["oracle_mean_label_distance"] = mean_label_distance(true, ranking(true, k_max))
+    out["summary"] = {
+        f"{name}@{k}": float(out[name][k - 1])
+        for name in ("ndcg", "mean_label_distance")
+        for k in SUMMARY_K
+        if k <= k_max
+    }
+    return out
+
+
 def _split_positions(split: str | os.PathLike[str] | dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(split, dict):
         split = json.loads(Path(split).read_text(encoding="utf-8"))
@@ -246,12 +283,12 @@ def _split_positions(split: str | os.PathLike[str] | dict[str, Any]) -> tuple[np
 
 
 def _frame_for(labels, normalization: str | None, frame: Sequence[float] | None) -> tuple[float, float, float] | None:
-    """The frame a pose store is rendered in (labeldist.trainer.render_pose.store_frame), None for other labels."""
+    """The frame a pose store is rendered in (labeldist.trainer.render.pose.store_frame), None for other labels."""
     from labeldist.labels.poses import Poses
 
     if frame is not None or not isinstance(labels, Poses):
         return None if frame is None else tuple(float(v) for v in frame)
-    from labeldist.trainer.render_pose import store_frame
+    from labeldist.trainer.render.pose import store_frame
 
     manifest = {"params": {"labels": {"normalization": normalization or "none"}}}
     return tuple(store_frame(manifest, labels)[0])
@@ -268,7 +305,7 @@ def store_ceiling(
     a dict, with ``queries`` and ``gallery``: positions in the store), with the store's own distance; ``options``
     are :func:`ceiling`'s (scale, shift, view, mirror, draws, seed, k_max). ``frame``: None for the one its
     render uses (fixed for a ``center_scale`` pose store; else from its extent, which for a test store should be
-    given as its train render's, labeldist.trainer.render.read_frame)."""
+    given as its train render's, labeldist.trainer.render.base.read_frame)."""
     from labeldist.store import StoreReader
 
     reader = StoreReader(os.fspath(store))
@@ -280,7 +317,7 @@ def store_ceiling(
 
 
 # --------------------------------------------------------------------------------------------------------------
-# python -m labeldist.trainer.ceiling
+# python -m labeldist.trainer.experiments.ceiling
 
 
 def _table(rows: dict[str, dict[str, Any]], ks: Sequence[int]) -> str:
@@ -295,7 +332,7 @@ def _table(rows: dict[str, dict[str, Any]], ks: Sequence[int]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m labeldist.trainer.ceiling",
+        prog="python -m labeldist.trainer.experiments.ceiling",
         description="The nDCG and MLD of a perfect model of the rendered picture of a test set: the ranking by "
         "the label as the picture and its augmentation show it, against the true label distances. Prints the "
         "label frame with the jitter, with none (the oracle: 1), and render version 1's bounding-box view.",
@@ -349,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from labeldist.labels.poses import Poses
 
     if args.frame_from:
-        from labeldist.trainer.render import RenderError, read_frame
+        from labeldist.trainer.render.base import RenderError, read_frame
 
         try:
             args.frame = read_frame(args.frame_from)
@@ -359,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.labels:
         from labeldist.distances.pose import PoseDistance
         from labeldist.labels.pose_files import read_mpii_csv
-        from labeldist.trainer.split import split_indices
+        from labeldist.split import split_indices
 
         every = read_mpii_csv(args.labels, normalization=args.normalization)
         split = split_indices(

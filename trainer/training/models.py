@@ -1,7 +1,7 @@
 """Embedding models: an MLP head over input features, and a torchvision ResNet (18/34/50/101) with an embedding
 head, as in Kim et al. (ResNet-34 for poses, ResNet-101 for captions, ImageNet-initialised from a local file).
 :func:`build_model` makes one from its config, :func:`load_checkpoint` from a trainer checkpoint (read, as the
-``--weights`` files are, by :mod:`labeldist.trainer.checkpoints`, which imports no model).
+``--weights`` files are, by :mod:`labeldist.trainer.training.checkpoints`, which imports no model).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from labeldist.trainer.checkpoints import CheckpointError, load_weights, read_checkpoint, read_torch_file
+from labeldist.trainer.training.checkpoints import CheckpointError, load_weights, read_checkpoint, read_torch_file
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
 #: ImageNet mean and std, the statistics the torchvision ResNet weights expect
@@ -73,7 +73,7 @@ class ImageNormalize(nn.Module):
 
 def _weights_state(path: str | Path) -> dict[str, torch.Tensor]:
     """The state dict of a ``--weights`` file: a torchvision ResNet state dict, or a trainer checkpoint (read as
-    every checkpoint is, tensors and plain data only: see :mod:`labeldist.trainer.checkpoints`)."""
+    every checkpoint is, tensors and plain data only: see :mod:`labeldist.trainer.training.checkpoints`)."""
     try:
         state = read_torch_file(path, f"--weights {path}")
     except CheckpointError as e:
@@ -166,7 +166,7 @@ def build_model(config: dict[str, Any]) -> nn.Module:
 
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     """The model of a checkpoint (on CPU, eval mode) and the whole checkpoint dict: the checkpoint read and its
-    weights checked by :mod:`labeldist.trainer.checkpoints`, the model built here (:func:`build_model`)."""
+    weights checked by :mod:`labeldist.trainer.training.checkpoints`, the model built here (:func:`build_model`)."""
     state = read_checkpoint(path)
     config = state["model_config"]
     try:

@@ -20,8 +20,8 @@ labels *as the pictures show them*. Two kinds of transform are used:
   pose with the mirror of another, whose distance is not the one served: it is only right for a kind whose
   distance ignores mirroring (captions).
 
-What each store kind declares, and why, is :data:`KINDS`; the named recipes a run picks from are
-:data:`AUGMENT_NAMES` (:func:`resolve_augmentation`).
+What each store kind declares, and why, is named by its entry in :mod:`labeldist.trainer.kinds`; the named
+recipes a run picks from are :data:`AUGMENT_NAMES` (:func:`resolve_augmentation`).
 
 Geometry. Images are addressed in normalised coordinates ``u`` in [-1, 1] (x right, y down), pixel centres at
 ``(i + 0.5) / size * 2 - 1`` (``align_corners=False``). Poses are rendered in the label's frame, ``pixel = size/2 +
@@ -51,6 +51,8 @@ from typing import Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from labeldist.trainer.kinds import load, trainer_kind
 
 Flip = Literal["none", "batch", "image"]
 Jitter = Literal["image", "batch"]
@@ -153,7 +155,46 @@ IMAGENET = Augmentation(
     "resizes to size*256/224 and crops the centre (the usual ImageNet recipe)",
 )
 _PAPER = {"scale": 0.05, "shift": 0.03}
-_SENTENCES = KindAugmentation(
+# each store kind's own augmentation (``--augment kind``), which its declaration (labeldist.trainer.kinds) names
+POSE = KindAugmentation(
+    Augmentation(
+        "pose",
+        scale=_PAPER["scale"],
+        # The paper shifts by 3% of a crop about one person tall; our picture spans the label frame, 2.2 person
+        # heights (render.pose.CENTER_SCALE_FRAME, half 1.1), so the same shift in the label's units (0.033 of
+        # 200 s) is 1.5% of the side. 3% of the side would double it and lower the ceiling (RESULTS.md).
+        shift=0.015,
+        flip="batch",
+        description="pose: the paper's +-5% scale and +-3%-of-a-person shift jitter per image (1.5% of the "
+        "side of the label frame), and a flip of the whole minibatch or none of it",
+    ),
+    mirror_invariant=False,
+    reason="the pose distance compares each joint with the same joint (left wrist with left wrist): mirroring "
+    "one pose of a pair changes it, mirroring both keeps it",
+)
+LAYOUT = KindAugmentation(
+    Augmentation(
+        "layout",
+        flip="batch",
+        description="layout: no jitter (the map is the picture's geometry: any shift changes the mIoU), "
+        "and a flip of the whole minibatch or none of it",
+    ),
+    mirror_invariant=False,
+    reason="1 - mIoU with the left and right walls labelled: a flip of both maps keeps it (the same pixel "
+    "permutation of both), a flip of one does not",
+)
+CAPTION = KindAugmentation(
+    Augmentation(
+        "caption",
+        **_PAPER,
+        flip="image",
+        description="caption: the paper's +-5% scale and +-3% shift jitter and a flip, per image",
+    ),
+    mirror_invariant=True,
+    reason="captions describe the picture, not its handedness: the caption distance is the same for a mirrored "
+    "picture (a caption that says left or right is the exception this ignores)",
+)
+SENTENCE = KindAugmentation(
     Augmentation(
         "sentence",
         **_PAPER,
@@ -164,60 +205,17 @@ _SENTENCES = KindAugmentation(
     reason="a sentence relevance between captions does not change when one picture is mirrored",
 )
 
-#: each store kind's own augmentation (``--augment kind``), keyed by the manifest's kind
-KINDS: dict[str, KindAugmentation] = {
-    "pose": KindAugmentation(
-        Augmentation(
-            "pose",
-            scale=_PAPER["scale"],
-            # The paper shifts by 3% of a crop about one person tall; our picture spans the label frame, 2.2
-            # person heights (render_pose.CENTER_SCALE_FRAME, half 1.1), so the same shift in the label's units
-            # (0.033 of 200 s) is 1.5% of the side. 3% of the side doubles it, and a perfect model of the pictures
-            # then falls from nDCG@10 0.946 to 0.874 on the MPII test split (python -m labeldist.trainer.ceiling).
-            shift=0.015,
-            flip="batch",
-            description="pose: the paper's +-5% scale and +-3%-of-a-person shift jitter per image (1.5% of the "
-            "side of the label frame), and a flip of the whole minibatch or none of it",
-        ),
-        mirror_invariant=False,
-        reason="the pose distance compares each joint with the same joint (left wrist with left wrist): mirroring "
-        "one pose of a pair changes it, mirroring both keeps it",
-    ),
-    "layout_miou": KindAugmentation(
-        Augmentation(
-            "layout",
-            flip="batch",
-            description="layout: no jitter (the map is the picture's geometry: any shift changes the mIoU), "
-            "and a flip of the whole minibatch or none of it",
-        ),
-        mirror_invariant=False,
-        reason="1 - mIoU with the left and right walls labelled: a flip of both maps keeps it (the same pixel "
-        "permutation of both), a flip of one does not",
-    ),
-    "caption_wmd": KindAugmentation(
-        Augmentation(
-            "caption",
-            **_PAPER,
-            flip="image",
-            description="caption: the paper's +-5% scale and +-3% shift jitter and a flip, per image",
-        ),
-        mirror_invariant=True,
-        reason="captions describe the picture, not its handedness: the caption distance is the same for a mirrored "
-        "picture (a caption that says left or right is the exception this ignores)",
-    ),
-    "sentence_relevance": _SENTENCES,
-}
-
 
 def kind_augmentation(kind: str) -> KindAugmentation:
-    """What ``kind`` declares; a kind with no entry in :data:`KINDS` gets no augmentation and is not taken to be
-    mirror-invariant (nothing says it is)."""
-    if kind in KINDS:
-        return KINDS[kind]
+    """What ``kind`` declares (:mod:`labeldist.trainer.kinds`); a kind that declares no augmentation gets none and
+    is not taken to be mirror-invariant (nothing says it is)."""
+    declared = trainer_kind(kind).augmentation
+    if declared is not None:
+        return load(declared)
     none = replace(
         NONE,
         description=f"none: the {kind} kind declares no label-preserving augmentation "
-        "(labeldist.trainer.augment.KINDS), so images go through as rendered",
+        "(labeldist.trainer.kinds), so images go through as rendered",
     )
     return KindAugmentation(none, mirror_invariant=False, reason=f"the {kind} kind declares nothing")
 
@@ -231,9 +229,9 @@ def resolve_augmentation(
     crop_scale: tuple[float, float] | None = None,
 ) -> Augmentation:
     """The augmentation named ``name`` (:data:`AUGMENT_NAMES`) for a store of ``kind``: "kind" (the kind's own,
-    :data:`KINDS`), "flip" (the kind's own flip alone, without its jitter: for poses and layouts the flip of a whole
-    minibatch, which keeps every distance served), "none" or "imagenet" (the trainer's old recipe, kept so old runs
-    can be repeated).
+    :mod:`labeldist.trainer.kinds`), "flip" (the kind's own flip alone, without its jitter: for poses and layouts
+    the flip of a whole minibatch, which keeps every distance served), "none" or "imagenet" (the usual ImageNet
+    recipe).
 
     ``flip=False`` turns the flip off; ``crop_scale`` replaces the imagenet crop's area range. A flip per image on a
     kind that is not mirror-invariant is refused (one line, naming ``--allow-image-flip``) unless

@@ -92,7 +92,7 @@ def run_device(out: str | Path) -> str | None:
 
 def fit_table(summary: dict[str, Any], *, run: str, loss: str, device: str | None = None) -> str:
     """The end of ``trainer fit``: one row (run, loss, steps, time, final loss, data wait, device), then the
-    checkpoint. ``summary``: what :func:`labeldist.trainer.fit.fit` returns."""
+    checkpoint. ``summary``: what :func:`labeldist.trainer.training.fit.fit` returns."""
     seconds, waited = summary.get("seconds"), summary.get("data_wait_s")
     wait = format_seconds(waited)
     if waited is not None and seconds:

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from labeldist.client import FeatureInputs, InputError, LabelDistClient
-from labeldist.trainer.checkpoints import CheckpointError, describe_model
-from labeldist.trainer.fit import autocast, default_loader_workers, pick_device
-from labeldist.trainer.metrics import retrieval_metrics
-from labeldist.trainer.models import load_checkpoint
+from labeldist.trainer.training.checkpoints import CheckpointError, describe_model
+from labeldist.trainer.training.fit import autocast, default_loader_workers, pick_device
+from labeldist.trainer.training.metrics import retrieval_metrics
+from labeldist.trainer.training.models import load_checkpoint
 
 #: the K at which summaries (RESULTS.md tables) report each curve
 SUMMARY_K = (1, 5, 10, 20, 50, 100)
@@ -42,7 +42,8 @@ def embed(model: torch.nn.Module, features: np.ndarray, device: torch.device, ba
 
 @dataclass
 class ImageSource:
-    """The test store's images (see :func:`labeldist.trainer.images.image_paths`), decoded by ``workers`` processes."""
+    """The test store's images (see :func:`labeldist.trainer.inputs.images.image_paths`), decoded by ``workers``
+    processes."""
 
     root: str
     pattern: str | None = None
@@ -147,8 +148,8 @@ def image_embeddings(
     progress: bool | None = False,
 ) -> tuple[np.ndarray, dict[str, Any], bool]:
     """Embeddings of the store's images of ``indices``; the model's description; whether it L2-normalises."""
-    from labeldist.trainer.images import open_images
-    from labeldist.trainer.models import ResNetEmbedding
+    from labeldist.trainer.inputs.images import open_images
+    from labeldist.trainer.training.models import ResNetEmbedding
 
     if checkpoint is None:
         backbone = backbone or UNTRAINED_BACKBONE
@@ -301,7 +302,7 @@ def _metrics(
 
 def load_split(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """``queries`` and ``gallery`` (positions in the test store) of a ``split.json``
-    (:mod:`labeldist.trainer.split`). Refused in one line naming the file (:class:`InputError`): a file that is
+    (:mod:`labeldist.split`). Refused in one line naming the file (:class:`InputError`): a file that is
     not JSON or not an object, a missing or empty side, a position that is not an integer (a boolean, a fraction,
     a string) or is negative, a position twice on one side, and an item on both sides (it would find itself at
     rank 1: nDCG@1 = 1.0 whatever the model)."""
@@ -374,8 +375,10 @@ def plot_curves(
     overwrite: bool = True,
 ) -> Path:
     """A PNG like Fig. 3 of Kim et al.: nDCG@K (left) and mean label distance@K (right) against K, one line
-    per labelled result (``styles``: matplotlib line options per label). The labels are the dict's keys, so
-    they are unique here; :func:`labeldist.trainer.plots.plot_evals` names results read from files after their runs."""
-    from labeldist.trainer.plots import draw_curves, save
+    per labelled result (``styles``: matplotlib line options per label). The labels are the dict's keys,
+    so
+    they are unique here; :func:`labeldist.trainer.experiments.plots.plot_evals` names results read from files after
+    their runs."""
+    from labeldist.trainer.experiments.plots import draw_curves, save
 
     return save(draw_curves(results, title=title, styles=styles), out, overwrite)

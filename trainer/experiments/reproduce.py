@@ -1,6 +1,7 @@
 """The reproduction of RESULTS.md: every method of the table on one dataset, through a running service.
 
-    python -m labeldist.trainer.reproduce --url http://127.0.0.1:8765 --dataset mpii --runs /tmp/trainer-runs \\
+    python -m labeldist.trainer.experiments.reproduce --url http://127.0.0.1:8765 --dataset mpii --runs
+    /tmp/trainer-runs \\
         --epochs 3 --seeds 0 1 2
 
 expects, under ``--runs``: ``<dataset>/split.json`` (``trainer split``) and ``features/<store>.npy``
@@ -23,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.trainer.evaluate import ImageSource, evaluate, load_split, plot_curves
-from labeldist.trainer.fit import FitConfig, fit
+from labeldist.trainer.training.evaluate import ImageSource, evaluate, load_split, plot_curves
+from labeldist.trainer.training.fit import FitConfig, fit
 
 DATASETS = {  # store kind, minibatch size (Kim et al.: 150 poses, 50 captions)
     "mpii": ("pose", 150),
@@ -56,7 +57,7 @@ def _row(name: str, results: list[dict[str, Any]]) -> str:
 
 def _source(url: str, stores: Path | None) -> Any:
     """Stores read in this process (``--stores``), else the service at ``url``."""
-    from labeldist.trainer.fit import open_source
+    from labeldist.trainer.training.fit import open_source
 
     return open_source(None if stores is None else str(stores), url)
 
@@ -206,9 +207,9 @@ class _RunSettings:
 
     def config(self, method: str, dim: int, seed: int, out: Path) -> FitConfig:
         """The run of ``method`` at ``dim`` dimensions with ``seed`` into ``out``: the recipe's values
-        (labeldist.trainer.recipes) with the method's loss, the dimension and the values given over them (the
+        (labeldist.trainer.training.recipes) with the method's loss, the dimension and the values given over them (the
         paper's minibatch size under labeldist-v1 when none is given), resuming what is there."""
-        from labeldist.trainer.recipes import resolve_recipe
+        from labeldist.trainer.training.recipes import resolve_recipe
 
         loss, options, _ = METHODS[method]
         given: dict[str, Any] = {"loss": loss, "loss_options": options, "embedding_dim": dim}
@@ -320,11 +321,12 @@ def _ceiling_row(
     ceiling: dict[str, float] | None,
     augment: str = "kind",
 ) -> dict[str, Any]:
-    """The ceiling of the test ``store`` (:func:`labeldist.trainer.ceiling.store_ceiling`): a perfect model of its
+    """The ceiling of the test ``store`` (:func:`labeldist.trainer.experiments.ceiling.store_ceiling`): a perfect
+    model of its
     pictures under ``ceiling``'s jitter, by default the one the runs' augmentation (``augment``) trains with: the
     kind's own jitter for "kind" (and "imagenet", whose crops it does not model), none for "flip" and "none"."""
-    from labeldist.trainer.augment import kind_augmentation
-    from labeldist.trainer.ceiling import store_ceiling
+    from labeldist.trainer.experiments.ceiling import store_ceiling
+    from labeldist.trainer.inputs.augment import kind_augmentation
 
     kind_aug = kind_augmentation(kind).augmentation  # the jitter the kind's own augmentation trains with
     jittered = augment in ("kind", "imagenet")
@@ -429,7 +431,7 @@ def _plot_step_curves(
 ) -> None:
     """nDCG@10 against steps of the curves (the mean over seeds), with the untrained rows' levels and the ceiling's
     if any."""
-    from labeldist.trainer.plots import draw_step_curves, save
+    from labeldist.trainer.experiments.plots import draw_step_curves, save
 
     levels = {f"{untrained_name} ({_ranked(m)})": r["summary"]["ndcg@10"] for m, r in untrained.items()}
     if ceiling_row is not None:
@@ -466,7 +468,8 @@ def reproduce(
     anchors: str | None = None,
     lr_schedule: str | None = None,
 ) -> str:
-    """Train and evaluate every method with ``recipe`` (labeldist.trainer.recipes; ``epochs``, ``lr``, ``size``,
+    """Train and evaluate every method with ``recipe`` (labeldist.trainer.training.recipes; ``epochs``, ``lr``,
+    ``size``,
     ``augment``, ``anchors`` and ``lr_schedule`` override it); returns the markdown table (also written to
     ``table<tag>.md``).
 
@@ -475,9 +478,9 @@ def reproduce(
     ``curve_every``, every seed of each method at the largest dimension is evaluated every that many steps
     (``curve<tag>.png``, nDCG@10 against steps, and ``curve<tag>.md``, its table with the seeds' spread). With
     ``stores`` (the stores' folder) the runs read the stores in this process and the table has a ceiling row
-    (:mod:`labeldist.trainer.ceiling`): a perfect model of the test pictures under the run's augmentation
+    (:mod:`labeldist.trainer.experiments.ceiling`): a perfect model of the test pictures under the run's augmentation
     (``ceiling``: its jitter, ``{"scale": .., "shift": ..}``)."""
-    from labeldist.trainer.fit import pick_device
+    from labeldist.trainer.training.fit import pick_device
 
     kind, paper_size = DATASETS[dataset]
     train, test = f"{dataset}-train-{kind}", f"{dataset}-test-{kind}"
@@ -540,9 +543,11 @@ def reproduce(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from labeldist.trainer.recipes import RECIPES, SCHEDULES
+    from labeldist.trainer.training.recipes import RECIPES, SCHEDULES
 
-    p = argparse.ArgumentParser(prog="python -m labeldist.trainer.reproduce", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m labeldist.trainer.experiments.reproduce", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument(
         "--stores",
@@ -555,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--recipe",
         default="auto",
         choices=("auto", *RECIPES),
-        help="labeldist.trainer.recipes (auto: the paper's over images, labeldist-v1 over features)",
+        help="labeldist.trainer.training.recipes (auto: the paper's over images, labeldist-v1 over features)",
     )
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--lr", type=float, help="override the recipe's learning rate")

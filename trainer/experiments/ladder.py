@@ -1,7 +1,7 @@
 """Zhou et al. (AAAI 2020) Table 3 on the sentence-relevance store: the ladder loss against the triplet loss by
 Coherent Score (CS@K) and recall (R@K), through a running service.
 
-    python -m labeldist.trainer.reproduce_ladder --url http://127.0.0.1:8765 --runs /tmp/zhou --epochs 1 --seeds 0 1
+    python -m labeldist.trainer.experiments.ladder --url http://127.0.0.1:8765 --runs /tmp/zhou --epochs 1 --seeds 0 1
 
 expects, under ``--runs``: ``coco/split.json`` and ``coco/test.json`` (``trainer split`` of the Karpathy images)
 and ``features/<store>.npy`` (``trainer demo-inputs``) for the sentence stores ``coco-train-sentence_relevance``
@@ -10,10 +10,11 @@ and ``coco-test-sentence_relevance`` that the service serves (one item per capti
 The split is by image, so train and test share no image. Queries are the sentences of the split's query images,
 the gallery the sentences of its gallery images; a query's relevance to a gallery sentence is 1 - the stored
 label distance. CS@K is Kendall's tau-b between the embedding's ranking and the relevance ranking of each
-query's top K (:func:`labeldist.trainer.metrics.coherent_score`); R@K counts a query's label-nearest gallery sentence
+query's top K (:func:`labeldist.trainer.training.metrics.coherent_score`); R@K counts a query's label-nearest gallery
+sentence
 in its
-top K (:func:`labeldist.trainer.metrics.recall_at_k`). Both up to K = 100 come from
-:func:`labeldist.trainer.evaluate.evaluate`;
+top K (:func:`labeldist.trainer.training.metrics.recall_at_k`). Both up to K = 100 come from
+:func:`labeldist.trainer.training.evaluate.evaluate`;
 CS@1000 (Zhou et al. report CS@100 and CS@1000 over 5,000 captions; our gallery holds about 4,000) is computed
 here from the same embeddings and label distances (:func:`coherent_at`), and checked to agree with ``evaluate``
 at K = 100.
@@ -40,11 +41,11 @@ import numpy as np
 
 from labeldist.client import FeatureInputs, LabelDistClient
 from labeldist.labels.coco import load_json, parse_karpathy
-from labeldist.trainer.evaluate import embed, evaluate, label_distance_matrix
-from labeldist.trainer.fit import LOG, FitConfig, fit, pick_device
 from labeldist.trainer.losses import LadderLoss
-from labeldist.trainer.metrics import coherent_score, retrieve
-from labeldist.trainer.models import load_checkpoint
+from labeldist.trainer.training.evaluate import embed, evaluate, label_distance_matrix
+from labeldist.trainer.training.fit import LOG, FitConfig, fit, pick_device
+from labeldist.trainer.training.metrics import coherent_score, retrieve
+from labeldist.trainer.training.models import load_checkpoint
 
 TRAIN, TEST = "coco-train-sentence_relevance", "coco-test-sentence_relevance"
 #: run name: loss, its options, the name in the table
@@ -128,7 +129,8 @@ def sentence_split(
 def coherent_at(
     query_emb: np.ndarray, gallery_emb: np.ndarray, label_distances: np.ndarray, k: int, metric: str
 ) -> float:
-    """CS@k over the queries, as :func:`labeldist.trainer.metrics.retrieval_metrics` scores it (the same retrieval and
+    """CS@k over the queries, as :func:`labeldist.trainer.training.metrics.retrieval_metrics` scores it (the same
+    retrieval and
     embedding scores), one query at a time so that a large k needs only (k, k) memory. NaN if defined nowhere."""
     k = min(k, len(gallery_emb))
     retrieved = retrieve(query_emb, gallery_emb, k, metric)
@@ -145,7 +147,7 @@ def coherent_at(
 
 
 def _embeddings(features: str, checkpoint: str | None) -> tuple[np.ndarray, str]:
-    """What :func:`labeldist.trainer.evaluate.evaluate` ranks by: the features (Euclidean) or the checkpoint's
+    """What :func:`labeldist.trainer.training.evaluate.evaluate` ranks by: the features (Euclidean) or the checkpoint's
     embeddings
     (cosine when its loss normalises)."""
     x = FeatureInputs(features).array
@@ -321,7 +323,9 @@ def reproduce(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m labeldist.trainer.reproduce_ladder", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m labeldist.trainer.experiments.ladder", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument("--runs", type=Path, required=True)
     p.add_argument("--epochs", type=int, default=1)

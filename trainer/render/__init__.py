@@ -1,0 +1,1 @@
+"""Pictures drawn from labels, one per item of a store: poses and room layouts (``trainer render``)."""
