@@ -223,7 +223,7 @@ def images_mode(args: argparse.Namespace, url: str) -> None:
         ids = client.ids(args.store)
         for i, size in enumerate(args.input_size):
             before = bare_step(args, size, device, args.repeats)
-            inputs = open_images(args.images, ids, input_size=size, train=True)
+            inputs = open_images(args.images, ids, input_size=size)
             decoded = data_rate(client, args, inputs, args.data_steps, args.seed + 2 * i, workers) * args.size
             dummy = FeatureInputs(np.zeros((len(ids), 1), dtype=np.float32))
             # 8 minibatches a request and 8 requests ahead: time enough of them that the queue's fill does not count

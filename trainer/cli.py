@@ -43,7 +43,7 @@ from labeldist.options import (
 )
 from labeldist.split import add_split_parser
 from labeldist.store import StoreError
-from labeldist.trainer.inputs.augment import AUGMENT_NAMES, AugmentationError
+from labeldist.trainer.inputs.augment import AUGMENT_NAMES, AugmentationError, check_crop_scale
 from labeldist.trainer.losses import LOSSES
 from labeldist.trainer.training.checkpoints import CheckpointError
 from labeldist.trainer.training.models import BACKBONES, WeightsError
@@ -114,6 +114,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
         raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
+    check_crop_scale(tuple(args.crop_scale))
     with open_source(args.stores, args.url, args.api_key) as source:
         kind = source.store(args.store).get("kind")
     recipe = RECIPES[recipe_name(args.recipe, kind, args.images is not None, args.weights)]

@@ -111,6 +111,11 @@ OPTIONS = [
     (trainer_main, ["fit", "--features", "X", "--store", "s", "--out", "o", "--epochs", "-2"], "--epochs: must be"),
     (trainer_main, ["fit", "--features", "X", "--store", "s", "--out", "o", "--threads", "99999"], "--threads: must"),
     (trainer_main, ["fit", "--features", "X", "--store", "s", "--out", "o", "--momentum", "inf"], "--momentum: must"),
+    (
+        trainer_main,
+        ["fit", "--images", "X", "--store", "s", "--out", "o", "--crop-scale", "0.9", "0.1"],
+        "--crop-scale",
+    ),
     (trainer_main, ["render", "X", "--out", "o", "--size", "100000"], "--size: must be an integer from 8 to 8192"),
     (trainer_main, ["render", "X", "--out", "o", "--workers", "0"], "--workers: must be"),
     (trainer_main, ["split", "X", "--out", "o", "--test-fraction", "1"], "--test-fraction: must be"),

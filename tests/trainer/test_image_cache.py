@@ -143,7 +143,7 @@ def test_a_damaged_file_stops_the_cache_in_one_line_naming_it(folder, tmp_path) 
 # Decoding each step: only decode and resize
 
 
-def test_image_inputs_only_decode_and_resize_and_keep_the_old_eval(folder) -> None:
+def test_image_inputs_only_decode_and_resize(folder) -> None:
     root, ids = folder
     paths = image_paths(root, ids)
     inputs = ImageInputs(paths, SIZE)
@@ -151,12 +151,10 @@ def test_image_inputs_only_decode_and_resize_and_keep_the_old_eval(folder) -> No
     one, two = inputs(np.array([[1, 2]])), inputs(np.array([[1, 2]]))
     assert torch.equal(one, two)  # nothing random here any more
     assert torch.equal(one[0], _expected([paths[1], paths[2]]))
-    # the old signature: train=False is the old eval transform; train/flip/crop_scale no longer augment
-    assert ImageInputs(paths, SIZE, train=False).transform == "center_crop"
-    assert ImageInputs(paths, SIZE, train=True, flip=True, crop_scale=(0.08, 1)).transform == "resize"
-    assert open_images(root, ids, input_size=SIZE, train=False).transform == "center_crop"
-    with pytest.raises(ImageInputError, match="--crop-scale"):
-        open_images(root, ids, input_size=SIZE, crop_scale=(0.9, 0.1))
+    assert ImageInputs(paths, SIZE, "center_crop").transform == "center_crop"
+    assert open_images(root, ids, input_size=SIZE, transform="center_crop").transform == "center_crop"
+    with pytest.raises(ImageInputError, match="unknown image transform 'crop'"):
+        open_images(root, ids, input_size=SIZE, transform="crop")
     again = pickle.loads(pickle.dumps(inputs))
     assert torch.equal(again(np.array([4])), inputs(np.array([4])))
 

@@ -181,7 +181,7 @@ def test_images_are_uint8_crops_and_the_model_normalises_them_as_torchvision_doe
     from torchvision.transforms import v2
 
     ids = [row.split(",")[0] for row in (rendered / "index.csv").read_text().splitlines()[1:]]
-    inputs = ImageInputs(read_index(rendered / "index.csv", ids)[:3], 24, train=False)
+    inputs = ImageInputs(read_index(rendered / "index.csv", ids)[:3], 24, "center_crop")
     x = inputs(np.array([[0, 2]]))
     assert x.shape == (1, 2, 3, 24, 24) and x.dtype == torch.uint8
     from labeldist.trainer.training.models import ImageNormalize

@@ -124,15 +124,24 @@ class Augmentation:
                 f"augmentation {self.name}: scale and shift must be in [0, 1), got {self.scale} and {self.shift}"
             )
         if self.crop_scale is not None:
-            lo, hi = self.crop_scale
-            if not 0 < lo <= hi <= 1:
-                raise AugmentationError(f"--crop-scale must be 0 < MIN <= MAX <= 1, got {lo} {hi}")
-            object.__setattr__(self, "crop_scale", (float(lo), float(hi)))
+            object.__setattr__(self, "crop_scale", check_crop_scale(self.crop_scale))
 
     @property
     def random(self) -> bool:
         """Whether training draws anything (False: the images go through as they are)."""
         return bool(self.scale or self.shift or self.flip != "none" or self.crop_scale is not None)
+
+
+def check_crop_scale(crop_scale: tuple[float, float]) -> tuple[float, float]:
+    """``crop_scale`` as floats; AugmentationError unless 0 < MIN <= MAX <= 1 (an area range of the image).
+
+    >>> check_crop_scale((0.08, 1))
+    (0.08, 1.0)
+    """
+    lo, hi = crop_scale
+    if not 0 < lo <= hi <= 1:
+        raise AugmentationError(f"--crop-scale must be 0 < MIN <= MAX <= 1, got {lo} {hi}")
+    return float(lo), float(hi)
 
 
 @dataclass(frozen=True)

@@ -203,22 +203,12 @@ def _check_transform(transform: str) -> str:
     return transform
 
 
-def _legacy_transform(transform: str | None, train: bool | None) -> str:
-    """``transform``, or for callers of the old signature (``train=False``: the old eval), "center_crop"."""
-    if transform is None:
-        transform = "center_crop" if train is False else "resize"
-    return _check_transform(transform)
-
-
 class ImageInputs:
     """Images indexed like the store, decoded where they are asked for: ``self(indices)`` decodes the images of
     ``indices`` (any shape) and brings each to the input size (``transform``: "resize" or "center_crop",
     :func:`labeldist.trainer.inputs.augment.eval_transform`), uint8 ``indices.shape + (3, size, size)``. No random
     augmentation here: that is the training loop's (:mod:`labeldist.trainer.inputs.augment`). Picklable, so DataLoader
-    worker processes run it.
-
-    ``train``, ``flip`` and ``crop_scale`` are the old signature's, accepted and ignored but for ``train=False``
-    with no ``transform``, which keeps its old meaning: the old eval transform ("center_crop")."""
+    worker processes run it."""
 
     #: decoded in DataLoader worker processes (labeldist.client.loader), never in the prefetch threads
     needs_processes = True
@@ -227,15 +217,11 @@ class ImageInputs:
         self,
         paths: Sequence[Path],
         size: int,
-        transform: str | None = None,
-        *,
-        train: bool | None = None,
-        flip: bool | None = None,
-        crop_scale: tuple[float, float] | None = None,
+        transform: str = "resize",
     ) -> None:
         self.paths = list(paths)
         self.size = int(size)
-        self.transform = _legacy_transform(transform, train)
+        self.transform = _check_transform(transform)
         self.n_items = len(self.paths)
         self.item_shape = (3, self.size, self.size)
         self._transform = None
@@ -528,15 +514,12 @@ def open_images(
     pattern: str | None = None,
     index: str | Path | None = None,
     input_size: int | None = None,
-    transform: str | None = None,
+    transform: str = "resize",
     cache: Literal["auto", "on", "off"] = "off",
     cache_limit_bytes: int | None = None,
     encoded: bool = False,
     workers: int | None = None,
     progress: bool = False,
-    train: bool | None = None,
-    flip: bool | None = None,
-    crop_scale: tuple[float, float] | None = None,
 ) -> ImageInputs | CachedImages | EncodedImages:
     """The images of a store's ``ids``, every file found and its header read first, decoded to uint8 ``(3, size,
     size)`` by ``transform`` ("resize", default; "center_crop": the old ImageNet eval):
@@ -546,15 +529,10 @@ def open_images(
     - else :class:`EncodedImages` when ``encoded`` (decode on the device: CUDA), else :class:`ImageInputs`
       (decoded in loader processes).
 
-    ``cache`` defaults to "off" so that a caller of the old signature keeps :class:`ImageInputs`. ``train``, ``flip``
-    and ``crop_scale`` are the old signature's: ignored (augmentation is the training loop's,
-    :mod:`labeldist.trainer.inputs.augment`) but for ``train=False`` with no ``transform`` ("center_crop", the old eval)
-    and ``crop_scale``, still checked."""
+    No random augmentation here: that is the training loop's (:mod:`labeldist.trainer.inputs.augment`)."""
     if cache not in CACHE_MODES:
         raise ImageInputError(f"--image-cache must be one of {', '.join(CACHE_MODES)}, got {cache!r}")
-    if crop_scale is not None and not 0 < crop_scale[0] <= crop_scale[1] <= 1:
-        raise ImageInputError(f"--crop-scale must be 0 < MIN <= MAX <= 1, got {crop_scale[0]} {crop_scale[1]}")
-    transform = _legacy_transform(transform, train)
+    transform = _check_transform(transform)
     paths = image_paths(root, ids, pattern=pattern, index=index)
     size = input_size_of(check_images(paths, progress=progress), input_size)
     limit = default_cache_limit() if cache_limit_bytes is None else cache_limit_bytes

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
 from labeldist.outputs import make_folder
 from labeldist.progress import progress_bar
-from labeldist.trainer.inputs.augment import augment, resolve_augmentation, step_generator
+from labeldist.trainer.inputs.augment import augment, check_crop_scale, resolve_augmentation, step_generator
 from labeldist.trainer.inputs.images import device_images
 from labeldist.trainer.losses import BatchLoss, make_loss
 from labeldist.trainer.training.checkpoints import (
@@ -239,6 +239,7 @@ def make_inputs(
     else:
         from labeldist.trainer.inputs.images import open_images
 
+        check_crop_scale(config.crop_scale)  # refused up front, whichever augmentation the run takes
         # decoded and resized only: the augmentation runs on the step's device (labeldist.trainer.inputs.augment)
         inputs = open_images(
             config.images,
@@ -249,7 +250,6 @@ def make_inputs(
             transform="resize",
             cache=config.image_cache,
             encoded=encoded,
-            crop_scale=config.crop_scale,
             progress=config.progress,
         )
         what = f"images under {config.images} are {inputs.n_items}"
