@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
 
-from labeldist.api.batching import draw_anchors, draw_and_fill, draw_batch_items, fill_distances
+from labeldist.api.batching import BatchSet, draw_anchors, draw_and_fill, draw_batch_items, fill_distances
 from labeldist.api.compute import ComputeGuard, guard_for, run_cancellable
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
@@ -67,6 +67,51 @@ async def batches(
     return await batches_response(store, settings, allow, body, wants_npz(request, format), guard, request.receive)
 
 
+def check_limits(body: BatchesByAnchors | BatchesByCount, settings: Settings) -> None:
+    """413 for a request over the service's limits: batches, size, pairwise values."""
+    n_batches = len(body.anchors) if isinstance(body, BatchesByAnchors) else body.count
+    if n_batches > settings.max_batches:
+        raise TooLarge(f"{n_batches} batches is over the limit of {settings.max_batches} (LABELDIST_MAX_BATCHES)")
+    if body.size > settings.max_batch_size:
+        raise TooLarge(f"size={body.size} is over the limit of {settings.max_batch_size} (LABELDIST_MAX_BATCH_SIZE)")
+    if body.pairwise and n_batches * body.size**2 > settings.max_pairwise_values:
+        raise TooLarge(
+            f"{n_batches} pairwise matrices of {body.size}x{body.size} is over the limit of "
+            f"{settings.max_pairwise_values} values (LABELDIST_MAX_PAIRWISE_VALUES)"
+        )
+
+
+async def answer(store: ServedStore, result: BatchSet, seed: int, npz: bool) -> Response:
+    """Drawn and filled batches as the answer: a NumPy archive (``npz``) or JSON, encoded in a worker thread when
+    large."""
+    big = result.items.size + (0 if result.pairwise is None else result.pairwise.size) > BIG_ANSWER
+    if npz:
+        arrays = {
+            "anchors": result.anchors,
+            "items": result.items,
+            "distances": result.distances,
+            "seed": np.uint64(seed),
+            "computed": np.int64(result.computed),
+        }
+        if result.pairwise is not None:
+            arrays["pairwise"] = result.pairwise
+        return await run_in_threadpool(npz_response, arrays) if big else npz_response(arrays)
+    ids = store.ids
+    out: list[dict[str, Any]] = [
+        {
+            "anchor": anchor,
+            "anchor_id": str(ids[anchor]),
+            "items": result.items[t],
+            "ids": ids[result.items[t]].tolist(),
+            "distances": result.distances[t],
+            "pairwise": None if result.pairwise is None else result.pairwise[t],
+        }
+        for t, anchor in enumerate(result.anchors.tolist())
+    ]
+    payload = {"batches": out, "seed": seed, "computed": result.computed}
+    return await run_in_threadpool(json_response, payload) if big else json_response(payload)
+
+
 async def batches_response(
     store: ServedStore,
     settings: Settings,
@@ -79,16 +124,7 @@ async def batches_response(
     """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by :mod:`labeldist.api.fastpath`.
     Raises :class:`~labeldist.api.errors.APIError` (413 over a limit or the compute budget, 422, 404 unknown anchor, 401
     needs the key, 503 compute pool busy). ``receive`` (the body already read) tells when the client has gone."""
-    n_batches = len(body.anchors) if isinstance(body, BatchesByAnchors) else body.count
-    if n_batches > settings.max_batches:
-        raise TooLarge(f"{n_batches} batches is over the limit of {settings.max_batches} (LABELDIST_MAX_BATCHES)")
-    if body.size > settings.max_batch_size:
-        raise TooLarge(f"size={body.size} is over the limit of {settings.max_batch_size} (LABELDIST_MAX_BATCH_SIZE)")
-    if body.pairwise and n_batches * body.size**2 > settings.max_pairwise_values:
-        raise TooLarge(
-            f"{n_batches} pairwise matrices of {body.size}x{body.size} is over the limit of "
-            f"{settings.max_pairwise_values} values (LABELDIST_MAX_PAIRWISE_VALUES)"
-        )
+    check_limits(body, settings)
     seed = body.seed if body.seed is not None else secrets.randbits(53)
     anchors = body.anchors if isinstance(body, BatchesByAnchors) else None
     count = body.count if isinstance(body, BatchesByCount) else None
@@ -133,29 +169,4 @@ async def batches_response(
                 allow_compute=allow_compute,
                 guard=guard,
             )
-    big = result.items.size + (0 if result.pairwise is None else result.pairwise.size) > BIG_ANSWER
-    if npz:
-        arrays = {
-            "anchors": result.anchors,
-            "items": result.items,
-            "distances": result.distances,
-            "seed": np.uint64(seed),
-            "computed": np.int64(result.computed),
-        }
-        if result.pairwise is not None:
-            arrays["pairwise"] = result.pairwise
-        return await run_in_threadpool(npz_response, arrays) if big else npz_response(arrays)
-    ids = store.ids
-    out: list[dict[str, Any]] = [
-        {
-            "anchor": anchor,
-            "anchor_id": str(ids[anchor]),
-            "items": result.items[t],
-            "ids": ids[result.items[t]].tolist(),
-            "distances": result.distances[t],
-            "pairwise": None if result.pairwise is None else result.pairwise[t],
-        }
-        for t, anchor in enumerate(result.anchors.tolist())
-    ]
-    payload = {"batches": out, "seed": seed, "computed": result.computed}
-    return await run_in_threadpool(json_response, payload) if big else json_response(payload)
+    return await answer(store, result, seed, npz)

@@ -330,7 +330,7 @@ def _table(rows: dict[str, dict[str, Any]], ks: Sequence[int]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m labeldist.trainer.experiments.ceiling",
         description="The nDCG and MLD of a perfect model of the rendered picture of a test set: the ranking by "
@@ -381,10 +381,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="jitter seed (default: %(default)s)")
     p.add_argument("--k", type=int, nargs="+", default=[1, 10, 50], help="K to print (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON instead of a table")
-    args = p.parse_args(argv)
+    return p
 
-    from labeldist.labels.poses import Poses
 
+def _test_set(args: argparse.Namespace, p: argparse.ArgumentParser) -> tuple[Any, Any, Any, Any, Any]:
+    """The labels, distance, queries, gallery and frame the command's arguments name."""
     if args.frame_from:
         from labeldist.trainer.render.base import RenderError, read_frame
 
@@ -416,8 +417,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries, gallery = _split_positions(args.split)
         labels_params = (reader.manifest.get("params") or {}).get("labels") or {}
         frame = _frame_for(labels, labels_params.get("normalization"), args.frame)
-    k_max = max(args.k)
-    common = {"frame": frame, "draws": args.draws, "seed": args.seed, "k_max": k_max}
+    return labels, distance, queries, gallery, frame
+
+
+def _rows(args: argparse.Namespace, labels, distance, queries, gallery, frame) -> dict[str, dict[str, Any]]:
+    """The ceilings the command prints, by row name: every view of poses, the oracle alone of other labels."""
+    from labeldist.labels.poses import Poses
+
+    common = {"frame": frame, "draws": args.draws, "seed": args.seed, "k_max": max(args.k)}
     rows: dict[str, dict[str, Any]] = {}
     if isinstance(labels, Poses):
         rows[f"label frame, jitter scale {args.scale} shift {args.shift}"] = ceiling(
@@ -432,6 +439,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows[f"label frame, jitter scale {args.scale} shift {args.shift}, and a per-image flip"] = ceiling(
             labels, distance, queries, gallery, scale=args.scale, shift=args.shift, mirror=True, **common
         )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    labels, distance, queries, gallery, frame = _test_set(args, p)
+    rows = _rows(args, labels, distance, queries, gallery, frame)
     if args.json:
         print(
             json.dumps(

@@ -223,6 +223,37 @@ def _scores(result: dict[str, Any], cs_1000: float) -> dict[str, Any]:
     return {"cs": cs, "r": {str(k): result["recall"][k - 1] for k in R_K}}
 
 
+def _train(
+    url: str, method: str, seed: int, out: Path, features: str, *, size: int, epochs: int, lr: float, dim: int
+) -> None:
+    """One run of ``method`` with ``seed`` into ``out`` (resumed where it stopped), its time and loss printed."""
+    loss, options, _ = METHODS[method]
+    t0 = time.perf_counter()
+    summary = fit(
+        FitConfig(
+            url=url,
+            store=TRAIN,
+            features=features,
+            out=str(out),
+            loss=loss,
+            loss_options=options,
+            size=size,
+            neighbors=5,
+            epochs=epochs,
+            lr=lr,
+            embedding_dim=dim,
+            seed=seed,
+            resume=True,
+            progress=False,
+        )
+    )
+    print(
+        f"{method} seed {seed}: {summary['steps']} steps in {time.perf_counter() - t0:.0f} s (data waits "
+        f"{summary['data_wait_s']:.0f} s), loss {summary['loss']:.4f}",
+        flush=True,
+    )
+
+
 def reproduce(
     url: str,
     runs: Path,
@@ -281,31 +312,7 @@ def reproduce(
         for seed in seeds:
             out = base / f"{method}-d{dim}-s{seed}"
             if not (out / "eval.json").exists():
-                t0 = time.perf_counter()
-                summary = fit(
-                    FitConfig(
-                        url=url,
-                        store=TRAIN,
-                        features=features[TRAIN],
-                        out=str(out),
-                        loss=loss,
-                        loss_options=options,
-                        size=size,
-                        neighbors=5,
-                        epochs=epochs,
-                        lr=lr,
-                        embedding_dim=dim,
-                        seed=seed,
-                        resume=True,
-                        progress=False,
-                    )
-                )
-                took = time.perf_counter() - t0
-                print(
-                    f"{method} seed {seed}: {summary['steps']} steps in {took:.0f} s (data waits "
-                    f"{summary['data_wait_s']:.0f} s), loss {summary['loss']:.4f}",
-                    flush=True,
-                )
+                _train(url, method, seed, out, features[TRAIN], size=size, epochs=epochs, lr=lr, dim=dim)
             result = scored(out)
             end = result.get("train", {})
             got.append({**_scores(result, result["coherent_score_1000"]), "train_s": end.get("seconds")})

@@ -469,9 +469,8 @@ def reproduce(
     lr_schedule: str | None = None,
 ) -> str:
     """Train and evaluate every method with ``recipe`` (labeldist.trainer.training.recipes; ``epochs``, ``lr``,
-    ``size``,
-    ``augment``, ``anchors`` and ``lr_schedule`` override it); returns the markdown table (also written to
-    ``table<tag>.md``).
+    ``size``, ``augment``, ``anchors`` and ``lr_schedule`` override it); returns the markdown table (also written
+    to ``table<tag>.md``).
 
     Each row names how it is ranked: the losses that L2-normalise rank by cosine, the others by Euclidean
     distance, and the untrained network is ranked both ways, so that each trained row has its baseline. With
@@ -480,8 +479,6 @@ def reproduce(
     ``stores`` (the stores' folder) the runs read the stores in this process and the table has a ceiling row
     (:mod:`labeldist.trainer.experiments.ceiling`): a perfect model of the test pictures under the run's augmentation
     (``ceiling``: its jitter, ``{"scale": .., "shift": ..}``)."""
-    from labeldist.trainer.training.fit import pick_device
-
     kind, paper_size = DATASETS[dataset]
     train, test = f"{dataset}-train-{kind}", f"{dataset}-test-{kind}"
     base = runs / dataset
@@ -508,29 +505,47 @@ def reproduce(
         where={"url": url, "stores": None if stores is None else str(stores)},
         train_inputs=inputs.train,
     )
-    results, curves = _train_runs(
-        settings,
-        evaluate_at,
-        base,
-        tag,
-        dims=dims,
-        methods=methods,
-        seeds=seeds,
-        small_dim_seeds=small_dim_seeds,
-        curve_every=curve_every,
-    )
-    device = str(pick_device("auto"))
+    runs_of = {"dims": dims, "methods": methods, "seeds": seeds, "small_dim_seeds": small_dim_seeds}
+    results, curves = _train_runs(settings, evaluate_at, base, tag, curve_every=curve_every, **runs_of)
     ceiling_row = None
     if stores is not None and images:
         augment_used = settings.config(methods[0], max(dims), seeds[0], base).augment
         ceiling_row = _ceiling_row(
             stores / test, kind, queries, gallery, k_max=k_max, ceiling=ceiling, augment=augment_used
         )
-    title = f"{dataset}, {len(queries)} queries x {len(gallery)} gallery; device {device}"
-    table = _table(title, ceiling_row, inputs.untrained_name, untrained, results, dims=dims, methods=methods)
+    title, name = _title(dataset, queries, gallery), inputs.untrained_name
+    table = _table(title, ceiling_row, name, untrained, results, dims=dims, methods=methods)
     (base / f"table{tag}.md").write_text(table + "\n", encoding="utf-8")
+    _write_figures(
+        base, tag, dataset, inputs.untrained_name, untrained, results, curves, ceiling_row, dims, methods, seeds
+    )
+    return table
+
+
+def _title(dataset: str, queries: Sequence[int], gallery: Sequence[int]) -> str:
+    """The table's title: the dataset, the test set's size and the device the runs used."""
+    from labeldist.trainer.training.fit import pick_device
+
+    return f"{dataset}, {len(queries)} queries x {len(gallery)} gallery; device {pick_device('auto')}"
+
+
+def _write_figures(
+    base: Path,
+    tag: str,
+    dataset: str,
+    untrained_name: str,
+    untrained: dict[str, Any],
+    results: dict[Any, Any],
+    curves: Any,
+    ceiling_row: Any,
+    dims: Sequence[int],
+    methods: Sequence[str],
+    seeds: Sequence[int],
+) -> None:
+    """The figures of :func:`reproduce`: Fig. 3 (methods) and Fig. 5 (dimensions) of Kim et al., and with
+    ``curves`` the nDCG@10 against steps (``curve<tag>.png``) and its table."""
     top = max(dims)
-    baseline_name = f"{inputs.untrained_name}, Euclidean"
+    baseline_name = f"{untrained_name}, Euclidean"
     _plot_methods(
         base / f"fig3{tag}.png", dataset, baseline_name, untrained["euclidean"], results, top=top, methods=methods
     )
@@ -538,8 +553,7 @@ def reproduce(
     if curves:
         curve_title = f"{dataset}: {top}-d, mean over seeds {', '.join(map(str, seeds))}"
         (base / f"curve{tag}.md").write_text(curve_table(curves) + "\n", encoding="utf-8")
-        _plot_step_curves(base / f"curve{tag}.png", curve_title, curves, inputs.untrained_name, untrained, ceiling_row)
-    return table
+        _plot_step_curves(base / f"curve{tag}.png", curve_title, curves, untrained_name, untrained, ceiling_row)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
