@@ -3,7 +3,7 @@
     .venv/bin/labeldist precompute pose data/mpii/mpii_valid_2958.csv --out stores/mpii-pose
     .venv/bin/python benchmarks/bench_api.py --stores stores --store mpii-pose --workers 2
 
-A big store next to a small one, in the same run (issue 19: a 1,000,000-item store served within 500 MiB a
+A big store next to a small one, in the same run (target: a 1,000,000-item store served within 500 MiB a
 worker, p99 <= 10 ms at 64 clients):
 
     .venv/bin/python benchmarks/bench_api.py --stores stores --store mpii-pose,vec1m --scenarios neighbors \

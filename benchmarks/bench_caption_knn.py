@@ -18,7 +18,7 @@ Prints, measured in the same run:
     caption-set WMD is symmetric, so the engine computes the upper triangle once and mirrors it (the share of
     pairs computed is then about half);
   - the engine's fixed cost (cluster start, imports, compiled kernels loaded in each worker): kNN of 20 images.
-Targets (issue 3): kNN of 5,000 images in at most 2 minutes on 2 cores; dense 5,000 x 5,000 in at most 15
+Targets: kNN of 5,000 images in at most 2 minutes on 2 cores; dense 5,000 x 5,000 in at most 15
 minutes and 4 GB. The machine's load average is printed: on a shared machine wall times stretch with it.
 
     .venv/bin/python benchmarks/bench_caption_knn.py [--sizes 1000 2000 5000] [--dense 5000] [--pairs 300]

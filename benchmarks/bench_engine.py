@@ -5,7 +5,7 @@ Prints, measured in the same run (medians of repeats):
   - in-memory, plain NumPy: broadcasting over joints, then ``np.argsort(kind="stable")`` per row;
   - the engine on a running 2-worker LocalCluster (what a job on an existing cluster pays);
   - the engine end to end as the CLI runs it (starting its LocalCluster, writing the store).
-Target (issue 2): engine overhead at most 1.5x.
+Target: engine overhead at most 1.5x.
 
     .venv/bin/python benchmarks/bench_engine.py [--repeats 5]
 """

@@ -1,4 +1,4 @@
-"""The compute queue bound under a flood (issue 17, Found 7): many concurrent caption searches against a live
+"""The compute queue bound under a flood: many concurrent caption searches against a live
 ``labeldist serve``, while a cheap sync route (``GET .../items/{i}/label``) is asked again and again.
 
 Each search of a new caption set computes caption-set WMDs against the store on demand, so it needs one of the

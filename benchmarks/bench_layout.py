@@ -7,7 +7,7 @@ Prints, measured in the same run (medians of repeats):
   - the per-pair reference (boolean masks, ``LayoutMIoU.reference``) in a Python loop over a random sample of
     pairs, extrapolated to all N x N entries and to the N (N - 1) / 2 distinct pairs;
   - the largest difference between the block and the reference on the sampled pairs.
-Target (issue 2): the block kernel at least 100x faster than the loop.
+Target: the block kernel at least 100x faster than the loop.
 
     .venv/bin/python benchmarks/bench_layout.py [--n 2000] [--size 128] [--pairs 4000] [--repeats 3]
 """

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_vectors.py --n 100000 --d 64 --k 100 --repeats 3
     .venv/bin/python benchmarks/bench_vectors.py --n 1000000 --d 64 --k 100 --repeats 1 --baseline-rows 20000 \\
-        --store /tmp/issue19/vec1m-store
+        --store /tmp/vec1m-store
 
 Writes N seeded random D-dimensional float32 vectors (normal, seed 0) to an ``.npy`` file, then runs each tool in a
 process of its own, timed from its start to its exit (Python, imports, reading the file and writing the result

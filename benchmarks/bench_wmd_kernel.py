@@ -7,7 +7,7 @@ gensim's default ``norm=True``):
   - the largest relative difference between ours and gensim on those pairs;
   - one ``CaptionSetWMD.block`` of rows x cols images (timed once) and its ``lower_bound_block``, against
     what gensim would need for the same caption pairs, *extrapolated* from its measured per-pair time.
-Target (issue 3): at least 50x faster than gensim per caption pair.
+Target: at least 50x faster than gensim per caption pair.
 
     .venv/bin/python benchmarks/bench_wmd_kernel.py [--pairs 2000] [--repeats 5] [--rows 100] [--cols 5000]
 """

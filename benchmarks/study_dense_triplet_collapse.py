@@ -1,4 +1,4 @@
-"""Why does the dense triplet loss collapse for a new user (issue 18, part 4)? One change at a time, at small scale.
+"""Why does the dense triplet loss collapse for a new user? One change at a time, at small scale.
 
 The report: ResNet-18 on 64 px renders of MPII poses, CPU, Adam lr 1e-3, minibatches of 150 (the anchor, its 5
 label-nearest neighbours, random others), ``dense_triplet`` with its defaults (L2-normalised embeddings, squared

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 27's GPU check, sized for one short GPU window (about 8 minutes of an H100): MPII poses rendered at 128 px,
+# The training issue's GPU check, sized for one short GPU window (about 8 minutes of an H100): MPII poses rendered at 128 px,
 # ResNet-18 from random weights trained with the recipe that learns on a 2-core CPU (scratch: every member of a
 # minibatch an anchor, Adam 1e-3, minibatches of 32), two methods (the log-ratio and the dense triplet loss), one
 # seed each, evaluated on the test split every CURVE steps and printed beside the untrained network and the ceiling
@@ -12,7 +12,7 @@
 #
 #   RUNS     work folder                          (default: /tmp/gpu-images)
 #   PX       rendered image side                  (default: 128)
-#   EPOCHS   epochs per method (2,366 steps each) (default: 3; issue 11's H100 took 17 ms a ResNet-18 step of 150
+#   EPOCHS   epochs per method (2,366 steps each) (default: 3; an H100 took 17 ms a ResNet-18 step of 150
 #            128-px images, so about 10 ms one of 32: 3 epochs are about 70 s a method)
 #   CURVE    evaluate every CURVE steps           (default: 1500)
 #   METHODS  labeldist.trainer.experiments.reproduce methods  (default: "log_ratio dense_triplet")

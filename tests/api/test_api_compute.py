@@ -1,4 +1,4 @@
-"""On-demand computation is bounded (issue 13, Found 5): a cost budget checked before any work, a bounded pool
+"""On-demand computation is bounded: a cost budget checked before any work, a bounded pool
 answering 503 with Retry-After when saturated, and work stopped when its client has gone."""
 
 from __future__ import annotations
@@ -122,8 +122,7 @@ def caption_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_client_that_disconnects_stops_its_computation_on_a_live_server(caption_stores: Path) -> None:
     """A real uvicorn server: a client sends an expensive request, waits until the server logs that the computation
     has started, and closes its socket; the server stops the work (its log says so) instead of finishing it for
-    nobody. Every step waits for an event the server logs (issue 17, Found 10: this test used to sleep 0.5 s and
-    hope the computation had started)."""
+    nobody. Every step waits for an event the server logs, never for a time."""
     port = free_port()
     proc = start_server(
         caption_stores, port, verbose=True, LABELDIST_COMPUTE_BUDGET_S="100000", LABELDIST_MAX_ITEMS="50000"
@@ -167,7 +166,7 @@ def _release_every_slot(client: TestClient, pool: ComputePool) -> None:
 def test_requests_waiting_for_a_compute_slot_hold_no_thread_and_sync_routes_stay_answered(
     stores_dir: Path, pose_labels
 ) -> None:
-    """Issue 17, Found 7: waiting for a compute slot must not hold a worker thread. 60 requests that must compute
+    """Waiting for a compute slot must not hold a worker thread. 60 requests that must compute
     wait for the one slot (held by the test) with a queue time far longer than the test; meanwhile no worker thread
     is taken by them, and the sync label route, which needs a thread, is answered while every one of them is still
     waiting. Then the slot frees, and every waiting request is answered 200 with the right distances.

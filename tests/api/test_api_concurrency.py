@@ -1,4 +1,4 @@
-"""A freshly started server hammered by concurrent clients on every kind (issue 13, item 2 and "Thread safety").
+"""A freshly started server hammered by concurrent clients on every kind.
 
 On a fresh ``labeldist serve`` nothing is cached: the first requests load the labels and the models together
 and compute their distances on demand in many threads at once (one used to fail with a tokenizer race: a 500).

@@ -1,4 +1,4 @@
-"""Labels in answers (issue 20, item 6): ``"include_labels": true`` on ``POST .../search`` and
+"""Labels in answers: ``"include_labels": true`` on ``POST .../search`` and
 ``?include_labels=true`` on ``GET .../items/{index}/neighbors`` answer each hit's label in its kind's JSON form,
 for every built-in kind, through a real ``labeldist serve``. Each label is checked against the store's raw label
 arrays read straight with zarr (not through the kinds' code); a search by an item's answered label finds that

@@ -1,4 +1,4 @@
-"""``POST /v1/stores/{store}/search`` by a pose in image pixels on a normalised store (issue 20, item 1).
+"""``POST /v1/stores/{store}/search`` by a pose in image pixels on a normalised store.
 
 A store normalised ``center_scale``, ``head`` or ``box`` takes a raw pose with what its normalisation needs of the
 person (``{"joints": ..., "center": [x, y], "scale": s}``, ``"head": h``, ``"box": [x, y, w, h]``) and normalises it

@@ -1,4 +1,4 @@
-"""A served store is one store (issue 17, Found 2): rebuilt, shrunk, added or removed under a live server, it is
+"""A served store is one store: rebuilt, shrunk, added or removed under a live server, it is
 served as the store now on disk without a restart, and no answer ever mixes two stores.
 
 Before 0.3 the service opened its stores once: after ``precompute --overwrite`` under a running server, 540 of 540
@@ -296,7 +296,7 @@ def test_a_new_store_folder_is_served_and_a_removed_one_is_not(servers, tmp_path
 
 
 def test_an_append_under_live_servers_is_served_whole_and_never_mixed(servers, tmp_path: Path) -> None:
-    """Issue 19: ``labeldist append`` grows the served store by 100 poses. Both servers answer from the old
+    """``labeldist append`` grows the served store by 100 poses. Both servers answer from the old
     generation while the new one is built beside it, then from the new one (900 items, generation 2) without a
     restart, by the reload an ``--overwrite`` gets; no answer mixes the two, and an item of the new generation
     is served with the lists a precompute of all 900 gives."""

@@ -1,4 +1,4 @@
-"""``POST /v1/stores/{store}/search`` (issue 12, item 5): the exact k nearest items of a new label.
+"""``POST /v1/stores/{store}/search``: the exact k nearest items of a new label.
 
 For a vector, a pose and a caption store, the answer equals the brute-force top k of the label against every
 item: exactly that of the kind's kernel over the whole row (no pruning; same float32 values, ties broken by
@@ -320,7 +320,7 @@ def test_pruning_computes_fewer_exact_distances_than_items(client: TestClient, s
     assert r.status_code == 200 and r.json()["computed"] < N_CAP, r.json()
 
 
-# ------------------------------------------------------------------------------------------------ issue 17
+# ------------------------------------------------------------------------------------------------ hostile bodies
 #: an integer JSON allows and Python reads exactly, but no float64 holds: 10**400 written out
 HUGE = "1" + "0" * 400
 

@@ -1,5 +1,5 @@
 """The neighbour browser's search by a new label, its id lookup and its legends, in headless Chromium against the
-live server (issue 12, item 5).
+live server.
 
 The page takes ``?search=TEXT`` and ``?id=ID`` by typing them into its search box and its id box and submitting
 those forms, as a user would; the DOM it ends with is compared with the API's own answers. Skipped, saying so,

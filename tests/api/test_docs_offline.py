@@ -1,5 +1,5 @@
 """``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) work offline: their assets come from the installed package
-fastapi-offline through this app (api/docs_assets.py), not from a CDN (issue 20, item 4).
+fastapi-offline through this app (api/docs_assets.py), not from a CDN.
 
 Against a live ``labeldist serve``: the pages' HTML names only this server's URLs, each of which answers with the
 package's bytes; then each page is opened in headless Chromium with every host but loopback cut off (a proxy that

@@ -1,4 +1,4 @@
-"""``labeldist append`` as a user runs it (issue 19): the store's kind's options defaulting to the store's values,
+"""``labeldist append`` as a user runs it: the store's kind's options defaulting to the store's values,
 the grown store equal to a precompute of every item, one-line refusals that leave the store as it was, and
 ``verify`` checking every generation's labels."""
 

@@ -133,7 +133,7 @@ def test_unknown_store_for_info(tmp_path):
 
 
 # ---------------------------------------------------------------- bad input refused before anything is written
-# Issue 13, "Found" item 6. These run the real parser and commands in this process; the `untouched` fixture makes a
+# These run the real parser and commands in this process; the `untouched` fixture makes a
 # test fail if a command gets as far as starting a Dask cluster, a server or a training run, so that every refusal
 # is checked to come first (and the tests stay fast).
 
@@ -428,7 +428,7 @@ def test_help_shows_every_default():
     assert not missing, f"options whose --help hides their default: {missing}"
 
 
-# ---------------------------------------------------------------- the dense limit (issue 19)
+# ---------------------------------------------------------------- the dense limit
 @pytest.mark.parametrize("kind", ["pose", "layout", "captions", "sentences", "vectors"])
 def test_precompute_help_states_the_real_dense_default(kind, capsys):
     rc, out, _ = run_cli(capsys, "precompute", kind, "--help")

@@ -1,4 +1,4 @@
-"""``labeldist export`` (issue 20, item 6): a store's neighbour lists as a Parquet or CSV table, one row per
+"""``labeldist export``: a store's neighbour lists as a Parquet or CSV table, one row per
 (item, rank), read back with pandas and compared with ``StoreReader.knn()`` and the ids exactly; refusals as one
 line and exit 2; written a row block at a time, in bounded memory."""
 

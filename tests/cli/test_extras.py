@@ -1,4 +1,4 @@
-"""The extras (issue 20, item 3): labeldist.extras lists what pyproject.toml's extras install, finds what is missing
+"""The extras: labeldist.extras lists what pyproject.toml's extras install, finds what is missing
 without importing it, and every command names, in one line, the extra it lacks.
 
 Here everything is installed, so a package is hidden from this process (its entry in ``sys.modules`` set to None,

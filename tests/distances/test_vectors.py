@@ -1,4 +1,4 @@
-"""The vectors kind's exact kNN search by FAISS (issue 19): the lists of ``scipy.spatial.distance.cdist``, the oracle,
+"""The vectors kind's exact kNN search by FAISS: the lists of ``scipy.spatial.distance.cdist``, the oracle,
 under every metric FAISS searches (euclidean, sqeuclidean, cosine: the kind offers no inner-product metric), on data
 where FAISS's float32 is enough and on data where it is not (ties, a large common offset), which the search must
 then compute whole. And the shared suite of every distance (:class:`labeldist.testing.DistanceSuite`) under each of

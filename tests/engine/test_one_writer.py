@@ -1,4 +1,4 @@
-"""One writer per store (issue 17, item 6): a precompute takes a lock beside its ``--out`` for the whole job.
+"""One writer per store: a precompute takes a lock beside its ``--out`` for the whole job.
 
 Found: two precomputes on one ``--out`` took no lock. With the same parameters both computed every block; with
 different ones, started together, both failed with ``.diff.creating -> diff: no such file or directory`` and left no

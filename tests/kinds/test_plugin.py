@@ -1,4 +1,4 @@
-"""Kinds as plugins (issue 12): the example plugin of ``examples/labeldist-angles``, installed, works wherever a
+"""Kinds as plugins: the example plugin of ``examples/labeldist-angles``, installed, works wherever a
 built-in kind does: ``precompute``, ``info``, ``verify``, a live ``labeldist serve`` (stored and on-demand
 distances, minibatches, search by a new label) and ``StoreReader.labels()``. A kind whose distance raises or
 returns the wrong shape is refused with one clear line before anything is written.

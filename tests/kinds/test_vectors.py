@@ -1,4 +1,4 @@
-"""The ``vectors`` kind (issue 12): numeric labels from .npy, .csv and .parquet, every scipy metric; a store of it
+"""The ``vectors`` kind: numeric labels from .npy, .csv and .parquet, every scipy metric; a store of it
 (real Dask cluster) equals scipy's brute force, kNN lists and dense matrix, and bad files are refused, naming the
 row and column, with nothing written."""
 
@@ -152,7 +152,7 @@ def test_the_command_makes_a_store_with_row_number_ids(tmp_path: Path, capsys) -
     assert list(reader.ids) == ["0", "1", "2", "3", "4"]
 
 
-# ---------------------------------------------------------------- issue 17: wrong labels stored, errors naming nothing
+# ---------------------------------------------------------------- wrong labels stored, errors naming nothing
 def refused(path: Path, tmp_path: Path, capsys, *options: str) -> str:
     """Run ``precompute vectors`` on ``path``: it must fail with one line (no traceback) and write nothing;
     returns that line."""
@@ -319,7 +319,7 @@ def test_values_that_fit_are_kept(tmp_path: Path) -> None:
 def test_a_knn_only_store_searched_by_faiss_equals_scipy(
     metric: str, block_rows: int | None, tmp_path: Path, dask_client
 ) -> None:
-    """Issue 19: FAISS blocks spread over a real cluster (one block of all N by default, or 50 rows each) give
+    """FAISS blocks spread over a real cluster (one block of all N by default, or 50 rows each) give
     cdist's lists: distances to float32, indices equal except among tied items."""
     vectors = labels()
     out = tmp_path / metric

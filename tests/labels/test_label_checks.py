@@ -1,4 +1,4 @@
-"""The checks every label reader, every kind's JSON form and every kind's ``block`` go through (issue 17), plugin
+"""The checks every label reader, every kind's JSON form and every kind's ``block`` go through, plugin
 kinds included: repeated column names, ids compared as Python strings (null, NUL, duplicates), JSON values no
 label can hold (lone surrogates, integers no float holds), a distance's own limits on its labels
 (:meth:`LabelDistance.check_labels`), and NaN distances named by item and kind (:func:`labeldist.kinds.check_block`).

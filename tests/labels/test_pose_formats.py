@@ -1,4 +1,4 @@
-"""Poses in the formats people have (issue 20, item 1): COCO keypoints JSON and any CSV, read into the same poses
+"""Poses in the formats people have: COCO keypoints JSON and any CSV, read into the same poses
 and the same stores as the MPII CSV where the data overlap.
 
 The other formats are written here from the shipped MPII rows themselves (same coordinates, joints mapped): a CSV

@@ -119,7 +119,7 @@ def _drop_columns(lines, prefix):
 
 
 def test_missing_joint_columns_are_named(tmp_path):
-    # Issue 13: a CSV without r_ankle_* was read as 15-joint poses, without a word.
+    # A CSV without r_ankle_* was read as 15-joint poses, without a word.
     with pytest.raises(LabelError, match=r"poses\.csv: .*r_ankle_x, r_ankle_y, r_ankle_vis"):
         read_mpii_csv(_write(tmp_path, _drop_columns(_rows()[:4], "r_ankle_")))
     with pytest.raises(LabelError, match=r"l_wrist_vis"):

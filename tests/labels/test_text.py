@@ -151,7 +151,7 @@ class _Evil:
 
 
 def test_a_pickled_keyedvectors_file_is_refused_never_unpickled(tmp_path, small):
-    """Issue 17: gensim's KeyedVectors.load is pickle.load. A hostile .kv file, given on the command line or named
+    """Gensim's KeyedVectors.load is pickle.load. A hostile .kv file, given on the command line or named
     as its word-vector source by a store's manifest (which the service loads for a search), runs no code."""
     import pickle
 

@@ -1,4 +1,4 @@
-"""The engine-only install (issue 20, item 3): ``pip install labeldist`` with no extras, in a clean virtual
+"""The engine-only install: ``pip install labeldist`` with no extras, in a clean virtual
 environment, is enough for a Dask worker of the numeric kinds, and no more.
 
 Found: installing labeldist to run a Dask worker for pose or vector distances pulled in torch, torchvision,

@@ -1,7 +1,7 @@
 """The import layers of docs/design.md, held over the source: no module imports a module of a higher layer, and no
 group of modules imports itself round a cycle. Every ``import`` and ``from ... import`` counts, inside a function,
 a class or an ``if TYPE_CHECKING:`` block included: an import put off to run time is still a dependency, and it is
-how the cycles this test replaced were hidden (issue 21: 8 two-module cycles, all inside functions).
+how the cycles this test replaced were hidden (8 two-module cycles, all inside functions).
 
 The layers, lowest first. A module may import modules of its own layer and of the layers below it. The most
 specific prefix decides a module's layer (``labeldist.sts.commands`` is a command, the rest of ``labeldist.sts``

@@ -1,4 +1,4 @@
-"""The built wheel (issue 12): it claims the top-level name ``labeldist`` alone (a user's own ``api`` or ``trainer``
+"""The built wheel: it claims the top-level name ``labeldist`` alone (a user's own ``api`` or ``trainer``
 module is never shadowed), installs in a clean virtual environment, and its two commands run from there.
 
 The clean venv gets the wheel and nothing else from the repository; its third-party dependencies (numpy, torch,

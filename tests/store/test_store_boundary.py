@@ -1,4 +1,4 @@
-"""One store boundary (issue 13): only the package labeldist/store/ knows the Zarr layout of a store. The CLI, verify,
+"""One store boundary: only the package labeldist/store/ knows the Zarr layout of a store. The CLI, verify,
 the engine and the service read and write stores through its functions and StoreReader, so a check made there (a
 checksum, a missing chunk, a NaN never written) cannot be bypassed by a reader that indexes the group itself."""
 

@@ -1,4 +1,4 @@
-"""Damage to a store on disk is refused, never served as data (issue 13, "Damage served as data").
+"""Damage to a store on disk is refused, never served as data.
 
 Each case damages a copy of a small real store the way the adversarial run did (a chunk file deleted, a bit
 flipped, bytes replaced by invalid UTF-8) and checks three readers: ``labeldist verify`` names the array and the

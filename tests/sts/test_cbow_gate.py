@@ -1,4 +1,4 @@
-"""What the CBoW gate loses (issue 20, item 7): the recall of coarse-to-fine against BERT alone as
+"""What the CBoW gate loses: the recall of coarse-to-fine against BERT alone as
 benchmarks/bench_cbow_gate.py computes it, checked on hand-made cases and against an independent computation;
 and the default scorer chosen from those measurements, as ``--help`` shows it and as a new store records it.
 """

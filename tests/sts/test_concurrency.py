@@ -1,4 +1,4 @@
-"""The sentence distance under concurrent callers, as the API's worker threads call it (issue 13, item 2).
+"""The sentence distance under concurrent callers, as the API's worker threads call it.
 
 A fast Hugging Face tokenizer keeps its padding and truncation settings on one shared Rust object, and
 sentence-transformers sets them on every call: two threads encoding at once on a fresh process used to fail with

@@ -1,4 +1,4 @@
-"""Sentences none of whose words has a word vector (issue 13, item 7): 'You should do it.' is all stop words.
+"""Sentences none of whose words has a word vector: 'You should do it.' is all stop words.
 
 BERT scores such a sentence like any other; CBoW has no vector for it, and what then happens is the policy
 ``--empty error|drop|zero``; coarse-to-fine and the cascade send its pairs to BERT. Every number is checked

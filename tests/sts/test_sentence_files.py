@@ -1,4 +1,4 @@
-"""Sentences from plain files (issue 12, item 3): ``precompute sentences`` reads .txt, .csv, .tsv and .jsonl
+"""Sentences from plain files: ``precompute sentences`` reads .txt, .csv, .tsv and .jsonl
 besides COCO/Karpathy JSON, the same sentences making the same labels and the same store in every format; bad
 plain input is one LabelError naming the file and the line, with nothing written; the STS-B defaults
 (``--train``, ``--dev``) are absolute paths to the shipped files, shown in --help, whatever the working folder.

@@ -117,7 +117,7 @@ def test_cascade_command_calibrates_candidates_on_the_corpus(dask_client, tiny_c
 
 def test_dense_matrix_of_the_whole_corpus_is_refused(capsys):
     assert main(["precompute", "sentences", str(COCO), "--scorer", "cbow", "--out", "/nonexistent/x"]) == 2
-    err = capsys.readouterr().err  # the engine's one dense limit (issue 19), refused before anything is written
+    err = capsys.readouterr().err  # the engine's one dense limit, refused before anything is written
     assert "a dense matrix of 25,009 sentences" in err and "2.33 GiB" in err and "over the dense limit" in err
     assert "--knn-only" in err
 

@@ -1,4 +1,4 @@
-"""The fault campaign of issue 13, scripted like the adversarial run that found its bugs, against a real uvicorn
+"""The fault campaign, scripted like the adversarial run that found its bugs, against a real uvicorn
 server over real stores (a dense 2,958-pose store, a kNN-only store of 1,030 COCO caption sets, and damaged
 copies of both):
 

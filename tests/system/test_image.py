@@ -1,4 +1,4 @@
-"""The Docker image can be built (issue 17, item 9); this machine has no Docker engine, so each step a build takes
+"""The Docker image can be built; this machine has no Docker engine, so each step a build takes
 is checked here on its own.
 
 Found: the Dockerfile did not copy ``client/``, which pyproject.toml maps to ``labeldist.client``, so its

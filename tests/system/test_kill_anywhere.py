@@ -1,4 +1,4 @@
-"""A precompute killed at any instant resumes to the same store, bit for bit (issue 13, Found 4).
+"""A precompute killed at any instant resumes to the same store, bit for bit.
 
 Found: a kill just after ``<out>/ids`` appeared left a manifest and ``ids`` but no ``progress/blocks``, and every
 rerun, even with ``--overwrite``, failed with ``No array found ... at path progress/blocks``. Now the skeleton is
@@ -100,7 +100,7 @@ def append_kill_points(writes: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["append-pose", "append-vectors"])
 def test_an_append_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_client, which) -> None:
-    """Issue 19: an append (a plain dense pose store; a symmetric dense vectors store, whose append has two phases)
+    """An append (a plain dense pose store; a symmetric dense vectors store, whose append has two phases)
     killed just before any of its writes leaves a complete store at its path, the old generation or the new one,
     never an incomplete one, except between the two renames of the swap, where nothing is there for an instant (a
     server keeps the old one open then); the same append rerun ends with the store an uninterrupted append gives,

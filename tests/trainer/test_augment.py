@@ -1,4 +1,4 @@
-"""Augmentation that keeps the label (issue 18): the minibatch flip leaves every anchor-to-item distance of real
+"""Augmentation that keeps the label: the minibatch flip leaves every anchor-to-item distance of real
 pose and layout stores as served, a per-image flip does not; pixels and label coordinates move together; the
 draws stay in their declared ranges and depend on the seed alone; a per-image flip is refused where it breaks
 the distance."""

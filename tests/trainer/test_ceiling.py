@@ -1,4 +1,4 @@
-"""The ceiling of a rendered test set (issue 18): the nDCG and MLD of a perfect model of the picture.
+"""The ceiling of a rendered test set: the nDCG and MLD of a perfect model of the picture.
 
 Real MPII poses (normalised by centre and scale, as RESULTS.md's stores), the real pose distance, and checks
 written out here: the oracle's nDCG and MLD by loops over queries and ranks, the jittered pose distance by a loop

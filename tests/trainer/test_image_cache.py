@@ -1,4 +1,4 @@
-"""Decode once, augment on the device (issue 18): the shared in-memory cache of decoded images, the choice of
+"""Decode once, augment on the device: the shared in-memory cache of decoded images, the choice of
 cache by size, the decoders that only decode and resize, and the files' bytes packed through the loader and
 decoded in batch (on the CPU here: the fallback of the nvJPEG path)."""
 

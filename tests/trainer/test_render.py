@@ -1,10 +1,10 @@
-"""``trainer render`` (issue 11, item 3): images drawn from the labels of real stores, deterministic by seed.
+"""``trainer render``: images drawn from the labels of real stores, deterministic by seed.
 
 The stores are tiny but real: 20 MPII poses (in image pixels, and normalised by centre and scale) and 10
 generated LSUN layouts, laid out, computed and published by the engine's own functions, read back by the renderer
 through StoreReader only. Images are 32-128 px.
 
-Poses are drawn in their label's own frame (issue 18): a joint's pixel is ``size / 2 + (xy - centre) * size /
+Poses are drawn in their label's own frame: a joint's pixel is ``size / 2 + (xy - centre) * size /
 (2 half)``, computed here from that formula, never by the renderer's own mapping.
 """
 

@@ -93,7 +93,7 @@ class Augmentation:
         "image": each image on its own coin (only for mirror-invariant kinds).
     crop_scale : the ImageNet random resized crop's area range (aspect 3/4-4/3), or None.
     eval : what evaluation does: "resize" (the image as rendered, resized to the input size) or "center_crop"
-        (the old ImageNet eval: short side to size * 256/224, then a centre crop of size).
+        (the usual ImageNet eval: short side to size * 256/224, then a centre crop of size).
     description : one line for logs and ``--help``.
     """
 

@@ -11,7 +11,7 @@ Every item must have a readable image before a step runs (:func:`check_images` r
 missing or unreadable file is one clear line at the start, not a worker's traceback an hour in.
 
 Here images are only decoded and brought to the input size (``transform``: "resize", the image as rendered resized
-to ``size`` x ``size``; or "center_crop", the old ImageNet eval: short side to ``size * 256/224``, then the centre).
+to ``size`` x ``size``; or "center_crop", the usual ImageNet eval: short side to ``size * 256/224``, then the centre).
 The random augmentation is the training loop's, in batch on the device (:mod:`labeldist.trainer.inputs.augment`), where
 it can keep the label (a flip of the whole minibatch). Images stay **uint8** (``(3, size, size)``): four times
 fewer bytes between processes, pinned memory and the GPU than float; the model scales and normalises them on the
@@ -522,7 +522,7 @@ def open_images(
     progress: bool = False,
 ) -> ImageInputs | CachedImages | EncodedImages:
     """The images of a store's ``ids``, every file found and its header read first, decoded to uint8 ``(3, size,
-    size)`` by ``transform`` ("resize", default; "center_crop": the old ImageNet eval):
+    size)`` by ``transform`` ("resize", default; "center_crop": the usual ImageNet eval):
 
     - ``cache="on"``, or "auto" when ``cache_bytes(N, size)`` is at most ``cache_limit_bytes`` (default
       :func:`default_cache_limit`): :class:`CachedImages`, decoded now by ``workers`` threads;

@@ -20,9 +20,9 @@ so that ``trainer fit --recipe kim2019-pose`` trains as the authors did, and any
   (at the budgets measured, the kind's jitter and flip cost more than they gave). A CNN from random weights under
   the kim2019 recipes (one anchor, SGD 0.01) ended at the untrained network's nDCG; this one learns within minutes
   on a CPU. ``auto`` picks it for images without ``--weights``.
-- ``labeldist-v1``: this trainer's defaults before recipes (Adam 1e-3, no weight decay, constant rate, 1 epoch,
-  150 items with 5 neighbours, the squared-distance log-ratio loss, 128-d, ImageNet augmentation), kept so that
-  old runs can be repeated exactly.
+- ``labeldist-v1``: Adam 1e-3, no weight decay, constant rate, 1 epoch, 150 items with 5 neighbours, the
+  squared-distance log-ratio loss, 128-d, ImageNet augmentation: what ``auto`` picks for feature runs (the MLP
+  head), and what RESULTS.md's feature tables ran with.
 
 :func:`choose_recipe` says which recipe ``auto`` stands for, and why; :func:`resolve_recipe` gives a recipe's fields
 for a store kind, overridden by what the user gave; the fit loop records the recipe's name, the resolved values and
