@@ -173,3 +173,30 @@ def test_what_cannot_be_split_is_refused_in_one_line(
     with pytest.raises(SplitError, match="10 items leave 1 for the train store at test_fraction=0.9; a store needs"):
         split_store(tmp_path / "ten", tmp_path / "ten-out", test_fraction=0.9)
     assert not (tmp_path / "tiny-out").exists() and not (tmp_path / "ten-out").exists()  # nothing written
+
+
+def test_labeldist_split_is_trainer_split_and_needs_no_torch(
+    pose_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``labeldist split`` and its alias ``trainer split`` make the same split and the same parts; the command's
+    module imports no torch (checked in a fresh interpreter), so an engine-only install can split."""
+    import subprocess
+    import sys
+
+    from labeldist.cli import main as labeldist_main
+
+    source = pose_store / STORE
+    assert labeldist_main(["split", str(source), "--out", str(tmp_path / "a"), "--seed", "5"]) == 0
+    assert main(["split", str(source), "--out", str(tmp_path / "b"), "--seed", "5"]) == 0
+    capsys.readouterr()
+    a, b = (json.loads((tmp_path / name / "split.json").read_text()) for name in ("a", "b"))
+    for key in ("train", "test", "queries", "gallery", "kind", "seed"):
+        assert a[key] == b[key], key
+    for part in ("train", "test"):
+        first, second = StoreReader(str(tmp_path / "a" / part)), StoreReader(str(tmp_path / "b" / part))
+        np.testing.assert_array_equal(first.ids, second.ids)
+        assert first.dense_rows(0, first.n_items).tobytes() == second.dense_rows(0, second.n_items).tobytes()
+    assert labeldist_main(["split", str(tmp_path / "none"), "--out", str(tmp_path / "c")]) == 2
+    assert capsys.readouterr().err.startswith("labeldist split: ")
+    code = "import sys, labeldist.split, labeldist.cli, labeldist.trainer; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
