@@ -228,7 +228,8 @@ def chance_losses(
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--chance", action="store_true", help="only the loss of label-blind embeddings by spread")
-    p.add_argument("configs", nargs="*", help=f"which (default: all): {', '.join(c.name for c in CONFIGS)}")
+    names = ", ".join(c.name for c in CONFIGS).replace("%", "%%")  # argparse formats help with %
+    p.add_argument("configs", nargs="*", help=f"which (default: all): {names}")
     p.add_argument("--steps", type=int, default=250)
     p.add_argument("--size", type=int, default=48, help="minibatch size with the anchor")
     p.add_argument("--px", type=int, default=32, help="image side")
