@@ -1,24 +1,15 @@
 """Bounds on the distances a request makes the service compute on demand: a cost budget, a bounded pool, and
 cancellation when the client has gone.
 
-A kNN-only store computes every pair it does not hold from the labels. Unbounded, one 56-byte request
-(``{"count": 3, "size": 1024, "pairwise": true}`` on the caption store) made the service compute 1.45 million
-caption-set WMDs: 92 s of one core, which went on after the client had gone. So:
-
-- **Budget.** Before computing, a request's cost is estimated from the work :func:`labeldist.pairs.plan_pairs` will
-  do and the kind's unit costs (:attr:`LabelDistance.cost_per_call_s`, :attr:`~LabelDistance.cost_per_pair_s`,
-  measured by ``benchmarks/bench_pair_cost.py``); over ``LABELDIST_COMPUTE_BUDGET_S`` it is refused with 413,
-  before any work, naming the estimate and the budget.
-- **Pool.** At most ``LABELDIST_COMPUTE_WORKERS`` computations run at once; a request that cannot get a slot
-  within ``LABELDIST_COMPUTE_QUEUE_S`` is answered 503 with ``Retry-After``. A request waits for its slot on the
-  event loop, holding no worker thread: a computation that finds it has no slot stops before any work
-  (:class:`SlotWanted`), the slot is awaited, and the computation runs again holding it. (Waiting in the thread,
-  as 0.2 did, let 150 waiting searches fill anyio's 40 worker threads: the slowest 503 came after 9.4 s instead of
-  about 2 s, and the sync routes, which need a thread too, waited behind them for up to 6.3 s.) Look-ups of stored
-  values never take a slot.
-- **Cancellation.** While a computation runs in its thread, the request's task listens for the client's
-  ``http.disconnect``; the computation checks the flag between chunks (:data:`~labeldist.pairs.CHUNK_SECONDS` of
-  estimated work each) and stops, so a client that has gone costs at most one chunk more.
+A kNN-only store computes every pair it does not hold from the labels, and one small request can ask for millions.
+**Budget:** a request's cost is estimated from :func:`labeldist.pairs.plan_pairs` and the kind's unit costs
+(:attr:`LabelDistance.cost_per_call_s`, :attr:`~LabelDistance.cost_per_pair_s`), and over
+``LABELDIST_COMPUTE_BUDGET_S`` refused with 413 before any work. **Pool:** at most ``LABELDIST_COMPUTE_WORKERS``
+computations at once; a request waits for its slot on the event loop, holding no worker thread (a computation with
+no slot stops before any work, :class:`SlotWanted`, and runs again holding one), and gets 503 with ``Retry-After``
+after ``LABELDIST_COMPUTE_QUEUE_S``; look-ups of stored values never take a slot. **Cancellation:** the computation
+checks for the client's ``http.disconnect`` between chunks (:data:`~labeldist.pairs.CHUNK_SECONDS` of work each).
+docs/http-api.md, "Where distances come from".
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """A shortcut past FastAPI's routing, dependency and parameter machinery for the two requests a training job
 sends most: ``GET .../items/{index}/neighbors[?k=K]`` and ``POST .../batches`` with a JSON body.
 
-FastAPI spends more CPU on each such request than the answer itself costs: matching the path against every route,
-solving dependencies, converting and validating each parameter took ~100 us a neighbour request and ~200 us a
-batch request in-process, against ~20 us and ~125 us for building the answers; through uvicorn on a 2-core machine
-this middleware cut the server's CPU per request from ~250 to ~80 us (neighbours, k = 30) and from ~550 to ~300 us
-(a batch of 150). This pure-ASGI middleware answers a request itself only when it passes the route's schema: a
-served store, a canonical index (at most 2**31 - 1), ``k`` absent or a plain number, for batches a JSON body
-(with a Content-Length) that the route's own pydantic models accept, no query string and no ``.npz`` wanted.
-Past the schema it runs the routes' own code, not copies of their checks:
-:func:`labeldist.api.routers.neighbors.check_neighbors` (``k`` over the limits, an index past the store), then the
-answer functions (:func:`labeldist.api.routers.neighbors.neighbors_answer`,
-:func:`labeldist.api.routers.batches.batches_response`, which also bounds on-demand computation); an
-:class:`~labeldist.api.errors.APIError` they raise is answered by the same handler, so the bytes are the same.
-:data:`ROUTE_INPUTS` lists what FastAPI solves for each route, and a test fails when a route gains an input (a
-dependency) not listed there. Everything else (an unknown or incomplete store, an odd or extra query parameter, a
-body that does not validate, HEAD, a root path) goes on to the FastAPI app unchanged (a body already read is handed
-on as it came), which answers it exactly as without this middleware.
-``LABELDIST_FAST_PATH=false`` turns it off.
+This pure-ASGI middleware answers a request itself only when it passes the route's schema, and then runs the
+routes' own code (:func:`labeldist.api.routers.neighbors.check_neighbors`,
+:func:`~labeldist.api.routers.neighbors.neighbors_answer`, :func:`labeldist.api.routers.batches.batches_response`),
+so that its answers, errors included, are byte for byte the app's. :data:`ROUTE_INPUTS` lists what FastAPI solves
+for each route (a test fails when a route gains an input). Everything else goes on to the FastAPI app unchanged.
+``LABELDIST_FAST_PATH=false`` turns it off. docs/internals.md, "The service's fast path"; the figures are in
+BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """The stores a service process serves: opened read-only, rows read on demand through bounded caches, and
 reloaded when the store on disk changes.
 
-Every subfolder of the stores folder that holds a labeldist manifest is a store, named after the folder. A
-complete one is served (:class:`ServedStore`); an incomplete one (being written, or abandoned) is listed as
-unavailable (:class:`UnavailableStore`) and answers 503 until it is complete.
-
-**One store per answer.** Each opened store remembers the :data:`~labeldist.store.StoreIdentity` of the folder it
-was opened from (its root ``zarr.json``'s inode, times and size: one ``stat``). Every request compares it with the
-folder's identity now: when the store was rebuilt (``precompute --overwrite``), published, shrunk, grown or removed,
-the registry opens the new one (in a worker thread, atomically: the old object keeps answering the requests that
-already hold it) and serves it from then on; a new folder is served on its first request, and a removed one answers
-404. A request that already holds the old object answers from it alone: its ids are in its memory, and each of its
-reads from disk (kNN and dense row blocks, labels) is checked against its identity afterwards (by its
-:class:`~labeldist.store.StoreReader`, pinned to the generation it opened), so a read that met the new store's files
-is refused with 503 "the store changed; retry" (:class:`StoreChanged`) rather than mixed into the
-old store's answer.
+Every subfolder of the stores folder that holds a labeldist manifest is a store, named after the folder: a complete
+one is served (:class:`ServedStore`), an incomplete one listed as unavailable (:class:`UnavailableStore`, 503).
+**One store per answer:** each request compares the folder's :data:`~labeldist.store.StoreIdentity` (one ``stat``)
+with that of the store opened from it; on a change (rebuilt, grown, removed) the registry opens the new one in a
+worker thread and serves it from then on. A request that already holds the old store answers from it alone: its
+reads are checked against its identity (:class:`~labeldist.store.StoreReader`), and one that met the new store's
+files is refused with 503 "the store changed; retry" (:class:`StoreChanged`). docs/http-api.md, "Stores that change
+while served".
 """
 
 from __future__ import annotations

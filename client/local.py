@@ -4,23 +4,13 @@
     batches = source.batches("stores/mpii-pose", anchors=[0, 7], size=150, neighbors=5, seed=0)
     batches.items.shape                                     # (2, 149): each anchor's 5 nearest first
 
-:class:`LocalSource` has the methods of :class:`~labeldist.client.http.LabelDistClient` that a training loop
-uses (``stores``, ``store``, ``ids``, ``neighbors``, ``distances``, ``pair_distances``, ``search``, ``batches``,
-``fresh``) and answers the same :class:`~labeldist.client.http.Batches` and
-:class:`~labeldist.client.http.Hits`, so :class:`~labeldist.client.data.MinibatchStream`
-takes either. ``LocalSource("stores")`` names stores by their folder under ``stores``, as ``labeldist serve
---stores stores`` does; a name may also be any path to a store.
-
-Every read goes through :class:`labeldist.store.StoreReader` (checksums checked; an incomplete or damaged store is
-refused with its :class:`~labeldist.store.StoreError`), pinned to the generation it opened: each call is answered
-wholly from one generation of a store. A store rebuilt or appended to between two calls is opened again on the next
-(as the service reopens it); one replaced during a call is opened again and the call asked again
-(:data:`REOPEN_TRIES` times, then its :class:`~labeldist.store.StoreChangedError` is raised).
-
-The minibatches are drawn by the service's rule, :mod:`labeldist.batching` (the same seed draws the same items as
-``POST /v1/stores/{store}/batches``), from the service's view of a store, :class:`labeldist.storeview.StoreView`
-(the same stored distances, the same pairs computed from the labels). Unlike the service there are no request
-limits, no compute budget and no API key: the caller's own process does the work.
+:class:`LocalSource` has the methods of :class:`~labeldist.client.http.LabelDistClient` a training loop uses and
+answers the same :class:`~labeldist.client.http.Batches` and :class:`~labeldist.client.http.Hits`, so
+:class:`~labeldist.client.data.MinibatchStream` takes either. Every read goes through
+:class:`labeldist.store.StoreReader`, each call answered from one generation; a store replaced during a call is
+opened again and the call asked again (:data:`REOPEN_TRIES` times). Minibatches are drawn by the service's rule
+(:mod:`labeldist.batching`, :class:`labeldist.storeview.StoreView`), so the same seed draws the same items. No request
+limits, compute budget or API key: the caller's own process does the work.
 """
 
 from __future__ import annotations

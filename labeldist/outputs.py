@@ -3,14 +3,12 @@
 One rule for every command that writes a file the user names (``labeldist export --out``, ``trainer split``,
 ``trainer eval --out``, ``trainer plot --out``, ``trainer demo-inputs --out``, the files of ``trainer render``):
 
-- an existing file is refused unless ``--overwrite`` (:func:`check_output_file`);
-- with ``--overwrite``, only a regular file is replaced: never a link (its target is not the command's to write),
-  a folder, a device or a FIFO;
+- an existing file is refused unless ``--overwrite`` (:func:`check_output_file`), and then only a regular file is
+  replaced: never a link, a folder, a device or a FIFO;
 - nothing is written inside a labeldist store, whose files only the engine writes (:func:`store_holding`);
 - the file goes in whole or not at all: written beside it under a hidden name, then renamed over it
-  (:func:`replacing`), checked again just before the rename in case another process made it meanwhile;
-- a file that already holds exactly the bytes to be written is left as it is (:func:`write_bytes`): rerunning a
-  deterministic command is never refused.
+  (:func:`replacing`), checked again just before the rename;
+- a file that already holds exactly the bytes to be written is left as it is (:func:`write_bytes`).
 
 Errors are :class:`OutputError`, a :class:`~labeldist.options.UsageError` printed as one line naming the path.
 """

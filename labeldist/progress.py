@@ -1,21 +1,14 @@
 """Progress of long jobs, for a terminal and for a log file alike.
 
 :func:`progress_bar` is the one place the jobs (precompute and append, ``sts fit``, ``trainer fit``, ``eval``,
-``render``) get their progress display from:
-
-- on a terminal (the stream's ``isatty()``) it is tqdm's bar, exactly as before;
-- off a terminal (a redirected log, a pipe, a notebook's stream) it is :class:`PlainProgress`: one plain line
-  ending in a newline at the start, at most one every :data:`DEFAULT_EVERY` seconds while the job runs
-  (``LABELDIST_PROGRESS_EVERY`` seconds, or ``every=``) and one at the end, such as
-  ``pose: 1,234/5,000 items (24.7 %) in 00:04, 310 items/s, about 00:12 left``;
-- with ``enabled=False`` (``--no-progress``) nothing, either way.
-
-Why not tqdm off a terminal too: tqdm draws every refresh as ``'\\r' + line`` on the same row, whatever the file
-(``tqdm.std.tqdm.status_printer``), so a redirected log holds one ever-growing line of overwritten updates (a
-600-step ``trainer fit`` left one line of 600), and ``set_postfix`` refreshes on every call, past ``mininterval``.
-No tqdm setting makes it end its updates with a newline instead. So :class:`PlainProgress` is a small writer of its
-own, with tqdm's interface as the jobs use it (``update``, ``set_postfix``, ``write``, ``close``, ``with``) and
-tqdm's own ``format_interval`` for the times.
+``render``) get their progress display from: tqdm's bar on a terminal (the stream's ``isatty()``); off a terminal,
+:class:`PlainProgress`: a plain line at the start, at most one every :data:`DEFAULT_EVERY` seconds
+(``LABELDIST_PROGRESS_EVERY``, or ``every=``) and one at the end, such as
+``pose: 1,234/5,000 items (24.7 %) in 00:04, 310 items/s, about 00:12 left``; nothing with ``enabled=False``
+(``--no-progress``). Not tqdm off a terminal: it draws every refresh as ``'\\r' + line`` on one row
+(``tqdm.std.tqdm.status_printer``), which a log file keeps as one ever-growing line, and no setting changes that.
+:class:`PlainProgress` has tqdm's interface as the jobs use it (``update``, ``set_postfix``, ``write``, ``close``,
+``with``) and tqdm's own ``format_interval`` for the times.
 """
 
 from __future__ import annotations

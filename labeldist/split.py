@@ -1,21 +1,14 @@
 """Train/test splits, so that train and test stores share no item.
 
-Two ways to keep test items out of training:
-
-- **Two stores.** :func:`split_store` splits a store of any kind (plugins included: a store holds its labels and
-  names its distance) into a train store and a test store: the train items' labels with their distances among
-  themselves, and the test items' with theirs. A dense store's parts are copied out of its matrix (no distance
-  computed again; each part's kNN lists are the exact top k of its rows, as precompute picks them); a kNN-only
-  store's parts are precomputed from their labels (:func:`labeldist.engine.precompute`). :func:`split_labels`
-  splits a label file instead (a Karpathy JSON list, or a CSV with a header row: MPII), to build each store from
-  its half.
+- **Two stores.** :func:`split_store` splits a store of any kind into a train store and a test store (a dense
+  store's parts copied out of its matrix, a kNN-only store's precomputed from their labels); :func:`split_labels`
+  splits a label file instead (a Karpathy JSON list, or a CSV with a header row).
 - **One store and a pool.** ``MinibatchStream(anchors=train)`` draws every member of every minibatch from the
-  anchors (``pool`` of ``POST .../batches``), so the items left out never appear; the test items can then be
-  evaluated against the same store.
+  anchors (``pool`` of ``POST .../batches``), so the items left out never appear.
 
-Either way ``split.json`` names the split: ``train`` and ``test`` (item positions in the input, ascending: in a
-part, item ``t`` is the input's ``train[t]`` or ``test[t]``), and the ``queries`` and ``gallery`` positions inside
-the test items.
+Either way ``split.json`` names the split: ``train`` and ``test`` (ascending positions in the input: item ``t`` of a
+part is the input's ``train[t]`` or ``test[t]``), and the ``queries`` and ``gallery`` positions inside the test
+items. docs/training.md, "Hold out a test split".
 """
 
 from __future__ import annotations

@@ -1,60 +1,15 @@
 """The test suite every label distance passes, for your own distances too (like zarr's ``StoreTests``).
 
-:class:`DistanceSuite` is the suite labeldist runs on each of its built-in distances (pose, vectors, layout, caption
-WMD, sentence relevance) and on the example plugin ``examples/labeldist-angles``. A plugin author subclasses it in a
-pytest test module, gives it a distance and some labels, and pytest runs every check on them.
-
-What it checks, on the ``labels`` it is given (blocks are ``distance.block(rows, cols)``):
-
-- ``test_block_shape_and_dtype``: a block of 7 rows and 12 columns is a float64 array of shape (7, 12);
-- ``test_symmetric``: the block of the labels against themselves equals its transpose;
-- ``test_zero_self_distance``: its diagonal is 0 (every label is at distance 0 from itself);
-- ``test_non_negative``: no distance is negative or NaN (``inf`` is allowed: "infinitely far");
-- ``test_block_equals_reference``: a block of 12 rows and 15 columns drawn at random equals ``distance.reference``
-  (the slow, plain formula, the oracle of ``labeldist verify``) pair by pair;
-- ``test_blocks_tile_the_full_matrix``: blocks of uneven rows and columns glue back into the whole matrix, as the
-  engine computes a store block by block;
-- ``test_params_rebuild_the_distance``: ``type(distance)(**distance.params())`` gives the same numbers (a store
-  records ``params()`` and rebuilds its distance from them);
-- ``test_labels_round_trip_through_arrays``: ``from_arrays(ids, to_arrays())`` rebuilds labels with the same
-  ``sha256()`` and the same distances (a store writes the arrays and reads them back);
-- ``test_unknown_params_are_refused``: the constructor raises TypeError on a parameter it does not know.
-
-How to use it: subclass :class:`DistanceSuite` in a class named ``Test...`` and provide two pytest fixtures (in the
-class, or in the module or a ``conftest.py``):
-
-- ``distance``: the :class:`~labeldist.distances.base.LabelDistance` under test;
-- ``labels``: a :class:`~labeldist.labels.base.LabelSet` of at least 15 labels, of the type the distance compares.
-  Include the awkward cases of your kind (a duplicate label, a missing value, the edges of its range).
-
-Class attributes ``rtol`` and ``atol`` (both 1e-9) are the tolerances of every comparison of distances; raise them
-in a subclass for a kernel that is not that close to its reference (a float32 model, a product-form formula). The
-suite assumes a symmetric distance with ``d(a, a) = 0``: for one that is not, override the check that does not apply
-in the subclass (``def test_symmetric(self): pytest.skip("not symmetric")``). Parametrize the ``distance`` fixture
-(``@pytest.fixture(params=...)``) to run the suite under every setting of a distance.
-
-Example, from ``tests/test_angles.py`` of the plugin ``examples/labeldist-angles``::
-
-    import numpy as np
-    import pytest
-    from labeldist_angles import Angles, CircularDistance
-
-    from labeldist.testing import DistanceSuite
-
-
-    class TestCircularDistance(DistanceSuite):
-        @pytest.fixture
-        def distance(self):
-            return CircularDistance()
-
-        @pytest.fixture
-        def labels(self):
-            degrees = np.array([0, 10, 350, 180, 185, 359.5, 720, -90, 90, 45, 10, 0.25, 300, 1e4, 271, 5])
-            return Angles(np.arange(len(degrees)).astype(str), degrees)
-
-Run it with ``pytest``. This module needs pytest, which ``pip install labeldist`` does not install: it is in the
-``[dev]`` extra (``pip install 'labeldist[dev]'``), or install pytest itself. ``import labeldist`` never imports
-this module.
+:class:`DistanceSuite` runs on every built-in distance and on the example plugin ``examples/labeldist-angles``.
+Subclass it in a ``Test...`` class and provide two pytest fixtures: ``distance`` (the
+:class:`~labeldist.distances.base.LabelDistance` under test) and ``labels`` (a
+:class:`~labeldist.labels.base.LabelSet` of at least 15 labels, with the awkward cases of your kind). Its checks: a
+block's shape and dtype, symmetry, zero self-distance, no negative or NaN value, a block equal to
+``distance.reference`` pair by pair, uneven blocks tiling the whole matrix, ``params()`` rebuilding the distance,
+labels round-tripping through their arrays, unknown parameters refused; ``rtol`` and ``atol`` (1e-9) are the
+tolerances. docs/internals.md, "The distance test suite", says what each checks and how to adapt it; the example is
+docs/guide.md, "Testing your distance with labeldist.testing". Needs pytest (the ``[dev]`` extra, or pytest itself);
+``import labeldist`` never imports this module.
 """
 
 from __future__ import annotations

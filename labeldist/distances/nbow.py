@@ -3,21 +3,13 @@ and the Euclidean ground distance between words.
 
 Kusner, Sun, Kolkin, Weinberger, "From Word Embeddings To Document Distances", ICML 2015, §4.
 
-A text is a normalised bag of words (nBOW): its distinct words :math:`x_1..x_m` (vectors, rows of
-:math:`X \\in R^{m \\times k}`) with weights
-
-.. math::  d_i = c_i / \\sum_l c_l
-
-(:math:`c_i` the count of word :math:`i`); moving word :math:`i` of one text to word :math:`j` of another costs
-the Euclidean distance of their vectors,
-
-.. math::  c_{ij} = \\|x_i - y_j\\|_2
-
-Batched functions take texts as flat arrays: ``tokens`` (T,) int ids into ``vectors`` (V, k) and
-``offsets`` (n+1,), text ``t`` being ``tokens[offsets[t]:offsets[t+1]]``. The two sides may index different
-vector tables: the ground distance is always computed from the vectors themselves. The exact distance
-(:mod:`labeldist.distances.wmd`), its lower bounds (:mod:`labeldist.distances.wmd_bounds`) and the caption-set
-distance (:mod:`labeldist.distances.caption_sets`) all start from here.
+A text is its distinct words :math:`x_1..x_m` (rows of :math:`X \\in R^{m \\times k}`) with weights
+:math:`d_i = c_i / \\sum_l c_l` (:math:`c_i` the count of word :math:`i`); moving word :math:`i` of one text to word
+:math:`j` of another costs :math:`c_{ij} = \\|x_i - y_j\\|_2`. Batched functions take texts as flat arrays:
+``tokens`` (T,) int ids into ``vectors`` (V, k) and ``offsets`` (n+1,), text ``t`` being
+``tokens[offsets[t]:offsets[t+1]]``; the two sides may index different vector tables. The exact distance
+(:mod:`labeldist.distances.wmd`), its bounds (:mod:`labeldist.distances.wmd_bounds`) and the caption-set distance
+(:mod:`labeldist.distances.caption_sets`) start from here.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
 r"""Sentence relevance distance :math:`D(s,t) = 1 - R(s,t)` (Zhou et al., "Ladder Loss for Coherent
 Visual-Semantic Embedding", AAAI 2020, §3.3), kind ``sentence_relevance``.
 
-Four scorers (``scorer=``), each a symmetric function of the two sentences with :math:`R(s,s) = 1`:
-
-- ``"cbow"``: :math:`R_c`, cosine of averaged word vectors (clipped to [0, 1]);
-- ``"bert"`` (the default, :data:`labeldist.sts.cascade.DEFAULT_SCORER`): :math:`R_B`, the model ``model``
-  alone — a bi-encoder (cosine of embeddings) or a cross-encoder (sigmoid output averaged over both orders of the
-  pair);
-- ``"coarse_to_fine"`` (the paper's): :math:`R = R_B` where :math:`R_c \ge \theta_c`, else :math:`R_c`
-  (``below="coarse"``, the paper's text) or 0 (``below="zero"``, the paper's code); BERT is called only for
-  pairs at or above the threshold;
-- ``"cascade"``: CBoW gates the bi-encoder ``model`` at :math:`\theta_c`, the bi-encoder gates the
-  cross-encoder ``cross_model`` at :math:`\theta_b`; a pair under a gate keeps the last score it got (or 0).
-  With :math:`\theta_b` set so that each sentence has a few candidates on average, neighbour lists of a whole
-  caption corpus cost a few cross-encoder calls per sentence. The gate is a threshold rather than "each
-  sentence's top C", because a per-sentence rank is neither symmetric nor a function of the pair alone.
-
-A sentence none of whose words has a vector (kept with ``empty="zero"``, see
-:mod:`labeldist.labels.sentences`) has no CBoW vector: its ``"cbow"`` relevance to any other sentence is 0, and
-the gates of ``"coarse_to_fine"`` and ``"cascade"`` let its pairs through to BERT, since a CBoW score it does not
-have cannot say the pair is far apart. ``"bert"`` never reads CBoW.
-
-Thread safety: :meth:`SentenceRelevance.block` and :meth:`~SentenceRelevance.pairs` may be called from many
-threads at once (the API does); the models and embedding caches they share are guarded in
-:mod:`labeldist.sts.scorers` and :mod:`labeldist.sts.models`, and a distance holds no mutable state of its own.
-
-See :mod:`labeldist.sts.scorers` for the scorers, :mod:`labeldist.sts.cascade` for the thresholds.
+Four scorers (``scorer=``), each symmetric with :math:`R(s,s) = 1`: ``"cbow"`` (:math:`R_c`, the clipped cosine of
+averaged word vectors); ``"bert"``, the default (:math:`R_B`, the model ``model`` alone, a bi-encoder or a
+cross-encoder averaged over both orders); ``"coarse_to_fine"``, the paper's (:math:`R_B` where
+:math:`R_c \ge \theta_c`, else :math:`R_c` with ``below="coarse"`` or 0 with ``below="zero"``); ``"cascade"`` (CBoW
+gates the bi-encoder at :math:`\theta_c`, the bi-encoder gates the cross-encoder ``cross_model`` at
+:math:`\theta_b`: a threshold, since each sentence's top C would be neither symmetric nor a function of the pair).
+A sentence with no CBoW vector has CBoW relevance 0, and the gates send its pairs to BERT.
+:meth:`SentenceRelevance.block` and :meth:`~SentenceRelevance.pairs` are thread-safe (the shared models and caches
+are guarded in :mod:`labeldist.sts.scorers` and :mod:`labeldist.sts.models`). Thresholds: :mod:`labeldist.sts.cascade`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Exact optimal transport between two small discrete distributions: the transportation simplex.
 
-The transportation problem (Hitchcock 1941) between supplies :math:`a \\in R^m` and demands :math:`b \\in R^n`,
-both summing to 1, with costs :math:`C \\in R^{m \\times n}`, is the linear program
+The transportation problem (Hitchcock 1941) between supplies :math:`a \\in R^m` and demands :math:`b \\in R^n`
+summing to 1, with costs :math:`C \\in R^{m \\times n}`; its value is the Earth Mover's Distance (Rubner, Tomasi,
+Guibas, IJCV 2000):
 
 .. math::  \\min_{T \\ge 0} \\sum_{i,j} T_{ij} C_{ij} \\quad \\text{s.t.} \\quad T 1 = a,\\; T^\\top 1 = b
 
-with the dual :math:`\\max \\sum_i a_i u_i + \\sum_j b_j v_j` s.t. :math:`u_i + v_j \\le C_{ij}`: a feasible plan
-whose potentials price every cell non-negatively, :math:`C_{ij} - u_i - v_j \\ge 0`, is optimal. Its value is
-the Earth Mover's Distance (Rubner, Tomasi, Guibas, "The Earth Mover's Distance as a Metric for Image
-Retrieval", IJCV 2000). :func:`emd_small` solves it by the transportation simplex (Dantzig 1951; the MODI
-method), in float64, compiled with numba and allocation-free given a workspace (:func:`emd_workspace`), so that a
-batched kernel solves many caption-sized (about 5 x 5) problems in one call. It returns NaN when it does not
-finish (its iteration cap, or a basis that rounding broke); the caller then recomputes that problem with
-:func:`emd_pot`, POT's network simplex (Bonneel, van de Panne, Paris, Heidrich, SIGGRAPH Asia 2011; Flamary et
-al., "POT: Python Optimal Transport", JMLR 2021), which is also the reference the tests hold it to.
-
-Nothing here knows about words: the Word Mover's Distance (:mod:`labeldist.distances.wmd`) and the caption-set
-distance (:mod:`labeldist.distances.caption_sets`) fill the cost table.
+:func:`emd_small` solves it by the transportation simplex (Dantzig 1951; the MODI method: a feasible plan whose dual
+potentials give :math:`C_{ij} - u_i - v_j \\ge 0` is optimal), in float64, compiled with numba and allocation-free
+given a workspace (:func:`emd_workspace`). It returns NaN when it does not finish; the caller then uses
+:func:`emd_pot`, POT's network simplex (Bonneel et al., SIGGRAPH Asia 2011; Flamary et al., JMLR 2021), also the
+tests' reference. The callers fill the cost table (:mod:`labeldist.distances.wmd`, ``caption_sets``).
 """
 
 from __future__ import annotations

@@ -6,19 +6,12 @@ r"""Distances between numeric labels (:mod:`labeldist.labels.vectors`): the metr
     \text{cosine } 1 - \frac{a \cdot b}{\lVert a \rVert \lVert b \rVert}, \quad
     \text{cityblock } \lVert a - b \rVert_1, \quad \text{chebyshev } \lVert a - b \rVert_\infty
 
-Euclidean, squared Euclidean and cosine blocks are one matrix product (BLAS), as
-:math:`\lVert a \rVert^2 + \lVert b \rVert^2 - 2\, a \cdot b`: for 64-d vectors about 20x faster than
-``scipy.spatial.distance.cdist``. That form loses digits where two vectors are close compared with their norms
-(cancellation), so every pair whose product-form value could be off by more than float32's resolution (what
-a store keeps) is recomputed by ``cdist`` itself: the block then equals ``cdist`` to float32. City-block and
-Chebyshev distances are ``cdist``. The reference is the formula, one pair at a time, in plain Python.
-
-Exact kNN lists (a kNN-only store) under euclidean, sqeuclidean and cosine come from FAISS (``faiss-cpu``), the
-library made for exact nearest-neighbour search: :func:`faiss_knn_block` searches a flat index (``IndexFlatL2``;
-cosine as ``IndexFlatIP`` over unit vectors) for a few more candidates than k, computes their distances exactly
-in float64, and keeps a row only where FAISS's float32 error bound proves that no other item can enter its k
-nearest (:func:`labeldist.knn.rerank_topk`); the rare other rows are computed whole, as above. The lists are then
-those of ``cdist`` (to float32, ties broken by index), about 10x faster than the matrix-product blocks.
+Euclidean, squared Euclidean and cosine blocks are one matrix product (BLAS), as :math:`\lVert a \rVert^2 +
+\lVert b \rVert^2 - 2\, a \cdot b`; a pair whose value that cancellation could put off by more than float32's
+resolution is recomputed by ``cdist``, so a block equals ``cdist`` to float32. Their exact kNN lists come from FAISS
+(:func:`faiss_knn_block`: a flat index, a few more candidates than k re-ranked in float64, a row kept only where
+FAISS's error bound proves it exact, :func:`labeldist.knn.rerank_topk`; the other rows computed whole). City-block
+and Chebyshev are ``cdist``. The reference is the formula, one pair at a time, in plain Python.
 """
 
 from __future__ import annotations

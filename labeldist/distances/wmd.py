@@ -2,23 +2,16 @@
 
 Kusner, Sun, Kolkin, Weinberger, "From Word Embeddings To Document Distances", ICML 2015.
 
-A text is a normalised bag of words (nBOW, :mod:`labeldist.distances.nbow`): its distinct words
-:math:`x_1..x_m` (vectors, rows of :math:`X \\in R^{m \\times k}`) with weights :math:`d_i = c_i / \\sum_l c_l`
-(:math:`c_i` the count of word :math:`i`). The WMD between texts :math:`(X, d)` and :math:`(Y, d')` is the
+Between texts :math:`(X, d)` and :math:`(Y, d')` (normalised bags of words, :mod:`labeldist.distances.nbow`), the
 optimal-transport cost
 
 .. math::  WMD = \\min_{T \\ge 0} \\sum_{i,j} T_{ij} \\|x_i - y_j\\|_2
            \\quad \\text{s.t.} \\quad T 1 = d,\\; T^\\top 1 = d'
 
-— what gensim's ``KeyedVectors.wmdistance`` computes with POT's ``emd2``. Captions have about 5 distinct
-words, so the exact solver is a transportation simplex on the small m x n table (float64,
-:mod:`labeldist.distances.transport`), compiled with numba and batched over many caption pairs per call here;
-POT's network simplex is the fallback and the reference. Its cheap lower bounds (word centroid distance, relaxed
-WMD) are in :mod:`labeldist.distances.wmd_bounds`.
-
-Batched functions take texts as flat arrays: ``tokens`` (T,) int ids into ``vectors`` (V, k) and
-``offsets`` (n+1,), text ``t`` being ``tokens[offsets[t]:offsets[t+1]]``. The two sides may index different
-vector tables: the ground distance is always computed from the vectors themselves.
+as gensim's ``KeyedVectors.wmdistance`` computes it. Captions have about 5 distinct words, so the exact solver is a
+transportation simplex compiled with numba (:mod:`labeldist.distances.transport`), batched over many pairs per call,
+with POT's network simplex as fallback and reference. Texts are flat ``tokens`` and ``offsets`` arrays into
+``vectors`` (:mod:`labeldist.distances.nbow`); the lower bounds are in :mod:`labeldist.distances.wmd_bounds`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Lower bounds of the Word Mover's Distance, cheap enough to rule pairs out of an exact kNN search.
 
-Kusner, Sun, Kolkin, Weinberger, "From Word Embeddings To Document Distances", ICML 2015, §4; Atasu, Parnell,
-Dünner, Sifalakis, Pozidis, Vasileiadis, Vlachos, Berrospi, Labbi, "Linear-Complexity Relaxed Word Mover's
-Distance with GPU Acceleration", IEEE Big Data 2017.
-
-Texts and symbols as in :mod:`labeldist.distances.wmd` (nBOW weights :math:`d`, :math:`d'`; ground distance
-:math:`c_{ij} = \\|x_i - y_j\\|_2`). Each bound is at most the WMD, for every pair of texts:
+Kusner et al., "From Word Embeddings To Document Distances", ICML 2015, §4; Atasu et al., "Linear-Complexity
+Relaxed Word Mover's Distance with GPU Acceleration", IEEE Big Data 2017. In the symbols of
+:mod:`labeldist.distances.wmd`, for every pair of texts:
 
 .. math::  WCD = \\|X d - Y d'\\|_2 \\le WMD, \\qquad
            RWMD = \\max\\Big(\\sum_i d_i \\min_j c_{ij},\\; \\sum_j d'_j \\min_i c_{ij}\\Big) \\le WMD
 
-— the word centroid distance (:func:`wcd`: one k-vector per text) and the relaxed WMD (:func:`rwmd`: each word
-moves all its mass to its nearest word on the other side, no transport problem), neither dominating the other.
-The linear-complexity RWMD (:func:`rwmd_linear_many`, Atasu et al.) computes the RWMD (to a rounding, from
-below) from word distances taken once per pair of *words* — one BLAS product, :func:`euclidean_lower_bounds`,
-whose rounding slack keeps each one a lower bound — rather than once per pair of texts; :func:`nearest_in_texts`
-and :func:`rwmd_to_all` are its per-text kernels, which the caption-set bound
-(:mod:`labeldist.distances.caption_sets`) builds on.
+the word centroid distance (:func:`wcd`) and the relaxed WMD (:func:`rwmd`), neither dominating the other.
+:func:`rwmd_linear_many` (Atasu et al.) computes the RWMD from word distances taken once per pair of words
+(:func:`euclidean_lower_bounds`, one BLAS product, a lower bound still after rounding); :func:`nearest_in_texts` and
+:func:`rwmd_to_all` are its kernels, which the caption-set bound (:mod:`labeldist.distances.caption_sets`) builds on.
 """
 
 from __future__ import annotations

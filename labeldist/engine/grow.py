@@ -1,33 +1,14 @@
 """``labeldist append``: a store's next generation, grown by new items without recomputing the old pairs.
 
-A store of N items gets M new ones. The new store holds the N + M items in order (old first), and is what a
-precompute of all N + M would give: the same kNN lists and the same dense matrix. Only pairs with a new item are
-computed:
-
-- a new item's row is computed against every item, old and new, with the kind's own search (FAISS, lower-bound
-  pruning or whole rows, as precompute chooses);
-- an old item's kNN list is merged with its distances to the new items (:func:`labeldist.knn.merge_topk`): every
-  old item outside its list is behind the list's k-th entry and stays behind it, so the merged list is exact.
-  Where the distance has a lower bound, a new item whose bound rules it out of the list is never computed;
-- a dense matrix grows by the new rows and columns, the old N x N block copied. In the symmetric mode (see
-  :mod:`labeldist.engine.blocks`) only the pairs of the upper triangle with a new column are computed: block b's upper
-  strip is its old part copied from the old matrix and its new columns computed, and phase 2 is precompute's own.
-
-Pairs computed (:func:`appended_pairs`): about M N + M^2 / 2 in the symmetric dense mode (the upper-triangle
-entries with a new column, and the lower half of each new block's diagonal square), otherwise M (N + M) + N M
-(each new pair in both orientations, as precompute computes them), fewer where pruning rules some out; a full
-recompute computes (N + M)^2, or half of it in the symmetric mode. Each pair is computed with the old item as the
-row wherever precompute would have, so that the values are the ones a full recompute stores.
-
-The new generation is built as a whole store in a hidden sibling (``.NAME.append``), with the same progress marks
-as any store, so a kill at any instant resumes (the rerun of the same command finds it and carries on), and swapped
-into place atomically once complete, as ``--overwrite`` swaps in a rebuilt store: a running service serves the old
-generation until the swap, then reloads the new one by the same check of the store's identity. The manifest
-records every generation (``generations``: its number, its rows and the digest of its labels alone; the pairs it
-computed) and names the latest (``generation``); ``labeldist verify`` checks those digests against the stored labels.
-
-Ids already in the store are refused. An item whose label changed is not an append: its row and its column change,
-and with them every list it was in or could enter; rebuild the store (``precompute --overwrite``) instead.
+A store of N items gets M new ones; the new store holds the N + M items in order (old first) and is what a
+precompute of all N + M would give. Only pairs with a new item are computed (:func:`appended_pairs`): each new
+item's row by the kind's own search, each old item's kNN list merged with its distances to the new items
+(:func:`labeldist.knn.merge_topk`: exact; a lower bound, where the distance has one, prunes), and a dense matrix
+grown by the new rows and columns (in the symmetric mode, the upper-triangle pairs with a new column only). The new
+generation is built as a whole store in a hidden sibling (``.NAME.append``), resumed after a kill, and swapped into
+place atomically; the manifest records every generation. Ids already in the store are refused (a changed label
+needs ``precompute --overwrite``). docs/store-format.md, "Growing a store: ``labeldist append``", has the algorithm
+and the pair counts.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """One writer per store: the lock a precompute holds on its output for the whole job.
 
-Two jobs writing one store race each other (both lay out a skeleton in the same hidden sibling, both swap a staged
-store into place), so a job takes this lock before it touches anything at ``url`` and keeps it to the end, the
-``--overwrite`` swap included. A second job refuses at once, naming the holder.
-
-Where: a hidden file beside the store, ``.NAME.lock``, not inside it. The store folder is made by a rename of a
-whole skeleton (and replaced by one under ``--overwrite``), so no file inside it can exist before it or survive
-the swap; the sibling names every other path the job writes (``.NAME.creating``, ``.NAME.overwrite``, ...) after
-the same NAME. The service skips names that start with a dot.
-
-How: ``flock`` on the open file, which the kernel drops the moment the holding process dies, however it dies (a
-Dask worker never holds it: Python's descriptors are not inherited). The holder then writes its host, pid and
-start time into the file, only so that a refusal can say who holds it. The kernel's lock decides, not the file: a
-file left by a job that died is free to take, and the taker says whose it was (a dead pid, when it was on this
-host). At the end the file is removed while still locked; a taker that locked a file removed under it sees that it
-is no longer the one at the path, and takes the new one.
-
-Local paths only: an fsspec URL (``s3://``, ``gs://``, ...) has no lock that every writer would see, so a job
-writing one says that it takes none.
+Two jobs writing one store race each other, so a job takes this lock before it touches anything at ``url`` and
+keeps it to the end, the ``--overwrite`` swap included; a second job refuses at once, naming the holder. The lock is
+``flock`` on a hidden file beside the store, ``.NAME.lock``, which the kernel drops when the holder dies, however it
+dies; the host, pid and start time in the file only name the holder. Local paths only: an fsspec URL has no lock
+that every writer would see, so a job writing one says that it takes none. docs/store-format.md, "Writing,
+resuming, publishing", says why the file lies beside the store and how it is taken over and released.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """The registry of store kinds: built-in kinds and plugins, each declaring its distance, its label reader and its
 ``labeldist precompute`` command.
 
-A kind is a :class:`Kind`. The registry is filled from
+A kind is a :class:`Kind`, from a **built-in** module of this package (``labeldist.kinds.<name>``, defining ``KIND``:
+the kind's options and ``load``, with its labels and distance modules) or a **plugin**'s entry point in the group
+``labeldist.kinds`` (``examples/labeldist-angles`` is a complete one), e.g. in its ``pyproject.toml``::
 
-- **built-in kinds**: every module of this package (``labeldist.kinds.<name>``, named after the kind) that
-  defines ``KIND`` (a :class:`Kind`). Such a module holds the kind's command-line options and its ``load``, and
-  imports its label type (:mod:`labeldist.labels`) and its distance (:mod:`labeldist.distances`): adding a
-  built-in kind is a labels module, a distances module, a module here and their tests, with no edit in the command
-  line, ``verify`` or the service (docs/design.md, "Adding a kind", lists the optional per-kind hooks);
-- **plugins**: Python entry points of the group ``labeldist.kinds``, each naming a :class:`Kind`, e.g. in a
-  plugin's ``pyproject.toml``::
+    [project.entry-points."labeldist.kinds"]
+    angles = "labeldist_angles:KIND"
 
-      [project.entry-points."labeldist.kinds"]
-      angles = "labeldist_angles:KIND"
-
-  (``examples/labeldist-angles`` is a complete one). An installed plugin kind works wherever a built-in one does:
-  ``precompute``, ``info``, ``verify``, :meth:`labeldist.store.StoreReader.labels`, and the service.
-
-The whole registry is built on first use of :func:`registry` (the ``precompute`` command lists every kind); a
-built-in kind asked for by name (:func:`get_kind`, a store's kind) imports its own module only, so that opening a
-pose store does not load the word vectors or the sentence models of the other kinds. A plugin that fails to load is
-left out with a warning naming its entry point; a store of its kind then says which plugin failed and why.
+:func:`registry` builds the whole registry on first use; :func:`get_kind` imports a built-in kind's own module only
+(a pose store does not load the sentence models). A plugin that fails to load is left out with a warning naming its
+entry point. Adding a kind: docs/design.md, "Where to add things".
 """
 
 from __future__ import annotations

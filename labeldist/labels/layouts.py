@@ -1,23 +1,10 @@
 """Room layouts: H x W surface-label maps (the label set), and a reader and a writer for folders of them.
 
-A layout map gives, for every pixel, the room surface seen there, with the LSUN room-layout challenge's
-surface order (``lsun_layout_types.json``, beside this module: installed with the package):
-
-====== =========== ==========================================================
-value  surface     meaning
-====== =========== ==========================================================
-0      (none)      unlabelled: no surface; ignored by the layout distance
-1      floor
-2      middle_wall the front wall facing the camera (the left one of two walls)
-3      right_wall
-4      left_wall
-5      ceiling
-====== =========== ==========================================================
-
-The 11 LSUN layout types (ids 0-10) differ in which surfaces are visible, and no two types show the same set of
-surfaces, so the visible set identifies the type (:func:`layout_types_of`). Generated LSUN layouts (box rooms
-seen by a random camera, :func:`~labeldist.labels.lsun_rooms.generate_layouts`) are in
-:mod:`labeldist.labels.lsun_rooms`.
+A map gives, for every pixel, the room surface seen there, in the LSUN room-layout challenge's order
+(``lsun_layout_types.json``, installed beside this module): 0 none (unlabelled: ignored by the layout distance),
+1 floor, 2 middle_wall (the front wall facing the camera; the left one of two walls), 3 right_wall, 4 left_wall,
+5 ceiling. The 11 LSUN layout types (ids 0-10) each show a different set of surfaces, so the visible set identifies
+the type (:func:`layout_types_of`). Generated layouts: :mod:`labeldist.labels.lsun_rooms`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """LSUN room layouts rendered from random box rooms: the generator behind ``labeldist precompute layout --generate``.
 
-No LSUN annotations can be had here, so :func:`generate_layouts` renders plausible ones: a box room seen by a
-pinhole camera standing inside it (the box-room model of Hedau, Hoiem, Forsyth, "Recovering the Spatial Layout of
-Cluttered Rooms", ICCV 2009), ray-cast per pixel, kept only when the surfaces it shows make the requested LSUN
-layout type (rejection sampling). A pixel at :math:`(u, v)` from the image centre, with focal length :math:`f`
-and camera-to-world rotation :math:`R`, looks along
+:func:`generate_layouts` renders a box room seen by a pinhole camera standing inside it (the box-room model of
+Hedau, Hoiem, Forsyth, "Recovering the Spatial Layout of Cluttered Rooms", ICCV 2009), ray-cast per pixel, kept only
+when its visible surfaces make the requested LSUN layout type (rejection sampling). A pixel at :math:`(u, v)` from
+the image centre (focal length :math:`f`, camera-to-world rotation :math:`R`) sees the face of the axis with the
+smallest :math:`t_k` (:math:`D_k` the distance to the face :math:`d_k` points at; :func:`render_faces`):
 
 .. math::  d = R\\,(u / f,\\; -v / f,\\; 1), \\qquad t_k = D_k / |d_k| \\quad (k = x, y, z)
 
-and sees the face of the axis with the smallest :math:`t_k` (:math:`D_k` the distance from the camera to the
-face that :math:`d_k` points at, :func:`render_faces`). Floor and ceiling keep their names; walls are named by
-how many are visible and their order from the image's left, as LSUN names them (:func:`label_faces`). The 11
-LSUN types (ids 0-10) differ in which surfaces are visible (:func:`~labeldist.labels.layouts.layout_types_of`).
-Kim et al. (CVPR 2019, "Deep Metric Learning Beyond Binary Supervision", §4.4) used only the most frequent type,
-5 (floor, middle wall, right wall and ceiling: two walls meeting in a visible vertical corner), the default here.
-
-The maps are :class:`~labeldist.labels.layouts.LayoutMaps`, with the surface values of
-:mod:`labeldist.labels.layouts`.
+Walls are named as LSUN names them (:func:`label_faces`). The default type is 5 (floor, middle wall, right wall and
+ceiling), the only one Kim et al. (CVPR 2019, §4.4) used. The maps are :class:`~labeldist.labels.layouts.LayoutMaps`.
 """
 
 from __future__ import annotations

@@ -2,23 +2,14 @@
 precompute pose`` and ``labeldist append`` read), and :func:`read_poses`, which reads a file in any of their
 formats:
 
-- :func:`read_mpii_csv`: the shipped ``data/mpii/mpii_valid_2958.csv`` (MPII Human Pose, validation split of the
-  Stacked Hourglass work) has one row per person: ``row, imgname, index, person, center_x, center_y, scale,
-  normalize, torsoangle`` and then ``<joint>_x, <joint>_y, <joint>_vis`` for the 16 joints of
-  :data:`~labeldist.labels.poses.MPII_JOINTS`. A joint with no annotation is stored as x = y = 0 with vis = 0; a
-  joint with coordinates and vis = 0 is annotated but occluded, and counts as present.
-- :func:`read_pose_csv`: any CSV with one row per person and, per joint, an x and a y column and optionally a
-  visibility column, found by a naming rule (``<joint>_x``, ``<joint>_y``, ``<joint>_vis`` by default, another with
-  ``joint_columns``) or named one by one (``columns``); the joints are those the header names, or the ones asked
-  for (``joints``, renamed as wished: ``r_ankle=RightAnkle``). An MPII CSV is one of them.
-- :func:`read_coco_keypoints`: a COCO keypoints JSON (``person_keypoints_*.json``): each person annotation's
-  ``keypoints`` (x, y, v for each of the category's keypoints; v = 0 not labelled, 1 labelled but not visible,
-  2 visible) and its ``bbox`` (for ``box`` normalisation).
+- :func:`read_mpii_csv`: the shipped ``data/mpii/mpii_valid_2958.csv`` (``<joint>_x, <joint>_y, <joint>_vis`` for
+  MPII's 16 joints; x = y = 0 with vis = 0 is a missing joint, coordinates with vis = 0 an occluded, present one);
+- :func:`read_pose_csv`: any CSV of one row per person, its joint columns found by a naming rule or named;
+- :func:`read_coco_keypoints`: a COCO keypoints JSON (each person's ``keypoints`` x, y, v and its ``bbox``).
 
-A file whose joints are those of a declared skeleton (:data:`~labeldist.labels.poses.SKELETONS`: MPII's 16,
-COCO's 17) but some is refused, naming every missing column: reading it as poses of fewer joints would change every
-distance without a word (the J / |S| rescaling of missing joints) and make stores of one kind incomparable. Fewer
-joints are read when asked for by name (``joints``).
+A file with some but not all of the joints of a declared skeleton (:data:`~labeldist.labels.poses.SKELETONS`) is
+refused, naming every missing column: fewer joints would change every distance (the J / |S| rescaling of missing
+joints). Fewer joints are read when asked for by name (``joints``).
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """Sentences as labels: one sentence per item, with the tokens and word vectors of its CBoW score.
 
-Items are single sentences; read from a COCO captions file, item ``<image id>#<n>`` is caption ``n`` (0-based,
-in file order) of that image, so ids stay the same whatever captions are dropped. Plain files of sentences —
-``.txt`` (one a line), ``.csv``/``.tsv`` (a column), ``.jsonl`` (a string or an object a line) — are read by
-:func:`read_sentences`, with ids from an id column or the line (row) numbers; the same sentences with the same
-ids give the same labels in every format. A :class:`Sentences` is a
-:class:`~labeldist.labels.captions.CaptionSets` with exactly one caption per item (same flat arrays: raw
-UTF-8 text, token ids into a local sorted vocabulary, that vocabulary's vectors), so a store that holds it can
-recompute the CBoW score without the word-vector file and the BERT scores from the texts.
+A COCO captions file gives item ``<image id>#<n>``, caption ``n`` of an image; plain files (``.txt``,
+``.csv``/``.tsv``, ``.jsonl``) are read by :func:`read_sentences`, the same sentences with the same ids giving the
+same labels in every format. A :class:`Sentences` is a :class:`~labeldist.labels.captions.CaptionSets` of one
+caption per item, so a store can recompute its CBoW and BERT scores. Bad input is a
+:class:`~labeldist.labels.base.LabelError` naming the file, the item and the line; long sentences are kept whole.
 
-Bad input is a :class:`~labeldist.labels.base.LabelError` naming the file and the item (and, in a plain file,
-the line): an empty (or blank) sentence always, but for the blank lines and empty sentences of a plain file,
-which ``empty="drop"`` leaves out (see :func:`read_sentences`). Very long sentences are kept whole here; the
-BERT scorers truncate them (see :mod:`labeldist.sts.scorers`).
-
-A sentence none of whose words has a vector ("You should do it.": all stop words) has no CBoW vector. What then
-happens is the policy ``empty`` (:data:`EMPTY_SENTENCE_POLICIES`, the CLI's ``--empty``):
-
-- ``"error"``: a LabelError naming the sentence and the other two choices, where the scorer reads CBoW
-  (``needs_cbow``); a scorer that never does (BERT alone) keeps the sentence, as under ``"zero"``;
-- ``"drop"``: the sentence is left out (the ids of the others do not change);
-- ``"zero"``: the sentence is kept with no CBoW token, so its averaged vector is zero: its CBoW relevance to
-  any other sentence is 0 (``scorer="cbow"``), while coarse-to-fine and the cascade send its pairs to BERT
-  (its CBoW score says nothing, so it must not keep a pair away from BERT). BERT reads only the texts.
-
-The policy is recorded in :attr:`Sentences.provenance` (and so in a store's manifest).
+A sentence none of whose words has a vector has no CBoW vector; the policy ``empty`` (:data:`EMPTY_SENTENCE_POLICIES`,
+``--empty``) says what then happens: ``"error"`` (refused where the scorer reads CBoW), ``"drop"`` (left out, the
+other ids unchanged) or ``"zero"`` (kept with no CBoW token: CBoW relevance 0, and coarse-to-fine and the cascade
+send its pairs to BERT). The policy is recorded in :attr:`Sentences.provenance`.
 """
 
 from __future__ import annotations

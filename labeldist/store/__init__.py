@@ -1,30 +1,13 @@
 """The Zarr v3 store layout of docs/design.md: manifest, arrays, atomic publish, readers.
 
 The format itself (the manifest, every array, the checksums, how a store is written and grown) is described in
-docs/store-format.md.
-
-This package is the only one that knows the Zarr layout: the engine, ``verify``, ``info`` and the service read
-and write through its functions and :class:`StoreReader`, all imported from here (``from labeldist.store import
-StoreReader``). Its modules, each importing only modules listed before it:
-
-- :mod:`labeldist.store.errors`: :class:`StoreError` and its kinds (incomplete, mismatched, corrupt, changed while
-  read);
-- :mod:`labeldist.store.layout`: the layout of one store (its arrays and their paths, chunking and codecs, the
-  manifest's key, the format's constants), opening a store or one of its arrays, URLs and sibling folders
-  (:func:`writable_url`: the store a writer works on, links resolved), row blocks (:func:`n_blocks`,
-  :func:`block_range`, :func:`knn_chunk_rows`), :func:`store_arrays`;
-- :mod:`labeldist.store.identity`: which store is at a local path now (:data:`StoreIdentity`,
-  :func:`store_identity`, :func:`metadata_identity`), and whether one is being replaced there;
-- :mod:`labeldist.store.damage`: damage detected, never served: checked reads (:func:`read_rows`,
-  :func:`checked_read`, :func:`missing_chunks`), checksums present (:func:`has_checksums`), and every damaged
-  chunk of a store (:func:`damaged_regions`);
-- :mod:`labeldist.store.manifest`: the manifest built (:func:`build_manifest`), read (:func:`read_manifest`),
-  compared (:func:`fingerprint_diff`), digested (:func:`manifest_digest`), its generations, and whether a
-  folder holds a store at all (:func:`is_store`);
-- :mod:`labeldist.store.writing`: atomic creation (:func:`create_store`), row blocks and their progress marks
-  (:func:`write_block`, :func:`blocks_done`), the work arrays of a symmetric dense store, :func:`publish`;
-- :mod:`labeldist.store.reading`: :class:`StoreReader`, checked read-only access to a complete store, pinned to the
-  generation it opened, and :class:`ChunkFiles`, its direct reader of the kNN lists' chunk files.
+docs/store-format.md. This package is the only one that knows the Zarr layout: everything else reads and writes
+through the functions and :class:`StoreReader` imported from here. Its modules, each importing only those before
+it: :mod:`~labeldist.store.errors` (:class:`StoreError` and its kinds), :mod:`~labeldist.store.layout` (arrays,
+paths, chunking, codecs, opening a store), :mod:`~labeldist.store.identity` (which store is at a path now),
+:mod:`~labeldist.store.damage` (checked reads, damaged chunks), :mod:`~labeldist.store.manifest` (built, read,
+compared, digested), :mod:`~labeldist.store.writing` (atomic creation, row blocks, :func:`publish`) and
+:mod:`~labeldist.store.reading` (:class:`StoreReader`, pinned to the generation it opened, and :class:`ChunkFiles`).
 """
 
 from labeldist.store.damage import (

@@ -1,26 +1,10 @@
 """The layout of a store (docs/store-format.md, "The arrays"): where each array lives, how it is chunked and
 encoded, the manifest's key, the format's constants, and how a store and its arrays are opened.
 
-Layout of one store (a Zarr v3 group)::
-
-    attrs["labeldist"]      manifest; ``complete`` turns true last, only when every array is whole
-    ids                     (N,) string item ids
-    knn/indices             (N, k) int32, nearest first, the item itself excluded, -1 padding at the end; chunks
-                            of a row block, or of a divisor of it in big stores (:func:`knn_chunk_rows`)
-    knn/distances           (N, k) float32, +inf where the index is -1; chunked as knn/indices
-    dense/distances         (N, N) float32, optional; one shard per row block, so a row block is one read
-    labels/<name>           the label arrays (``LabelSet.to_arrays``) from which any entry can be recomputed
-    progress/blocks         (n_blocks,) uint8, one chunk per block: 1 once that row block is written
-    progress/exact_pairs    (n_blocks,) int64: exact distances each block computed (all N per row unless pruned;
-                            N - start per row of a symmetric dense store, which computes the upper triangle)
-
-While a symmetric dense store (manifest ``symmetric: true``, see :mod:`labeldist.engine`) is being written, it
-also holds two work arrays, deleted before ``complete`` turns true, so that a finished store has the layout
-above::
-
-    work/upper              (N, N) float32, laid out as dense/distances; row block b holds its upper strip,
-                            rows start:stop, columns start:N
-    progress/upper          (n_blocks,) uint8, one chunk per block: 1 once that block's upper strip is written
+The arrays of one store (a Zarr v3 group, its manifest in ``attrs["labeldist"]``): ``ids``, ``knn/indices``,
+``knn/distances``, optionally ``dense/distances``, ``labels/<name>``, ``progress/blocks`` and
+``progress/exact_pairs``; while a symmetric dense store is written, also ``work/upper`` and ``progress/upper``.
+Their shapes, types and chunking are in docs/store-format.md (:func:`knn_chunk_rows` for the kNN chunks).
 """
 
 from __future__ import annotations

@@ -2,20 +2,13 @@ r"""Coarse-to-fine relevance (Zhou et al., AAAI 2020, §3.3) and its calibration
 
 The ladder-loss paper scores a pair with BERT only when the cheap CBoW score passes a threshold:
 
-.. math::
+.. math:: R(s,t) = R_{\text{fine}}(s,t) \text{ if } R_{\text{coarse}}(s,t) \ge \theta, \text{ else } f(s,t)
 
-    R(s,t) = \begin{cases} R_{\text{fine}}(s,t) & R_{\text{coarse}}(s,t) \ge \theta \\
-                           f(s,t) & \text{otherwise} \end{cases}
-
-where the fill :math:`f` is ``below="coarse"`` — keep the coarse score, as the paper's text says — or
-``below="zero"`` — :math:`f = 0`, as the paper's released code does. The cascade of this package applies the same
-rule twice: CBoW gates the bi-encoder, the bi-encoder gates the cross-encoder.
-
-Thresholds must be calibrated for the vectors in use: with GloVe-50 almost every STS-B pair (98 %) has CBoW
-cosine above the paper's 0.8 (tuned for 300-d vectors), so that threshold filters nothing. Here a threshold is
-the score quantile that lets a chosen share of pairs through (:func:`threshold_for_share`), measured on the
-STS-B training pairs for CBoW (:func:`calibrate_cbow_threshold`) and on the corpus itself for the cascade's
-bi-encoder gate (:func:`threshold_for_candidates`: on average ``C`` candidates per sentence).
+with the fill :math:`f` the coarse score (``below="coarse"``, the paper's text) or 0 (``below="zero"``, its code).
+The cascade applies the rule twice: CBoW gates the bi-encoder, the bi-encoder gates the cross-encoder. A threshold
+depends on the vectors (the paper's 0.8 was tuned for 300-d ones), so here it is the score quantile that lets a
+chosen share of pairs through (:func:`threshold_for_share`): on the STS-B training pairs for CBoW
+(:func:`calibrate_cbow_threshold`), on the corpus for the bi-encoder gate (:func:`threshold_for_candidates`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 r"""``labeldist sts fit``: fine-tune a relevance model on STS-B, evaluate it on dev, save it with its record.
 
-Two architectures, both started from the packaged all-MiniLM-L6-v2:
+Two architectures, both from the packaged all-MiniLM-L6-v2, fitted to the gold relevance :math:`y = \text{score}/5`:
 
-- ``cross``: a cross-encoder (BERT reading ``[CLS] s [SEP] t [SEP]``, one logit :math:`g`), trained with binary
-  cross-entropy between :math:`\sigma(g(s,t))` and the gold relevance :math:`y = \text{score}/5` (``loss="bce"``,
-  the sentence-transformers default for one label) or with the squared error (``loss="mse"``);
-  ``swap=True`` adds every pair in both orders.
-- ``bi``: the bi-encoder itself, trained so that :math:`\cos(f(s), f(t))` follows :math:`y`: ``loss="cosent"``
-  (CoSENT, Huang et al. 2024: a ranking loss over the pairs of a batch,
-  :math:`\log(1 + \sum_{y_i > y_j} e^{\lambda(\cos_j - \cos_i)})`, :math:`\lambda = 20`) or ``loss="cosine"``
-  (mean squared error :math:`(\cos - y)^2`, sentence-transformers' CosineSimilarityLoss).
+- ``cross``: a cross-encoder (one logit :math:`g` of ``[CLS] s [SEP] t [SEP]``), by the binary cross-entropy of
+  :math:`\sigma(g(s,t))` (``loss="bce"``) or the squared error (``"mse"``); ``swap=True`` adds both orders;
+- ``bi``: the bi-encoder, so that :math:`\cos(f(s), f(t))` follows :math:`y`: CoSENT (``"cosent"``, Huang et al.
+  2024, :math:`\log(1 + \sum_{y_i > y_j} e^{\lambda(\cos_j - \cos_i)})`, :math:`\lambda = 20`) or
+  :math:`(\cos - y)^2` (``"cosine"``).
 
-AdamW with linear warm-up over the first ``warmup`` share of the steps, then linear decay to 0; gradients
-clipped at norm 1. Reproducible: the seed fixes the head's initialisation, dropout and the batch order
-(bit-for-bit on the same machine and thread count). After each epoch the model is scored on the dev pairs
-(Pearson and Spearman of the relevance the store would use) and the record — settings, seed, per-epoch
-scores, data digests, time — goes to ``labeldist_sts.json`` beside the saved model.
+AdamW, linear warm-up over the first ``warmup`` share of the steps then linear decay to 0, gradients clipped at
+norm 1; the seed fixes the head's initialisation, dropout and the batch order. After each epoch the model is scored
+on dev (Pearson and Spearman); the record goes to ``labeldist_sts.json`` beside the saved model.
 """
 
 from __future__ import annotations

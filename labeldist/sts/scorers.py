@@ -1,23 +1,17 @@
 r"""Sentence relevance scorers :math:`R(s, t) \in [0, 1]`: CBoW, bi-encoder, cross-encoder.
 
-The ladder loss (Zhou et al., "Ladder Loss for Coherent Visual-Semantic Embedding", AAAI 2020, §3.3) needs a
-relevance degree between sentences. Three scorers, cheapest first:
+The relevance degree of the ladder loss (Zhou et al., "Ladder Loss for Coherent Visual-Semantic Embedding", AAAI
+2020, §3.3), cheapest first:
 
-- **CBoW**: cosine of the averaged word vectors, :math:`R_c(s,t) = \mathrm{clip}(\cos(\bar v_s, \bar v_t), 0, 1)`
-  with :math:`\bar v_s = \frac1{|s|}\sum_{w \in s} v_w` over the kept tokens of :math:`s` (GloVe by default).
-- **bi-encoder**: cosine of sentence embeddings, :math:`R_b(s,t) = \mathrm{clip}(\cos(f(s), f(t)), 0, 1)`
-  (Sentence-BERT, Reimers and Gurevych, EMNLP 2019); one transformer call per *sentence*.
-- **cross-encoder**: :math:`R_x(s,t) = \frac12\big(\sigma(g(s,t)) + \sigma(g(t,s))\big)`, the sigmoid of a
-  BERT that reads the pair, averaged over both orders because :math:`g(s,t) \neq g(t,s)` in general (a store
-  needs a symmetric distance); two transformer calls per *pair*.
+- **CBoW**: :math:`R_c(s,t) = \mathrm{clip}(\cos(\bar v_s, \bar v_t), 0, 1)`, :math:`\bar v_s` the mean vector of
+  the kept tokens of :math:`s` (GloVe by default);
+- **bi-encoder**: :math:`R_b(s,t) = \mathrm{clip}(\cos(f(s), f(t)), 0, 1)` (Sentence-BERT, Reimers and Gurevych,
+  EMNLP 2019); one transformer call per sentence;
+- **cross-encoder**: :math:`R_x(s,t) = \frac12\big(\sigma(g(s,t)) + \sigma(g(t,s))\big)`, symmetric as a store needs;
+  two transformer calls per pair.
 
-Every scorer gives :math:`R(s, s) = 1` for identical texts (STS gold is 5 for a sentence and itself), so the
-distance :math:`1 - R` is exactly 0 on the diagonal. Models truncate their inputs to ``max_length`` word pieces
-(a bi-encoder each sentence, a cross-encoder the pair, longest sentence first); a warning says when.
-
-The scorers are shared by every thread of a process (the API's request threads): their caches and counters
-change under a lock of their own, and every model call holds the model's
-:func:`~labeldist.sts.models.model_lock`.
+Every scorer gives :math:`R(s, s) = 1`; inputs are truncated to ``max_length`` word pieces, with a warning. Caches
+and counters change under a lock of their own, every model call holds :func:`~labeldist.sts.models.model_lock`.
 """
 
 from __future__ import annotations

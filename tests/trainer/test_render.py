@@ -288,7 +288,8 @@ def test_every_shipped_pose_fits_the_default_frame_with_room_for_the_jitter() ->
     far[head] = np.maximum(far[head], head_far)
     worst = far * 1.05 + 0.03 * size
     assert worst.max() <= size / 2, f"pose {poses.ids[int(worst.argmax())]} leaves the picture"
-    # ... and 1.0, the frame of two person heights, would not hold the two annotation slips (module docstring)
+    # ... and 1.0, the frame of two person heights, would not hold the two annotation slips (docs/internals.md,
+    # "Rendering poses")
     assert (far * 1.1 * 1.05 + 0.03 * size > size / 2).sum() == 2
     assert render_pose.round_up(render_pose.needed_half(poses.xy, poses.present, (0, 0)), 2) == 1.1
 

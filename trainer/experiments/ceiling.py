@@ -1,52 +1,16 @@
 r"""The ceiling of a rendered test set: the nDCG and MLD of a perfect model of the rendered picture.
 
-A model trained on pictures can at best know the label *as the picture and its augmentation show it*: for a
-pose drawn in its label's frame (labeldist.trainer.render.pose) and trained under a scale and shift jitter,
-that is the label after the jitter,
+A model trained on pictures can at best know the label as the picture and its augmentation show it: for a pose
+drawn in its label's frame and trained under a scale and shift jitter, the jittered label (:func:`jitter_poses`)
 
 .. math:: \tilde y_i = c + s_i \, (y_i - c) + t_i, \qquad s_i \sim U(1 - \sigma, 1 + \sigma), \quad
     t_i \sim U(-\tau, \tau)^2 \cdot 2h
 
-(:func:`jitter_poses`; :math:`c` the frame's centre, :math:`h` its half-side, :math:`\sigma` the scale and
-:math:`\tau` the shift jitter as a fraction of the side, one draw per item). The perfect model ranks the
-gallery by the label distance between jittered labels, :math:`D(\tilde y_q, \tilde y_g)`, and is scored as any
-model is, against the *true* label distances :math:`D(y_q, y_g)`: the modified nDCG@K (Kim et al., "Deep
-Metric Learning Beyond Binary Supervision", CVPR 2019, Eq. 12) and the mean label distance MLD@K (ibid. §5),
-:func:`labeldist.trainer.training.metrics.ndcg` and :func:`~labeldist.trainer.training.metrics.mean_label_distance`.
-Averaged over
-a few jitter draws. What a trained model reaches on the same test set is to be read against this number, not
-against 1: the gap between the ceiling and 1 is what the picture hides, not what the model failed to learn.
-
-- No jitter (:math:`\sigma = \tau = 0`): the ranking is the label distance's own, the oracle's, and the ceiling
-  is exactly 1 for nDCG at every K (the MLD the oracle's).
-- A pose picture normalised by its own bounding box (render version 1): the model sees
-  :func:`bbox_normalise` of the label, position and size gone (``view="bbox"``).
-- Layouts are painted in the room map's own frame with no jitter (labeldist.trainer.render.layout): the
-  ceiling is 1 by construction, and :func:`ceiling` says so in its ``note``.
-
-Measured on the MPII test split of RESULTS.md (``split_indices(2958, seed=0)``: 118 queries x 474
-gallery,
-center_scale, frame (0, 0, 1.1); ``python -m labeldist.trainer.experiments.ceiling --labels
-data/mpii/mpii_valid_2958.csv``):
-
-- the label frame with the jitter, scale ±0.05, shift ±0.03 (5 draws): nDCG@1 0.850, nDCG@10 0.874, MLD@1 1.257,
-  MLD@10 1.418;
-- the label frame with no jitter (the oracle): nDCG 1, MLD@1 0.887, MLD@10 1.104;
-- the bounding box (render version 1, before its random rotation and fill): nDCG@1 0.798, nDCG@10 0.830,
-  MLD@1 1.417, MLD@10 1.554.
-
-The shift costs nearly all of the jitter's loss (scale ±0.05 alone: nDCG@10 0.997; shift ±0.03 alone: 0.875):
-two items shifted apart by ``d`` move all 16 joints by ``d``, up to ``16 |d|`` in the summed distance. The shift
-is a fraction of the side, so a larger frame shifts further in label units (frame half 1.0: 0.885; 0.8, which
-would hold every pose but two annotation slips (labeldist.trainer.render.pose): 0.911). The ceiling is that
-of a model invariant to the jitter it was trained under; the test pictures themselves are rendered unjittered.
-
-Usage (the MPII split of RESULTS.md, the label frame with the pose augmentation's jitter, no jitter, and the
-bounding-box render)::
-
-    python -m labeldist.trainer.experiments.ceiling --labels data/mpii/mpii_valid_2958.csv --split-seed 0 \
-        --scale 0.05 --shift 0.03
-    python -m labeldist.trainer.experiments.ceiling --store stores/mpii-test-pose --split runs/mpii/split.json
+The perfect model ranks the gallery by :math:`D(\tilde y_q, \tilde y_g)` and is scored against the true
+:math:`D(y_q, y_g)` by the modified nDCG@K and MLD@K (Kim et al., "Deep Metric Learning Beyond Binary Supervision",
+CVPR 2019, Eq. 12 and §5). A trained model is read against this number, not against 1. With no jitter it is 1 (the
+oracle); ``view="bbox"`` sees a pose normalised by its own box (:func:`bbox_normalise`); layouts are 1 by
+construction. docs/internals.md, "The ceiling of a rendered test set"; the figures are in RESULTS.md.
 """
 
 from __future__ import annotations

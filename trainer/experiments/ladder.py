@@ -3,29 +3,14 @@ Coherent Score (CS@K) and recall (R@K), through a running service.
 
     python -m labeldist.trainer.experiments.ladder --url http://127.0.0.1:8765 --runs /tmp/zhou --epochs 1 --seeds 0 1
 
-expects, under ``--runs``: ``coco/split.json`` and ``coco/test.json`` (``trainer split`` of the Karpathy images)
-and ``features/<store>.npy`` (``trainer demo-inputs``) for the sentence stores ``coco-train-sentence_relevance``
-and ``coco-test-sentence_relevance`` that the service serves (one item per caption, ``<image id>#<n>``).
-
-The split is by image, so train and test share no image. Queries are the sentences of the split's query images,
-the gallery the sentences of its gallery images; a query's relevance to a gallery sentence is 1 - the stored
-label distance. CS@K is Kendall's tau-b between the embedding's ranking and the relevance ranking of each
-query's top K (:func:`labeldist.trainer.training.metrics.coherent_score`); R@K counts a query's label-nearest gallery
-sentence
-in its
-top K (:func:`labeldist.trainer.training.metrics.recall_at_k`). Both up to K = 100 come from
-:func:`labeldist.trainer.training.evaluate.evaluate`;
-CS@1000 (Zhou et al. report CS@100 and CS@1000 over 5,000 captions; our gallery holds about 4,000) is computed
-here from the same embeddings and label distances (:func:`coherent_at`), and checked to agree with ``evaluate``
-at K = 100.
-
-The ladder and its one-rung baseline run twice: on the given relevance thresholds θ = (0.9, 0.63), and on the
-authors' adaptive thresholds (``calibrate="percentile"``: per anchor, percentiles of its own relevances to the
-minibatch's other items; :class:`labeldist.trainer.losses.LadderLoss`); the table's ``thresholds`` column says
-which each row used.
-
-Writes ``<runs>/coco-ladder/<method>-d<dim>-s<seed>/`` (checkpoint, log, eval.json) and the table
-``<runs>/coco-ladder/table.md``.
+expects under ``--runs`` the split by image (``coco/split.json``, ``coco/test.json``) and the demo inputs
+(``features/<store>.npy``) of the served ``coco-train-sentence_relevance`` and ``coco-test-sentence_relevance``.
+Relevance is 1 - the stored label distance. CS@K is Kendall's tau-b between the embedding's and the relevance
+ranking of a query's top K (:func:`labeldist.trainer.training.metrics.coherent_score`); R@K counts its label-nearest
+gallery sentence in its top K; CS@1000 is computed here (:func:`coherent_at`). The ladder and its one-rung baseline
+run on the thresholds θ = (0.9, 0.63) and on the authors' adaptive ones (``calibrate="percentile"``). Writes
+``<runs>/coco-ladder/<method>-d<dim>-s<seed>/`` and ``<runs>/coco-ladder/table.md``; results: RESULTS.md,
+"Zhou et al. Table 3".
 """
 
 from __future__ import annotations

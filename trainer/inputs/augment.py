@@ -1,44 +1,16 @@
 """Augmentation that keeps the label: declared by the store kind, drawn per minibatch, applied in batch on the
 images' device.
 
-The image trainer learns from label distances (anchor to item, and among the items of a minibatch). An image
-transform is only an augmentation when the distances served for the untransformed labels are still those of the
-labels *as the pictures show them*. Two kinds of transform are used:
-
-- **jitter** (a scale about the image centre, a shift): small, per image, after the authors' code (Kim et al.,
-  CVPR 2019, ``code/transformation.py``: ``s_ratio = 0.05``, ``t_ratio = 0.03`` of the crop side; there each crop
-  edge moves by up to 5%, so the side by up to 10%; here the side by up to ``scale`` = 5%). Per image it is *not*
-  label-preserving: in the frame MPII poses are rendered in (centre 0, half side 1.1), on minibatches of 32 it
-  moves an anchor-to-item pose distance by 7% (median; 19% for the anchor's 5 label-nearest items) and reverses
-  8.9% of the orders of two items' distances to their anchor (the triplets a loss learns from); what that costs
-  and gives in training is measured in RESULTS.md, "Augmentation by evidence". ``jitter="batch"`` draws one per
-  minibatch row instead, which keeps every ratio of two distances (tests/trainer/test_augment.py);
-- **flip**: a horizontal mirror. A mirror is an isometry, so mirroring *every* image of a minibatch together
-  (``flip="batch"``: one coin per minibatch) leaves every pose distance (it compares left wrist with left wrist,
-  and both left wrists moved the same way) and every layout 1 - mIoU (both maps are permuted by the same pixel
-  permutation) exactly as served. Mirroring some images of a minibatch and not others (``flip="image"``) compares a
-  pose with the mirror of another, whose distance is not the one served: it is only right for a kind whose
-  distance ignores mirroring (captions).
-
-What each store kind declares, and why, is named by its entry in :mod:`labeldist.trainer.kinds`; the named
-recipes a run picks from are :data:`AUGMENT_NAMES` (:func:`resolve_augmentation`).
-
-Geometry. Images are addressed in normalised coordinates ``u`` in [-1, 1] (x right, y down), pixel centres at
-``(i + 0.5) / size * 2 - 1`` (``align_corners=False``). Poses are rendered in the label's frame, ``pixel = size/2 +
-(xy - c) * size / (2 * half)``, so ``u = (xy - c) / half`` exactly, and the same affine map moves pixels
-(:func:`apply_augmentation`), joint coordinates (:func:`transform_points`) and layout maps (:func:`transform_maps`).
-A point at ``u`` in the input appears at ``v`` in the output::
-
-    v_x = f * (m * c_x(u_x) + 2 * shift_x)      v_y = m * c_y(u_y) + 2 * shift_y
-
-``m`` the per-image magnification (``1 +- scale``: > 1 zooms in, about the image centre, the centre of the label
-frame), ``shift`` a fraction of the side, ``f = -1`` for a flipped image and ``c`` the random resized crop of the
-"imagenet" recipe (identity otherwise).
-
-Everything is in torch, on the images' device (no numpy on the path), so the same code runs on CUDA and on the
-CPU (CI's fallback). The random draws come from a :class:`torch.Generator` (a CPU one is fine: the parameters are
-drawn there and moved); :func:`step_generator` seeds one per training step from the run's seed and the step, so a
-run and a resumed run draw the same transforms.
+A transform is an augmentation only when the distances served for the untransformed labels are still those of the
+labels as the pictures show them. A **jitter** (a scale about the centre and a shift, after Kim et al., CVPR 2019,
+``code/transformation.py``) does not keep them per image (``jitter="batch"`` keeps every ratio of two distances); a
+**flip** of a whole minibatch (``flip="batch"``) keeps every pose and layout distance, a flip per image only a
+mirror-invariant kind's. Each kind declares its own (:func:`kind_augmentation`); a run picks from
+:data:`AUGMENT_NAMES` (:func:`resolve_augmentation`). One affine map in normalised coordinates moves pixels
+(:func:`apply_augmentation`), joints (:func:`transform_points`) and layout maps (:func:`transform_maps`):
+``v_x = f * (m * c_x(u_x) + 2 * shift_x)``, ``v_y = m * c_y(u_y) + 2 * shift_y``. All in torch on the images'
+device, drawn from :func:`step_generator`. docs/internals.md, "Augmentation that keeps the label", has the symbols
+and the reasons.
 """
 
 from __future__ import annotations

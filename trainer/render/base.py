@@ -1,26 +1,12 @@
 """``trainer render``: one image per item of a labeldist store, drawn from its label, deterministic by seed.
 
-No photos can be fetched here, so the image trainer trains on pictures rendered from the labels themselves:
-a CNN has to recover the label geometry (a pose, a room layout) from pixels through nuisance variation (clutter,
-colour, scale, texture, noise). Each kind with a renderer has a module:
-
-- ``pose`` (MPII poses): :mod:`labeldist.trainer.render.pose`, a figure over a cluttered background;
-- ``layout_miou`` (LSUN room layouts): :mod:`labeldist.trainer.render.layout`, a room of shaded, textured surfaces.
-
-Item ``i`` is drawn with a generator seeded from ``(seed, i)`` alone, so a render does not depend on the
-number of worker processes, on the order in which they finish, or on ``--items``. The output folder holds
-the images, ``index.csv`` (``id,path``, path relative to the folder: what the image trainer reads) and
-``render.json`` (store, kind, seed, size, count, frame, ...), written first with ``complete: false`` and rewritten
-with ``complete: true`` at the end.
-
-A pose is drawn in its label's own frame: a fixed square of label coordinates, ``frame`` in render.json
-as ``[cx, cy, half]``, mapped onto the picture, so that the pixels keep the positions and sizes the pose distance
-measures (:mod:`labeldist.trainer.render.pose`). A store normalised ``center_scale`` has a default frame; any
-other gets one computed from its own extent (``frame_source`` says so), and **its test store must be rendered
-with the same frame** (``render_store(..., frame=...)``; :func:`read_frame` reads it back from the train render).
-A render of another frame is another render. Layouts are painted in the room map's own frame (``frame: null``).
-
-This module also holds the drawing helpers both renderers use (colours, smooth noise, finishing an image).
+A CNN trained on these pictures has to recover the label's geometry from pixels, through nuisance variation. The
+renderers: ``pose`` (:mod:`labeldist.trainer.render.pose`) and ``layout_miou`` (:mod:`labeldist.trainer.render.layout`).
+Item ``i`` is drawn with a generator seeded from ``(seed, i)`` alone. The output folder holds the images,
+``index.csv`` (``id,path``) and ``render.json`` (store, kind, seed, size, frame, ...; ``complete`` true last). A
+pose is drawn in its label's frame (``frame``: ``[cx, cy, half]``), and a test store must be rendered in its train
+store's frame (``render_store(..., frame=...)``, :func:`read_frame`). This module also holds the drawing helpers
+both renderers use (colours, smooth noise, finishing an image). docs/internals.md, "Rendering images from labels".
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """LSUN room layouts drawn as rooms (``trainer render`` of a ``layout_miou`` store).
 
-A layout label is a per-pixel surface map (labeldist.labels.layouts: 1 floor, 2 middle wall, 3 right wall,
-4 left wall, 5 ceiling, 0 none). The picture paints each surface with a material of its kind:
-
-- floor: wood planks, carpet or tiles; walls: paint, striped wallpaper or tiles; ceiling: paint or panels;
-- a base colour per surface, with a lighting factor per wall (the three walls get clearly different ones, as
-  walls facing different ways do under one light) and a linear lighting gradient across each surface;
-- a room light (a soft radial falloff), darkened corners and edges where two surfaces meet (ambient occlusion),
-  and sensor noise.
-
-The picture is composed at the map's resolution (or at twice ``size`` when that is larger), then resized to ``size``:
-the surfaces' boundaries, what the layout distance (1 - mIoU) compares, are the only geometry in it. Surface
-colours are redrawn until every two surfaces differ clearly, so a region's colour tells its surface apart
-from its neighbours, though not which surface it is: that the CNN must learn from the geometry.
-
-The picture is the room map's own frame: map pixel ``(r, c)`` of
-an ``H x W`` map covers picture pixels ``[c, c + 1) * size / W`` by ``[r, r + 1) * size / H``, the whole map and
-nothing else, with no crop, shift, scale or rotation drawn at random, so that the distance (an mIoU of maps of
-one size) and the picture see the same geometry. Only the materials, colours, light and noise are random. A
-map that is not square is stretched to the square picture (generated LSUN layouts are square).
+A layout label is a per-pixel surface map (:mod:`labeldist.labels.layouts`). Each surface is painted with a material
+of its kind (planks, carpet, tiles, paint, wallpaper, panels), a base colour, a lighting factor per wall and a
+gradient, under a room light, with ambient occlusion and sensor noise; every two surfaces' colours differ clearly.
+The picture is the room map's own frame: map pixel ``(r, c)`` of an ``H x W`` map covers picture pixels
+``[c, c + 1) * size / W`` by ``[r, r + 1) * size / H``, with nothing random in its geometry, so that the layout
+distance (1 - mIoU) and the picture see the same boundaries. docs/internals.md, "Rendering layouts".
 """
 
 from __future__ import annotations

@@ -1,64 +1,16 @@
 r"""Poses drawn as figures over cluttered backgrounds (``trainer render`` of a ``pose`` store).
 
-The figure is the pose itself: limbs are capsules (thick lines with round ends) between the joints of the
-store's skeleton (:func:`figure_parts`: the bones of every skeleton the pose kind declares both of whose joints the
-store has, by the store's joint names; :data:`MPII_EDGES` for MPII's 16 joints, COCO's 19 bones for its 17),
-joints are discs, for MPII's joints the head a disc on the neck–head-top segment, all with a contrasting
-outline. Only present joints are drawn (an occluded joint, present but not visible, still counts in the pose
-distance, so it is drawn); a limb with a missing end is left out. Left limbs are drawn lighter and right limbs
-darker (the side a joint's name says: ``r_``, ``right_``, ...), so that a CNN can tell them apart as the distance
-does (it compares r_wrist with r_wrist).
-
-**The picture is drawn in the label's own frame**. A :class:`Frame` is a square of half-side
-``half`` label units centred on ``(cx, cy)``, the same for every item of a store, and a joint's pixel is
+The figure is the pose itself: limbs are capsules between the joints of the store's skeleton (:func:`figure_parts`),
+joints are discs, left limbs lighter and right limbs darker, so that a CNN tells the sides apart as the pose distance
+does. It is drawn in the label's own :class:`Frame` (centre ``(cx, cy)``, half-side ``half``, one for a whole store):
 
 .. math:: \text{pixel} = \frac{\text{size}}{2} + (xy - \text{centre}) \, \frac{\text{size}}{2\,\text{half}}
 
-(x right, y down, as MPII's image coordinates; pixel ``i`` covers ``[i, i + 1)``). So a pose's position and
-size in pixels are its position and size in label units: what the pose distance (labeldist.distances.pose,
-the sum over shared joints of Euclidean joint distances, Kwak et al. 2016; Kim et al., CVPR 2019, §4.3)
-measures. Render version 1 normalised each pose by its own bounding box and drew it at a random scale,
-rotation (±6°) and shift: the picture lost exactly what the distance measures. On the MPII test split of
-RESULTS.md (118 queries x 474 gallery) a perfect model of the bounding-box-normalised pose reaches nDCG@10 0.830
-(MLD@10 1.554), before the random rotation and fill cost more; of this frame under the training jitter (scale
-±5 %, shift ±3 % of the side) 0.874 (MLD@10 1.418), with no jitter 1 (the oracle's MLD@10 1.104)
-(:mod:`labeldist.trainer.experiments.ceiling`).
-
-Which frame:
-
-- a ``center_scale`` store (``(p - c) / (200 s)``; MPII's 200 s is about a person's height):
-  :data:`CENTER_SCALE_FRAME`, centre (0, 0) and half-side 1.1, a picture 2.2 person heights across. The frame
-  must hold every figure, its joint discs and outline included, under the training jitter it leaves room for
-  (:data:`MARGIN_SCALE`, :data:`MARGIN_SHIFT`: scale by 1 ± 5 % about the centre, shift by ± 3 % of the side):
-  with ``e`` the farthest a joint or head disc reaches from the centre (either axis) and ``r`` the largest reach
-  of a joint disc with its outline (:data:`REACH` of the side, ``2 r half``),
-  :math:`(e + 2 r \, \text{half}) (1 + 0.05) + 0.03 \cdot 2\,\text{half} \le \text{half}`
-  (:func:`needed_half`). Measured on ``data/mpii/mpii_valid_2958.csv`` (all 2,958 poses): joints span x
-  -0.717..0.854 and y -0.852..0.909, head discs reach 0.656. ``e = 0.909`` needs half >= 1.085: 1.0 does not
-  hold it, 1.1 (the smallest half in steps of 0.1) does. The two far ends are annotation slips: the pelvis and
-  thorax of 008975950.jpg#0 far from its other joints (the pelvis at (0.854, 0.909)), and the four leg joints
-  of 022415400.jpg#1 on one point (-0.717, -0.852). Without them every pose lies within 0.656 (head discs
-  included) and half 0.8 would do, with larger figures and a smaller shift in label units (the ceiling under
-  the jitter: nDCG@10 0.911 against 0.874).
-- a ``box`` store (``(p - b) / max(w, h)``, by the person's box): :data:`BOX_FRAME`, centre (0, 0) and half-side
-  0.6: a joint inside its box lies within 0.5 of the centre, and :func:`needed_half` of 0.5 is 0.597. A joint
-  annotated outside its box can lie farther: it is refused, naming a frame that holds every pose.
-- any other normalization (``none``: image pixels, ``head``): no natural frame. :func:`frame_from_extent`
-  computes one from the store's own joints (the centre of their box, the half-side :func:`needed_half` rounded up
-  to two significant digits) and render.json records it. **A test store must be rendered with the same frame
-  as its train store** (``render_store(..., frame=(cx, cy, half))``, the train render's ``frame``): each
-  store's own extent would give each its own frame, and the same pose two different pictures.
-
-A joint outside the frame is refused (:class:`~labeldist.trainer.render.base.RenderError` naming the item, the joint
-and a frame that holds the whole store), not silently drawn clipped.
-
-What varies from image to image and must not matter: the background (a gradient, blotchy texture, random
-shapes and strokes), the figure's colours, its limb width and joint size (fractions of the frame: a pose's
-size in pixels stays its label size), and sensor noise. Nothing moves, scales or turns the figure; the
-training augmentation's scale and shift jitter does, within the room the frame leaves for it.
-
-Three independent generators are spawned from the item's: background, figure, noise. Two poses rendered with the
-same generator therefore get the same background, style and noise, and differ only where their figures are.
+so that a pose's position and size in pixels are those the pose distance measures (Kwak et al. 2016; Kim et al.,
+CVPR 2019, §4.3). The frame is :data:`CENTER_SCALE_FRAME`, :data:`BOX_FRAME` or, for other normalizations,
+:func:`frame_from_extent` (a test store is rendered in its train store's frame); a joint outside it is refused.
+Background, colours, limb width and noise vary; nothing moves the figure. docs/internals.md, "Rendering poses", has
+the frame rules (:func:`needed_half`) and the drawing rules.
 """
 
 from __future__ import annotations
@@ -125,10 +77,10 @@ class Frame(NamedTuple):
 
 
 #: the frame of a ``center_scale`` store: the smallest half-side in steps of 0.1 that holds every figure of
-#: data/mpii/mpii_valid_2958.csv under the training jitter (module docstring, :func:`needed_half`)
+#: data/mpii/mpii_valid_2958.csv under the training jitter (docs/internals.md, "Rendering poses"; :func:`needed_half`)
 CENTER_SCALE_FRAME = Frame(0.0, 0.0, 1.1)
 #: the frame of a ``box`` store: a joint inside its box lies within 0.5 of the centre, needing a half-side of
-#: 0.597 under the training jitter (:func:`needed_half`): 0.6 (module docstring)
+#: 0.597 under the training jitter (:func:`needed_half`): 0.6 (docs/internals.md, "Rendering poses")
 BOX_FRAME = Frame(0.0, 0.0, 0.6)
 #: the training jitter a frame leaves room for: scale by 1 ± MARGIN_SCALE about the centre, shift by
 #: ± MARGIN_SHIFT of the side per axis (the pose augmentation's defaults)

@@ -1,23 +1,13 @@
 """Say when training goes wrong: the spread of a step's embeddings, and a watch over the loss, its chance level and
 the spread.
 
-A metric-learning run can fail silently. Its loss may never get below the value it takes for embeddings that know
-nothing of the labels (the loss's *chance level*, :meth:`labeldist.trainer.losses.BatchLoss.chance_level`: for
-the log-ratio loss, equal embedding distances; for a triplet loss, its margin), which is what a CNN from random
-weights does under a recipe made for ImageNet weights. Or the embeddings of every input collapse onto one
-direction (all retrieval is then a tie broken by noise). The fit loop measures the spread of each step's embeddings
-with :func:`embedding_spread` (a few vector operations, no gradient) and feeds it, with the loss and its chance
-level, to a :class:`TrainingWatch`, which returns a one-line warning the first time a run looks stuck:
+A metric-learning run can fail silently: its loss never gets below its *chance level*
+(:meth:`labeldist.trainer.losses.BatchLoss.chance_level`, the loss of embeddings that know nothing of the labels),
+or every embedding collapses onto one direction. The fit loop measures each step's :func:`embedding_spread` and
+feeds it, with the loss and its chance level, to a :class:`TrainingWatch`, which returns a one-line warning the
+first time a run looks stuck::
 
-.. code-block:: python
-
-    watch = TrainingWatch(config.loss, advice=stuck_advice(...))
-    ...
-    spread = embedding_spread(embeddings)          # every step, before or after backward
-    chance = loss_fn.chance_level(distances, pairwise)
-    warning = watch.update(step, value, spread, chance=chance)
-    if warning:
-        log the event {"event": "warning", "step": step, "kind": ..., "message": warning}; print(warning)
+    warning = watch.update(step, loss, embedding_spread(embeddings), chance=loss_fn.chance_level(distances, pairwise))
 
 Everything here is deterministic (no wall clock): the same losses and embeddings give the same warnings.
 """

@@ -2,31 +2,13 @@
 so that ``trainer fit --recipe kim2019-pose`` trains as the authors did, and any field can still be overridden.
 
 - ``kim2019-pose``, ``kim2019-layout``, ``kim2019-caption``: Kim, Kim, Cho and Kwak, "Deep Metric Learning Beyond
-  Binary Supervision", CVPR 2019, as their public code trains (tjddus9597/Beyond-Binary-Supervision-CVPR19):
-  SGD with momentum 0.9 and weight decay 5e-4, learning rate 0.01 decayed as
-  :math:`\\eta_t = \\eta_0 / (1 + 10^{-4} t)` at step :math:`t`, 30 epochs (an epoch makes every training item
-  an anchor once), minibatches of an anchor, its 5 label-nearest items and random others (150 items for poses and
-  layouts, 50 for captions), 128-d embeddings; the log-ratio loss on the *unsquared* Euclidean embedding distance
-  with no L2 normalisation; the dense triplet loss with margin 0.03 on L2-normalised embeddings, the binary one
-  with 0.2. Augmentation: the kind's own label-preserving transforms (:mod:`labeldist.trainer.inputs.augment`).
-- ``zhou2020``: Zhou et al., "Ladder Loss for Coherent Visual-Semantic Embedding", AAAI 2020, which trains as
-  VSE++ (Faghri et al. 2018) does: Adam, learning rate 2e-4 for 15 epochs then 2e-5 for 15 more (30 in all),
-  minibatches of 128, the ladder loss (thresholds, margins 0.2 / 0.01, weights 1 / 0.25 as
-  :class:`~labeldist.trainer.losses.ladder.LadderLoss`), 1024-d embeddings. Our minibatch keeps the anchor's 5
-  label-nearest items as the other recipes, so that the ladder's nearest rung has members.
-- ``scratch``: what learns from random weights (RESULTS.md, "From random weights"): every member of a minibatch
-  an anchor, the log-ratio loss on the unsquared Euclidean embedding distance (as the authors' code), Adam 1e-3
-  at a constant rate, minibatches of 32 (an anchor, its 5 label-nearest and 26 others), 128-d, no augmentation
-  (at the budgets measured, the kind's jitter and flip cost more than they gave). A CNN from random weights under
-  the kim2019 recipes (one anchor, SGD 0.01) ended at the untrained network's nDCG; this one learns within minutes
-  on a CPU. ``auto`` picks it for images without ``--weights``.
-- ``labeldist-v1``: Adam 1e-3, no weight decay, constant rate, 1 epoch, 150 items with 5 neighbours, the
-  squared-distance log-ratio loss, 128-d, ImageNet augmentation: what ``auto`` picks for feature runs (the MLP
-  head), and what RESULTS.md's feature tables ran with.
+  Binary Supervision", CVPR 2019, as their public code trains (SGD, :math:`\\eta_t = \\eta_0 / (1 + 10^{-4} t)`);
+- ``zhou2020``: Zhou et al., "Ladder Loss for Coherent Visual-Semantic Embedding", AAAI 2020, trained as VSE++;
+- ``scratch``: what learns from random weights (every member an anchor, Adam 1e-3, minibatches of 32);
+- ``labeldist-v1``: Adam 1e-3 and the squared-distance log-ratio loss, for feature runs (the MLP head).
 
 :func:`choose_recipe` says which recipe ``auto`` stands for, and why; :func:`resolve_recipe` gives a recipe's fields
-for a store kind, overridden by what the user gave; the fit loop records the recipe's name, the resolved values and
-which ones were overridden in its log and checkpoint.
+for a store kind, overridden by what the user gave. Every recipe's settings: docs/training.md, "Recipes by name".
 """
 
 from __future__ import annotations
