@@ -9,7 +9,6 @@ Walks the parsers themselves (every subcommand, at any depth), at a fixed width 
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 os.environ["COLUMNS"] = "120"
@@ -30,7 +29,9 @@ def main() -> None:
     from labeldist.cli import build_parser as labeldist_parser
     from labeldist.trainer.cli import build_parser as trainer_parser
 
-    out = Path(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out", type=Path, help="folder for the help texts, one file per command")
+    out = parser.parse_args().out
     out.mkdir(parents=True, exist_ok=True)
     count = walk(labeldist_parser(), ["labeldist"], out) + walk(trainer_parser(), ["trainer"], out)
     print(f"{count} help texts in {out}")
