@@ -47,11 +47,6 @@ class Prefetcher(Generic[T]):
             self._pending.append(self._pool.submit(self._produce, self._next))
             self._next += 1
 
-    @property
-    def ready(self) -> int:
-        """Results already computed and waiting for the consumer."""
-        return sum(f.done() for f in self._pending)
-
     def __iter__(self) -> Iterator[T]:
         return self
 
