@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+import numba
 import numpy as np
 
 
@@ -210,3 +211,153 @@ def merge_topk(
     out_dist = np.take_along_axis(values, order, axis=1)
     out_idx[~np.isfinite(out_dist) & (out_idx < 0)] = -1
     return out_idx.astype(np.int32), out_dist
+
+
+def bounded_candidates(
+    chunks: Iterable[tuple[int, np.ndarray, np.ndarray | float]], n_rows: int, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Each row's candidates for its k nearest from bounds computed chunk by chunk: every column whose exact
+    distance can be at most the row's k-th smallest.
+
+    Each chunk ``(start, center, radius)`` covers columns ``start .. start + c - 1`` with ``center`` (n, c) and
+    ``radius`` (a number, or (n, c)): the exact distance lies in ``[center - radius, center + radius]`` (+inf
+    where a column is not to be counted, e.g. the row's own item). Let :math:`\tau_i` be the k-th smallest upper
+    bound of row :math:`i`; the row's k-th smallest exact distance is at most :math:`\tau_i`, so a column whose
+    lower bound is above it cannot be among the k nearest, nor tie with the k-th. Only columns whose lower bound
+    is at most the running :math:`\tau_i` are kept, which can only fall: a chunk costs one comparison per entry
+    beyond the first, which is partitioned (the selection over rows x N that a full sort would cost is never made;
+    Kusner et al., ICML 2015, §4, the same prune with the bounds of a fast float32 product).
+
+    Returns the candidates as (rows, columns, lower bounds), every column with a lower bound at most the row's
+    final :math:`\tau_i` (+inf when it has fewer than k finite upper bounds: then all its finite columns), and
+    :math:`\tau` (n,).
+
+    >>> rows, cols, _, _ = bounded_candidates([(0, np.array([[0.1, 0.5, 0.2, 0.9]]), 0.05)], 1, 2)
+    >>> cols.tolist()
+    [0, 2]
+    """
+    tau = np.full(n_rows, np.inf)
+    kept_r, kept_c, kept_lo, kept_hi = [], [], [], []
+    for start, center, radius in chunks:
+        center = np.asarray(center)
+        if not np.isfinite(tau).all():
+            hi = center + radius
+            if hi.shape[1] >= k:
+                kth = np.partition(hi, k - 1, axis=1)[:, k - 1].astype(np.float64)
+                tau = np.minimum(tau, kth)
+        limit = tau[:, None] + radius if np.ndim(radius) == 0 else tau[:, None]
+        lower = center if np.ndim(radius) == 0 else center - radius
+        r, c = np.nonzero(lower <= limit)
+        finite = np.isfinite(center[r, c])  # a row still without a finite tau passes its excluded columns
+        r, c = r[finite], c[finite]
+        if not r.size:
+            continue
+        lo = (center[r, c] - (radius if np.ndim(radius) == 0 else radius[r, c])).astype(np.float64)
+        hi_rc = (center[r, c] + (radius if np.ndim(radius) == 0 else radius[r, c])).astype(np.float64)
+        kept_r.append(r)
+        kept_c.append(c + start)
+        kept_lo.append(lo)
+        kept_hi.append(hi_rc)
+        rows, cols, lows, highs = (np.concatenate(x) for x in (kept_r, kept_c, kept_lo, kept_hi))
+        tau = np.minimum(tau, kth_per_row(rows, highs, n_rows, k))
+        keep = lows <= tau[rows]
+        kept_r, kept_c, kept_lo, kept_hi = [rows[keep]], [cols[keep]], [lows[keep]], [highs[keep]]
+    if not kept_r:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), tau
+    return kept_r[0].astype(np.int64), kept_c[0].astype(np.int64), kept_lo[0], tau
+
+
+@numba.njit(cache=True, nogil=True)
+def kth_per_row(rows: np.ndarray, values: np.ndarray, n_rows: int, k: int) -> np.ndarray:
+    """The k-th smallest of ``values`` grouped by ``rows`` (0 .. n_rows - 1); +inf for a row with fewer than k.
+    A counting sort into rows, then a partial sort of each: linear in the entries.
+
+    >>> kth_per_row(np.array([0, 0, 1, 0]), np.array([3.0, 1.0, 5.0, 2.0]), 2, 2).tolist()
+    [2.0, inf]
+    """
+    starts = np.zeros(n_rows + 1, dtype=np.int64)
+    for r in rows:
+        starts[r + 1] += 1
+    starts = np.cumsum(starts)
+    grouped = np.empty(len(values), dtype=np.float64)
+    fill = starts[:-1].copy()
+    for t in range(len(rows)):
+        grouped[fill[rows[t]]] = values[t]
+        fill[rows[t]] += 1
+    out = np.full(n_rows, np.inf)
+    for i in range(n_rows):
+        if starts[i + 1] - starts[i] >= k:
+            out[i] = np.partition(grouped[starts[i] : starts[i + 1]], k - 1)[k - 1]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def entries_at_least(values: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of each row of ``values`` (n, c) at or above the row's ``floor`` (n,): rows, columns and values,
+    in row-major order. Two passes (count, then fill), no (n, c) temporary: the selection of a product chunk
+    costs a read of it, where a mask and ``np.nonzero`` cost three."""
+    n, c = values.shape
+    count = 0
+    for i in range(n):
+        f = floor[i]
+        for j in range(c):
+            if values[i, j] >= f:
+                count += 1
+    rows = np.empty(count, dtype=np.int64)
+    cols = np.empty(count, dtype=np.int64)
+    vals = np.empty(count, dtype=values.dtype)
+    t = 0
+    for i in range(n):
+        f = floor[i]
+        for j in range(c):
+            if values[i, j] >= f:
+                rows[t], cols[t], vals[t] = i, j, values[i, j]
+                t += 1
+    return rows, cols, vals
+
+
+def largest_candidates(
+    rows_matrix: np.ndarray, columns: np.ndarray, k: int, radius: float, skip: np.ndarray, chunk: int = 8192
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Each row's candidates for its k largest products with the rows of ``columns``, when every float32
+    product :math:`\hat s` is within ``radius`` of the exact :math:`s`: the entries with
+    :math:`\hat s_{ij} \ge \sigma_i - 2r`, :math:`\sigma_i` the row's k-th largest :math:`\hat s`, so that no
+    column left out can reach (or tie with) the row's k-th largest exact product.
+
+    ``rows_matrix`` (n, d) float32, ``columns`` (M, d) float32 (a memory map will do), ``skip`` (n,) a column
+    left out of each row (-1: none). Products are made ``chunk`` columns at a time into one buffer, and
+    :math:`\sigma_i` known so far (first from every other column of the first chunk) filters each chunk as it is made
+    (:func:`entries_at_least`): no (n, M) array, no sort of one. Returns rows, columns, float32 products and
+    :math:`\sigma` (n,) float64 (-inf for a row with fewer than k candidates).
+
+    >>> x = np.eye(3, dtype=np.float32)
+    >>> largest_candidates(x[:1], np.array([[1, 0, 0], [.9, .1, 0], [0, 1, 0]], np.float32), 1, 0.01, np.array([0]))[1]
+    array([1])
+    """
+    n, m = len(rows_matrix), len(columns)
+    buffer = np.empty((n, min(chunk, m)), dtype=np.float32)
+    floor = np.full(n, -np.inf, dtype=np.float32)
+    sigma = np.full(n, -np.inf)
+    kept: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    local = np.arange(n)
+    for start in range(0, m, chunk):
+        stop = min(start + chunk, m)
+        out = buffer[:, : stop - start]
+        np.matmul(rows_matrix, columns[start:stop].T, out=out)
+        own = (skip >= start) & (skip < stop)
+        out[local[own], skip[own] - start] = -np.inf
+        if start == 0:
+            sample = out[:, :: max(1, (stop - start) // 4096)]
+            if sample.shape[1] > k:
+                sigma = np.maximum(sigma, -np.partition(-sample, k - 1, axis=1)[:, k - 1].astype(np.float64))
+                floor = round_down_f32(sigma - 2 * radius)
+        r, c, v = entries_at_least(out, floor)
+        c += start
+        if kept is not None:
+            r, c, v = (np.concatenate([a, b]) for a, b in zip(kept, (r, c, v)))
+        sigma = np.maximum(sigma, -kth_per_row(r, -v.astype(np.float64), n, k))
+        floor = np.maximum(floor, round_down_f32(sigma - 2 * radius))
+        keep = v >= floor[r]
+        kept = (r[keep], c[keep], v[keep])
+    assert kept is not None
+    return kept[0], kept[1], kept[2], sigma

@@ -10,6 +10,8 @@ compare against.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +27,27 @@ def past_stored(bound: float) -> str:
     most 3.4e+38)`` (``distances overflow float64, ...`` where the bound does)."""
     reach = f"distances reach {bound:.3g}" if np.isfinite(bound) else "distances overflow float64"
     return f"{reach}, past the float32 a store holds (at most {STORED_MAX:.3g})"
+
+
+@dataclass
+class Preparation:
+    """Work a distance needs done once per job, cut into pure tasks the engine runs on its Dask workers.
+
+    The engine calls ``function(item, **kwargs)`` for every item of ``items`` on the workers (under the thread
+    budget of one task), shows progress in ``unit`` (``sizes``: how many of them each item counts), hands the
+    results, in the order of ``items``, to ``finish`` in the submitting process, and then asks every worker
+    ``visible()``: a worker answering False is named on the console with ``unseen``, what it will do instead.
+    """
+
+    what: str
+    function: Callable[..., Any]
+    items: Sequence[Any]
+    finish: Callable[[list[Any]], None]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    sizes: Sequence[int] = ()
+    unit: str = "item"
+    visible: Callable[[], bool] | None = None
+    unseen: str = ""
 
 
 class LabelDistance(ABC):
@@ -61,6 +84,12 @@ class LabelDistance(ABC):
         """Work done once per job in the process that submits it, before the engine's tasks run (the sentence
         distance embeds every sentence once here). Called only when some block is left to compute, never for a
         store that is reused; it must not change any number. A no-op by default."""
+        return None
+
+    def preparation(self, labels: LabelSet) -> Preparation | None:
+        """The part of :meth:`prepare` that can run as tasks on the job's workers (the sentence distance's
+        embedding), or None (the default): the engine runs it first, then :meth:`prepare`, which then finds its
+        work done. Called, like :meth:`prepare`, only when some block is left to compute."""
         return None
 
     def check_labels(self, labels: LabelSet, others: LabelSet | None = None) -> None:

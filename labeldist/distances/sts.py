@@ -14,13 +14,15 @@ are guarded in :mod:`labeldist.sts.scorers` and :mod:`labeldist.sts.models`). Th
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from labeldist.distances.base import LabelDistance
+from labeldist.distances.base import LabelDistance, Preparation
 from labeldist.labels.base import LabelError
 from labeldist.labels.sentences import Sentences
 from labeldist.sts.cascade import DEFAULT_BELOW, DEFAULT_SCORER, check_below
@@ -35,6 +37,7 @@ from labeldist.sts.models import (
     weights_sha256,
 )
 from labeldist.sts.scorers import (
+    ENCODE_CHUNK,
     MAX_LENGTH,
     BiEncoderScorer,
     bi_encoder_scorer,
@@ -42,8 +45,12 @@ from labeldist.sts.scorers import (
     cross_encoder_scorer,
     embedding_cache_dir,
     embedding_key,
+    encode_chunk,
+    encode_texts,
+    load_embeddings,
     mean_vectors,
     same_text,
+    save_embeddings,
     unit_rows,
 )
 
@@ -280,25 +287,83 @@ class SentenceRelevance(LabelDistance):
             scorer.embed(texts)
 
     def prepare(self, labels: Sentences) -> None:
-        """The engine's once-per-job hook: :meth:`embed_once`."""
+        """The engine's once-per-job hook: :meth:`embed_once` (nothing left to do after :meth:`preparation`)."""
         self.embed_once(labels)
 
-    def embed_once(self, labels: Sentences) -> Path | None:
-        """Embed every sentence of ``labels`` here, once, and leave the embeddings in
-        :func:`~labeldist.sts.scorers.embedding_cache_dir` for the engine's workers.
+    def _embeds(self) -> bool:
+        """Whether this scorer reads a bi-encoder's embeddings of every sentence."""
+        return self.scorer in ("bert", "coarse_to_fine") and architecture(resolve_model(self.model)) == "bi"
 
-        Without it each worker embeds all N sentences itself on its one thread (what a worker that cannot see
-        this machine's disk still does). With it a job embeds each sentence once, on all of this machine's
-        cores; the values are those of the same canonical batches, so the store does not change. Returns the
-        file, or None when the scorer uses no bi-encoder.
-        """
-        if self.scorer == "cbow" or architecture(resolve_model(self.model)) != "bi":
+    def preparation(self, labels: Sentences) -> Preparation | None:
+        """Every distinct sentence embedded once, as tasks of :data:`~labeldist.sts.scorers.ENCODE_CHUNK` sorted
+        texts on the job's workers (:func:`~labeldist.sts.scorers.encode_chunk`), into the file the blocks read
+        (:meth:`_cache_file`); None when the scorer reads no embeddings or the file is there already."""
+        if not self._embeds():
             return None
-        texts = sorted(set(labels.texts))
+        texts = labels.text_ids[0]
+        file = self._cache_file(self.model, texts)
+        if file.is_file():
+            return None
+        chunks = [texts[i : i + ENCODE_CHUNK] for i in range(0, len(texts), ENCODE_CHUNK)]
+
+        def finish(results: list[np.ndarray]) -> None:
+            save_embeddings(np.concatenate(results), file)
+
+        return Preparation(
+            what=f"{self.kind}: embedding",
+            function=encode_chunk,
+            items=chunks,
+            kwargs={"path": resolve_model(self.model), "max_length": self.max_length},
+            sizes=[len(c) for c in chunks],
+            unit="sentence",
+            finish=finish,
+            visible=functools.partial(os.path.isfile, str(file)),
+            unseen=f"cannot see {file}: it will embed all {len(texts):,} sentences itself (point LABELDIST_CACHE "
+            "at a folder every worker sees)",
+        )
+
+    def embed_once(self, labels: Sentences) -> Path | None:
+        """Embed every distinct sentence of ``labels`` here, once (:func:`~labeldist.sts.scorers.encode_texts`,
+        all of this machine's cores), into :func:`~labeldist.sts.scorers.embedding_cache_dir` for the engine's
+        workers, unless the file is there. Returns the file, or None when the scorer uses no bi-encoder."""
+        if not self._embeds():
+            return None
+        texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
         if not file.is_file():
-            bi_encoder_scorer(resolve_model(self.model), self.max_length).save(texts, file)
+            save_embeddings(encode_texts(resolve_model(self.model), self.max_length, texts), file)
         return file
+
+    def text_embeddings(self, texts: list[str]) -> np.ndarray:
+        """The (len(texts), d) float32 unit embeddings of the sorted distinct ``texts``, memory-mapped from the
+        file the job's preparation left; where this process cannot see it, embedded here, saying so."""
+        file = self._cache_file(self.model, texts)
+        if file.is_file():
+            return load_embeddings(file, len(texts))
+        from labeldist.distances.sts_knn import warn_embedding_here
+
+        warn_embedding_here(len(texts), file)
+        values = encode_texts(resolve_model(self.model), self.max_length, texts)
+        with contextlib.suppress(OSError):  # a read-only cache: the values are still right, only not kept
+            save_embeddings(values, file)
+        return values
+
+    def knn_block(self, labels: Sentences, start: int, stop: int, k: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """Blocked matrix products with exact candidates (:func:`labeldist.distances.sts_knn.search_block`) for
+        CBoW, a bi-encoder and coarse-to-fine over one; None for a cross-encoder (its pairs are scored one by
+        one, the whole rows)."""
+        if not (self.scorer == "cbow" or self._embeds()):
+            return None
+        from labeldist.distances.sts_knn import search_block
+
+        return search_block(self, labels, start, stop, k)
+
+    def knn_block_rows(self, labels: Sentences) -> int | None:
+        if not (self.scorer == "cbow" or self._embeds()):
+            return None
+        from labeldist.distances.sts_knn import SEARCH_ROWS
+
+        return max(1, min(SEARCH_ROWS, -(-len(labels) // 8)))
 
     def _fine_pairs(self, a: list[str], b: list[str], model: str) -> np.ndarray:
         """Relevance under ``model`` of each pair ``(a[t], b[t])``."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from labeldist.distances.base import LabelDistance
+from labeldist.distances.base import LabelDistance, Preparation
 from labeldist.labels.base import LabelSet
 from labeldist.threads import limited_threads
 
@@ -164,6 +164,49 @@ def block_job(
     """The distance prepared for ``labels`` (:func:`prepare_distance`), then a :class:`BlockJob` over them on the
     job's client (:func:`job_client`)."""
     quiet = progress is False
-    prepare_distance(distance, labels, quiet)
     with job_client(client, scheduler, n_workers, quiet) as job:
+        run_preparation(job, distance.preparation(labels), progress)
+        prepare_distance(distance, labels, quiet)
         yield BlockJob(job, len(labels), block_rows, progress)
+
+
+def run_preparation(client: Any, preparation: Preparation | None, progress: bool | None) -> None:
+    """A distance's :class:`~labeldist.distances.base.Preparation` run as tasks on ``client``'s workers, with
+    progress, its results handed to its ``finish`` in order; then every worker that cannot see what it left
+    (``visible``) is named on the console, unless ``progress`` is False. Nothing to do for None."""
+    if preparation is None:
+        return
+    from distributed import as_completed
+
+    from labeldist.progress import progress_bar
+
+    futures = client.map(
+        run_prepare_task, list(preparation.items), pure=False, task=preparation.function, **preparation.kwargs
+    )
+    sizes = dict(zip(futures, preparation.sizes or [1] * len(futures)))
+    bar = progress_bar(sum(sizes.values()), preparation.what, unit=preparation.unit, unit_scale=True, enabled=progress)
+    try:
+        for future in as_completed(futures):
+            future.result()
+            bar.update(sizes[future])
+        results = client.gather(futures)
+    except BaseException:
+        client.cancel(futures)
+        raise
+    finally:
+        bar.close()
+    del futures, sizes
+    preparation.finish(results)
+    if preparation.visible is not None and progress is not False:
+        seen = client.run(preparation.visible)
+        blind = sorted(worker for worker, ok in seen.items() if not ok)
+        if blind:
+            tqdm.write(
+                f"{len(blind)} of {len(seen)} workers ({', '.join(blind[:3])}) {preparation.unseen}", file=sys.stderr
+            )
+
+
+def run_prepare_task(item: Any, *, task: Callable[..., Any], **kwargs: Any) -> Any:
+    """``task(item, **kwargs)`` on a worker, under the thread budget of one Dask thread (:func:`worker_threads`)."""
+    with limited_threads(worker_threads()):
+        return task(item, **kwargs)

@@ -107,6 +107,19 @@ class Sentences(CaptionSets):
         raw, off = self.text.tobytes(), self.text_offsets
         return [raw[off[i] : off[i + 1]].decode("utf-8") for i in range(len(self.ids))]
 
+    @cached_property
+    def text_ids(self) -> tuple[list[str], np.ndarray]:
+        """The distinct texts, sorted, and each item's index among them, (N,) int64: two items have the same
+        text exactly when they have the same id.
+
+        >>> from labeldist.labels.sentences import sentences_from_texts
+        >>> s = sentences_from_texts(["a", "b", "c"], ["A dog.", "A cat.", "A dog."])
+        >>> s.text_ids[0], s.text_ids[1].tolist()
+        (['A cat.', 'A dog.'], [1, 0, 1])
+        """
+        distinct, inverse = np.unique(np.array(self.texts, dtype=object), return_inverse=True)
+        return [str(t) for t in distinct], inverse.astype(np.int64).reshape(-1)
+
     def words(self, i: int) -> list[str]:
         """The kept (CBoW) words of sentence ``i``."""
         return self.caption_words(i)
@@ -114,6 +127,7 @@ class Sentences(CaptionSets):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("texts", None)  # decoded lazily on the worker; ship the flat bytes only
+        state.pop("text_ids", None)
         return state
 
 

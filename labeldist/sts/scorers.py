@@ -78,6 +78,69 @@ def same_text(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     return mask
 
 
+#: texts per model call of :func:`encode_texts`: a Dask task of a job's embedding is one such chunk
+ENCODE_CHUNK = 4096
+
+
+def encode_texts(path: Path, max_length: int, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """Unit-norm float32 embeddings (len(texts), d) of ``texts`` under the bi-encoder at ``path``.
+
+    The model is called on consecutive chunks of :data:`ENCODE_CHUNK` texts, each in batches of ``batch_size``:
+    the values depend on the batches a text falls in (in their last bits), so the chunks are part of the
+    definition, and a job that embeds its sorted texts chunk by chunk on its Dask workers
+    (:func:`encode_chunk`) gets exactly the values of one process embedding them all. The unit rows are kept as
+    float32, the model's own precision: a relevance is the float64 product of two such rows.
+    """
+    model = load_bi_encoder(path, max_length)
+    out = []
+    for start in range(0, len(texts), ENCODE_CHUNK):
+        chunk = list(texts[start : start + ENCODE_CHUNK])
+        with model_lock(model):
+            warn_truncated(model.tokenizer, chunk, max_length, "bi-encoder")
+            emb = model.encode(chunk, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+        out.append(unit_rows(emb).astype(np.float32))
+    return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
+
+
+def encode_chunk(texts: Sequence[str], *, path: Path, max_length: int) -> np.ndarray:
+    """One task of a job's embedding (:meth:`labeldist.distances.sts.SentenceRelevance.preparation`):
+    :func:`encode_texts` of one chunk of at most :data:`ENCODE_CHUNK` of the job's sorted texts."""
+    if len(texts) > ENCODE_CHUNK:
+        raise ValueError(f"a chunk holds at most {ENCODE_CHUNK} texts, got {len(texts)}")
+    return encode_texts(path, max_length, texts)
+
+
+def save_embeddings(values: np.ndarray, path: Path) -> None:
+    """Write float32 ``values`` to ``path`` as ``.npy``, atomically (aside, then rename): a worker that reads
+    it while it is written sees the whole file or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(aside, "wb") as f:
+        np.save(f, np.asarray(values, dtype=np.float32))
+    os.replace(aside, path)
+
+
+def load_embeddings(path: Path, n_texts: int, dim: int | None = None) -> np.ndarray:
+    """The embeddings :func:`save_embeddings` wrote for ``n_texts`` texts, memory-mapped (read-only, float32):
+    the processes of one machine share its pages. Refused (ValueError, naming the file) unless a 2-D float array
+    of ``n_texts`` rows (of ``dim`` columns where given) with finite values of unit norm; a float64 file of an
+    earlier release is rounded to float32."""
+    check_regular_file(path, "cached embeddings file")  # a FIFO planted in the cache would block the load
+    try:
+        values = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise ValueError(f"{path}: not a readable embeddings file ({err})") from err
+    if values.ndim != 2 or values.dtype.kind != "f" or values.shape[0] != n_texts or not values.shape[1]:
+        raise ValueError(f"{path}: {values.shape} {values.dtype} embeddings, expected {n_texts} rows of floats")
+    if dim is not None and values.shape[1] != dim:
+        raise ValueError(f"{path}: embeddings of width {values.shape[1]}, the model's are {dim}")
+    values = np.asarray(values, dtype=np.float32)  # a plain array on the same pages (a copy only from float64)
+    probe = np.asarray(values[:: max(1, n_texts // 64)], dtype=np.float64)
+    if not np.isfinite(probe).all() or not np.allclose(np.linalg.norm(probe, axis=1), 1.0, atol=1e-3):
+        raise ValueError(f"{path}: embeddings that are not unit rows; delete the file to embed again")
+    return values
+
+
 class BiEncoderScorer:
     """Relevance from sentence embeddings; each distinct text is embedded once per process and cached.
 
@@ -96,7 +159,7 @@ class BiEncoderScorer:
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-norm float64 embeddings (len(texts), d)."""
+        """Unit-norm embeddings (len(texts), d): the float32 values kept (:func:`encode_texts`), as float64."""
         # Double-checked: the lock only when something is missing. Entries are only ever added (a load()
         # rewrites them with values of the same texts), so a reader without the lock sees a whole value.
         if any(t not in self._cache for t in texts):
@@ -104,7 +167,7 @@ class BiEncoderScorer:
                 self._embed_missing(texts)
         if not texts:
             return np.zeros((0, 0))
-        return np.stack([self._cache[t] for t in texts])
+        return np.stack([self._cache[t] for t in texts]).astype(np.float64)
 
     def has(self, texts: Sequence[str]) -> bool:
         """Whether every text of ``texts`` is embedded already."""
@@ -115,29 +178,20 @@ class BiEncoderScorer:
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if not todo:
             return
-        model = load_bi_encoder(self.path, self.max_length)
-        with model_lock(model):
-            warn_truncated(model.tokenizer, todo, self.max_length, "bi-encoder")
-            emb = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-        self._cache.update(zip(todo, unit_rows(emb)))
+        emb = encode_texts(self.path, self.max_length, todo, self.batch_size)
+        self._cache.update(zip(todo, emb))
         self.calls += len(todo)
 
     def save(self, texts: Sequence[str], path: Path) -> None:
-        """Embed ``texts`` (in this order) and write the float64 array to ``path`` atomically (aside, then rename)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(aside, "wb") as f:
-            np.save(f, self.embed(texts))
-        os.replace(aside, path)
+        """Embed ``texts`` (in this order) and write them to ``path`` (:func:`save_embeddings`)."""
+        save_embeddings(self.embed(texts).astype(np.float32), path)
 
     def load(self, texts: Sequence[str], path: Path) -> None:
         """Fill the cache with the embeddings :meth:`save` wrote for ``texts`` (no transformer call)."""
         check_regular_file(path, "cached embeddings file")  # a FIFO planted in the cache would block the load
-        values = np.load(path)
-        if values.shape[0] != len(texts):
-            raise ValueError(f"{path}: {values.shape[0]} embeddings for {len(texts)} texts")
+        values = load_embeddings(path, len(texts))
         with self._lock:
-            self._cache.update(zip(texts, values))
+            self._cache.update(zip(texts, np.asarray(values)))
 
     def relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """(len(a), len(b)) relevance, 1 for identical texts."""
@@ -218,7 +272,7 @@ def embedding_cache_dir() -> Path:
 
 def embedding_key(model_sha256: str, max_length: int, texts: Sequence[str]) -> str:
     """Digest naming the embeddings of ``texts`` (in this order) under one model and truncation."""
-    h = hashlib.sha256(f"{model_sha256}:{max_length}:".encode())
+    h = hashlib.sha256(f"{model_sha256}:{max_length}:{ENCODE_CHUNK}:".encode())
     h.update("\x00".join(texts).encode())
     return h.hexdigest()
 
