@@ -280,10 +280,15 @@ class SentenceRelevance(LabelDistance):
         return np.where(gate, out, np.nan)
 
     def _embed_all(self, scorer: BiEncoderScorer, model: str, texts: list[str]) -> None:
-        """Embed ``texts`` into the scorer's cache, from the file :meth:`embed_once` left when it is there."""
-        if texts and scorer.has([texts[0], texts[-1]]):
+        """Embed ``texts`` into the scorer's cache, from the file the job's preparation left when it is there: a
+        block then reads the values the blocked search reads (:mod:`labeldist.distances.sts_knn`), whatever this
+        process embedded before."""
+        file = self._cache_file(model, texts)
+        if file in scorer.loaded:
             return
-        if not self._load_cached(scorer, model, texts):
+        if file.is_file():
+            scorer.load(texts, file)
+        elif not scorer.has(texts):
             scorer.embed(texts)
 
     def prepare(self, labels: Sentences) -> None:

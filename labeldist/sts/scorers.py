@@ -155,6 +155,8 @@ class BiEncoderScorer:
     def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64) -> None:
         self.path, self.max_length, self.batch_size = path, max_length, batch_size
         self.calls = 0
+        #: the files :meth:`load` read
+        self.loaded: set[Path] = set()
         self._cache: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -192,6 +194,7 @@ class BiEncoderScorer:
         values = load_embeddings(path, len(texts))
         with self._lock:
             self._cache.update(zip(texts, np.asarray(values)))
+            self.loaded.add(path)
 
     def relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """(len(a), len(b)) relevance, 1 for identical texts."""

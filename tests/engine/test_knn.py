@@ -101,3 +101,57 @@ def test_rerank_pads_and_refuses_rows_with_too_few_candidates():
 
     idx, dist, ok = rerank_topk(np.array([[4, -1, 0]]), np.array([[2.0, 0.0, 1.0]]), np.array([np.inf]), 3, None)
     assert idx.tolist() == [[0, 4, -1]] and np.isinf(dist[0, 2]) and ok.tolist() == [False]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_largest_candidates_hold_every_column_that_can_reach_the_kth(seed):
+    """Against a brute force: every column whose exact product is at least the row's k-th exact product (ties
+    included) is a candidate, on quantised unit rows full of ties, over several chunks."""
+    from labeldist.knn import largest_candidates
+
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.normal(size=(700, 6)) * 2) / 2  # coarse values: many equal products
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x32 = x.astype(np.float32)
+    rows = np.arange(0, 700, 7)
+    k = 9
+    r, c, v, sigma = largest_candidates(x32[rows], x32, k, radius=1e-5, skip=rows, chunk=128)
+    exact = x32[rows].astype(np.float64) @ x32.astype(np.float64).T
+    exact[np.arange(len(rows)), rows] = -np.inf
+    kth = -np.partition(-exact, k - 1, axis=1)[:, k - 1]
+    for i in range(len(rows)):
+        mine = set(c[r == i].tolist())
+        assert set(np.flatnonzero(exact[i] >= kth[i] - 1e-12).tolist()) <= mine
+        assert rows[i] not in mine
+        assert sigma[i] <= kth[i] + 1e-5
+    np.testing.assert_allclose(v, exact[r, c], atol=1e-5)
+
+
+def test_bounded_candidates_keep_every_column_whose_interval_reaches_the_kth():
+    from labeldist.knn import bounded_candidates
+
+    rng = np.random.default_rng(7)
+    center = rng.uniform(size=(20, 300))
+    radius = rng.uniform(0, 0.05, size=(20, 300))
+    center[3, :] = 0.5  # one row all tied
+    chunks = [(s, center[:, s : s + 64], radius[:, s : s + 64]) for s in range(0, 300, 64)]
+    r, c, lo, tau = bounded_candidates(chunks, 20, 5)
+    hi = center + radius
+    want_tau = np.partition(hi, 4, axis=1)[:, 4]
+    np.testing.assert_allclose(tau, want_tau)
+    for i in range(20):
+        want = np.flatnonzero(center[i] - radius[i] <= want_tau[i])
+        assert sorted(c[r == i].tolist()) == want.tolist()
+    assert (r == 3).sum() == 300
+
+
+def test_kth_per_row_against_a_sort():
+    from labeldist.knn import kth_per_row
+
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 30, size=2000)
+    values = rng.integers(0, 50, size=2000).astype(np.float64)
+    got = kth_per_row(rows, values, 31, 40)
+    for i in range(31):
+        mine = np.sort(values[rows == i])
+        assert got[i] == (mine[39] if len(mine) >= 40 else np.inf)

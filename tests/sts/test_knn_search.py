@@ -1,0 +1,129 @@
+"""Sentence kNN by blocked float32 products (labeldist.distances.sts_knn) against the whole rows of
+SentenceRelevance.block, the engine's other path, and a plain float64 brute force; its embedding as Dask tasks."""
+
+import numpy as np
+import pytest
+
+from labeldist.distances.sts import SentenceRelevance
+from labeldist.engine import precompute
+from labeldist.engine.blocks import block_kernel
+from labeldist.labels.sentences import read_caption_sentences, sentences_from_texts
+from labeldist.store import StoreReader
+from labeldist.sts.scorers import encode_texts, load_embeddings
+from tests.sts.conftest import COCO
+
+SCORERS = [
+    ("bert", {}),
+    ("cbow", {}),
+    ("coarse_to_fine", {"cbow_threshold": 0.8}),
+    ("coarse_to_fine", {"cbow_threshold": 0.9, "below": "coarse"}),
+    # so high that most rows have fewer than k pairs through the gate: their k-th is a tie at distance 1
+    ("coarse_to_fine", {"cbow_threshold": 0.995}),
+]
+
+
+@pytest.fixture(scope="module")
+def captions():
+    """600 real captions, one repeated (items 562 and 567 share a text)."""
+    return read_caption_sentences(COCO, limit=600)
+
+
+@pytest.mark.parametrize(("scorer", "options"), SCORERS)
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_blocked_search_equals_the_whole_rows(captions, scorer, options, k):
+    distance = SentenceRelevance(scorer, **options)
+    distance.embed_once(captions)
+    for start in range(0, len(captions), 151):
+        stop = min(start + 151, len(captions))
+        indices, dists, exact = distance.knn_block(captions, start, stop, k)
+        _, want_indices, want_dists = block_kernel(captions, distance, start, stop, k)
+        np.testing.assert_array_equal(indices, want_indices)
+        np.testing.assert_array_equal(dists, want_dists)
+        assert (stop - start) * k <= exact + (stop - start) <= (stop - start) * len(captions)
+
+
+def test_a_repeated_text_is_each_others_nearest_at_zero(captions):
+    distance = SentenceRelevance("bert")
+    distance.embed_once(captions)
+    assert captions.texts[562] == captions.texts[567]
+    indices, dists, _ = distance.knn_block(captions, 560, 570, 3)
+    assert indices[2, 0] == 567 and indices[7, 0] == 562 and dists[2, 0] == dists[7, 0] == 0.0
+    assert 562 not in indices[2] and 567 not in indices[7], "an item is never its own neighbour"
+
+
+def test_blocked_search_equals_a_float64_brute_force(captions):
+    """Independent of the scorer's code: the packaged model's embeddings, one plain float64 product, argsort."""
+    from labeldist.sts.models import PACKAGED, resolve_model
+
+    distance = SentenceRelevance("bert")
+    distance.embed_once(captions)
+    texts, inverse = captions.text_ids
+    unit = encode_texts(resolve_model(PACKAGED), distance.max_length, texts).astype(np.float64)
+    e = unit[inverse]
+    rows = np.arange(0, len(captions), 37)
+    brute = (1.0 - np.clip(e[rows] @ e.T, 0.0, 1.0)).astype(np.float32)
+    brute[np.arange(len(rows)), rows] = np.inf
+    for r, row in enumerate(rows):
+        indices, dists, _ = distance.knn_block(captions, int(row), int(row) + 1, 20)
+        order = np.lexsort((np.arange(len(captions)), brute[r]))[:20]
+        np.testing.assert_allclose(dists[0], brute[r, order], atol=1e-6)
+        assert len(set(indices[0]) ^ set(order)) <= 2, "only a near-tie at the 20th may differ"
+
+
+def test_few_sentences_fewer_texts_than_k():
+    """Five items, three texts: the lists hold every other item, ties at 0 by index."""
+    labels = sentences_from_texts(list("abcde"), ["A dog runs.", "A cat.", "A dog runs.", "A cat.", "Rain."])
+    distance = SentenceRelevance("bert")
+    distance.embed_once(labels)
+    indices, dists, _ = distance.knn_block(labels, 0, 5, 4)
+    _, want_indices, want_dists = block_kernel(labels, distance, 0, 5, 4)
+    np.testing.assert_array_equal(indices, want_indices)
+    np.testing.assert_array_equal(dists, want_dists)
+    assert indices[0, 0] == 2 and dists[0, 0] == 0.0
+
+
+def test_a_worker_without_the_embeddings_file_says_it_embeds(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABELDIST_CACHE", str(tmp_path / "empty-cache"))
+    labels = sentences_from_texts(["a", "b", "c"], ["A dog runs.", "A cat sleeps.", "Rain falls."])
+    distance = SentenceRelevance("bert")
+    with pytest.warns(UserWarning, match="embedding 3 sentences in this process"):
+        values = distance.text_embeddings(labels.text_ids[0])
+    assert values.dtype == np.float32 and values.shape[0] == 3
+    file = distance._cache_file(distance.model, labels.text_ids[0])
+    np.testing.assert_array_equal(load_embeddings(file, 3), values)
+
+
+def test_a_damaged_embeddings_file_is_refused(tmp_path):
+    file = tmp_path / "e.npy"
+    np.save(file, np.ones((3, 4), dtype=np.float32))  # not unit rows
+    with pytest.raises(ValueError, match="not unit rows"):
+        load_embeddings(file, 3)
+    np.save(file, np.eye(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="expected 3 rows"):
+        load_embeddings(file, 3)
+    np.save(file, np.array(["x"] * 3, dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="not a readable embeddings file|expected 3 rows"):
+        load_embeddings(file, 3)
+
+
+def test_the_engine_embeds_on_its_workers_once(dask_client, tmp_path):
+    """precompute runs the embedding as Dask tasks, leaves the file, and its store equals the whole rows."""
+    labels = read_caption_sentences(COCO, limit=300)
+    distance = SentenceRelevance("bert")
+    file = distance._cache_file(distance.model, labels.text_ids[0])
+    file.unlink(missing_ok=True)
+    out = tmp_path / "s"
+    result = precompute(labels, distance, out, dataset="t", k=10, dense=False, client=dask_client, progress=False)
+    assert result.blocks_computed == result.blocks_total > 1
+    assert file.is_file()
+    from labeldist.sts.models import PACKAGED, resolve_model
+
+    np.testing.assert_array_equal(
+        load_embeddings(file, len(labels.text_ids[0])),
+        encode_texts(resolve_model(PACKAGED), distance.max_length, labels.text_ids[0]),
+    )
+    reader = StoreReader(str(out))
+    _, want_indices, want_dists = block_kernel(labels, distance, 0, len(labels), 10)
+    indices, dists = reader.knn()
+    np.testing.assert_array_equal(indices, want_indices)
+    np.testing.assert_array_equal(dists, want_dists)
