@@ -312,7 +312,7 @@ class SentenceRelevance(LabelDistance):
         chunks = [texts[i : i + ENCODE_CHUNK] for i in range(0, len(texts), ENCODE_CHUNK)]
 
         def finish(results: list[np.ndarray]) -> None:
-            save_embeddings(np.concatenate(results), file)
+            save_embeddings(results, file)
 
         return Preparation(
             what=f"{self.kind}: embedding",

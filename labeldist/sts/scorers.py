@@ -79,7 +79,7 @@ def same_text(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
 
 
 #: texts per model call of :func:`encode_texts`: a Dask task of a job's embedding is one such chunk
-ENCODE_CHUNK = 4096
+ENCODE_CHUNK = 1024
 
 
 def encode_texts(path: Path, max_length: int, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
@@ -110,13 +110,22 @@ def encode_chunk(texts: Sequence[str], *, path: Path, max_length: int) -> np.nda
     return encode_texts(path, max_length, texts)
 
 
-def save_embeddings(values: np.ndarray, path: Path) -> None:
-    """Write float32 ``values`` to ``path`` as ``.npy``, atomically (aside, then rename): a worker that reads
-    it while it is written sees the whole file or none."""
+def save_embeddings(values: np.ndarray | Sequence[np.ndarray], path: Path) -> None:
+    """Write float32 embeddings to ``path`` as ``.npy``: one array, or the chunks of one in order (written one by
+    one, never joined in memory); atomically (aside, then rename), so a worker that reads it while it is written
+    sees the whole file or none."""
+    chunks = [values] if isinstance(values, np.ndarray) else list(values)
+    rows = sum(len(c) for c in chunks)
+    width = chunks[0].shape[1] if chunks and np.ndim(chunks[0]) == 2 else 0
     path.parent.mkdir(parents=True, exist_ok=True)
     aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(aside, "wb") as f:
-        np.save(f, np.asarray(values, dtype=np.float32))
+    out = np.lib.format.open_memmap(aside, mode="w+", dtype=np.float32, shape=(rows, width))
+    start = 0
+    for chunk in chunks:
+        out[start : start + len(chunk)] = chunk
+        start += len(chunk)
+    out.flush()
+    del out
     os.replace(aside, path)
 
 
