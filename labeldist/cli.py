@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.clusters import DEFAULT_WAIT_TIMEOUT, JOB_QUEUES, ClusterError, ClusterSpec
 from labeldist.dense import DENSE_LIMIT
 from labeldist.extras import extra_of, message, require, require_kind
 from labeldist.labels.base import LabelError
@@ -32,6 +33,7 @@ from labeldist.options import (
     nonnegative_int,
     os_error_message,
     port_number,
+    positive_float,
     positive_int,
     seed_int,
     show_defaults,
@@ -92,11 +94,7 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
         metavar="SIZE",
         help="largest dense matrix to build, 4 N^2 bytes: 1GiB holds 16,384 items, 4GiB 32,768 (default: %(default)s)",
     )
-    p.add_argument(
-        "--scheduler",
-        help="address of an existing Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
-    )
-    p.add_argument("--workers", type=worker_count, help="worker processes of the LocalCluster (default: one per core)")
+    add_cluster_options(p)
     p.add_argument("--block-rows", type=positive_int, help="rows per task (default: chosen from N)")
     p.add_argument(
         "--overwrite",
@@ -107,12 +105,66 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """The options of where a job's tasks run, shared by ``precompute`` and ``append``: one of a LocalCluster (the
+    default), ``--scheduler``, ``--scheduler-file`` or ``--cluster``, and the workers to start and wait for
+    (:class:`labeldist.clusters.ClusterSpec`, which :func:`cluster_spec` makes of them; docs/cluster.md)."""
+    p.add_argument(
+        "--scheduler",
+        help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
+    )
+    p.add_argument(
+        "--scheduler-file",
+        metavar="PATH",
+        help="the JSON file a running Dask scheduler wrote (dask scheduler --scheduler-file PATH, dask-mpi), "
+        "waited for up to --wait-timeout",
+    )
+    p.add_argument(
+        "--cluster",
+        choices=list(JOB_QUEUES),
+        help="start --workers Dask workers as jobs of this job queue (dask-jobqueue, configured by dask's jobqueue "
+        "configuration: ~/.config/dask/jobqueue.yaml), cancelled at the end",
+    )
+    p.add_argument(
+        "--workers",
+        type=worker_count,
+        help="worker processes of the LocalCluster (default: one per core), or to ask --cluster's job queue for",
+    )
+    p.add_argument(
+        "--min-workers",
+        type=worker_count,
+        metavar="N",
+        help="workers to wait for before the first task (default: all of --cluster's, 1 of a scheduler's)",
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=positive_float,
+        default=DEFAULT_WAIT_TIMEOUT,
+        metavar="SECONDS",
+        help="how long to wait for them; then the job stops, saying how many joined (default: %(default)g)",
+    )
+
+
+def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
+    """The :class:`~labeldist.clusters.ClusterSpec` of the options :func:`add_cluster_options` added, checked: a
+    ValueError or ClusterError (one line) before the label file is read."""
+    return ClusterSpec(
+        scheduler=args.scheduler,
+        scheduler_file=args.scheduler_file,
+        cluster=args.cluster,
+        n_workers=args.workers,
+        min_workers=args.min_workers,
+        wait_timeout=args.wait_timeout,
+    )
+
+
 def _precompute(args: argparse.Namespace) -> int:
     from labeldist.engine import precompute
 
     require_kind(args.kind_name, f"labeldist precompute {args.kind}")  # before anything is read
     if args.out is not None:
         check_output(args.out)  # before the labels are read, which can take minutes
+    cluster = cluster_spec(args)
     labels, distance, dataset = args.loader(args)
     check_k(args.k, len(labels))
     out = args.out or f"stores/{dataset}-{distance.kind}"
@@ -127,8 +179,7 @@ def _precompute(args: argparse.Namespace) -> int:
             dense=args.dense,
             dense_limit=args.dense_limit,
             block_rows=args.block_rows,
-            scheduler=args.scheduler,
-            n_workers=args.workers,
+            cluster=cluster,
             overwrite=args.overwrite,
             progress=False if args.no_progress else None,
         )
@@ -185,11 +236,7 @@ def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentPars
         metavar="SIZE",
         help="largest dense matrix the grown store may have (default: %(default)s)",
     )
-    p.add_argument(
-        "--scheduler",
-        help="address of an existing Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
-    )
-    p.add_argument("--workers", type=worker_count, help="worker processes of the LocalCluster (default: one per core)")
+    add_cluster_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return show_defaults(p)
 
@@ -205,6 +252,7 @@ def _append(args: argparse.Namespace) -> int:
         raise StoreError(f"{store_url(args.store)}: no labeldist store there (no manifest)")
     require_kind(manifest["kind"], "labeldist append")
     options = append_parser(args.store, manifest).parse_args(args.kind_args)
+    cluster = cluster_spec(options)
     labels, distance, _ = get_kind(manifest["kind"]).load(options)
     try:
         result = append(
@@ -212,8 +260,7 @@ def _append(args: argparse.Namespace) -> int:
             labels,
             distance=distance,
             dense_limit=options.dense_limit,
-            scheduler=options.scheduler,
-            n_workers=options.workers,
+            cluster=cluster,
             progress=False if options.no_progress else None,
         )
     except OSError as e:
@@ -478,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # a missing, unreadable or wrong path, checked up front or met while working
         print(f"labeldist: error: {os_error_message(e)}", file=sys.stderr)
         return 2
-    except (LabelError, StoreError, ValueError) as e:
+    except (LabelError, StoreError, ValueError, ClusterError) as e:
         print(f"labeldist: error: {e}", file=sys.stderr)
         return 2
 

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from labeldist.clusters import ClusterSpec, check_workers
 from labeldist.dense import DENSE_LIMIT, check_dense_size
 from labeldist.distances.base import LabelDistance
 from labeldist.engine.blocks import (
@@ -29,7 +30,7 @@ from labeldist.engine.blocks import (
     default_block_rows,
 )
 from labeldist.engine.lock import store_lock
-from labeldist.engine.runner import BlockJob, block_job, check_workers
+from labeldist.engine.runner import BlockJob, block_job
 from labeldist.engine.staging import finish_replacement, occupied, replace_with_staged, staging_url
 from labeldist.labels.base import LabelSet
 from labeldist.store import (
@@ -144,6 +145,7 @@ def precompute(
     block_rows: int | None = None,
     scheduler: str | None = None,
     n_workers: int | None = None,
+    cluster: ClusterSpec | None = None,
     client: Any | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
@@ -152,8 +154,11 @@ def precompute(
 
     Reuses a finished store made from the same labels and parameters, resumes an unfinished one, and refuses
     (StoreMismatchError) to touch a store made with other ones unless ``overwrite``. ``client`` runs on an
-    existing distributed Client; otherwise ``scheduler`` or a new LocalCluster is used. The job holds the store's
-    lock (:mod:`labeldist.engine.lock`) throughout: a second job on the same local output is refused (StoreLockedError).
+    existing distributed Client; otherwise ``cluster`` (a :class:`~labeldist.engine.runner.ClusterSpec`: a
+    LocalCluster, a scheduler's address or file, or a job queue, and the workers to wait for) or the same from
+    ``scheduler`` and ``n_workers`` (a scheduler's address, else a LocalCluster of that many workers). The job
+    holds the store's lock (:mod:`labeldist.engine.lock`) throughout: a second job on the same local output is
+    refused (StoreLockedError).
 
     A dense matrix larger than ``dense_limit`` bytes (:data:`DENSE_LIMIT`, 1 GiB; None for no limit) is refused
     with a ValueError before anything is written. ``block_rows`` defaults to the distance's own choice for its kNN
@@ -161,6 +166,7 @@ def precompute(
     """
     # every argument checked before anything is written: a bad one must not leave a half-made store behind
     check_precompute_arguments(labels, distance, k, dense, dense_limit, block_rows, n_workers)
+    spec = ClusterSpec.of(cluster, scheduler, n_workers)
     url = writable_url(output)
     probe_new_store(url, labels, distance)
     block_rows = resolve_block_rows(labels, distance, dense, block_rows)
@@ -187,9 +193,7 @@ def precompute(
         upper_todo, todo = blocks_to_compute(url, symmetric)
         log_todo(url, action, total, upper_todo, todo, symmetric)
         if todo:
-            with block_job(
-                distance, labels, block_rows, client=client, scheduler=scheduler, n_workers=n_workers, progress=progress
-            ) as job:
+            with block_job(distance, labels, block_rows, client=client, cluster=spec, progress=progress) as job:
                 run_precompute_blocks(
                     job, labels, distance, url, upper_todo, todo, k=k, dense=dense, symmetric=symmetric
                 )

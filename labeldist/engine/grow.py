@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.clusters import ClusterSpec, check_workers
 from labeldist.dense import DENSE_LIMIT, dense_bytes
 from labeldist.distances.base import LabelDistance
 from labeldist.engine.blocks import blocks_to_compute, checked_block, compute_mirrored, knn_search, mirror_square
 from labeldist.engine.build import check_labels_class
 from labeldist.engine.lock import store_lock
-from labeldist.engine.runner import BlockJob, block_job, check_workers
+from labeldist.engine.runner import BlockJob, block_job
 from labeldist.engine.staging import append_url, finish_replacement, replace_with_staged
 from labeldist.knn import merge_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
@@ -311,6 +312,7 @@ def append(
     dense_limit: int | None = DENSE_LIMIT,
     scheduler: str | None = None,
     n_workers: int | None = None,
+    cluster: ClusterSpec | None = None,
     client: Any | None = None,
     progress: bool | None = None,
 ) -> AppendResult:
@@ -323,6 +325,7 @@ def append(
     (``reused``). Holds the store's lock throughout, as precompute does.
     """
     check_append_arguments(labels, n_workers)
+    spec = ClusterSpec.of(cluster, scheduler, n_workers)
     url = _local_url(store)
     with store_lock(url):
         finish_replacement(url)
@@ -355,8 +358,7 @@ def append(
                 union,
                 layout.block_rows,
                 client=client,
-                scheduler=scheduler,
-                n_workers=n_workers,
+                cluster=spec,
                 progress=progress,
             ) as job:
                 run_append_blocks(job, union, distance, staged, url, upper_todo, todo, layout)

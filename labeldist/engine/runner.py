@@ -10,6 +10,7 @@ Dask thread (:func:`run_block_task`): the kernels never ask Dask themselves (:mo
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -20,51 +21,179 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from labeldist.clusters import JOB_QUEUES, ClusterError, ClusterSpec, check_job_queue
 from labeldist.distances.base import LabelDistance, Preparation
 from labeldist.labels.base import LabelSet
 from labeldist.threads import limited_threads
 
-
-def check_workers(n_workers: int | None) -> None:
-    """ValueError unless ``n_workers`` is None (one per core) or at least 1."""
-    if n_workers is not None and n_workers < 1:
-        raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def dask_client(scheduler: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
-    """A distributed Client: on ``scheduler`` (``tcp://host:port``) if given, else on a new LocalCluster of
-    ``n_workers`` single-threaded worker processes (default: one per CPU core)."""
+def dask_client(
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    *,
+    spec: ClusterSpec | None = None,
+    quiet: bool = False,
+) -> Iterator[Any]:
+    """A distributed Client on the cluster ``spec`` names (:class:`ClusterSpec`; or the one of ``scheduler`` and
+    ``n_workers``: a scheduler's address, else a LocalCluster of that many single-threaded worker processes,
+    default one per core), once the workers it asks for have joined (:func:`wait_for_workers`, which prints what it
+    waits for unless ``quiet``). A job-queue cluster is closed, its jobs cancelled, when the client is."""
     from distributed import Client, LocalCluster
 
+    spec = ClusterSpec.of(spec, scheduler, n_workers)
     # The scheduler and nannies log every connection at INFO; keep the command's output to progress and errors.
     logging.getLogger("distributed").setLevel(logging.WARNING)
-    if scheduler:
-        with Client(scheduler) as client:
-            yield client
-        return
-    with (
-        LocalCluster(
-            n_workers=n_workers or os.cpu_count() or 1,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",  # a free port: concurrent clusters never fight over 8787
-            # a failed task is re-raised in this process with its traceback; the workers need not print it too
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with contextlib.ExitStack() as stack:
+        where, cluster = "", None
+        if spec.scheduler:
+            where = spec.scheduler
+            client = stack.enter_context(connect(spec.scheduler, spec.scheduler))
+        elif spec.scheduler_file:
+            address = scheduler_address(spec.scheduler_file, spec.wait_timeout)
+            where = f"{address} (from {spec.scheduler_file})"
+            client = stack.enter_context(connect(address, where))
+        elif spec.cluster:
+            cluster = stack.enter_context(job_queue_cluster(spec.cluster))
+            cluster.scale(spec.n_workers)
+            where = f"{cluster.scheduler_address} ({spec.cluster} jobs)"
+            client = stack.enter_context(Client(cluster))
+        else:
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=spec.n_workers or os.cpu_count() or 1,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",  # a free port: concurrent clusters never fight over 8787
+                    # a failed task is re-raised in this process with its traceback; the workers need not print it
+                    silence_logs=logging.CRITICAL,
+                )
+            )
+            where = "a LocalCluster"
+            client = stack.enter_context(Client(cluster))
+        if spec.workers_to_wait_for is not None:
+            wait_for_workers(client, spec, where, cluster, quiet)
         yield client
 
 
 @contextlib.contextmanager
-def job_client(client: Any | None, scheduler: str | None, n_workers: int | None, quiet: bool) -> Iterator[Any]:
-    """The Client a job runs on: ``client`` if given (left open), else a new one from :func:`dask_client`, closed
-    with the job, its dashboard's address printed unless ``quiet``."""
+def connect(address: str, where: str) -> Iterator[Any]:
+    """A Client on the scheduler at ``address``; ClusterError naming ``where`` if it cannot be reached."""
+    from distributed import Client
+
+    try:
+        client = Client(address)
+    except OSError as e:  # distributed's own TimeoutError is an OSError too
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {where}: {e}; is it running, and is its port open to this host?"
+        ) from e
+    with client:
+        yield client
+
+
+def scheduler_address(path: str, timeout: float) -> str:
+    """The address in the scheduler file at ``path``, once a scheduler has written it: up to ``timeout`` seconds
+    (a batch script starts the scheduler just before the job); ClusterError if none comes, or it has no address."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path) as f:
+                address = json.load(f).get("address")
+            if isinstance(address, str) and address:
+                return address
+        except FileNotFoundError:
+            pass
+        except (ValueError, AttributeError):  # being written, or not a scheduler file
+            pass
+        except OSError as e:
+            raise ClusterError(f"{path}: cannot read the scheduler file: {os_error_text(e)}") from e
+        if time.monotonic() > deadline:
+            what = "no scheduler file there" if not os.path.exists(path) else "not a Dask scheduler file (no address)"
+            raise ClusterError(
+                f"{path}: {what} after {timeout:g} s; start the scheduler with `dask scheduler --scheduler-file "
+                f"{path}` (on storage this host shares), or wait longer with --wait-timeout"
+            )
+        time.sleep(0.2)
+
+
+def os_error_text(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+@contextlib.contextmanager
+def job_queue_cluster(name: str) -> Iterator[Any]:
+    """dask-jobqueue's cluster for job queue ``name``, made from dask's ``jobqueue.NAME`` configuration alone,
+    closed at the end (its jobs cancelled); ClusterError when that configuration cannot make one."""
+    check_job_queue(name)
+    import dask_jobqueue
+
+    cls_name = JOB_QUEUES[name][0]
+    try:
+        cluster = getattr(dask_jobqueue, cls_name)()
+    except (ValueError, TypeError) as e:  # no cores or memory configured, an unknown keyword
+        raise ClusterError(
+            f"dask-jobqueue cannot make a {cls_name} from dask's jobqueue.{name} configuration: {e}; set it in "
+            f"~/.config/dask/jobqueue.yaml or by DASK_JOBQUEUE__{name.upper()}__CORES=... variables (docs/cluster.md)"
+        ) from e
+    with cluster:
+        yield cluster
+
+
+def wait_for_workers(client: Any, spec: ClusterSpec, where: str, cluster: Any | None, quiet: bool) -> None:
+    """Return once :attr:`ClusterSpec.workers_to_wait_for` workers have joined ``client``'s scheduler, saying in one
+    line what it waits for unless ``quiet``; ClusterError after ``spec.wait_timeout`` seconds, naming how many came
+    and what to check."""
+    from distributed.exceptions import WorkerStartTimeoutError
+
+    wanted = spec.workers_to_wait_for or 1
+    joined = running_workers(client)
+    started = time.perf_counter()
+    if joined < wanted and not quiet:
+        tqdm.write(
+            f"waiting for {wanted} Dask worker{'s' if wanted > 1 else ''} on {where}: {joined} joined; "
+            f"up to {spec.wait_timeout:g} s",
+            file=sys.stderr,
+        )
+    try:
+        client.wait_for_workers(wanted, timeout=spec.wait_timeout)
+    except (WorkerStartTimeoutError, TimeoutError) as e:
+        joined = getattr(e, "available_workers", None)
+        joined = running_workers(client) if joined is None else joined
+        raise ClusterError(
+            f"{joined} of {wanted} Dask workers joined {where} in {spec.wait_timeout:g} s; "
+            f"{what_to_check(spec, cluster)}; or wait longer (--wait-timeout) or for fewer (--min-workers)"
+        ) from e
+    log.info("%d Dask workers joined %s in %.1f s", running_workers(client), where, time.perf_counter() - started)
+
+
+def running_workers(client: Any) -> int:
+    """The workers that have joined ``client``'s scheduler."""
+    return len(client.scheduler_info().get("workers", {}))
+
+
+def what_to_check(spec: ClusterSpec, cluster: Any | None) -> str:
+    """Where to look when the workers did not come, for the route ``spec`` names."""
+    if spec.cluster is None:
+        return "check that the `dask worker` processes are running, reach the scheduler, and their logs"
+    queue = JOB_QUEUES[spec.cluster][2]
+    jobs = [str(job.job_id) for job in getattr(cluster, "workers", {}).values() if getattr(job, "job_id", None)]
+    logs = getattr(getattr(cluster, "_dummy_job", None), "log_directory", None) or f"the job logs in {os.getcwd()}"
+    return (
+        f"check the queue ({queue}: jobs {', '.join(jobs) or 'none submitted'}; pending ones wait for resources) "
+        f"and the workers' logs ({logs})"
+    )
+
+
+@contextlib.contextmanager
+def job_client(client: Any | None, cluster: ClusterSpec, quiet: bool) -> Iterator[Any]:
+    """The Client a job runs on: ``client`` if given (left open), else a new one from :func:`dask_client` on
+    ``cluster``, its workers waited for, closed with the job, its dashboard's address printed unless ``quiet``."""
     if client is not None:
         yield client
         return
-    with dask_client(scheduler, n_workers) as client:
+    with dask_client(spec=cluster, quiet=quiet) as client:
         if not quiet:
             tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
         yield client
@@ -157,14 +286,13 @@ def block_job(
     block_rows: int,
     *,
     client: Any | None,
-    scheduler: str | None,
-    n_workers: int | None,
+    cluster: ClusterSpec,
     progress: bool | None,
 ) -> Iterator[BlockJob]:
     """The distance prepared for ``labels`` (:func:`prepare_distance`), then a :class:`BlockJob` over them on the
     job's client (:func:`job_client`)."""
     quiet = progress is False
-    with job_client(client, scheduler, n_workers, quiet) as job:
+    with job_client(client, cluster, quiet) as job:
         run_preparation(job, distance.preparation(labels), progress)
         prepare_distance(distance, labels, quiet)
         yield BlockJob(job, len(labels), block_rows, progress)

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "labeldist.knn",
             "labeldist.knnlookup",
             "labeldist.threads",
+            "labeldist.clusters",
         ),
     ),
     ("labels", ("labeldist.labels",)),
