@@ -291,7 +291,7 @@ def run_precompute_blocks(
             todo,
             distance.kind,
             labels=job.scatter(labels),
-            distance=distance,
+            distance=job.scatter(distance),
             k=k,
             dense=dense,
             **common,
@@ -301,7 +301,12 @@ def run_precompute_blocks(
     # being written
     if upper_todo:
         job.run(
-            compute_upper, upper_todo, f"{distance.kind} upper", labels=job.scatter(labels), distance=distance, **common
+            compute_upper,
+            upper_todo,
+            f"{distance.kind} upper",
+            labels=job.scatter(labels),
+            distance=job.scatter(distance),
+            **common,
         )
     job.run(compute_mirrored, todo, f"{distance.kind} rows", n_items=len(labels), k=k, **common)
 

@@ -525,7 +525,7 @@ def run_append_blocks(
             todo,
             kind,
             labels=job.scatter(union),
-            distance=distance,
+            distance=job.scatter(distance),
             old_url=url,
             k=layout.k,
             dense=layout.dense,
@@ -538,7 +538,7 @@ def run_append_blocks(
             upper_todo,
             f"{kind} upper",
             labels=job.scatter(union),
-            distance=distance,
+            distance=job.scatter(distance),
             old_url=url,
             **common,
         )

@@ -248,9 +248,12 @@ class BlockJob:
     block_rows: int
     progress: bool | None
 
-    def scatter(self, labels: LabelSet) -> Any:
-        """``labels`` sent once to every worker, instead of pickled into every task: a future the tasks take."""
-        return self.client.scatter(labels, broadcast=True)
+    def scatter(self, value: Any) -> Any:
+        """``value`` (the labels, the distance) sent once to every worker, instead of pickled into every task: a
+        future the tasks take. Each worker then holds one object for the whole job, so what a distance prepares
+        and caches of the labels (caption sets' word lists, the sentence search's matrices) is made once per
+        worker, not once per task (a task's own copy would rebuild it and leave it to the allocator)."""
+        return self.client.scatter(value, broadcast=True)
 
     def rows(self, block: int) -> int:
         """The rows of row block ``block`` (the last may be short)."""
