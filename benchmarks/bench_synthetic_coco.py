@@ -38,7 +38,9 @@ from typing import Any
 
 from labeldist.labels.coco import load_json
 from labeldist.labels.synthetic_coco import (
+    DEFAULT_MIN_SIMILARITY,
     DEFAULT_SOURCE,
+    DEFAULT_SWAP_BORROWED,
     DEFAULT_WORD_SWAP,
     make_coco_like,
     write_entries,
@@ -103,19 +105,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--word-swap", type=float, default=DEFAULT_WORD_SWAP)
+    parser.add_argument("--min-similarity", type=float, default=DEFAULT_MIN_SIMILARITY)
+    parser.add_argument("--swap-borrowed", action=argparse.BooleanOptionalAction, default=DEFAULT_SWAP_BORROWED)
     parser.add_argument("--full", type=int, default=123_287, help="also the stats of this size (0: skip)")
     parser.add_argument("--no-knn", action="store_true", help="caption statistics only")
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; seed {args.seed}", flush=True)
+    made_with = {
+        "word_swap": args.word_swap,
+        "min_similarity": args.min_similarity,
+        "swap_borrowed": args.swap_borrowed,
+    }
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; seed {args.seed}, {made_with}", flush=True)
 
     source = load_json(DEFAULT_SOURCE)
     start = time.perf_counter()
-    synthetic = make_coco_like(source, 2 * len(source), args.seed, word_swap=args.word_swap)[len(source) :]
+    synthetic = make_coco_like(source, 2 * len(source), args.seed, **made_with)[len(source) :]
     made = time.perf_counter() - start
     sets = {"real test split": (source, 0.0), "synthetic children": (synthetic, made)}
     if args.full:
         start = time.perf_counter()
-        full = make_coco_like(source, args.full, args.seed, word_swap=args.word_swap)
+        full = make_coco_like(source, args.full, args.seed, **made_with)
         sets[f"synthetic, {args.full:,} in all"] = (full, time.perf_counter() - start)
 
     print(

@@ -72,6 +72,8 @@ IMAGE_NEIGHBOURS = 10
 WORD_NEIGHBOURS = 10
 #: the chance that a content word of a kept caption is swapped
 DEFAULT_WORD_SWAP = 0.25
+#: whether the captions borrowed from a nearest image have their words swapped too
+DEFAULT_SWAP_BORROWED = False
 #: a neighbour word less similar than this (cosine) is never swapped in
 DEFAULT_MIN_SIMILARITY = 0.5
 #: how synthetic images are named: the number is 12 digits, as COCO's
@@ -309,7 +311,7 @@ class _Source:
 
 
 def make_child(
-    parent: int, source: _Source, rng: np.random.Generator, word_swap: float
+    parent: int, source: _Source, rng: np.random.Generator, word_swap: float, swap_borrowed: bool = False
 ) -> tuple[list[str], dict[str, Any]]:
     """The captions of one child of source image ``parent`` (see the module docstring) and what was done:
     ``{"neighbour": the source index captions came from, "replaced": caption positions, "swaps": word pairs}``."""
@@ -327,11 +329,15 @@ def make_child(
     out, swaps = [], []
     for position, c in enumerate(keep.tolist()):
         if position in replaced:
-            out.append(theirs[next(borrowed)])
+            b = next(borrowed)
+            if not swap_borrowed:
+                out.append(theirs[b])
+                continue
+            text, pairs = swap_words(theirs[b], source.swappable[neighbour][b], source.table, rng, word_swap)
         else:
             text, pairs = swap_words(caps[c], source.swappable[parent][c], source.table, rng, word_swap)
-            out.append(text)
-            swaps.extend(pairs)
+        out.append(text)
+        swaps.extend(pairs)
     return out, {"neighbour": neighbour, "replaced": sorted(replaced), "swaps": swaps}
 
 
@@ -370,6 +376,7 @@ def make_coco_like(
     word_swap: float = DEFAULT_WORD_SWAP,
     min_similarity: float = DEFAULT_MIN_SIMILARITY,
     top_words: int = 0,
+    swap_borrowed: bool = DEFAULT_SWAP_BORROWED,
     tokenizer: Tokenizer | None = None,
     vectors: WordVectors | None = None,
     progress: bool = False,
@@ -402,7 +409,7 @@ def make_coco_like(
     with progress_bar(n_children, "synthetic images", unit="image", enabled=progress) as bar:
         for j, parent in enumerate(parent_of.tolist()):
             rng = np.random.default_rng([seed, _STREAM_CHILD, j])
-            captions, _ = make_child(parent, source, rng, word_swap)
+            captions, _ = make_child(parent, source, rng, word_swap, swap_borrowed)
             entries.append({"image": synthetic_name(offset + j), "caption": captions, "parent": source.names[parent]})
             if (j + 1) % 1000 == 0:
                 bar.update(1000)
@@ -462,6 +469,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="also swap in the most frequent N GloVe words (default: 0, only the source's words)",
     )
+    parser.add_argument(
+        "--swap-borrowed",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_SWAP_BORROWED,
+        help="swap words in the captions borrowed from a nearest image too, not only in the parent's own",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     return parser
 
@@ -477,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         word_swap=args.word_swap,
         min_similarity=args.min_similarity,
         top_words=args.top_words,
+        swap_borrowed=args.swap_borrowed,
         progress=not args.no_progress,
     )
     write_entries(entries, args.out)

@@ -134,31 +134,39 @@ def test_swapped_words_are_glove_neighbours(prepared) -> None:
         assert swaps[old] <= allowed, (old, swaps[old] - allowed)
 
 
-def test_child_captions_are_parent_or_neighbour_captions(source: list[dict], made: list[dict], prepared) -> None:
-    """End to end: every caption of a child is a caption of one of its parent's nearest images verbatim, or a
-    parent caption with some words replaced by their neighbours (same text between the words)."""
+def derived(caption: str, originals: list[str], near: dict[str, set[str]], least_swaps: int) -> bool:
+    """Whether ``caption`` is one of ``originals`` with at least ``least_swaps`` words replaced, each by one of its
+    neighbours in ``near``, and the text between the words the same."""
+    words = re.split(r"([A-Za-z]+)", caption)
+    for original in originals:
+        before = re.split(r"([A-Za-z]+)", original)
+        if len(before) != len(words) or before[::2] != words[::2]:
+            continue
+        pairs = [(a.lower(), b.lower()) for a, b in zip(before[1::2], words[1::2]) if a != b]
+        if len(pairs) >= least_swaps and all(b in near.get(a, ()) for a, b in pairs):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("swap_borrowed", [False, True])
+def test_child_captions_are_parent_or_neighbour_captions(source: list[dict], prepared, swap_borrowed: bool) -> None:
+    """End to end: every caption of a child is a caption of its parent with some words replaced by their
+    neighbours (same text between the words), or a caption of one of its parent's nearest images (verbatim, or
+    with words swapped the same way where ``swap_borrowed``)."""
+    made = make_coco_like(source, N_SOURCE + 80, seed=5, swap_borrowed=swap_borrowed)
     by_name = {e["image"]: n for n, e in enumerate(source)}
     table = prepared.table
     near = {w: {table.candidates[i] for i in table.neighbours[r, : table.usable[r]]} for r, w in enumerate(table.words)}
     swapped = borrowed = 0
-    for entry in made[N_SOURCE : N_SOURCE + 80]:
+    for entry in made[N_SOURCE:]:
         parent = by_name[entry["parent"]]
-        theirs = {c for q in prepared.nearest[parent] for c in source[q]["caption"]}
+        theirs = [c for q in prepared.nearest[parent] for c in source[q]["caption"]]
         for caption in entry["caption"]:
-            if caption in theirs and caption not in source[parent]["caption"]:
+            if derived(caption, source[parent]["caption"], near, least_swaps=1):
+                swapped += 1
+            else:
+                assert (caption in theirs) if not swap_borrowed else derived(caption, theirs, near, 0), caption
                 borrowed += 1
-                continue
-            words = re.split(r"([A-Za-z]+)", caption)
-            matches = []
-            for original in source[parent]["caption"]:
-                before = re.split(r"([A-Za-z]+)", original)
-                if len(before) != len(words) or before[::2] != words[::2]:
-                    continue
-                pairs = [(a.lower(), b.lower()) for a, b in zip(before[1::2], words[1::2]) if a != b]
-                if pairs and all(b in near.get(a, ()) for a, b in pairs):
-                    matches.append(original)
-            assert matches, (entry["image"], caption)
-            swapped += 1
     assert swapped > 2 * borrowed > 0  # 1-2 of 5 borrowed, 3-4 swapped
 
 
