@@ -8,6 +8,7 @@
 #   STORES     where the stores go             (default: stores)
 #   MODELS     where fine-tuned models go      (default: models)
 #   SCHEDULER  tcp://host:8786 of a running Dask scheduler (default: none, a LocalCluster per store)
+#   MIN_WORKERS  workers of SCHEDULER each job waits for before it starts (default: 1; --min-workers)
 #
 # Reruns reuse finished stores and resume unfinished ones. The sentence store's scorer is MiniLM fine-tuned on
 # STS-B (bi-encoder, cosine-similarity loss, 1 epoch, seed 0: about 10 min on 2 cores); it is trained only when
@@ -21,9 +22,9 @@ DATA=${DATA:-data}
 STORES=${STORES:-stores}
 MODELS=${MODELS:-models}
 CLUSTER=""
-if [ -n "${SCHEDULER:-}" ]; then CLUSTER="--scheduler $SCHEDULER"; fi
+if [ -n "${SCHEDULER:-}" ]; then CLUSTER="--scheduler $SCHEDULER --min-workers ${MIN_WORKERS:-1}"; fi
 
-# shellcheck disable=SC2086  # CLUSTER is empty or two words on purpose
+# shellcheck disable=SC2086  # CLUSTER is empty or four words on purpose
 # poses centred and scaled by the MPII person scale: comparable across photos (raw pixels would make the nearest
 # poses those of people of the same size at the same place in the picture)
 $LABELDIST precompute pose "$DATA/mpii/mpii_valid_2958.csv" --normalization center_scale --k 100 \

@@ -51,7 +51,9 @@ def main_job_commands(env: dict[str, str]) -> list[list[str]]:
     """The labeldist commands of tools/main_job.sh (conditional ones too) with the service's environment
     substituted."""
     text = (REPO / "tools" / "main_job.sh").read_text().replace("\\\n", " ")
-    cluster = f"--scheduler {env['SCHEDULER']}" if env.get("SCHEDULER") else ""
+    cluster = (
+        f"--scheduler {env['SCHEDULER']} --min-workers {env.get('MIN_WORKERS', 1)}" if env.get("SCHEDULER") else ""
+    )
     values = {
         "LABELDIST": "labeldist",
         "DATA": "data",
@@ -164,6 +166,8 @@ def test_precompute_is_a_one_shot_main_job_on_the_cluster(services: dict) -> Non
     for args in parsed:
         if args.command == "precompute":
             assert args.scheduler == SCHEDULER_URL
+            # the job waits for every worker replica: they may join after it starts
+            assert args.min_workers == int(env["MIN_WORKERS"]) == services["worker"]["deploy"]["replicas"]
             assert args.out.startswith("/stores/"), "stores must land in the volume the workers and the api mount"
     # the sentence store's scorer: fine-tuned into the models volume, which survives the container and which the
     # workers mount as well (they load the model)
@@ -185,6 +189,15 @@ def test_make_run_and_compose_run_the_same_main_job(services: dict) -> None:
     assert all("--scheduler" not in cmd for cmd in main_job_commands({"STORES": "stores"}))
     # and, without MODELS, fine-tunes the sentence scorer into models/ (git-ignored)
     assert [cmd[-2:] for cmd in main_job_commands({}) if cmd[1] == "sts"] == [["--out", "models/sts-bi-cosine"]]
+
+
+def test_the_small_main_job_waits_for_the_two_workers_it_runs_on() -> None:
+    """docker-compose.small.yml's job (make compose-small, which starts two workers) waits for both: a job that
+    started before its workers had joined failed with "no valid workers found"."""
+    small = yaml.safe_load((REPO / "docker-compose.small.yml").read_text())["services"]
+    args = labeldist_parser().parse_args(command(small["precompute"])[1:])
+    assert args.scheduler == SCHEDULER_URL and args.min_workers == 2
+    assert "--scale worker=2" in (REPO / "tools" / "compose_small.sh").read_text()
 
 
 def test_the_api_starts_on_a_complete_store_with_a_healthcheck(services: dict) -> None:
