@@ -46,15 +46,21 @@ SAMPLE_ROWS = 64
 FULL_SENTENCES, FULL_IMAGES = 616_767, 123_287
 
 
-def make_inputs(folder: Path, images: int) -> tuple[Path, Path]:
-    """A Karpathy JSON of ``images`` images and the same captions one a line (the shipped split when 5,000)."""
-    json_file, txt_file = folder / f"coco{images}.json", folder / f"coco{images}.txt"
+def make_inputs(folder: Path, images: int, swap_borrowed: bool = False) -> tuple[Path, Path]:
+    """A Karpathy JSON of ``images`` images and the same captions one a line (the shipped split when 5,000).
+    ``swap_borrowed``: the sentences' variant, whose borrowed captions get their words swapped too (without it a
+    third of COCO-2014-sized captions repeat another word for word; BENCHMARKS.md, "Synthetic COCO-2014")."""
+    tag = "s" if swap_borrowed else ""
+    json_file, txt_file = folder / f"coco{images}{tag}.json", folder / f"coco{images}{tag}.txt"
     if not json_file.exists():
         from labeldist.labels.coco import load_json
         from labeldist.labels.synthetic_coco import make_coco_like, write_entries, write_sentences
 
         source = load_json(COCO)
-        entries = source if images == len(source) else make_coco_like(source, images, seed=0)
+        if images == len(source):
+            entries = source
+        else:
+            entries = make_coco_like(source, images, seed=0, swap_borrowed=swap_borrowed)
         write_entries(entries, json_file)
         write_sentences(entries, txt_file)
     return json_file, txt_file
@@ -221,8 +227,8 @@ def main() -> None:
 
     rows: list[dict] = []
     for n in sentences:
-        images = 5_000 if n == 25_009 else math.ceil(n / 5)
-        _, txt = make_inputs(work, images)
+        images = 5_000 if n == 25_009 else math.ceil(n / 5) + 1
+        _, txt = make_inputs(work, images, swap_borrowed=True)
         with open(txt) as f:
             lines = [line for _, line in zip(range(n), f)]
         sized = work / f"sentences{n}.txt"

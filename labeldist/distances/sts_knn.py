@@ -20,7 +20,7 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,8 +28,18 @@ from labeldist.knn import bounded_candidates, largest_candidates
 from labeldist.labels.sentences import Sentences
 from labeldist.sts.scorers import mean_vectors, unit_rows
 
-if TYPE_CHECKING:
-    from labeldist.distances.sts import SentenceRelevance
+
+class SentenceRelevance(Protocol):
+    """What the search reads of :class:`labeldist.distances.sts.SentenceRelevance` (which imports this module)."""
+
+    scorer: str
+    below: str | None
+    cbow_threshold: float | None
+
+    def params(self) -> dict[str, Any]: ...
+
+    def text_embeddings(self, texts: list[str]) -> np.ndarray: ...
+
 
 #: text columns per product of the coarse-to-fine bounds: (rows, CHUNK_COLUMNS) float64 arrays of 32 MiB
 CHUNK_COLUMNS = 4096
