@@ -139,9 +139,9 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--wait-timeout",
         type=positive_float,
-        default=DEFAULT_WAIT_TIMEOUT,
+        default=f"{DEFAULT_WAIT_TIMEOUT:g}",  # a string goes through type=: --help shows 600
         metavar="SECONDS",
-        help="how long to wait for them; then the job stops, saying how many joined (default: %(default)g)",
+        help="how long to wait for them; then the job stops, saying how many joined (default: %(default)s)",
     )
 
 
