@@ -62,7 +62,7 @@ def product_radius(dim: int) -> float:
     and the rows' own rounding to unit norm.
 
     >>> round(product_radius(384) * 1e5, 2)
-    4.64
+    4.63
     """
     u = 2.0**-24
     return 2.0 * (dim + 3) * u + 2.0 * u

@@ -110,13 +110,8 @@ class Sentences(CaptionSets):
     @cached_property
     def text_ids(self) -> tuple[list[str], np.ndarray]:
         """The distinct texts, sorted, and each item's index among them, (N,) int64: two items have the same
-        text exactly when they have the same id.
-
-        >>> from labeldist.labels.sentences import sentences_from_texts
-        >>> s = sentences_from_texts(["a", "b", "c"], ["A dog.", "A cat.", "A dog."])
-        >>> s.text_ids[0], s.text_ids[1].tolist()
-        (['A cat.', 'A dog.'], [1, 0, 1])
-        """
+        text exactly when they have the same id (``["A dog.", "A cat.", "A dog."]`` gives ``["A cat.", "A dog."]``
+        and ``[1, 0, 1]``; tests/sts/test_knn_search.py)."""
         distinct, inverse = np.unique(np.array(self.texts, dtype=object), return_inverse=True)
         return [str(t) for t in distinct], inverse.astype(np.int64).reshape(-1)
 

@@ -127,3 +127,9 @@ def test_the_engine_embeds_on_its_workers_once(dask_client, tmp_path):
     indices, dists = reader.knn()
     np.testing.assert_array_equal(indices, want_indices)
     np.testing.assert_array_equal(dists, want_dists)
+
+
+def test_text_ids_name_identical_texts_once():
+    s = sentences_from_texts(["a", "b", "c"], ["A dog.", "A cat.", "A dog."])
+    texts, inverse = s.text_ids
+    assert texts == ["A cat.", "A dog."] and inverse.tolist() == [1, 0, 1]
