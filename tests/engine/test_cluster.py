@@ -26,21 +26,10 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from labeldist.clusters import DEFAULT_WAIT_TIMEOUT, ClusterSpec
 from labeldist.store import StoreReader
+from tests.cli.test_cli import run_cli
 from tests.conftest import DATA
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"
-
-
-def run_cli(capsys, *args) -> tuple[int, str, str]:
-    """Exit status, stdout and stderr of ``labeldist ARGS`` run in this process, argparse's exits included."""
-    from labeldist.cli import main
-
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 @pytest.fixture
