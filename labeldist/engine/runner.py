@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -180,10 +181,28 @@ def what_to_check(spec: ClusterSpec, cluster: Any | None) -> str:
     queue = JOB_QUEUES[spec.cluster][2]
     jobs = [str(job.job_id) for job in getattr(cluster, "workers", {}).values() if getattr(job, "job_id", None)]
     logs = getattr(getattr(cluster, "_dummy_job", None), "log_directory", None) or f"the job logs in {os.getcwd()}"
-    return (
-        f"check the queue ({queue}: jobs {', '.join(jobs) or 'none submitted'}; pending ones wait for resources) "
-        f"and the workers' logs ({logs})"
-    )
+    states = slurm_job_states(jobs) if spec.cluster == "slurm" else None
+    listed = f"jobs {', '.join(jobs) or 'none submitted'}; pending ones wait for resources"
+    listed = f"jobs {states}" if states else listed
+    return f"check the queue ({queue}: {listed}) and the workers' logs ({logs})"
+
+
+def slurm_job_states(jobs: list[str]) -> str | None:
+    """SLURM's state of each job in ``jobs``, with the reason a pending one waits (``10 RUNNING, 11 PENDING
+    (Resources)``), as ``squeue`` says it; None when squeue cannot say within a few seconds."""
+    if not jobs:
+        return None
+    try:
+        listed = subprocess.run(
+            ["squeue", "-h", "-j", ",".join(jobs), "-o", "%i %T %r"], capture_output=True, text=True, timeout=15
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    states = []
+    for line in listed.stdout.splitlines():
+        job, state, reason = (line.split(maxsplit=2) + ["", ""])[:3]
+        states.append(f"{job} {state}" + (f" ({reason})" if state == "PENDING" and reason else ""))
+    return ", ".join(states) or None
 
 
 @contextlib.contextmanager

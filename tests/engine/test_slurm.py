@@ -11,8 +11,11 @@ munge started by hand) on this machine.
 
 The module's fixture runs the setup script (idempotent; as root, which CI is) and skips, saying why, where it is
 missing, where it fails, or where ``sinfo`` is absent afterwards. It stops the daemons afterwards only if it
-started them, by their PIDs. The measured times (the precompute from submission to its end, the workers' joining)
-are printed: run with ``-s`` to see them.
+started them, by their PIDs. The jobs ask for what the node has (:func:`layout`): two single-core jobs where it
+has two cores, else one job of two worker processes (a 1-core, 2-thread machine: SLURM gives a job whole cores),
+512 MiB a worker. A failure says what SLURM said: the node, every job's state and why it waits, the logs' tails.
+The measured times (the precompute from submission to its end, the workers' joining) are printed: run with ``-s``
+to see them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ CSV = DATA / "mpii" / "mpii_valid_2958.csv"
 JOB = ["--k", "10", "--block-rows", "50", "--normalization", "center_scale"]
 #: generous: a loaded 2-core machine, a job queue that starts its workers late
 TIMEOUT = 900
+#: how long a job waits for its workers: minutes on a loaded machine, seconds (2 s measured here) when it is idle
+WAIT = 300
+#: a worker's memory: a Dask worker with labeldist's pose kind imported holds about 130 MB
+WORKER_MIB = 512
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +77,7 @@ def slurm():
     if setup.returncode != 0:
         tail = " | ".join((setup.stdout + setup.stderr).strip().splitlines()[-3:])
         pytest.skip(f"{SETUP.name} could not start SLURM (exit {setup.returncode}): {tail}")
-    for command in ("sinfo", "sbatch", "squeue"):
+    for command in ("sinfo", "sbatch", "squeue", "scontrol", "scancel"):
         if shutil.which(command) is None:
             pytest.skip(f"{command} is not on PATH after {SETUP.name}: no SLURM to submit to")
     yield
@@ -129,12 +136,54 @@ def _same_stores(a: Path, b: Path) -> None:
     assert compared.returncode == 0, compared.stdout + compared.stderr
 
 
-def _jobqueue_env(tmp: Path) -> dict[str, str]:
+def _node() -> dict[str, str]:
+    """The one node as ``scontrol show node`` says it: ``CPUTot``, ``ThreadsPerCore``, ``RealMemory``, ..."""
+    shown = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, timeout=60)
+    line = shown.stdout.splitlines()[0] if shown.stdout.strip() else ""
+    return dict(field.split("=", 1) for field in line.split() if "=" in field)
+
+
+def _what_slurm_says(*logs: Path) -> str:
+    """For a failure's message: the node, the queue with each job's state and reason, the last lines of ``logs``
+    (files, or folders of them)."""
+    node = _node()
+    shown = {key: node.get(key) for key in ("State", "CPUTot", "CPUAlloc", "ThreadsPerCore", "RealMemory", "AllocMem")}
+    queue = subprocess.run(["squeue", "-h", "-o", "%i %j %T %r"], capture_output=True, text=True, timeout=60)
+    tails = []
+    for path in logs:
+        for file in sorted(path.rglob("*") if path.is_dir() else [path]):
+            if file.is_file():
+                tails.append(f"--- {file.name}:\n" + "\n".join(file.read_text(errors="replace").splitlines()[-15:]))
+    return f"\nnode: {shown}\nqueue: {queue.stdout.strip() or 'empty'}\n" + "\n".join(tails)
+
+
+@pytest.fixture(scope="module")
+def layout(slurm) -> dict[str, int]:
+    """Two workers as the node can hold them at once: ``processes`` worker processes a job, ``cores`` a job.
+
+    Two single-core jobs where the node has two cores; else one job of two processes (``CR_Core`` gives a job whole
+    cores, so two single-core jobs on one core with two threads wait for each other). Skips where the node has
+    under 2 CPUs or 2 workers' memory, or where other jobs hold it past a generous wait."""
+    node = _node()
+    cpus, threads = int(node.get("CPUTot", 0)), max(1, int(node.get("ThreadsPerCore", 1)))
+    memory = int(node.get("RealMemory", 0))
+    if cpus < 2 or memory < 2 * WORKER_MIB:
+        pytest.skip(f"two workers need 2 CPUs and {2 * WORKER_MIB} MiB; the one-node SLURM has {cpus}, {memory} MiB")
+    deadline = time.monotonic() + TIMEOUT
+    while int(_node().get("CPUAlloc", 0)) > 0:  # another's jobs: ours would wait behind them
+        if time.monotonic() > deadline:
+            pytest.skip(f"the one-node SLURM stays busy with other jobs: {_what_slurm_says()}")
+        time.sleep(2)
+    processes = 1 if cpus // threads >= 2 else 2
+    return {"processes": processes, "cores": processes * threads if processes == 2 else 1}
+
+
+def _jobqueue_env(tmp: Path, layout: dict[str, int]) -> dict[str, str]:
     """dask's jobqueue.slurm configuration for the test, as variables (a user's ~/.config/dask/jobqueue.yaml)."""
     config = {
-        "CORES": "1",
-        "PROCESSES": "1",
-        "MEMORY": "1GiB",
+        "CORES": str(layout["cores"]),
+        "PROCESSES": str(layout["processes"]),
+        "MEMORY": f"{WORKER_MIB * layout['processes']}MiB",
         "PYTHON": sys.executable,  # the venv's: labeldist is installed there (editable)
         "LOCAL_DIRECTORY": str(tmp / "worker-space"),
         "LOG_DIRECTORY": str(tmp / "worker-logs"),
@@ -163,54 +212,69 @@ def _joined(log: str) -> str:
     return f"{found.group(1)} workers joined in {found.group(2)} s" if found else "no join time logged"
 
 
-def test_precompute_and_append_through_slurm_equal_local_builds(slurm, inputs, local, tmp_path) -> None:
-    env = _jobqueue_env(tmp_path)
-    stores = tmp_path / "slurm"
+def test_precompute_and_append_through_slurm_equal_local_builds(layout, inputs, local, tmp_path) -> None:
+    env = _jobqueue_env(tmp_path, layout)
+    stores, wait = tmp_path / "slurm", ["--cluster", "slurm", "--workers", "2", "--wait-timeout", str(WAIT)]
     started = time.perf_counter()
     made = _labeldist(
-        "-v", "precompute", "pose", inputs["first"], "--out", stores / "poses", "--cluster", "slurm", "--workers", "2",
-        *JOB, env=env, cwd=tmp_path,
+        "-v", "precompute", "pose", inputs["first"], "--out", stores / "poses", *wait, *JOB, env=env, cwd=tmp_path
     )  # fmt: skip
     took = time.perf_counter() - started
-    assert made.returncode == 0, made.stdout + made.stderr
+    assert made.returncode == 0, made.stdout + made.stderr + _what_slurm_says(tmp_path / "worker-logs")
     assert re.search(
-        r"^waiting for 2 Dask workers on tcp://\S+ \(slurm jobs\): \d joined; up to 600 s$", made.stderr, re.M
+        rf"^waiting for 2 Dask workers on tcp://\S+ \(slurm jobs\): \d joined; up to {WAIT} s$", made.stderr, re.M
     )
     print(f"\nSLURM precompute of 400 poses, submit to done: {took:.1f} s; {_joined(made.stderr)}")
     _same_stores(stores, local["precompute"])
 
     started = time.perf_counter()
     grown = _labeldist(
-        "-v", "append", stores / "poses", inputs["more"], "--cluster", "slurm", "--workers", "2", "--no-progress",
-        env=env, cwd=tmp_path,
+        "-v", "append", stores / "poses", inputs["more"], *wait, "--no-progress", env=env, cwd=tmp_path
     )  # fmt: skip
     took = time.perf_counter() - started
-    assert grown.returncode == 0, grown.stdout + grown.stderr
+    assert grown.returncode == 0, grown.stdout + grown.stderr + _what_slurm_says(tmp_path / "worker-logs")
     assert "waiting for" not in grown.stderr  # --no-progress: quiet
     print(f"SLURM append of 60 poses, submit to done: {took:.1f} s; {_joined(grown.stderr)}")
     _same_stores(stores, local["append"])
     assert _queue_empties("dask-worker"), "the worker jobs were not cancelled at the end of the job"
 
 
-def test_the_example_batch_script_makes_the_same_store(slurm, inputs, local, tmp_path) -> None:
+def test_the_example_batch_script_makes_the_same_store(layout, inputs, local, tmp_path) -> None:
     out = tmp_path / "sbatch" / "poses"
+    command = [
+        "sbatch", "--wait", "--ntasks=2", f"--mem-per-cpu={WORKER_MIB}M", "--time=00:30:00",
+        f"--output={tmp_path}/precompute-%j.out", str(SBATCH_SCRIPT),
+        "pose", str(inputs["first"]), "--out", str(out), *JOB, "--wait-timeout", str(WAIT),
+    ]  # fmt: skip
     started = time.perf_counter()
-    submitted = subprocess.run(
-        [
-            "sbatch", "--wait", "--ntasks=2", "--mem-per-cpu=1G", "--time=00:30:00",
-            f"--output={tmp_path}/precompute-%j.out", str(SBATCH_SCRIPT),
-            "pose", str(inputs["first"]), "--out", str(out), *JOB,
-        ],
-        cwd=tmp_path,  # the scheduler file goes to the submission folder
-        env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )  # fmt: skip
+    try:  # the scheduler file goes to the submission folder
+        submitted = subprocess.run(
+            command, cwd=tmp_path, env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True,
+            timeout=TIMEOUT,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as e:
+        said = _what_slurm_says(*tmp_path.glob("precompute-*.out"))
+        job = re.search(r"Submitted batch job (\d+)", (e.stdout or b"").decode())
+        if job:
+            subprocess.run(["scancel", job.group(1)], timeout=60)
+        pytest.fail(f"sbatch --wait did not end in {TIMEOUT} s; cancelled job {job and job.group(1)}{said}")
     took = time.perf_counter() - started
     logs = "\n".join(p.read_text() for p in tmp_path.glob("precompute-*.out"))
-    assert submitted.returncode == 0, submitted.stdout + submitted.stderr + logs
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr + logs + _what_slurm_says()
     assert f"{out}: complete, 400 items" in logs
     print(f"\nsbatch --wait {SBATCH_SCRIPT.name} (400 poses, 2 tasks), submit to done: {took:.1f} s")
     _same_stores(out.parent, local["precompute"])
     assert not list(tmp_path.glob("dask-scheduler-*.json")), "the batch script leaves no scheduler file behind"
+
+
+def test_workers_the_node_cannot_hold_are_named_pending_and_cancelled(layout, inputs, tmp_path) -> None:
+    whole = int(_node()["CPUTot"])  # two jobs of every CPU the node has: the second waits for the first
+    env = _jobqueue_env(tmp_path, {"cores": whole, "processes": 1})
+    made = _labeldist(
+        "precompute", "pose", inputs["first"], "--out", tmp_path / "poses", "--cluster", "slurm", "--workers", "2",
+        "--wait-timeout", "15", *JOB, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 2, made.stdout + made.stderr
+    error = made.stderr.splitlines()[-1]
+    assert re.search(r"Dask workers joined .* in 15 s; check the queue \(squeue --me: jobs .*\d+ PENDING \(", error)
+    assert _queue_empties("dask-worker"), "the worker jobs were not cancelled when the job gave up"
