@@ -361,3 +361,153 @@ def largest_candidates(
         kept = (r[keep], c[keep], v[keep])
     assert kept is not None
     return kept[0], kept[1], kept[2], sigma
+
+
+@numba.njit(cache=True, nogil=True)
+def entries_at_most(values: np.ndarray, ceiling: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The finite entries of each row of ``values`` (n, c) at or below the row's ``ceiling`` (n,): their rows and
+    columns, row-major. Two passes (count, then fill), no (n, c) mask.
+
+    >>> entries_at_most(np.array([[1.0, 3.0, np.inf], [0.5, 2.0, 1.0]]), np.array([2.0, 1.0]))[1].tolist()
+    [0, 0, 2]
+    """
+    n, c = values.shape
+    count = 0
+    for i in range(n):
+        top = ceiling[i]
+        for j in range(c):
+            v = values[i, j]
+            if v <= top and v < np.inf:
+                count += 1
+    rows = np.empty(count, dtype=np.int64)
+    cols = np.empty(count, dtype=np.int64)
+    t = 0
+    for i in range(n):
+        top = ceiling[i]
+        for j in range(c):
+            v = values[i, j]
+            if v <= top and v < np.inf:
+                rows[t], cols[t] = i, j
+                t += 1
+    return rows, cols
+
+
+def smallest_entries(values: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """About ``count`` of the smallest finite entries of each row of ``values`` (n, m), at least ``count`` where
+    the row has them: rows and columns. Each row's threshold is read from a strided sample of about 4 x ``count``
+    columns, so no (n, m) sort or partition is made; a row the sample leaves short is partitioned whole.
+
+    >>> smallest_entries(np.array([[5.0, 1.0, 4.0, 2.0]]), 2)[1].tolist()
+    [1, 3]
+    """
+    n, m = values.shape
+    if n == 0 or count <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    step = max(1, m // (4 * count))
+    sample = values[:, ::step]
+    rank = min(sample.shape[1], max(1, -(-count // step))) - 1
+    ceiling = np.partition(sample, rank, axis=1)[:, rank].astype(np.float64)
+    rows, cols = entries_at_most(values, ceiling)
+    short = np.flatnonzero(np.bincount(rows, minlength=n) < min(count, m))
+    if len(short):
+        ceiling[short] = np.partition(values[short], min(count, m) - 1, axis=1)[:, min(count, m) - 1]
+        rows, cols = entries_at_most(values, ceiling)
+    return rows, cols
+
+
+def smallest_per_row(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n_rows: int, k: int) -> np.ndarray:
+    """Positions (into ``rows``/``cols``/``values``) of each row's k entries of smallest value, ties broken by
+    column, sorted within a row; a row with fewer has all of them. Rows are ``0 .. n_rows - 1``.
+
+    >>> smallest_per_row(np.array([0, 0, 1, 0]), np.array([4, 2, 0, 1]), np.array([1.0, 1.0, 3.0, 0.5]), 2, 2)
+    array([3, 1, 2])
+    """
+    order = np.lexsort((cols, values, rows))
+    starts = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=starts[1:])
+    rank = np.arange(len(order)) - starts[rows[order]]
+    return order[rank < k]
+
+
+def widened(tau: np.ndarray) -> np.ndarray:
+    """``tau`` (float64) made a threshold that float32 selection cannot misjudge: the next float32 up, plus a
+    relative 1e-9 (a value above it rounds to a float32 above ``tau``'s). +inf stays +inf.
+
+    >>> bool(widened(np.array([1.0]))[0] > np.nextafter(np.float32(1), np.float32(2)))
+    True
+    """
+    return np.nextafter(tau.astype(np.float32), np.float32(np.inf)).astype(np.float64) * (1 + 1e-9)
+
+
+def cascaded_topk(
+    cheap: np.ndarray,
+    refine: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    exact: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    k: int,
+    exclude: np.ndarray | None,
+    refine_first: int = 4,
+    first_round: int = 2,
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    r"""Exact k nearest per row through two lower bounds, a cheap one for every pair and a tight one for few:
+    :math:`B_{ij} \le L_{ij} \le D_{ij}`.
+
+    Row :math:`i` first gets the tight bound of about ``refine_first * k`` columns of smallest :math:`B`, and exact
+    distances for the ``first_round * k`` of smallest :math:`L` among them (the first k, then the others against
+    the k-th of those); :math:`\tau_i` is the k-th smallest of them, widened to the next float32 up
+    (:func:`widened`). A column with :math:`B_{ij} > \tau_i` or :math:`L_{ij} > \tau_i` cannot enter (or tie
+    with) the top k, so the tight bound is then computed where :math:`B_{ij} \le \tau_i`, and the exact distance
+    where :math:`L_{ij} \le \tau_i` as well (Kusner et al., ICML 2015, §4 "prefetch and prune", with a cascade of
+    bounds). Selection is on float32 values, ties broken by index, as :func:`topk_rows`, from the computed pairs
+    alone: no (n, N) array beyond ``cheap`` is made, none is sorted.
+
+    Parameters
+    ----------
+    cheap : (n, N) the cheap bounds; the row's own column is set to +inf here (``exclude``), in place.
+    refine : ``refine(rows, cols)`` -> float64 tight bounds of the index pairs ``(rows[t], cols[t])``; ``rows``
+        index the block's rows (0..n-1), ``cols`` the columns.
+    exact : ``exact(rows, cols, limits)`` -> float64 exact distances of those pairs, except where one is above
+        ``limits[t]``: there any value above ``limits[t]`` will do (a solver may stop early).
+    k : neighbours per row.  exclude : (n,) column of each row's own item, or None.
+
+    Returns
+    -------
+    indices (n, k) int32, distances (n, k) float32 (-1 / +inf padded), the number of exact distances computed and
+    the number of tight bounds computed.
+    """
+    n, m = cheap.shape
+    if exclude is not None and n:
+        cheap[np.arange(n), exclude] = np.inf
+    avail = m - (1 if exclude is not None else 0)
+    kk = min(k, avail)
+    indices = np.full((n, k), -1, dtype=np.int32)
+    dists = np.full((n, k), np.inf, dtype=np.float32)
+    if kk <= 0 or n == 0:
+        return indices, dists, 0, 0
+    r1, c1 = smallest_entries(cheap, min(avail, refine_first * kk))
+    t1 = refine(r1, c1)
+    ranked = smallest_per_row(r1, c1, t1, n, first_round * kk)  # by row, then tight bound
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r1[ranked], minlength=n), out=starts[1:])
+    early = (np.arange(len(ranked)) - starts[r1[ranked]]) < kk
+    er, ec = r1[ranked], c1[ranked]
+    ev = np.empty(len(ranked), dtype=np.float32)
+    ev[early] = exact(er[early], ec[early], np.full(int(early.sum()), np.inf))
+    tau = kth_per_row(er[early], ev[early].astype(np.float64), n, kk)
+    ev[~early] = exact(er[~early], ec[~early], widened(tau)[er[~early]])
+    tau = kth_per_row(er, ev.astype(np.float64), n, kk)
+    limit = widened(tau)
+    r2, c2 = entries_at_most(cheap, limit)
+    fresh = ~np.isin(r2 * m + c2, r1 * m + c1)
+    r2, c2 = r2[fresh], c2[fresh]
+    rows, cols = np.concatenate([r1, r2]), np.concatenate([c1, c2])
+    tight = np.concatenate([t1, refine(r2, c2)])
+    more = (tight <= limit[rows]) & ~np.isin(rows * m + cols, er * m + ec)
+    mr, mc = rows[more], cols[more]
+    rows, cols = np.concatenate([er, mr]), np.concatenate([ec, mc])
+    values = np.concatenate([ev, exact(mr, mc, limit[mr]).astype(np.float32)])
+    best = smallest_per_row(rows, cols, values, n, kk)
+    r, c, v = rows[best], cols[best], values[best]
+    np.cumsum(np.bincount(r, minlength=n), out=starts[1:])
+    slot = np.arange(len(r)) - starts[r]
+    indices[r, slot], dists[r, slot] = c, v
+    return indices, dists, len(er) + len(mr), len(r1) + len(r2)

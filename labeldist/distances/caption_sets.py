@@ -17,6 +17,14 @@ import numba
 import numpy as np
 
 from labeldist.distances.base import LabelDistance
+from labeldist.distances.caption_bounds import (
+    ChunkTables,
+    ImageWords,
+    chunk_tables,
+    image_word_bounds,
+    image_words,
+    pair_set_rwmd,
+)
 from labeldist.distances.nbow import longest_bag, nbow, unit_rows, word_costs
 from labeldist.distances.transport import emd_small, emd_workspace
 from labeldist.distances.wmd import wmd_many, wmd_pairs
@@ -28,6 +36,7 @@ from labeldist.distances.wmd_bounds import (
     rwmd_to_all,
     wcd_many,
 )
+from labeldist.knn import cascaded_topk
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import CaptionSets
 
@@ -149,7 +158,25 @@ def _set_rwmd(dist_t, near, ids_a, w_a, off_a, cap_a, ids_b, w_b, off_b, cap_b):
 
 @numba.njit(cache=True, nogil=True)
 def _pruned_w(  # pragma: no cover - compiled
-    table, row_word, w_a, off_a, x0, x1, col_word, w_b, off_b, y0, y1, ws, cost, bound, order, rmin, cmin
+    table,
+    row_word,
+    w_a,
+    off_a,
+    x0,
+    x1,
+    col_word,
+    w_b,
+    off_b,
+    y0,
+    y1,
+    ws,
+    cost,
+    bound,
+    order,
+    rmin,
+    cmin,
+    pending,
+    limit,
 ):
     """Eq. 13 for one image pair, solving only the caption WMDs that can still lower a minimum.
 
@@ -160,6 +187,10 @@ def _pruned_w(  # pragma: no cover - compiled
     WMD of :math:`(x, y)` is solved unless :math:`R(x, y)` already reaches both the smallest WMD found so far
     in row :math:`x` and in column :math:`y` — then :math:`WMD(x, y)` can lower neither minimum. The minima,
     hence W, are exactly those of the full table; both sums run in caption order as in :func:`_eq13`.
+
+    With a finite ``limit`` (a kNN search's threshold), the pair is given up once W is known to exceed it: a row's
+    minimum is at least the smaller of its minimum so far and the bounds of its pairs not yet visited, and so for a
+    column; when the sum of those is above ``limit`` it is returned instead of W (a lower bound of W, above it).
 
     Returns (W, number of WMDs solved); W is NaN when the small solver gave up on a pair (the caller
     recomputes such pairs the plain way).
@@ -182,12 +213,29 @@ def _pruned_w(  # pragma: no cover - compiled
         order[p + 1] = q
     rmin[:nr] = np.inf
     cmin[:nc] = np.inf
+    pending[: nr * nc] = bound[: nr * nc]  # the bounds of the pairs not visited yet; +inf once visited
     solved = 0
     for k in range(nr * nc):
         q = order[k]
         x, y = q // nc, q % nc
         if bound[q] >= rmin[x] and bound[q] >= cmin[y]:
+            pending[q] = np.inf
             continue
+        if limit < np.inf:
+            below = 0.0
+            for r in range(nr):
+                low = rmin[r]
+                for c in range(nc):
+                    low = min(low, pending[r * nc + c])
+                below += low
+            for c in range(nc):
+                low = cmin[c]
+                for r in range(nr):
+                    low = min(low, pending[r * nc + c])
+                below += low
+            if below > limit:
+                return below, solved
+        pending[q] = np.inf
         a0, a1 = off_a[x0 + x], off_a[x0 + x + 1]
         b0, b1 = off_b[y0 + y], off_b[y0 + y + 1]
         for r in range(a1 - a0):
@@ -219,15 +267,17 @@ def _scratch(mmax, cmax):  # pragma: no cover - compiled
         np.empty(pairs, np.int64),
         np.empty(cmax),
         np.empty(cmax),
+        np.empty(pairs),
     )
 
 
 @numba.njit(cache=True, nogil=True)
-def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj):  # pragma: no cover - compiled
-    """W for the image pairs (pi[t], pj[t]) of one caption set. Over each run of pairs with the same row
-    image, the distances from its distinct words to the words of its partners are computed once (a column
-    of the vocabulary-wide table at first use). Returns W (n,) and the number of WMDs solved."""
-    ws, cost, bound, order, rmin, cmin = _scratch(longest_bag(off), longest_bag(cap))
+def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj, limits):  # pragma: no cover - compiled
+    """W for the image pairs (pi[t], pj[t]) of one caption set, or a bound above ``limits[t]`` where W is (see
+    :func:`_pruned_w`). Over each run of pairs with the same row image, the distances from its distinct words to
+    the words of its partners are computed once (a column of the vocabulary-wide table at first use). Returns W
+    (n,) and the number of WMDs solved."""
+    ws, cost, bound, order, rmin, cmin, pending = _scratch(longest_bag(off), longest_bag(cap))
     n_words = vectors.shape[0]
     table = np.empty((longest_bag(img_off), n_words))
     filled = np.full(n_words, -1, dtype=np.int64)  # the run whose row words column v holds
@@ -261,6 +311,8 @@ def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj):  # p
             order,
             rmin,
             cmin,
+            pending,
+            limits[t],
         )
         solved += n
     return out, solved
@@ -274,7 +326,7 @@ def _block_w(  # pragma: no cover - compiled
     column vocabulary once. Returns W (n_a, n_b) and the WMDs solved."""
     n_a, n_b = len(cap_a) - 1, len(cap_b) - 1
     mmax, cmax = max(longest_bag(off_a), longest_bag(off_b)), max(longest_bag(cap_a), longest_bag(cap_b))
-    ws, cost, bound, order, rmin, cmin = _scratch(mmax, cmax)
+    ws, cost, bound, order, rmin, cmin, pending = _scratch(mmax, cmax)
     table = np.empty((longest_bag(img_off_a), vb.shape[0]))
     out = np.empty((n_a, n_b))
     solved = 0
@@ -301,6 +353,8 @@ def _block_w(  # pragma: no cover - compiled
                 order,
                 rmin,
                 cmin,
+                pending,
+                np.inf,
             )
             solved += n
     return out, solved
@@ -382,6 +436,7 @@ class _Prepared:
         self._normalize = normalize
         self._texts: _Texts | None = None
         self._bags: Bags | None = None
+        self._image_words: ImageWords | None = None
         self._lock = threading.Lock()
 
     def texts(self, labels: CaptionSets) -> _Texts:
@@ -397,6 +452,14 @@ class _Prepared:
                 if self._bags is None:
                     self._bags = _bags(labels, self._normalize)
         return self._bags
+
+    def image_words(self, labels: CaptionSets) -> ImageWords:
+        if self._image_words is None:
+            b = self.bags(labels)
+            with self._lock:
+                if self._image_words is None:
+                    self._image_words = image_words(b, b.image_words, b.image_offsets, b.local, labels.caption_offsets)
+        return self._image_words
 
 
 def _caption_pairs(
@@ -582,7 +645,13 @@ class CaptionSetWMD(LabelDistance):
 
     def pairs(self, labels: LabelSet, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """W for the image pairs ``(i[t], j[t])`` of ``labels``, equal to the matching entries of :meth:`block`
-        to the last bit, in one compiled call (no Python loop over pairs).
+        to the last bit, in one compiled call (no Python loop over pairs): :meth:`pairs_within` with no limit."""
+        return self.pairs_within(labels, i, j, None)
+
+    def pairs_within(self, labels: LabelSet, i: np.ndarray, j: np.ndarray, limits: np.ndarray | None) -> np.ndarray:
+        """W for the image pairs ``(i[t], j[t])`` of ``labels`` where it is at most ``limits[t]`` (all of them when
+        ``limits`` is None), equal to the matching entries of :meth:`block` to the last bit; where W is above
+        ``limits[t]``, a lower bound of W that is above it (a kNN search needs no more of a pair it rules out).
 
         Pairs are taken by row image (a stable sort, undone on return); over each run of one row image, the
         distances from its distinct words to its partners' words are computed once. Per image pair, the
@@ -602,6 +671,7 @@ class CaptionSetWMD(LabelDistance):
         out = np.empty(len(i))
         if len(i) == 0:
             return out
+        limits = np.full(len(i), np.inf) if limits is None else np.asarray(limits, dtype=np.float64).reshape(-1)
         b = self._prepared(labels).bags(labels)
         by_row = np.argsort(i, kind="stable")  # runs of one row image share their word distances
         out[by_row] = _pairs_w(
@@ -615,6 +685,7 @@ class CaptionSetWMD(LabelDistance):
             b.local,
             i[by_row],
             j[by_row],
+            limits[by_row],
         )[0]
         bad = np.flatnonzero(np.isnan(out))
         if len(bad):
@@ -673,6 +744,33 @@ class CaptionSetWMD(LabelDistance):
             del dist_t, near
         out *= 1.0 - _LB_MARGIN
         return out
+
+    def knn_block(self, labels: LabelSet, start: int, stop: int, k: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The exact k nearest of images ``start:stop`` among all of ``labels``, through two lower bounds
+        (:mod:`labeldist.distances.caption_bounds`): the image-word bound for every pair, the caption-level bound
+        (as :meth:`lower_bound_block`'s) for the pairs it leaves, the exact W (:meth:`pairs`) for the pairs that
+        both leave (:func:`~labeldist.knn.cascaded_topk`). Row images go in chunks whose word tables fit
+        ``_LB_CHUNK_BYTES``. Returns indices, distances and the number of exact distances computed."""
+        labels = self._check(labels, labels)[0]
+        prepared = self._prepared(labels)
+        bags, words = prepared.bags(labels), prepared.image_words(labels)
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        computed = 0
+        for i0, i1 in _row_chunks(labels.caption_offsets, bags, len(bags.vectors), start, stop):
+            tables = chunk_tables(bags, words, bags.local, labels.caption_offsets, i0, i1, bags.vectors)
+
+            def tight(r: np.ndarray, c: np.ndarray, tables: ChunkTables = tables) -> np.ndarray:
+                return pair_set_rwmd(tables, bags, labels.caption_offsets, r, c)
+
+            def exact(r: np.ndarray, c: np.ndarray, limits: np.ndarray, i0: int = i0) -> np.ndarray:
+                return self.pairs_within(labels, r + i0, c, limits)
+
+            cheap = image_word_bounds(tables, words)
+            indices, dists, count, _ = cascaded_topk(cheap, tight, exact, k, exclude=np.arange(i0, i1))
+            found.append((indices, dists))
+            computed += count
+            del tables, cheap
+        return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]), computed
 
     def _lower_bound_pairwise(self, rows: LabelSet, cols: LabelSet) -> np.ndarray:
         """The previous bound, kept as a test oracle: Eq. 13 over :math:`\\max(RWMD, WCD)` with a word-distance

@@ -294,3 +294,78 @@ def test_preprocessing_cache_is_bounded_and_not_pickled(coco):
             d.pairs(s, np.arange(10), np.zeros(10, int)), d._pairs_plain(s, np.arange(10), np.zeros(10, int))
         )
         del s
+
+
+# ------------------------------------------------------------------ the kNN search's bounds and exact values
+def _slow_image_word_bound(d, labels, i, j):
+    """B(X, Y) of labeldist.distances.caption_bounds by loops: each caption word's weight times its distance to
+    the nearest word of any caption of the other image, both ways (scipy's cdist for the word distances)."""
+    b = d._prepared(labels).bags(labels)
+    total = 0.0
+    for a, other in ((i, j), (j, i)):
+        words = b.ids[b.offsets[labels.caption_offsets[other]] : b.offsets[labels.caption_offsets[other + 1]]]
+        for x in range(labels.caption_offsets[a], labels.caption_offsets[a + 1]):
+            mine = slice(b.offsets[x], b.offsets[x + 1])
+            nearest = cdist(b.vectors[b.ids[mine]], b.vectors[np.unique(words)]).min(axis=1)
+            total += float(b.weights[mine] @ nearest)
+    return total
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_the_search_bounds_are_ordered_below_the_exact_value(coco, normalize):
+    """image-word bound <= caption-level bound <= W on a block of 16 rows against 5,000 images, near pairs and
+    random ones; the caption-level bound of the search equals lower_bound_block's, and the image-word bound a
+    slow loop's."""
+    from labeldist.distances.caption_bounds import chunk_tables, image_word_bounds, pair_set_rwmd
+
+    d = CaptionSetWMD(normalize=normalize)
+    b, words = d._prepared(coco).bags(coco), d._prepared(coco).image_words(coco)
+    i0, i1 = 2000, 2016
+    tables = chunk_tables(b, words, b.local, coco.caption_offsets, i0, i1, b.vectors)
+    cheap = image_word_bounds(tables, words)
+    assert cheap.shape == (16, len(coco)) and cheap.dtype == np.float32
+    rng = np.random.default_rng(5)
+    near = np.argsort(cheap, axis=1)[:, :30]
+    r = np.concatenate([np.repeat(np.arange(16), 30), rng.integers(0, 16, 200)])
+    c = np.concatenate([near.ravel(), rng.integers(0, len(coco), 200)])
+    tight = pair_set_rwmd(tables, b, coco.caption_offsets, r, c)
+    exact = d.pairs(coco, r + i0, c)
+    assert (cheap[r, c] <= tight).all() and (tight <= exact).all()
+    assert np.median(tight[exact > 0] / exact[exact > 0]) > 0.9
+    old = d.lower_bound_block(coco.subset(slice(i0, i1)), coco)[r, c]
+    np.testing.assert_allclose(tight, old, rtol=2e-6)
+    for t in rng.choice(len(r), 12, replace=False):
+        assert cheap[r[t], c[t]] == pytest.approx(_slow_image_word_bound(d, coco, r[t] + i0, c[t]), rel=2e-6)
+    np.testing.assert_array_equal(cheap[np.arange(16), np.arange(i0, i1)], 0.0)
+
+
+def test_pairs_within_a_limit_are_exact_below_it_and_above_it_otherwise(coco):
+    d = CaptionSetWMD()
+    rng = np.random.default_rng(8)
+    i, j = rng.integers(0, len(coco), 400), rng.integers(0, len(coco), 400)
+    exact = d.pairs(coco, i, j)
+    limits = np.quantile(exact, 0.3) * rng.uniform(0.8, 1.2, 400)
+    within = d.pairs_within(coco, i, j, limits)
+    below = exact <= limits
+    np.testing.assert_array_equal(within[below], exact[below])
+    assert (within[~below] > limits[~below]).all() and (within[~below] <= exact[~below] * (1 + 1e-9)).all()
+    assert (within[~below] < exact[~below]).any()  # some pairs were given up before their last caption WMD
+
+
+def test_knn_block_equals_whole_rows(coco, monkeypatch):
+    """The search (cheap bound, caption-level bound, exact W) against whole exact rows, in row chunks of one
+    image too; fewer exact values than the row."""
+    from labeldist.knn import topk_rows
+
+    labels = coco.subset(slice(0, 700))
+    d = CaptionSetWMD()
+    rows = d.block(labels.subset(slice(40, 60)), labels).astype(np.float32)
+    expected = topk_rows(rows, 25, exclude=np.arange(40, 60))
+    indices, dists, computed = d.knn_block(labels, 40, 60, 25)
+    np.testing.assert_array_equal(indices, expected[0])
+    np.testing.assert_array_equal(dists, expected[1])
+    assert computed < 0.3 * 20 * 699
+    monkeypatch.setattr(caption_sets_module, "_LB_CHUNK_BYTES", 1)  # one row image per chunk
+    chunked = CaptionSetWMD().knn_block(labels, 40, 60, 25)
+    np.testing.assert_array_equal(chunked[0], expected[0])
+    np.testing.assert_array_equal(chunked[1], expected[1])

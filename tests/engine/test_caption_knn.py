@@ -1,8 +1,9 @@
 """Exact caption-set kNN (Kim et al., CVPR 2019, Eq. 13) through the real engine, against brute force.
 
 Both tests run ``precompute`` on the session's 2-worker LocalCluster (``tests.conftest.dask_client``, made by
-the engine's own ``dask_client(n_workers=2)``). The kNN-only path prunes with
-``CaptionSetWMD.lower_bound_block`` and computes exact values with ``CaptionSetWMD.pairs``; brute force is
+the engine's own ``dask_client(n_workers=2)``). The kNN-only path is ``CaptionSetWMD.knn_block``: the image-word
+bound for every pair, the caption-level bound for the pairs it leaves, exact values (``pairs_within``) for the pairs
+both leave; brute force is
 ``CaptionSetWMD.block`` on the anchor rows against every image, cast to float32 as the store keeps it, then a
 stable argsort with the anchor itself left out (ties broken by index).
 """

@@ -156,3 +156,58 @@ def test_kth_per_row_against_a_sort():
     for i in range(31):
         mine = np.sort(values[rows == i])
         assert got[i] == (mine[39] if len(mine) >= 40 else np.inf)
+
+
+@pytest.mark.parametrize("k", [1, 5, 12])
+def test_cascaded_topk_equals_brute_force_with_a_solver_that_gives_up(k):
+    """Euclidean kNN in 4-D through two bounds, |x0 - y0| <= ||(x0, x1) - (y0, y1)|| <= ||x - y||, with an exact
+    function that answers just above the limit where the distance is above it (as a solver that stops early)."""
+    from labeldist.knn import cascaded_topk
+
+    x = np.random.default_rng(k).normal(size=(300, 4))
+    rows = np.arange(100, 130)
+    full = np.linalg.norm(x[rows, None] - x[None], axis=2)
+    cheap = np.abs(x[rows, None, 0] - x[None, :, 0]).astype(np.float32) * np.float32(1 - 1e-6)
+    tight_calls, exact_calls = [], []
+
+    def tight(r, c):
+        tight_calls.append(len(r))
+        return np.linalg.norm(x[rows[r], :2] - x[c, :2], axis=1)
+
+    def exact(r, c, limits):
+        exact_calls.append(len(r))
+        d = np.linalg.norm(x[rows[r]] - x[c], axis=1)
+        return np.where(d <= limits, d, np.nextafter(limits, np.inf))
+
+    idx, dist, computed, refined = cascaded_topk(cheap, tight, exact, k, exclude=rows)
+    ref_idx, ref_dist = topk_rows(full.astype(np.float32), k, exclude=rows)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_array_equal(dist, ref_dist)
+    assert computed == sum(exact_calls) < 30 * 299 and refined == sum(tight_calls) < 30 * 299
+
+
+def test_cascaded_topk_keeps_ties_broken_by_index_and_pads_short_rows():
+    from labeldist.knn import cascaded_topk
+
+    values = np.array([[0.0, 1.0, 1.0, 1.0, 2.0, 1.0]])
+    idx, dist, _, _ = cascaded_topk(
+        np.zeros((1, 6), np.float32), lambda r, c: np.zeros(len(r)), lambda r, c, lim: values[r, c], 3, np.array([0])
+    )
+    assert idx.tolist() == [[1, 2, 3]] and dist.tolist() == [[1.0, 1.0, 1.0]]
+    idx, dist, _, _ = cascaded_topk(
+        np.zeros((1, 3), np.float32), lambda r, c: np.zeros(len(r)), lambda r, c, lim: values[r, c], 4, np.array([0])
+    )
+    assert idx.tolist() == [[1, 2, -1, -1]] and np.isinf(dist[0, 2:]).all()
+
+
+def test_smallest_entries_holds_at_least_the_count_asked_for():
+    from labeldist.knn import smallest_entries
+
+    values = np.random.default_rng(3).random((20, 5000)).astype(np.float32)
+    values[3, :] = np.inf  # a row with nothing finite
+    rows, cols = smallest_entries(values, 40)
+    counts = np.bincount(rows, minlength=20)
+    assert counts[3] == 0 and (np.delete(counts, 3) >= 40).all() and (counts < 200).all()
+    for r in (0, 7):  # each row's entries are its smallest
+        mine = cols[rows == r]
+        assert values[r, mine].max() <= np.sort(values[r])[len(mine) - 1]
