@@ -11,9 +11,11 @@ Printed per run:
   - exactness on sampled rows against an independent brute force: for sentences, one float64 product of the
     sampled rows' embeddings with all N (read from the job's embeddings file), stably sorted; for caption sets,
     the distance's whole rows (``CaptionSetWMD.block``, every pair exact, no bound);
-  - the baseline measured in the same run: the path a kNN-only store took before the blocked search, one row
-    block of whole rows (``labeldist.engine.blocks.block_kernel``, the default 256-row block at 25k) timed on one
-    core, times the blocks the store has (sentences); and the growth exponent of each stage between sizes.
+  - the baselines measured in the same run: for caption sets, one row block by the path before the cascade
+    (the caption-level bound for every pair, ``pruned_block_kernel``) against the cascade on one core, and the
+    old path's CPU for the whole store from it; for sentences, the path a kNN-only store took before the blocked
+    search, one row block of whole rows (``labeldist.engine.blocks.block_kernel``, the default 256-row block at
+    25k) timed on one core, times the blocks the store has; and the growth exponent of each stage between sizes.
 
     .venv/bin/python benchmarks/bench_scale.py [--sentences 25009 100000] [--captions 5000 20000 40000]
         [--full]   # adds 616,767 sentences and 123,287 caption sets (about an hour each on 2 cores)
@@ -182,6 +184,34 @@ def caption_exactness(store: Path) -> tuple[int, float]:
     return same, gap
 
 
+def caption_block_s(store: Path) -> tuple[float, float, int, bool]:
+    """One core's seconds for one default row block (from the middle of the store) by the path before the
+    cascade (``pruned_block_kernel``: the caption-level bound for every pair, then exact values) and by the
+    cascade (``CaptionSetWMD.knn_block``), the store's blocks, and whether both give the same lists."""
+    from threadpoolctl import threadpool_limits
+
+    from labeldist.engine.blocks import default_block_rows, pruned_block_kernel
+    from labeldist.store import StoreReader
+
+    reader = StoreReader(str(store))
+    labels, distance = reader.labels(), reader.distance()
+    rows = default_block_rows(len(labels))
+    start = (len(labels) // 2) // rows * rows
+    stop = min(start + rows, len(labels))
+    with threadpool_limits(1):
+        distance.knn_block(labels, 0, 2, K)  # compiled, preprocessed: as a worker's first block leaves it
+        pruned_block_kernel(labels, distance, 0, 2, K)
+        started = time.process_time()
+        old = pruned_block_kernel(labels, distance, start, stop, K)
+        old_s = time.process_time() - started
+        started = time.process_time()
+        new = distance.knn_block(labels, start, stop, K)
+        new_s = time.process_time() - started
+    assert old is not None and new is not None
+    same = np.array_equal(old[0], new[0]) and np.array_equal(old[1], new[1])
+    return old_s, new_s, math.ceil(len(labels) / rows), same
+
+
 def old_sentence_block_s(txt: Path, cache: Path) -> tuple[float, int]:
     """One core's seconds for one default row block of whole rows (the path before the blocked search), and the
     store's blocks at that size."""
@@ -272,18 +302,26 @@ def main() -> None:
             ["precompute", "captions", str(json_file), "--knn-only", "--k", str(K), "--out", str(store)], cache
         )
         same, gap = caption_exactness(store)
+        old_s, new_s, blocks, agree = caption_block_s(store)
         exact_pairs = float(np.asarray(zarr.open_array(str(store / "progress" / "exact_pairs"))[:]).sum())
         pruned = 1 - exact_pairs / (n * (n - 1))
-        rows.append({"n": n, "wall": run["wall_s"], "cpu": run["cpu_s"]})
+        rows.append({"n": n, "wall": run["wall_s"], "cpu": run["cpu_s"], "old_cpu": old_s * blocks})
         print(
             f"captions N={n:,}: wall {run['wall_s']:.0f} s, CPU {run['cpu_s']:.0f} s; peak RSS: command "
             f"{run['command_gb']:.2f} GB, largest worker {run['worker_gb']:.2f} GB ({run['workers']} workers), tree "
             f"{run['tree_gb']:.2f} GB; exact: {same}/8 sampled rows identical to whole rows of exact WMD, largest "
-            f"gap {gap:.1e}; pruned {100 * pruned:.1f} % of pairs, {exact_pairs / n:.0f} exact pairs an item",
+            f"gap {gap:.1e}; pruned {100 * pruned:.1f} % of pairs, {exact_pairs / n:.0f} exact pairs an item; "
+            f"baseline, one block on one core: before the cascade {old_s:.1f} s, the cascade {new_s:.1f} s "
+            f"({old_s / new_s:.2f}x; same lists: {agree}), so {old_s * blocks:.0f} CPU-s for the old path's "
+            f"{blocks} blocks",
             flush=True,
         )
     if len(rows) > 1:
-        print(f"captions growth N^b: wall {growth(rows, 'wall')}; CPU {growth(rows, 'cpu')}", flush=True)
+        print(
+            f"captions growth N^b: wall {growth(rows, 'wall')}; CPU {growth(rows, 'cpu')}; "
+            f"baseline CPU {growth(rows, 'old_cpu')}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
