@@ -6,8 +6,9 @@ One rule for every command that writes a file the user names (``labeldist export
 - an existing file is refused unless ``--overwrite`` (:func:`check_output_file`), and then only a regular file is
   replaced: never a link, a folder, a device or a FIFO;
 - nothing is written inside a labeldist store, whose files only the engine writes (:func:`store_holding`);
-- the file goes in whole or not at all: written beside it under a hidden name, then renamed over it
-  (:func:`replacing`), checked again just before the rename;
+- the file goes in whole or not at all: written to a hidden file of its own beside it, created exclusively under
+  an unpredictable name (never through a link planted there), then renamed over it (:func:`replacing`, by
+  :func:`labeldist.files.written_whole`), checked again just before the rename;
 - a file that already holds exactly the bytes to be written is left as it is (:func:`write_bytes`).
 
 Errors are :class:`OutputError`, a :class:`~labeldist.options.UsageError` printed as one line naming the path.
@@ -21,6 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from labeldist.files import written_whole
 from labeldist.options import UsageError
 from labeldist.store import is_store
 
@@ -66,19 +68,16 @@ def replacing(path: str | os.PathLike[str], overwrite: bool, option: str = "--ov
     again just before the rename."""
     path = Path(path)
     check_output_file(path, overwrite, option)
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
-        yield partial
-        check_output_file(path, overwrite, option)
-        os.replace(partial, path)
+        with written_whole(path) as partial:
+            yield partial
+            check_output_file(path, overwrite, option)
     except OSError as e:
-        if e.filename != str(partial):
+        hidden = Path(str(e.filename)) if e.filename is not None else None
+        if hidden is None or hidden.parent != path.parent or not hidden.name.startswith(f".{path.name}."):
             raise
         # named by the file the user asked for, not the hidden one beside it (a read-only folder, a full disk)
         raise OSError(e.errno, f"cannot write there: {(e.strerror or str(e)).lower()}", str(path)) from None
-    finally:
-        if os.path.lexists(partial):
-            os.unlink(partial)
 
 
 def refuse_inside_store(path: str | os.PathLike[str]) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from labeldist.files import written_whole
 from labeldist.options import check_regular_file
 from labeldist.sts.models import cached_once, load_bi_encoder, load_cross_encoder, model_lock
 
@@ -118,15 +119,14 @@ def save_embeddings(values: np.ndarray | Sequence[np.ndarray], path: Path) -> No
     rows = sum(len(c) for c in chunks)
     width = chunks[0].shape[1] if chunks and np.ndim(chunks[0]) == 2 else 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    aside = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    out = np.lib.format.open_memmap(aside, mode="w+", dtype=np.float32, shape=(rows, width))
-    start = 0
-    for chunk in chunks:
-        out[start : start + len(chunk)] = chunk
-        start += len(chunk)
-    out.flush()
-    del out
-    os.replace(aside, path)
+    with written_whole(path) as aside:
+        out = np.lib.format.open_memmap(aside, mode="w+", dtype=np.float32, shape=(rows, width))
+        start = 0
+        for chunk in chunks:
+            out[start : start + len(chunk)] = chunk
+            start += len(chunk)
+        out.flush()
+        del out
 
 
 def load_embeddings(path: Path, n_texts: int, dim: int | None = None) -> np.ndarray:

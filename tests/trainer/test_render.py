@@ -662,3 +662,19 @@ def test_a_coco_pose_is_drawn_with_cocos_bones(tmp_path) -> None:
     far[COCO_JOINTS.index("left_wrist")] = (0.7, 0.0)
     with pytest.raises(RenderError, match=r"joint 9 \(left_wrist\) at \(0\.7, 0\) lies outside the frame"):
         draw((far, present, frame, COCO_JOINTS))
+
+
+def test_a_rerun_never_writes_through_a_link_planted_beside_an_image(pose_store, tmp_path) -> None:
+    """The fifth adversarial run: ``IMG.png.tmp``, planted as a link, had its target replaced by a PNG."""
+    out = tmp_path / "r"
+    render_store(pose_store, out, size=SIZE, seed=0, workers=1, items=3)
+    name = _index(out)[0]["path"]
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / name).unlink()
+    for planted in (f"{name}.tmp", "index.csv.tmp", "render.json.tmp"):
+        (out / planted).symlink_to(victim)
+    render_store(pose_store, out, size=SIZE, seed=0, workers=1, items=3)
+    assert victim.read_text() == "precious\n"
+    assert (out / name).is_file() and not (out / name).is_symlink()
+    assert Image.open(out / name).size == (SIZE, SIZE)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from labeldist.files import written_whole
 from labeldist.outputs import make_folder
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
 
@@ -124,18 +125,15 @@ def read_index(out: Path) -> dict[str, str]:
 
 
 def _write_index(out: Path, ids: Sequence[str], names: Sequence[str]) -> None:
-    tmp = out / (INDEX + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    with written_whole(out / INDEX) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "path"])
         writer.writerows(zip(ids, names))
-    os.replace(tmp, out / INDEX)
 
 
 def _write_meta(out: Path, meta: dict[str, Any]) -> None:
-    tmp = out / (META + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, out / META)
+    with written_whole(out / META) as tmp:
+        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
 def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool) -> None:
@@ -211,10 +209,8 @@ def _run_task(task: _Task) -> int:
         # rewrite only what changed: a rerun of the same render leaves the files (and their times) as they are
         if os.path.isfile(path) and os.path.getsize(path) == len(data) and Path(path).read_bytes() == data:
             continue
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        with written_whole(path) as tmp:
+            tmp.write_bytes(data)
     return len(task.items)
 
 

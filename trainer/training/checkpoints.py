@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from labeldist.files import written_whole
+
 #: what every trainer checkpoint holds (see :func:`labeldist.trainer.training.fit.fit`)
 KEYS = ("model", "model_config", "step", "config", "loss")
 #: values kept as they are; torch's weights_only unpickler allows each of them
@@ -67,12 +69,10 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any]) -> None:
     at any point leaves the previous checkpoint or this one whole, never half of one."""
     path = Path(path)
     data = plain(state)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
+    with written_whole(path) as tmp, open(tmp, "wb") as f:
         torch.save(data, f)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _refused_object(error: Exception) -> str | None:

@@ -31,6 +31,7 @@ import torch
 from tqdm import tqdm
 
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
+from labeldist.files import written_whole
 from labeldist.outputs import make_folder
 from labeldist.progress import progress_bar
 from labeldist.trainer.inputs.augment import augment, check_crop_scale, resolve_augmentation, step_generator
@@ -346,11 +347,9 @@ def rewind_log(path: Path, step: int | None) -> None:
         kept = kept[: past[0]] if past else kept
     if len(kept) == len(lines):
         return
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with written_whole(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line, _ in kept)
         sync(f)
-    os.replace(tmp, path)
 
 
 def input_config(inputs: Inputs, augmentation: Any = None) -> dict[str, Any]:
