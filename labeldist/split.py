@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.labels.base import LabelError
+from labeldist.labels.coco import parse_karpathy
 from labeldist.options import part_float, seed_int, worker_count
 from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_text
 from labeldist.store import is_store
@@ -128,6 +130,35 @@ def _read(path: Path) -> tuple[Any, list[Any]]:
     return rows[0], rows[1:]
 
 
+def _row_ids(path: Path, header: Any, rows: list[Any]) -> list[str]:
+    """Each row's item id as ``precompute`` gives it: a Karpathy entry's image id (from its file name); a CSV row's
+    ``id`` column, else ``imgname#person``, else ``imgname`` (the pose reader's rule, without renamed columns), else
+    its row number. SplitError naming the file and both rows where an id repeats: the repeat would be an item in
+    both parts, a held-out item trained on."""
+    try:
+        if header is None:
+            ids = parse_karpathy(rows, str(path))[0]
+            place = "item {}".format
+        else:
+            pos = {name: i for i, name in enumerate(header)}
+            cols = next((c for c in (["id"], ["imgname", "person"], ["imgname"]) if all(n in pos for n in c)), None)
+            if cols is None:
+                return [str(i) for i in range(len(rows))]
+            ids = ["#".join(row[pos[c]] if pos[c] < len(row) else "" for c in cols) for row in rows]
+            place = lambda i: f"line {i + 2}"  # noqa: E731 - the header is line 1
+        first: dict[str, int] = {}
+        for i, item in enumerate(ids):
+            if item in first:
+                raise SplitError(
+                    f"{path}, {place(i)}: repeats the item id {item!r} of {place(first[item])}; an item in both "
+                    "parts would be a held-out item trained on: remove the repeat (precompute refuses it too)"
+                )
+            first[item] = i
+    except LabelError as e:
+        raise SplitError(str(e)) from None
+    return ids
+
+
 def _text(suffix: str, header: Any, rows: list[Any]) -> str:
     """A part's file as written: a JSON list, or the CSV's header and rows."""
     if suffix == ".json":
@@ -172,6 +203,7 @@ def split_labels(
     path, out = Path(path), Path(out)
     _check_input(path)
     header, rows = _read(path)
+    _row_ids(path, header, rows)
     try:
         split = split_indices(len(rows), test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
     except ValueError as e:  # too few items, fractions out of range

@@ -13,6 +13,7 @@ import pytest
 from labeldist.split import SplitError, split_indices, split_labels
 from labeldist.trainer.inputs import demo_inputs
 from labeldist.trainer.inputs.demo_inputs import corrupt_poses, minilm_path, pose_inputs
+from tests.conftest import DATA
 from tests.trainer.conftest import N_ITEMS, STORE
 
 
@@ -97,6 +98,24 @@ def test_split_labels_writes_both_formats(tmp_path: Path) -> None:
     assert rows[0] == "a,b" and rows[1:] == [f"{i},{i * 2}" for i in info["train"]]
     with pytest.raises(ValueError, match="known: .json, .csv"):
         split_labels(tmp_path / "x.txt", tmp_path / "x")
+
+
+def test_split_labels_refuses_repeated_ids(tmp_path: Path) -> None:
+    """The fifth adversarial run: the first 3 rows of MPII appended to it, split, both parts built: the 3 ids were
+    in the train and the test store. ``precompute`` refuses the whole file; ``split`` now does too, writing
+    nothing."""
+    lines = (DATA / "mpii" / "mpii_valid_2958.csv").read_text().splitlines()
+    (tmp_path / "dup.csv").write_text("\n".join([*lines, *lines[1:4]]) + "\n")
+    with pytest.raises(SplitError, match=r"dup.csv, line 2960: repeats the item id '.+' of line 2"):
+        split_labels(tmp_path / "dup.csv", tmp_path / "sp", seed=39)
+    images = [{"image": f"COCO_val2014_{i % 4:012d}.jpg", "caption": ["a caption"]} for i in range(5)]
+    (tmp_path / "caps.json").write_text(json.dumps(images))
+    with pytest.raises(SplitError, match=r"caps.json, item 4: repeats the item id '0' of item 0"):
+        split_labels(tmp_path / "caps.json", tmp_path / "sp")
+    (tmp_path / "ids.csv").write_text("id,x\na,1\nb,2\na,3\n")
+    with pytest.raises(SplitError, match=r"ids.csv, line 4: repeats the item id 'a' of line 2"):
+        split_labels(tmp_path / "ids.csv", tmp_path / "sp")
+    assert not (tmp_path / "sp").exists()
 
 
 def test_split_labels_never_replaces_another_split_without_overwrite(tmp_path: Path) -> None:
