@@ -14,7 +14,6 @@ are guarded in :mod:`labeldist.sts.scorers` and :mod:`labeldist.sts.models`). Th
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from pathlib import Path
@@ -47,10 +46,11 @@ from labeldist.sts.scorers import (
     embedding_key,
     encode_chunk,
     encode_texts,
-    load_embeddings,
+    load_checked,
     mean_vectors,
     same_text,
     save_embeddings,
+    save_quietly,
     unit_rows,
 )
 
@@ -199,11 +199,7 @@ class SentenceRelevance(LabelDistance):
 
     def _load_cached(self, scorer: BiEncoderScorer, model: str, texts: list[str]) -> bool:
         """Load the embeddings of ``texts`` into ``scorer`` from :meth:`_cache_file`; whether the file was there."""
-        file = self._cache_file(model, texts)
-        if not file.is_file():
-            return False
-        scorer.load(texts, file)
-        return True
+        return scorer.load(texts, self._cache_file(model, texts))
 
     # ------------------------------------------------------------------ blocks and pairs
     def relevance(self, rows: Sentences, cols: Sentences) -> np.ndarray:
@@ -286,9 +282,7 @@ class SentenceRelevance(LabelDistance):
         file = self._cache_file(model, texts)
         if file in scorer.loaded:
             return
-        if file.is_file():
-            scorer.load(texts, file)
-        elif not scorer.has(texts):
+        if not scorer.load(texts, file) and not scorer.has(texts):
             scorer.embed(texts)
 
     def prepare(self, labels: Sentences) -> None:
@@ -307,7 +301,7 @@ class SentenceRelevance(LabelDistance):
             return None
         texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
-        if file.is_file():
+        if load_checked(file, texts, resolve_model(self.model), self.max_length) is not None:
             return None
         chunks = [texts[i : i + ENCODE_CHUNK] for i in range(0, len(texts), ENCODE_CHUNK)]
 
@@ -335,7 +329,7 @@ class SentenceRelevance(LabelDistance):
             return None
         texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
-        if not file.is_file():
+        if load_checked(file, texts, resolve_model(self.model), self.max_length) is None:
             save_embeddings(encode_texts(resolve_model(self.model), self.max_length, texts), file)
         return file
 
@@ -343,14 +337,16 @@ class SentenceRelevance(LabelDistance):
         """The (len(texts), d) float32 unit embeddings of the sorted distinct ``texts``, memory-mapped from the
         file the job's preparation left; where this process cannot see it, embedded here, saying so."""
         file = self._cache_file(self.model, texts)
-        if file.is_file():
-            return load_embeddings(file, len(texts))
-        from labeldist.distances.sts_knn import warn_embedding_here
+        there = os.path.lexists(file)
+        values = load_checked(file, texts, resolve_model(self.model), self.max_length)
+        if values is not None:
+            return values
+        if not there:
+            from labeldist.distances.sts_knn import warn_embedding_here
 
-        warn_embedding_here(len(texts), file)
+            warn_embedding_here(len(texts), file)
         values = encode_texts(resolve_model(self.model), self.max_length, texts)
-        with contextlib.suppress(OSError):  # a read-only cache: the values are still right, only not kept
-            save_embeddings(values, file)
+        save_quietly(values, file)
         return values
 
     def knn_block(self, labels: Sentences, start: int, stop: int, k: int) -> tuple[np.ndarray, np.ndarray, int] | None:

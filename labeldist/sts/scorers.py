@@ -150,6 +150,53 @@ def load_embeddings(path: Path, n_texts: int, dim: int | None = None) -> np.ndar
     return values
 
 
+#: rows of a cached embeddings file compared with fresh embeddings of their texts whenever it is loaded
+SPOT_CHECK_ROWS = 4
+#: how far a cached row may be from a fresh embedding of its text: another batch changes the last bits (about
+#: 1e-7); other numbers, even of unit rows, differ by far more
+SPOT_CHECK_TOLERANCE = 1e-3
+
+
+def spot_check(values: np.ndarray, texts: Sequence[str], model_path: Path, max_length: int, path: Path) -> None:
+    """ValueError naming ``path`` unless :data:`SPOT_CHECK_ROWS` rows of ``values``, drawn afresh each time, equal
+    the model's embeddings of their texts (:func:`encode_texts`, the few texts alone) within
+    :data:`SPOT_CHECK_TOLERANCE`: a file of other numbers, of the right shape and unit rows, is not trusted."""
+    if not len(texts):
+        return
+    rows = np.sort(np.random.default_rng().choice(len(texts), min(SPOT_CHECK_ROWS, len(texts)), replace=False))
+    fresh = encode_texts(model_path, max_length, [texts[r] for r in rows])
+    cached = np.asarray(values[rows], dtype=np.float64)
+    if cached.shape != fresh.shape or not np.allclose(cached, fresh, rtol=0, atol=SPOT_CHECK_TOLERANCE):
+        raise ValueError(
+            f"{path}: cached embeddings that are not the model's embeddings of their texts (rows {rows.tolist()} "
+            "checked against fresh ones)"
+        )
+
+
+def load_checked(path: Path, texts: Sequence[str], model_path: Path, max_length: int) -> np.ndarray | None:
+    """The embeddings of ``texts`` cached at ``path`` (:func:`load_embeddings`), spot-checked against the model
+    (:func:`spot_check`); None, with a warning naming the file and what is wrong, when the file is not
+    there, cannot be read as embeddings of these texts or fails the check: the caller embeds them again."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        values = load_embeddings(path, len(texts))
+        spot_check(values, texts, model_path, max_length, path)
+    except (ValueError, OSError) as err:
+        warnings.warn(f"{err}; embedding the {len(texts):,} texts again", stacklevel=2)
+        return None
+    return values
+
+
+def save_quietly(values: np.ndarray, path: Path) -> None:
+    """:func:`save_embeddings`, unless the cache cannot take it (read-only, full, or the name held by something
+    that is not a regular file, which is never replaced): the values are right either way, only not kept."""
+    try:
+        save_embeddings(values, path)
+    except OSError as err:
+        warnings.warn(f"{path}: cannot keep the embeddings there ({err}); computed, not cached", stacklevel=2)
+
+
 class BiEncoderScorer:
     """Relevance from sentence embeddings; each distinct text is embedded once per process and cached.
 
@@ -197,13 +244,19 @@ class BiEncoderScorer:
         """Embed ``texts`` (in this order) and write them to ``path`` (:func:`save_embeddings`)."""
         save_embeddings(self.embed(texts).astype(np.float32), path)
 
-    def load(self, texts: Sequence[str], path: Path) -> None:
-        """Fill the cache with the embeddings :meth:`save` wrote for ``texts`` (no transformer call)."""
-        check_regular_file(path, "cached embeddings file")  # a FIFO planted in the cache would block the load
-        values = load_embeddings(path, len(texts))
+    def load(self, texts: Sequence[str], path: Path) -> bool:
+        """Fill the cache with the embeddings :meth:`save` wrote for ``texts`` (a few transformer calls: the
+        :func:`load_checked` spot check); whether the file was there and right. A file that is not is written
+        again from fresh embeddings (:func:`save_quietly`), with a warning."""
+        values = load_checked(path, texts, self.path, self.max_length)
+        if values is None:
+            if os.path.lexists(path):
+                save_quietly(self.embed(texts).astype(np.float32), path)
+            return False
         with self._lock:
             self._cache.update(zip(texts, np.asarray(values)))
             self.loaded.add(path)
+        return True
 
     def relevance(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """(len(a), len(b)) relevance, 1 for identical texts."""

@@ -9,7 +9,7 @@ from labeldist.engine import precompute
 from labeldist.engine.blocks import block_kernel
 from labeldist.labels.sentences import read_caption_sentences, sentences_from_texts
 from labeldist.store import StoreReader
-from labeldist.sts.scorers import encode_texts, load_embeddings
+from labeldist.sts.scorers import bi_encoder_scorer, encode_texts, load_embeddings
 from tests.sts.conftest import COCO
 
 SCORERS = [
@@ -133,3 +133,45 @@ def test_text_ids_name_identical_texts_once():
     s = sentences_from_texts(["a", "b", "c"], ["A dog.", "A cat.", "A dog."])
     texts, inverse = s.text_ids
     assert texts == ["A cat.", "A dog."] and inverse.tolist() == [1, 0, 1]
+
+
+def _tamper(file, how: str, values: np.ndarray) -> None:
+    """Replace the cache file ``file`` as the fifth adversarial run did."""
+    if how == "other numbers":  # the same shape, unit rows: only the spot check tells
+        np.save(file, values[::-1].copy())
+    elif how == "wrong width":
+        np.save(file, np.eye(len(values), 7, dtype=np.float32))
+    elif how == "1-D":
+        np.save(file, np.ones(len(values), dtype=np.float32))
+    elif how == "0-d":
+        np.save(file, np.float32(1))
+    elif how == "truncated":
+        file.write_bytes(file.read_bytes()[:100])
+    elif how == "objects":
+        np.save(file, np.array(["x"] * len(values), dtype=object), allow_pickle=True)
+
+
+@pytest.mark.parametrize("how", ["other numbers", "wrong width", "1-D", "0-d", "truncated", "objects"])
+def test_a_tampered_embedding_cache_is_embedded_again_not_trusted(tmp_path, monkeypatch, how):
+    """The fifth adversarial run: a cache file of other numbers of the same shape was trusted (searches answered
+    distances 0, a precompute built a wrong store); one of the wrong shape or type gave 500 until a restart."""
+    from labeldist.sts.models import PACKAGED, resolve_model
+
+    monkeypatch.setenv("LABELDIST_CACHE", str(tmp_path / "cache"))
+    texts = sorted(["A dog runs on grass.", "A cat sleeps on a sofa.", "Rain falls on the city.", "Two men ski."])
+    labels = sentences_from_texts([str(i) for i in range(4)], texts)
+    distance = SentenceRelevance("bert")
+    file = distance.embed_once(labels)
+    right = encode_texts(resolve_model(PACKAGED), distance.max_length, labels.text_ids[0])
+    _tamper(file, how, right)
+    with pytest.warns(UserWarning, match=f"{file.name}.*embedding the 4 texts again"):
+        values = distance.text_embeddings(labels.text_ids[0])
+    np.testing.assert_allclose(values, right, atol=1e-6)
+    np.testing.assert_allclose(load_embeddings(file, 4), right, atol=1e-6)  # written again, right
+    _tamper(file, how, right)
+    scorer = bi_encoder_scorer(resolve_model(distance.model), distance.max_length)
+    with pytest.warns(UserWarning, match="embedding the 4 texts again"):  # the service's path: the scorer's load
+        assert distance._load_cached(scorer, distance.model, texts) is False
+    np.testing.assert_allclose(load_embeddings(file, 4), right, atol=1e-6)
+    block = distance.block(labels, labels)
+    np.testing.assert_allclose(block, 1.0 - np.clip(right @ right.T, 0.0, 1.0), atol=1e-5)
