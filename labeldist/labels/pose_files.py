@@ -688,7 +688,7 @@ def _coco_people(data: dict, read: _CocoJoints, least: int, with_box: bool, path
         if not _coco_id(ann["id"]):
             raise LabelError(f"{where}: the annotation 'id' must be an integer or a non-empty string")
         image = ann.get("image_id")
-        name = images.get(image) if images else None
+        name = images.get(image) if images and _coco_id(image) else None
         if name is None and not _coco_id(image):
             raise LabelError(
                 f"{where}: 'image_id' must be an integer or a non-empty string (an item's id is "
@@ -769,10 +769,15 @@ def _coco_images(data: dict, path: str) -> dict[Any, str]:
         raise LabelError(f"{path}: 'images' must be a list")
     out = {}
     for n, image in enumerate(images):
-        if isinstance(image, dict) and "id" in image and isinstance(image.get("file_name"), str):
-            out[image["id"]] = image["file_name"]
-        elif not isinstance(image, dict):
+        if not isinstance(image, dict):
             raise LabelError(f"{path}, images[{n}]: not an object")
+        if "id" in image and not _coco_id(image["id"]):
+            raise LabelError(
+                f"{path}, images[{n}]: the image 'id' must be an integer or a non-empty string, got "
+                f"{json_repr(image['id'])}"
+            )
+        if "id" in image and isinstance(image.get("file_name"), str):
+            out[image["id"]] = image["file_name"]
     return out
 
 

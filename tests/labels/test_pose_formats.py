@@ -324,6 +324,13 @@ def test_coco_errors_name_the_file_and_the_annotation(tmp_path: Path, caplog: py
         data["annotations"][1]["id"] = bad_id
         refused(r"annotations\[1\] .*: the annotation 'id' must be an integer or a non-empty string")
     data["annotations"][1]["id"] = 2
+    for bad_id in ([3], {"a": 1}, None, 2.5):  # the fifth adversarial run: a list was "unhashable type: 'list'"
+        data["images"][0]["id"] = bad_id
+        refused(r"bad\.json, images\[0\]: the image 'id' must be an integer or a non-empty string")
+    data = json.loads(write_coco(path, mpii_rows(4), COCO_JOINTS, {c: m for m, c in SHARED.items()}).read_text())
+    data["annotations"][1]["image_id"] = [3]
+    refused(r"annotations\[1\] .*: 'image_id' must be an integer or a non-empty string")
+    data = json.loads(write_coco(path, mpii_rows(4), COCO_JOINTS, {c: m for m, c in SHARED.items()}).read_text())
     path.write_text('{"annotations": [}')
     with pytest.raises(LabelError, match=r"bad\.json: malformed JSON: .* line 1, column 18"):
         read_coco_keypoints(path)
