@@ -172,9 +172,12 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from labeldist.outputs import check_output_file, write_text
+    from labeldist.trainer.experiments.plots import plot_format
     from labeldist.trainer.training.evaluate import UNTRAINED_BACKBONE, ImageSource, evaluate, load_split, plot_curves
     from labeldist.trainer.training.fit import open_source
 
+    if args.plot:
+        plot_format(args.plot)
     for out in filter(None, (args.out, args.plot)):  # refused before the evaluation rather than after it
         if Path(out).parent.is_dir():  # else made, with its folder, once the results are in
             check_output_file(out, args.overwrite)
@@ -221,8 +224,9 @@ def _print_eval(result: dict[str, Any], as_json: bool) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from labeldist.trainer.experiments.plots import legend_labels, plot_evals, plot_losses
+    from labeldist.trainer.experiments.plots import legend_labels, plot_evals, plot_format, plot_losses
 
+    plot_format(args.out)
     if args.loss_curves:
         fig = plot_losses(
             args.results,

@@ -106,6 +106,13 @@ def test_eval_refuses_an_existing_result_before_evaluating(pose_store, features,
     assert out.read_text() == "{}"
     assert trainer(capsys, *args, "--out", out, "--no-progress", "--overwrite")[0] == 0
     assert json.loads(out.read_text())["summary"]
+    # the fifth adversarial run: --plot x.txt was matplotlib's ValueError, after the whole evaluation
+    fresh, plot = tmp_path / "fresh.json", tmp_path / "x.txt"
+    refused(
+        trainer(capsys, *args, "--out", fresh, "--plot", plot, "--no-progress"),
+        f"{plot}: a plot cannot be written as .txt; name a file ending in ",
+    )
+    assert not fresh.exists() and not plot.exists()
 
 
 @pytest.mark.parametrize("command", ["demo-inputs", "eval", "plot"])

@@ -191,6 +191,13 @@ def test_plot_refuses_what_is_no_eval_result(runs: dict, tmp_path: Path, capsys)
         "other.json is no eval result",
     )
     plot_refused(capsys, ["plot", str(tmp_path / "missing.json"), "--out", str(tmp_path / "fig.png")], "cannot read")
+    good = runs["root"] / "a" / "eval" / "eval.json"  # the fifth adversarial run: matplotlib's ValueError before
+    plot_refused(
+        capsys,
+        ["plot", str(good), "--out", str(tmp_path / "x.foo")],
+        f"{tmp_path / 'x.foo'}: a plot cannot be written as .foo; name a file ending in ",
+    )
+    assert not (tmp_path / "x.foo").exists()
 
 
 def test_loss_curves_of_two_runs_have_two_labelled_lines(runs: dict, tmp_path: Path) -> None:

@@ -191,13 +191,30 @@ def draw_step_curves(
     return fig
 
 
+def plot_format(out: str | Path) -> str:
+    """The image format of the plot file ``out``, from its suffix (``png`` without one); UsageError naming the file
+    and the formats matplotlib writes where it names another.
+
+    >>> plot_format("runs/eval.svg"), plot_format("curves")
+    ('svg', 'png')
+    """
+    suffix = Path(out).suffix[1:].lower()
+    formats = Figure().canvas.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise UsageError(
+            f"{out}: a plot cannot be written as .{suffix}; name a file ending in {', '.join(sorted(formats))}"
+        )
+    return suffix or "png"
+
+
 def save(fig: Figure, out: str | Path, overwrite: bool = True) -> Path:
     """Write ``fig`` at ``out`` (a PNG unless its suffix names another format; its folder made) by
     :mod:`labeldist.outputs`' rule: an existing file replaced only with ``overwrite``, and then only a regular
     file outside any store, whole or not at all. The path."""
+    fmt = plot_format(out)
     out = make_parent(out)
     with replacing(out, overwrite) as partial:
-        fig.savefig(partial, dpi=120, format=out.suffix[1:].lower() or "png")
+        fig.savefig(partial, dpi=120, format=fmt)
     return out
 
 
