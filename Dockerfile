@@ -10,19 +10,23 @@ ENV PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 \
 WORKDIR /app
 
 ARG EXTRAS=all
-# torch first, pinned by build argument: the CPU wheel by default, e.g. --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu124 for CUDA.
+# torch first, pinned by build argument, from pip's own configured index (PIP_INDEX_URL, pip.conf) unless
+# --build-arg TORCH_INDEX=URL names one (PyTorch's CPU-only or CUDA wheel index; docker-compose.gpu.yml names a CUDA
+# one): the project writes no index address of its own into the image.
 # [train] needs torch, torchvision and torchcodec, [sts] torch alone (sentence-transformers), the engine neither.
 ARG TORCH=torch==2.14.1
 ARG TORCHVISION=torchvision==0.29.1
 # the TorchCodec release built beside that torch (its wheel declares no torch dependency, so pip cannot check the pair)
 ARG TORCHCODEC=torchcodec==0.17.0
-ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+ARG TORCH_INDEX=
 RUN case ",$EXTRAS," in \
       *,all,*|*,train,*) set -- "$TORCH" "$TORCHVISION" "$TORCHCODEC" ;; \
       *,sts,*) set -- "$TORCH" ;; \
       *) set -- ;; \
     esac; \
-    if [ "$#" -gt 0 ]; then pip install --index-url "$TORCH_INDEX" --extra-index-url https://pypi.org/simple "$@"; fi
+    if [ "$#" -gt 0 ]; then \
+      if [ -n "$TORCH_INDEX" ]; then pip install --extra-index-url "$TORCH_INDEX" "$@"; else pip install "$@"; fi; \
+    fi
 
 # Every path pyproject.toml maps into the package (its packages, package-dir, package-data and readme), and only
 # those, before the install: tests/system/test_image.py checks this list against pyproject.toml and installs from

@@ -5,12 +5,12 @@
 #
 #   sh tools/compose_small.sh        # make compose-small; ../shared/tools/podman-setup prepares podman first
 #
-# Torch comes from PyPI (TORCH_INDEX): the Dockerfile's default CPU index cannot be reached on every machine.
+# Torch comes from pip's own configured index, as every package does; TORCH_INDEX=URL names another for it.
 set -eu
 cd "$(dirname "$0")/.."
 COMPOSE=${COMPOSE:-.venv/bin/podman-compose}
 PROJECT=labeldist-small
-TORCH_INDEX=${TORCH_INDEX:-https://pypi.org/simple}
+TORCH_INDEX=${TORCH_INDEX:-}
 export LABELDIST_API_KEY="${LABELDIST_API_KEY:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')}"
 compose() { "$COMPOSE" -p "$PROJECT" -f docker-compose.yml -f docker-compose.small.yml "$@"; }
 stage() { now=$(date +%s); echo "== $1 (after $((now - START)) s)"; }
