@@ -127,7 +127,7 @@ def run_command(args: list[str], cache: Path) -> dict[str, float | str]:
         shutil.rmtree(folder, ignore_errors=True)
     env = dict(os.environ, LABELDIST_CACHE=str(cache), LABELDIST_PROGRESS_EVERY="30")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
+    started, epoch = time.perf_counter(), time.time()
     proc = subprocess.Popen([LABELDIST, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watch = TreeWatch(proc.pid)
     out, err = proc.communicate()
@@ -137,7 +137,7 @@ def run_command(args: list[str], cache: Path) -> dict[str, float | str]:
     if proc.returncode:
         raise SystemExit(f"labeldist {' '.join(args)} failed ({proc.returncode}):\n{err[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu, **memory, "stderr": err}
+    return {"wall_s": wall, "cpu_s": cpu, **memory, "stderr": err, "started": epoch}
 
 
 def sentence_exactness(store: Path, txt: Path, cache: Path) -> tuple[int, float]:
@@ -210,6 +210,32 @@ def caption_block_s(store: Path) -> tuple[float, float, int, bool]:
     assert old is not None and new is not None
     same = np.array_equal(old[0], new[0]) and np.array_equal(old[1], new[1])
     return old_s, new_s, math.ceil(len(labels) / rows), same
+
+
+def caption_stages(store: Path, started: float, wall: float, workers: int = 2) -> dict[str, float]:
+    """The run's serial and parallel parts, read off the store: ``created`` in its manifest ends the reading of the
+    labels, and each row block's progress chunk is written when the block is done (its file's time). Returns the
+    seconds reading, the block stage (layout to the last block), the rest (closing), the worker-seconds of the
+    blocks (``workers`` busy through the block stage) and the longest gap between blocks done."""
+    from datetime import datetime
+
+    attrs = zarr.open_group(str(store), mode="r").attrs.asdict()["labeldist"]
+    created = datetime.fromisoformat(attrs["created"]).timestamp()
+    done = sorted(p.stat().st_mtime for p in (store / "progress" / "blocks" / "c").iterdir())
+    blocks = done[-1] - created
+    return {
+        "reading": created - started,
+        "blocks": blocks,
+        "rest": started + wall - done[-1],
+        "worker_s": workers * blocks,
+        "block_s": workers * blocks / len(done),
+    }
+
+
+def projected_wall(stages: dict[str, float], workers: int) -> float:
+    """wall(W) = serial + worker-seconds / W + one block (the last wave's tail), one core a worker: the serial
+    parts (reading, closing) as measured, the blocks shared out."""
+    return stages["reading"] + stages["rest"] + stages["worker_s"] / workers + stages["block_s"]
 
 
 def old_sentence_block_s(txt: Path, cache: Path) -> tuple[float, int]:
@@ -303,6 +329,7 @@ def main() -> None:
         )
         same, gap = caption_exactness(store)
         old_s, new_s, blocks, agree = caption_block_s(store)
+        stages = caption_stages(store, float(run["started"]), float(run["wall_s"]))
         exact_pairs = float(np.asarray(zarr.open_array(str(store / "progress" / "exact_pairs"))[:]).sum())
         pruned = 1 - exact_pairs / (n * (n - 1))
         rows.append({"n": n, "wall": run["wall_s"], "cpu": run["cpu_s"], "old_cpu": old_s * blocks})
@@ -313,7 +340,9 @@ def main() -> None:
             f"gap {gap:.1e}; pruned {100 * pruned:.1f} % of pairs, {exact_pairs / n:.0f} exact pairs an item; "
             f"baseline, one block on one core: before the cascade {old_s:.1f} s, the cascade {new_s:.1f} s "
             f"({old_s / new_s:.2f}x; same lists: {agree}), so {old_s * blocks:.0f} CPU-s for the old path's "
-            f"{blocks} blocks",
+            f"{blocks} blocks; stages: reading {stages['reading']:.0f} s, blocks {stages['blocks']:.0f} s "
+            f"({stages['worker_s']:.0f} worker-s, {stages['block_s']:.1f} s a block), closing {stages['rest']:.0f} s; "
+            f"projected wall on 16 / 64 workers: {projected_wall(stages, 16):.0f} / {projected_wall(stages, 64):.0f} s",
             flush=True,
         )
     if len(rows) > 1:
