@@ -169,6 +169,20 @@ def check_output(out: str) -> None:
         return
     path = Path(out)
     existing = next(p for p in (path, *path.parents) if os.path.lexists(p))  # "." or "/" ends the walk
+    if os.path.islink(existing):
+        try:
+            os.stat(existing)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OSError(
+                    errno.ELOOP, "a loop of symbolic links: no store can be written there", str(existing)
+                ) from None
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"a symbolic link to {os.readlink(existing)!r}, which does not exist: make that folder, or give "
+                "another --out",
+                str(existing),
+            ) from None
     if not existing.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder: no store can be written there", str(existing))
 

@@ -357,7 +357,7 @@ def _copy_dense_part(
     manifest = build_manifest(
         dataset=dataset, kind=source["kind"], params=params, labels=labels, k=k, dense=True, block_rows=block_rows
     )
-    with store_lock(url):
+    with store_lock(url, "split"):
         finish_replacement(url)
         target = url
         existing = read_manifest(url)

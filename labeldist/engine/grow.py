@@ -327,7 +327,7 @@ def append(
     check_append_arguments(labels, n_workers)
     spec = ClusterSpec.of(cluster, scheduler, n_workers)
     url = _local_url(store)
-    with store_lock(url):
+    with store_lock(url, "append"):
         finish_replacement(url)
         old = StoreReader(url)
         labels = numbered_after(old, labels)

@@ -40,9 +40,10 @@ def lock_path(url: str) -> str:
 
 
 @contextlib.contextmanager
-def store_lock(url: str) -> Iterator[None]:
-    """Hold the lock of the store ``url`` for the ``with`` block: StoreLockedError, naming the holder, when another
-    job holds it. On an fsspec URL no lock is taken, and a warning says so."""
+def store_lock(url: str, job: str = "precompute") -> Iterator[None]:
+    """Hold the lock of the store ``url`` for the ``with`` block as the command ``job`` (``precompute``, ``append``,
+    ``split``: the holder record names it): StoreLockedError, naming the holder and its command, when another job
+    holds it. On an fsspec URL no lock is taken, and a warning says so."""
     url = store_url(url)
     if not is_local(url):
         log.warning(
@@ -55,7 +56,7 @@ def store_lock(url: str) -> Iterator[None]:
     path = lock_path(url)
     made = _make_folders(os.path.dirname(path))
     try:
-        fd = _take(path, url)
+        fd = _take(path, url, job)
         try:
             yield
         finally:
@@ -64,7 +65,7 @@ def store_lock(url: str) -> Iterator[None]:
         _remove_empty(made)
 
 
-def _take(path: str, url: str) -> int:
+def _take(path: str, url: str, job: str) -> int:
     """The descriptor of ``path``, locked and holding this job's holder record."""
     for _ in range(_ATTEMPTS):
         fd = _open_lock_file(path, url)
@@ -76,11 +77,11 @@ def _take(path: str, url: str) -> int:
             if e.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                 raise
             raise StoreLockedError(
-                f"{url}: another precompute is writing this store ({_describe(holder)}); wait "
+                f"{url}: {_whose(holder)} is writing this store ({_describe(holder)}); wait "
                 f"for it to end, or stop it, then rerun (its lock: {path})"
             ) from None
         if _is_at(fd, path):
-            _take_over(fd, url)
+            _take_over(fd, url, job)
             return fd
         os.close(fd)  # the holder removed it as we locked it: lock the one now at the path
     raise StoreError(f"{url}: could not take the lock {path}: it was removed and made again {_ATTEMPTS} times")
@@ -117,12 +118,13 @@ def _is_at(fd: int, path: str) -> bool:
     return (mine.st_dev, mine.st_ino) == (here.st_dev, here.st_ino)
 
 
-def _take_over(fd: int, url: str) -> None:
+def _take_over(fd: int, url: str, job: str) -> None:
     """Write this job's holder record, after saying whose lock this was if its job died holding it."""
     previous = _read(fd)
     if previous is not None:
         log.warning("%s: %s; taking it over", url, _stale(previous))
     record = {
+        "job": job,
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -152,6 +154,13 @@ def _read(fd: int) -> dict[str, Any] | None:
 
 def _holder(record: dict[str, Any]) -> str:
     return f"pid {record.get('pid', '?')} on host {record.get('host', '?')}, since {record.get('since', '?')}"
+
+
+def _whose(holder: dict[str, Any] | None) -> str:
+    """The holder's command as the refusal names it: ``another labeldist append``; ``another job`` for a record
+    that does not say (it has not written it yet, or an older release wrote it)."""
+    job = (holder or {}).get("job")
+    return f"another labeldist {job}" if isinstance(job, str) and job.isidentifier() else "another job"
 
 
 def _describe(holder: dict[str, Any] | None) -> str:

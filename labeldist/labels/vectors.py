@@ -202,6 +202,8 @@ def read_npy_vectors(path: Path) -> Vectors:
         raise LabelError(f"{path}: dtype {values.dtype} is not numeric")
     if values.ndim not in (1, 2):
         raise LabelError(f"{path}: shape {values.shape}: give N values or an N x D array")
+    if len(values) == 0:
+        raise LabelError(f"{path}: shape {values.shape}: no rows, no items to read")
     labels = Vectors(np.arange(len(values)).astype(str), values, checked=False)
     labels.ids_are_row_numbers = True
     check_finite(labels, str(path))
@@ -222,8 +224,11 @@ def read_vectors(
         labels = read_npy_vectors(path)
         if columns:  # names for its columns (an append to an .npy store gives the store's own: 0, 1, ...)
             if len(columns) != labels.values.shape[1]:
+                width = labels.values.shape[1]
                 raise LabelError(
-                    f"{path}: {len(columns)} names (--columns) for the {labels.values.shape[1]} columns of the array"
+                    f"{path}: {width} column{'s' * (width != 1)} (shape {read_npy(path).shape}), where "
+                    f"{len(columns)} are named ({', '.join(columns[:8])}{', ...' * (len(columns) > 8)}: the "
+                    "columns of the store appended to, or --columns)"
                 )
             labels = Vectors(labels.ids, labels.values, columns, checked=False)
             labels.ids_are_row_numbers = True

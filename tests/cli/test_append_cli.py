@@ -183,3 +183,39 @@ def test_an_npy_store_grows_by_an_npy_numbered_on_from_n(tmp_path, capsys, dense
     np.testing.assert_array_equal(grown.labels().values, np.concatenate([first, second]))
     rc, out, _ = run_cli(capsys, "append", tmp_path / "grown", tmp_path / "second.npy", *job)
     assert rc == 0 and "already its generation 2; nothing to do" in out
+
+
+def test_npy_appends_of_no_rows_or_another_width_are_one_line_naming_the_file(tmp_path, capsys) -> None:
+    """The fifth adversarial run: a 0-row .npy was "zero-size array to reduction operation maximum"; a 5-column or
+    1-D .npy onto a 4-column store spoke of --columns, which was not given."""
+    np.save(tmp_path / "a.npy", np.random.default_rng(0).normal(size=(40, 4)))
+    job = ["--workers", "1", "--no-progress"]
+    rc, _, err = run_cli(
+        capsys, "precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / "va", "--k", "5", *job
+    )
+    assert rc == 0, err
+    before = snapshot(tmp_path / "va")
+    cases = {
+        "none": (np.zeros((0, 4)), "none.npy: shape (0, 4): no rows, no items to read"),
+        "wide": (np.ones((3, 5)), "wide.npy: 5 columns (shape (3, 5)), where 4 are named (0, 1, 2, 3: the columns of "
+                 "the store appended to, or --columns)"),
+        "flat": (np.ones(4), "flat.npy: 1 column (shape (4,)), where 4 are named"),
+    }  # fmt: skip
+    for name, (array, message) in cases.items():
+        np.save(tmp_path / f"{name}.npy", array)
+        rc, _, err = run_cli(capsys, "append", tmp_path / "va", tmp_path / f"{name}.npy", *job)
+        assert rc == 2 and err.count("\n") == 1 and message in err, err
+    assert snapshot(tmp_path / "va") == before
+
+
+def test_out_a_dangling_link_or_a_link_loop_says_which(tmp_path, capsys) -> None:
+    np.save(tmp_path / "a.npy", np.ones((10, 2)))
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for out, message in (
+        ("dangling", f"dangling: a symbolic link to '{tmp_path / 'nowhere'}', which does not exist: make that folder"),
+        ("loop", "loop: a loop of symbolic links: no store can be written there"),
+    ):
+        rc, _, err = run_cli(capsys, "precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / out, "--k", "3")
+        assert rc == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "nowhere").exists()

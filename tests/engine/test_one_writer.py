@@ -163,7 +163,7 @@ def test_two_jobs_with_different_parameters_started_together_leave_one_store(csv
     assert len(winners) == 1, results
     ((_, refusal), rc) = results[15 - winners[0]]
     assert rc == 2 and refusal.startswith("labeldist: error: ") and len(refusal.strip().splitlines()) == 1, refusal
-    assert "another precompute is writing this store" in refusal or "made with other parameters" in refusal, refusal
+    assert "another labeldist precompute is writing" in refusal or "made with other parameters" in refusal, refusal
     assert read_manifest(str(out))["k"] == winners[0]
     check_store(out)
     assert os.listdir(out.parent) == ["mpii120"]
@@ -178,8 +178,12 @@ def test_the_lock_names_its_holder_and_refuses_a_second_taker(tmp_path: Path) ->
     with store_lock(url):
         holder = json.loads(lock_file(Path(url)).read_text())
         assert holder["host"] == HOST and holder["pid"] == os.getpid()
-        refused = rf"another precompute is writing this store \(pid {os.getpid()} on host "
+        refused = rf"another labeldist precompute is writing this store \(pid {os.getpid()} on host "
         with pytest.raises(StoreLockedError, match=refused), store_lock(url):
+            pass
+    with store_lock(url, "append"):  # the fifth adversarial run: an append's lock was "another precompute"
+        assert json.loads(lock_file(Path(url)).read_text())["job"] == "append"
+        with pytest.raises(StoreLockedError, match="another labeldist append is writing this store"), store_lock(url):
             pass
     assert os.listdir(tmp_path) == []
     with store_lock(url):  # released: free to take again
