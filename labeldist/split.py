@@ -261,8 +261,31 @@ def split_store(
             f"{path}: {reader.n_items} items leave {len(split['train'])} for the train store at "
             f"test_fraction={test_fraction}; a store needs at least 2"
         )
+    source = Path(os.path.realpath(path))
+    for part in ("train", "test"):
+        target = Path(os.path.realpath(out / part))
+        if target == source or target in source.parents:
+            raise SplitError(
+                f"{out / part}: that is the store being split ({path}); write the parts to another folder"
+            )
+    info = {
+        "source": str(path),
+        "kind": manifest["kind"],
+        "stores": {part: str(out / part) for part in ("train", "test")},
+        "seed": seed,
+        "test_fraction": test_fraction,
+        "query_fraction": query_fraction,
+        **split,
+    }
+    plan, text = out / "split.json", json.dumps(info)
+    if os.path.lexists(plan) and not holds(plan, text.encode("utf-8")):  # refused now, not after the parts
+        if not overwrite:
+            raise SplitError(f"{plan}: exists with other contents (another split); give --overwrite to replace it")
+        try:
+            check_output_file(plan, overwrite)  # a regular file only: never a link's target, a FIFO
+        except OutputError as e:
+            raise SplitError(str(e)) from None
     make_folder(out)
-    stores = {}
     for part in ("train", "test"):
         items = np.asarray(split[part], dtype=np.int64)
         url = out / part
@@ -280,17 +303,7 @@ def split_store(
             )
         except (StoreError, ValueError) as e:  # a store of other parameters there, a locked one, a damaged chunk
             raise SplitError(f"{url}: {e}") from None
-        stores[part] = str(url)
-    info = {
-        "source": str(path),
-        "kind": manifest["kind"],
-        "stores": stores,
-        "seed": seed,
-        "test_fraction": test_fraction,
-        "query_fraction": query_fraction,
-    }
-    info.update(split)
-    (out / "split.json").write_text(json.dumps(info), encoding="utf-8")
+    _write_files({plan: text}, overwrite)
     return info
 
 

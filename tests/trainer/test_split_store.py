@@ -97,7 +97,13 @@ def test_a_rerun_keeps_the_parts_and_another_split_needs_overwrite(
     assert main(["split", str(source), "--out", str(out), "--seed", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert err == (
+    assert err == (  # refused before any part is built: split.json says which split is there
+        f"trainer split: {out / 'split.json'}: exists with other contents (another split); give --overwrite to "
+        "replace it"
+    )
+    (out / "split.json").unlink()  # without it, the parts themselves refuse
+    assert main(["split", str(source), "--out", str(out), "--seed", "1"]) == 2
+    assert capsys.readouterr().err.strip() == (
         f"trainer split: {out / 'train'}: another store is already there (the labels differ): another "
         "split, or another source; choose another --out or pass --overwrite"
     )
@@ -200,3 +206,34 @@ def test_labeldist_split_is_trainer_split_and_needs_no_torch(
     assert capsys.readouterr().err.startswith("labeldist split: ")
     code = "import sys, labeldist.split, labeldist.cli, labeldist.trainer; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_split_never_replaces_its_own_input_nor_writes_through_split_json(
+    pose_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fifth adversarial run: ``cp -r st/va sp/train; labeldist split sp/train --out sp --overwrite`` replaced
+    its input with its train part, then failed: 66 of 330 items gone. A link at ``OUT/split.json`` was followed, a
+    FIFO there hung the command."""
+    import shutil
+
+    source = tmp_path / "sp" / "train"
+    shutil.copytree(pose_store / STORE, source)
+    before = {p.name: p.stat().st_mtime_ns for p in source.rglob("*")}
+    assert main(["split", str(source), "--out", str(tmp_path / "sp"), "--overwrite"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"trainer split: {source}: that is the store being split ({source}); write the parts to another folder"
+    )
+    assert {p.name: p.stat().st_mtime_ns for p in source.rglob("*")} == before
+    victim, out = tmp_path / "victim.txt", tmp_path / "out"
+    victim.write_text("precious\n")
+    out.mkdir()
+    (out / "split.json").symlink_to(victim)
+    assert main(["split", str(pose_store / STORE), "--out", str(out), "--overwrite"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "split.json: a symbolic link; --overwrite replaces regular files only" in err, err
+    assert victim.read_text() == "precious\n"
+    (out / "split.json").unlink()
+    os.mkfifo(out / "split.json")
+    assert main(["split", str(pose_store / STORE), "--out", str(out)]) == 2
+    assert "split.json: exists with other contents" in capsys.readouterr().err
