@@ -37,6 +37,7 @@ from labeldist.store import (
     StoreError,
     StoreMismatchError,
     build_manifest,
+    check_not_nested,
     create_store,
     drop_work,
     fingerprint_diff,
@@ -168,6 +169,7 @@ def precompute(
     check_precompute_arguments(labels, distance, k, dense, dense_limit, block_rows, n_workers)
     spec = ClusterSpec.of(cluster, scheduler, n_workers)
     url = writable_url(output)
+    check_not_nested(url)
     probe_new_store(url, labels, distance)
     block_rows = resolve_block_rows(labels, distance, dense, block_rows)
     symmetric = dense and distance.symmetric

@@ -36,6 +36,7 @@ from labeldist.store import (
     StoreReader,
     block_range,
     build_manifest,
+    check_not_nested,
     create_store,
     drop_work,
     exact_pairs_total,
@@ -402,6 +403,7 @@ def _local_url(store: str | os.PathLike[str]) -> str:
     """The url of ``store`` (links resolved: :func:`~labeldist.store.writable_url`); StoreError unless it is a local
     path (the new generation is swapped in by a rename)."""
     url = writable_url(store)
+    check_not_nested(url)
     if not is_local(url):
         raise StoreError(
             f"{url}: append grows a store on a local path (the new generation is swapped in by a "

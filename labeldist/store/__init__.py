@@ -57,6 +57,7 @@ from labeldist.store.layout import (
 )
 from labeldist.store.manifest import (
     build_manifest,
+    check_not_nested,
     fingerprint_diff,
     generation_entry,
     is_store,
@@ -128,6 +129,7 @@ __all__ = [
     "fingerprint_diff",
     "read_manifest",
     "is_store",
+    "check_not_nested",
     "manifest_digest",
     # writing
     "create_store",

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import zarr
@@ -16,7 +17,7 @@ from labeldist import __version__
 from labeldist.labels.base import LabelSet
 from labeldist.store.errors import StoreCorruptError, StoreError
 from labeldist.store.identity import root_metadata_path
-from labeldist.store.layout import FINGERPRINT_KEYS, FORMAT, MANIFEST_KEY, open_group, store_url
+from labeldist.store.layout import FINGERPRINT_KEYS, FORMAT, MANIFEST_KEY, is_local, open_group, store_url
 
 
 def build_manifest(
@@ -118,6 +119,41 @@ def is_store(path: str | os.PathLike[str]) -> bool:
         return read_manifest(os.fspath(path)) is not None
     except StoreError:
         return True
+
+
+def check_not_nested(url: str) -> None:
+    """StoreError unless the local store folder ``url`` (links resolved) is neither inside another labeldist store
+    nor holds one: a store inside another is deleted with it by the outer one's next append or ``--overwrite``,
+    and the outer one's ``verify`` would not see it. Only folders holding a ``zarr.json`` are opened."""
+    if not is_local(url):
+        return
+    here = os.path.realpath(url)
+    outer = next((p for p in Path(here).parents if is_store(p)), None)
+    if outer is not None:
+        raise StoreError(
+            f"{url}: inside the labeldist store {outer}, which an append or --overwrite of it would delete with "
+            "everything in it: write the store elsewhere"
+        )
+    if not os.path.isdir(here):
+        return
+    for folder, dirs, files in os.walk(here):
+        if "zarr.json" in files and _is_array(os.path.join(folder, "zarr.json")):
+            dirs[:] = []  # an array, whose chunk folders hold no store: not walked
+        elif folder != here and "zarr.json" in files and is_store(folder):
+            raise StoreError(
+                f"{url}: holds another labeldist store, {folder}, which replacing or growing {url} would delete: "
+                "move it out first"
+            )
+
+
+def _is_array(metadata: str) -> bool:
+    """Whether the Zarr metadata file ``metadata`` describes an array (read a few KB at most)."""
+    try:
+        with open(metadata, "rb") as f:
+            node = json.loads(f.read(1 << 16))
+    except (OSError, ValueError):
+        return False
+    return isinstance(node, dict) and node.get("node_type") == "array"
 
 
 def manifest_digest(manifest: Mapping[str, Any]) -> str:

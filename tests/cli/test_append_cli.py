@@ -219,3 +219,28 @@ def test_out_a_dangling_link_or_a_link_loop_says_which(tmp_path, capsys) -> None
         rc, _, err = run_cli(capsys, "precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / out, "--k", "3")
         assert rc == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_store_is_never_made_inside_another_nor_replaced_with_one_inside(tmp_path, capsys) -> None:
+    """The fifth adversarial run: ``precompute ... --out st/va/inner`` made a store inside another, ``verify st/va``
+    said ok, and the next append or ``--overwrite`` of ``st/va`` deleted ``inner`` silently."""
+    import shutil
+
+    np.save(tmp_path / "a.npy", np.random.default_rng(0).normal(size=(30, 3)))
+    job = ["--k", "4", "--workers", "1", "--no-progress"]
+    rc, _, err = run_cli(capsys, "precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / "va", *job)
+    assert rc == 0, err
+    before = snapshot(tmp_path / "va")
+    rc, _, err = run_cli(capsys, "precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / "va" / "inner", *job)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert f"va/inner: inside the labeldist store {tmp_path / 'va'}, which an append or --overwrite" in err
+    assert snapshot(tmp_path / "va") == before
+    shutil.copytree(tmp_path / "va", tmp_path / "va" / "kept")  # as an older release could have let it be made
+    for args in (
+        ["append", tmp_path / "va", tmp_path / "a.npy", "--workers", "1", "--no-progress"],
+        ["precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / "va", *job, "--overwrite", "--k", "3"],
+    ):
+        rc, _, err = run_cli(capsys, *args)
+        assert rc == 2 and err.count("\n") == 1, err
+        assert f"holds another labeldist store, {tmp_path / 'va' / 'kept'}, which replacing or growing" in err
+        assert snapshot(tmp_path / "va" / "kept") == before
