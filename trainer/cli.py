@@ -161,8 +161,10 @@ def _fit(args: argparse.Namespace) -> int:
                 k_max=args.k_max,
                 progress=False if args.no_progress else None,
             )
+        from labeldist.outputs import write_text
+
         out = Path(args.out)
-        (out / "eval.json").write_text(json.dumps(result), encoding="utf-8")
+        write_text(out / "eval.json", json.dumps(result), overwrite=True)  # a regular file replaced, never a link
         plot_curves({args.loss: result}, out / "eval.png", title=f"{args.eval_store}: {args.loss}")
         if not args.json:
             print()  # the metrics' table apart from the run's
@@ -499,6 +501,11 @@ def _fit_run_args(fit: argparse.ArgumentParser) -> None:
     )
     fit.add_argument("--checkpoint-every", type=positive_int, default=500)
     fit.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
+    fit.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run already in --out (else refused; --resume continues it)",
+    )
     fit.add_argument("--prefetch", type=positive_int, default=8, help="requests fetched ahead")
     fit.add_argument("--workers", type=worker_count, default=2, help="prefetch threads")
     fit.add_argument(

@@ -215,6 +215,27 @@ def test_resume_with_another_model_is_refused_naming_both(
     assert "log_ratio" in err and "dense_triplet" in err, err
 
 
+def test_a_new_run_over_a_finished_one_is_refused_unless_overwrite(
+    service: str, features: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fifth adversarial run: ``fit --out runs/learn`` onto a finished run, without ``--resume``, replaced its
+    checkpoint and appended a second run to its log."""
+    run = tmp_path / "run"
+    assert main(fit_args(service, features, run, "--max-steps", "3")) == 0
+    capsys.readouterr()
+    kept = {name: (run / name).read_bytes() for name in ("checkpoint.pt", "log.jsonl")}
+    err = refused(fit_args(service, features, run), capsys)
+    assert err == (
+        f"trainer fit: {run}: holds a run (checkpoint.pt, log.jsonl): continue it with --resume, replace it with "
+        "--overwrite, or give another --out"
+    )
+    assert {name: (run / name).read_bytes() for name in kept} == kept
+    assert main(fit_args(service, features, run, "--overwrite")) == 0
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert sum(row.get("event") == "start" for row in log) == 1  # one run in the log: the new one
+    assert max(row.get("step", 0) for row in log) == 2
+
+
 def test_eval_of_a_checkpoint_that_does_not_fit_is_refused_naming_both(
     service: str, features: Path, split: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
 from labeldist.files import written_whole
-from labeldist.outputs import make_folder
+from labeldist.outputs import OutputError, check_output_file, make_folder
 from labeldist.progress import progress_bar
 from labeldist.trainer.inputs.augment import augment, check_crop_scale, resolve_augmentation, step_generator
 from labeldist.trainer.inputs.images import device_images
@@ -124,6 +124,8 @@ class FitConfig:
     device: str = "auto"
     checkpoint_every: int = 500
     resume: bool = False
+    #: replace a run already in ``out`` (its checkpoint and log) instead of refusing to; ``resume`` continues it
+    overwrite: bool = False
     progress: bool = True
     prefetch: int = 8
     workers: int = 2
@@ -447,11 +449,28 @@ def open_inputs(config: FitConfig, client: Source, device: torch.device) -> tupl
     return info, inputs, augmentation
 
 
+def check_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse (OutputError, one line) to start a new run in ``out`` over another run's checkpoint or log, unless
+    ``resume`` (it continues) or ``overwrite`` (its checkpoint and log are removed first: regular files only)."""
+    held = [name for name in (CHECKPOINT, LOG) if os.path.lexists(out / name)]
+    if not held or resume:
+        return
+    if not overwrite:
+        raise OutputError(
+            f"{out}: holds a run ({', '.join(held)}): continue it with --resume, replace it with --overwrite, or "
+            "give another --out"
+        )
+    for name in held:
+        check_output_file(out / name, overwrite)  # never a link's target
+        os.unlink(out / name)
+
+
 def build(config: FitConfig) -> Run:
     """A run from its config: the output folder made, every generator seeded, the device and its threads, the
     source and the store's inputs, then the loss, the model (in that order: both draw from torch's generator),
     the optimizer over both, the learning-rate schedule and the mixed precision."""
     out = make_folder(config.out)  # refused inside a store
+    check_run_folder(out, config.resume, config.overwrite)
     seed_everything(config.seed)
     device = pick_device(config.device)
     set_threads(config, device)
