@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "labeldist.knnlookup",
             "labeldist.threads",
             "labeldist.clusters",
+            "labeldist.files",
         ),
     ),
     ("labels", ("labeldist.labels",)),
