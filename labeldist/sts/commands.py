@@ -77,7 +77,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from labeldist.outputs import refuse_inside_store
-    from labeldist.sts.fit import FitConfig, fit
+    from labeldist.sts.fit import FitConfig, check_model_folder, fit
     from labeldist.sts.stsb import read_sts
 
     check_model(args.base_model)
@@ -99,6 +99,7 @@ def _fit(args: argparse.Namespace) -> int:
     dev = read_sts(dev_file).head(args.dev_limit)
     out = args.out or f"models/sts-{config.architecture}-{config.loss}"
     refuse_inside_store(out)  # before the training, not after it
+    check_model_folder(out, args.overwrite)
     result = fit(train, dev, config, out, progress=False if args.no_progress else None)
     print(
         json.dumps(
@@ -166,6 +167,11 @@ def add_sts_parser(sub: Any) -> None:
     fit.add_argument("--dev-limit", type=positive_int, help="score on the first N dev pairs only")
     fit.add_argument("--out", help="model folder (default: models/sts-<architecture>-<loss>, in the working folder)")
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fit.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the model already in --out (the stores built on it then answer 503 until rebuilt)",
+    )
     fit.set_defaults(func=_fit)
 
     ev = cmds.add_parser("eval", help="Pearson and Spearman of a relevance scorer on STS-B dev")

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +29,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
+from labeldist.files import written_whole
+from labeldist.options import UsageError
 from labeldist.progress import progress_bar
 from labeldist.sts.models import ARCHITECTURES, FIT_INFO, PACKAGED, model_spec, offline, resolve_model
 from labeldist.sts.stsb import StsPairs
@@ -152,6 +157,43 @@ def predict_relevance(model: Any, config: FitConfig, first: list[str], second: l
     return (both[: len(first)] + both[len(first) :]) / 2.0
 
 
+def check_model_folder(out: str | Path, overwrite: bool) -> None:
+    """Refuse (UsageError, one line, before any training) a model folder ``out`` that holds anything, unless
+    ``overwrite``, and then only a real folder (never a link's target, never a file): a model replaced under a
+    store makes the store answer 503 until it is rebuilt."""
+    out = Path(out)
+    if not os.path.lexists(out):
+        return
+    if os.path.islink(out) or not out.is_dir():
+        raise UsageError(f"{out}: {'a symbolic link' if os.path.islink(out) else 'a file'}, not a model folder")
+    held = sorted(p.name for p in out.iterdir())
+    if held and not overwrite:
+        shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        raise UsageError(
+            f"{out}: holds a model ({shown}); every store built on it would answer 503 once it is replaced: give "
+            "--overwrite to replace it, or another --out"
+        )
+
+
+def save_model_folder(model: Any, out: Path) -> None:
+    """``model.save`` into a new folder beside ``out``, then swapped in for it by renames: a kill leaves the old
+    model or the new one whole, never a folder of both."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    try:
+        model.save(str(staging))
+        if os.path.lexists(out):
+            aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.rename(out, aside / "model")
+            os.rename(staging, out)
+            shutil.rmtree(aside)
+        else:
+            os.rename(staging, out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+
 def fit(
     train: StsPairs, dev: StsPairs, config: FitConfig, out: str | Path, *, progress: bool | None = None
 ) -> FitResult:
@@ -215,8 +257,7 @@ def fit(
     bar.close()
     seconds = time.perf_counter() - started
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save(str(out))
+    save_model_folder(model, out)
     record = {
         "architecture": config.architecture,
         "config": asdict(config) | {"base_model": model_spec(config.base_model)},
@@ -228,7 +269,8 @@ def fit(
         "torch_threads": torch.get_num_threads(),
         "versions": _versions(),
     }
-    (out / FIT_INFO).write_text(json.dumps(record, indent=2) + "\n")
+    with written_whole(out / FIT_INFO) as tmp:
+        tmp.write_text(json.dumps(record, indent=2) + "\n")
     return FitResult(out, history[-1]["pearson"], history[-1]["spearman"], history, seconds)
 
 

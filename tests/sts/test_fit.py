@@ -82,6 +82,27 @@ def test_cross_encoder_fit_gives_a_cross_encoder(tiny_cross):
     assert json.loads((tiny_cross / FIT_INFO).read_text())["config"]["loss"] == "bce"
 
 
+def test_fit_never_replaces_a_model_unless_overwrite(tmp_path, capsys):
+    """The fifth adversarial run: ``sts fit --out DIR`` replaced an existing model folder (its default is the
+    shipped models/sts-bi-cosine), and every store built on the old one then answered 503."""
+    argv = ["sts", "fit", "--architecture", "bi", "--loss", "cosent", "--seed", "3", *TINY, "--no-progress"]
+    out = tmp_path / "m"
+    assert main([*argv, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([*argv, "--out", str(out), "--seed", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out}: holds a model (" in err and "give --overwrite to replace it" in err, err
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert main([*argv, "--out", str(out), "--seed", "4", "--overwrite"]) == 0
+    assert json.loads((out / FIT_INFO).read_text())["seed"] == 4 and architecture(out) == "bi"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no staging folder left beside it
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    assert main([*argv, "--out", str(link), "--overwrite"]) == 2
+    assert "a symbolic link, not a model folder" in capsys.readouterr().err
+
+
 def test_malformed_sts_file_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("genre\tfile\t2012\t1\tfive\ta\tb\n")
