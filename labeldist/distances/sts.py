@@ -28,6 +28,7 @@ from labeldist.sts.cascade import DEFAULT_BELOW, DEFAULT_SCORER, check_below
 from labeldist.sts.models import (
     PACKAGED,
     architecture,
+    files_sha256,
     load_bi_encoder,
     load_cross_encoder,
     model_lock,
@@ -406,11 +407,20 @@ class SentenceRelevance(LabelDistance):
 
 
 def _checked_model(model: str | None, sha256: str | None) -> tuple[str, str]:
+    """The model's spec and the digest of its folder (:func:`~labeldist.sts.models.files_sha256`); ValueError when
+    ``sha256`` (a store's record) names another. A store of an earlier release recorded the weights' digest alone
+    (:func:`~labeldist.sts.models.weights_sha256`): it is still accepted, and checks the weights only."""
     spec = model_spec(model)
-    digest = weights_sha256(resolve_model(spec))
-    if sha256 is not None and sha256 != digest:
-        raise ValueError(f"model {spec}: its weights changed (sha256 {digest[:12]}..., expected {sha256[:12]}...)")
-    return spec, digest
+    path = resolve_model(spec)
+    digest = files_sha256(path)
+    if sha256 is None or sha256 == digest:
+        return spec, digest
+    if sha256 == weights_sha256(path):
+        return spec, sha256
+    raise ValueError(
+        f"model {spec}: its files changed (sha256 {digest[:12]}..., expected {sha256[:12]}...): the weights, the "
+        "tokenizer, the pooling or another of its files is not what the store was built with; rebuild the store"
+    )
 
 
 @functools.lru_cache(maxsize=4096)

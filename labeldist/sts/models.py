@@ -146,6 +146,21 @@ def weights_sha256(path: Path) -> str:
     raise FileNotFoundError(f"{path}: no weight file ({' or '.join(_WEIGHT_FILES)})")
 
 
+@cached_once(maxsize=16)
+def files_sha256(path: Path) -> str:
+    """Digest of every file of the model folder ``path`` (its relative name and contents, in name order): the
+    weights, and as much the tokenizer, the pooling and normalisation modules and their configuration, each of
+    which changes what the model computes. A store records it, so that any change to the folder is noticed."""
+    total = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        h = hashlib.sha256()
+        with open(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        total.update(f"{file.relative_to(path).as_posix()}\0{h.hexdigest()}\n".encode())
+    return total.hexdigest()
+
+
 @cached_once(maxsize=4)
 def load_bi_encoder(path: Path, max_length: int) -> Any:
     """A SentenceTransformer on CPU that truncates each sentence to ``max_length`` word pieces."""

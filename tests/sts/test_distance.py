@@ -111,7 +111,7 @@ def test_params_are_json_and_rebuild_with_model_digest(labels, tiny_cross):
     params = json.loads(json.dumps(distance.params()))
     assert params["model"] == str(tiny_cross) and len(params["model_sha256"]) == 64
     assert SentenceRelevance(**params).params() == distance.params()
-    with pytest.raises(ValueError, match="its weights changed"):
+    with pytest.raises(ValueError, match="its files changed"):
         SentenceRelevance(**(params | {"model_sha256": "0" * 64}))
 
 
@@ -165,3 +165,31 @@ def test_candidate_threshold_counts_gated_pairs_as_not_passing():
         t = threshold_for_candidates(emb, 3.0, gate=gate)
         passing = (rel >= t) & gate(np.arange(50))
         assert passing.sum() == pytest.approx(3 * 50, abs=2), "3 candidates per item on average, gate or not"
+
+
+@pytest.mark.parametrize("change", ["no tokenizer.json", "cls pooling"])
+def test_a_model_folder_changed_anywhere_is_refused_not_only_its_weights(tmp_path, change):
+    """The fifth adversarial run: with ``tokenizer.json`` removed from a copy of the model folder, or its pooling
+    set to ``cls``, a store built on it answered searches with every distance 0.0, or in a wrong order; only a
+    changed weights file was refused. The store records a digest of every file of the folder."""
+    import json
+    import shutil
+
+    from labeldist.sts.models import PACKAGED, files_sha256, resolve_model, weights_sha256
+
+    model = tmp_path / "model"
+    shutil.copytree(resolve_model(PACKAGED), model)
+    params = SentenceRelevance("bert", model=str(model)).params()
+    assert params["model_sha256"] == files_sha256(model.resolve())
+    if change == "no tokenizer.json":
+        (model / "tokenizer.json").unlink()
+    else:
+        pooling = model / "1_Pooling" / "config.json"
+        config = json.loads(pooling.read_text())
+        pooling.write_text(json.dumps(config | {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
+    files_sha256.cache_clear()  # this process read the folder before the change
+    with pytest.raises(ValueError, match=r"its files changed .*the tokenizer, the pooling"):
+        SentenceRelevance(**params)
+    # a store of an earlier release recorded the weights' digest alone: still opened (its weights are unchanged)
+    legacy = params | {"model_sha256": weights_sha256(model.resolve())}
+    assert SentenceRelevance(**legacy).params()["model_sha256"] == legacy["model_sha256"]

@@ -135,7 +135,7 @@ def test_a_store_records_its_fine_tuned_model_and_refuses_a_retrained_one(dask_c
     import shutil
 
     from labeldist.sts.fit import FitConfig, fit
-    from labeldist.sts.models import fit_info, load_bi_encoder, weights_sha256
+    from labeldist.sts.models import files_sha256, fit_info, load_bi_encoder
     from labeldist.sts.scorers import bi_encoder_scorer
     from labeldist.sts.stsb import read_sts
     from tests.sts.conftest import STS_DEV, STS_TRAIN
@@ -171,17 +171,17 @@ def test_a_store_records_its_fine_tuned_model_and_refuses_a_retrained_one(dask_c
     check_store(out)
     params = StoreReader(str(out)).manifest["params"]
     assert params["scorer"] == "coarse_to_fine" and params["model"] == str(model.resolve())
-    assert params["model_sha256"] == weights_sha256(model.resolve())
+    assert params["model_sha256"] == files_sha256(model.resolve())
     assert main(command) == 0, "the same model: the finished store is reused"
 
     tiny_bi(1, tmp_path / "retrained")  # another seed: other weights, written over the first model's folder
     shutil.copytree(tmp_path / "retrained", model, dirs_exist_ok=True)
     assert fit_info(model)["seed"] == 1
-    for cache in (weights_sha256, load_bi_encoder, bi_encoder_scorer):  # this process loaded the old weights
+    for cache in (files_sha256, load_bi_encoder, bi_encoder_scorer):  # this process loaded the old weights
         cache.cache_clear()
     capsys.readouterr()
     assert main(command) == 2
     err = capsys.readouterr().err
     assert "a store made with other parameters is already there" in err
-    assert params["model_sha256"] in err and weights_sha256(model.resolve()) in err
+    assert params["model_sha256"] in err and files_sha256(model.resolve()) in err
     assert StoreReader(str(out)).manifest["params"] == params, "the store is left as it was"
