@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from labeldist.store import is_local, read_manifest, sibling
+from labeldist.store import is_local, read_manifest, remove_old_store, sibling
 
 
 def occupied(url: str) -> bool:
@@ -49,8 +49,8 @@ def finish_replacement(url: str) -> None:
         staged, aside = sibling(url, staged_name), sibling(url, aside_name)
         if not os.path.exists(url) and os.path.exists(aside) and (read_manifest(staged) or {}).get("complete"):
             os.rename(staged, url)
-        if os.path.exists(url) and os.path.exists(aside):
-            shutil.rmtree(aside)
+        if os.path.exists(url) and os.path.lexists(aside):
+            remove_old_store(aside, url)
 
 
 def replace_with_staged(url: str, how: str = "overwrite") -> None:
@@ -58,6 +58,7 @@ def replace_with_staged(url: str, how: str = "overwrite") -> None:
     renamed aside, the new one renamed into place, then the old one removed. At every moment one complete store
     is at ``url`` or recoverable by :func:`finish_replacement`."""
     staged_name, aside_name = SWAPS[how]
+    remove_old_store(sibling(url, aside_name), url)
     os.rename(url, sibling(url, aside_name))
     os.rename(sibling(url, staged_name), url)
     shutil.rmtree(sibling(url, aside_name))

@@ -74,6 +74,7 @@ from labeldist.store.writing import (
     publish,
     read_upper,
     record_generation_pairs,
+    remove_old_store,
     skeleton_whole,
     upper_done,
     write_block,
@@ -129,6 +130,7 @@ __all__ = [
     "fingerprint_diff",
     "read_manifest",
     "is_store",
+    "remove_old_store",
     "check_not_nested",
     "manifest_digest",
     # writing

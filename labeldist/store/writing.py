@@ -36,7 +36,21 @@ from labeldist.store.layout import (
     store_arrays,
     store_url,
 )
-from labeldist.store.manifest import store_generations
+from labeldist.store.manifest import is_store, store_generations
+
+
+def remove_old_store(path: str, url: str) -> None:
+    """Remove ``path``, where labeldist set ``url``'s old store aside (``.NAME.previous``, ``.replaced``,
+    ``.discarded``), if anything is there; StoreError, removing nothing, when it is not a labeldist store: someone's
+    folder at a name labeldist uses, which it never deletes."""
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not is_store(path):
+        raise StoreError(
+            f"{path}: not a labeldist store, at the name where labeldist sets {url}'s old store aside; it holds "
+            "something labeldist did not make and never deletes: move it elsewhere, then rerun"
+        )
+    shutil.rmtree(path)
 
 
 def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
@@ -55,7 +69,7 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> Non
     _lay_out(building, manifest, labels)
     if os.path.isdir(url) and os.listdir(url):  # an unfinished or mismatched store being replaced
         discarded = sibling(url, "discarded")
-        shutil.rmtree(discarded, ignore_errors=True)
+        remove_old_store(discarded, url)
         os.rename(url, discarded)
         os.rename(building, url)
         shutil.rmtree(discarded)

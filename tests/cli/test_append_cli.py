@@ -244,3 +244,32 @@ def test_a_store_is_never_made_inside_another_nor_replaced_with_one_inside(tmp_p
         assert rc == 2 and err.count("\n") == 1, err
         assert f"holds another labeldist store, {tmp_path / 'va' / 'kept'}, which replacing or growing" in err
         assert snapshot(tmp_path / "va" / "kept") == before
+
+
+@pytest.mark.parametrize("aside", ["previous", "replaced", "discarded"])
+def test_a_folder_of_someone_s_files_where_an_old_store_is_set_aside_is_never_deleted(tmp_path, capsys, aside) -> None:
+    """The fifth adversarial run: a folder ``.NAME.previous`` holding a user's files was deleted by the next append
+    without a word. The names where labeldist sets an old store aside are removed only when they hold a store."""
+    np.save(tmp_path / "a.npy", np.random.default_rng(0).normal(size=(30, 3)))
+    np.save(tmp_path / "more.npy", np.random.default_rng(1).normal(size=(5, 3)))
+    job = ["--workers", "1", "--no-progress"]
+    rc, _, err = run_cli(
+        capsys, "precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / "va", "--k", "4", *job
+    )
+    assert rc == 0, err
+    mine = tmp_path / f".va.{aside}"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    before = snapshot(tmp_path / "va")
+    for args in (
+        ["append", tmp_path / "va", tmp_path / "more.npy", *job],
+        ["precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / "va", "--k", "3", "--overwrite", *job],
+    ):
+        rc, _, err = run_cli(capsys, *args)
+        if aside == "discarded":  # used only when an unfinished store is replaced: these jobs leave it alone
+            assert rc == 0, err
+        else:
+            assert rc == 2 and err.count("\n") == 1, err
+            assert f"{mine}: not a labeldist store, at the name where labeldist sets" in err, err
+            assert snapshot(tmp_path / "va") == before
+        assert (mine / "notes.txt").read_text() == "mine\n"
