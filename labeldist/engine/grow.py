@@ -263,18 +263,30 @@ def numbered_after(store: StoreReader, labels: LabelSet) -> LabelSet:
     """``labels`` with the ids ``N``, ``N+1``, ... when the store's N ids are its row numbers ``0 .. N-1`` and the
     new labels' ids are their file's row numbers too (an ``.npy``, or a table without an id column): the rows
     appended go on with the store's numbering, as they would in a precompute of both files one after the other,
-    instead of clashing with its first rows. Other labels are returned as they are."""
+    instead of clashing with its first rows. Other labels are returned as they are.
+
+    The same rows as the store's last generation are that generation again (nothing to do); the same rows as an
+    earlier one (a file appended twice, another append between) are refused, StoreError naming the generation:
+    numbered on, they would be added a second time as new items."""
     if not labels.ids_are_row_numbers:
         return labels
     n = store.n_items
     if not np.array_equal(store.ids, np.arange(n).astype(str)):
         return labels
-    last = store_generations(store.manifest)[-1]
-    start, stop = last["items"]
-    if start > 0 and stop - start == len(labels):  # the same file again: it may be the last generation already
+    generations = store_generations(store.manifest)
+    for number, generation in enumerate(generations, start=1):
+        start, stop = generation["items"]
+        if stop - start != len(labels):
+            continue
         again = _numbered_from(labels, start)
-        if again.sha256() == last["labels_sha256"]:
+        if again.sha256() != generation["labels_sha256"]:
+            continue
+        if number == len(generations) and number > 1:  # the same file again: the last appended generation
             return again
+        raise StoreError(
+            f"{store.url}: these {len(labels)} rows are already its items {start}..{stop - 1} (generation "
+            f"{generation.get('generation', number)}); appended again they would be new items with the same labels"
+        )
     return _numbered_from(labels, n)
 
 

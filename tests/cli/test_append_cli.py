@@ -273,3 +273,27 @@ def test_a_folder_of_someone_s_files_where_an_old_store_is_set_aside_is_never_de
             assert f"{mine}: not a labeldist store, at the name where labeldist sets" in err, err
             assert snapshot(tmp_path / "va") == before
         assert (mine / "notes.txt").read_text() == "mine\n"
+
+
+def test_an_npy_appended_before_is_refused_after_another_append(tmp_path, capsys) -> None:
+    """The fifth adversarial run: re-appending an .npy after another append added its rows again as new items;
+    only an immediate repeat was recognised (it still is: nothing to do)."""
+    rng = np.random.default_rng(4)
+    for name, rows in (("a", 40), ("b", 6), ("c", 8)):
+        np.save(tmp_path / f"{name}.npy", rng.normal(size=(rows, 3)))
+    job = ["--workers", "1", "--no-progress"]
+    rc, _, err = run_cli(
+        capsys, "precompute", "vectors", tmp_path / "a.npy", "--out", tmp_path / "va", "--k", "4", *job
+    )
+    assert rc == 0, err
+    rc, _, err = run_cli(capsys, "append", tmp_path / "va", tmp_path / "a.npy", *job)  # the precompute's own file
+    assert rc == 2 and "these 40 rows are already its items 0..39 (generation 1)" in err, err
+    for name in ("b", "c"):
+        assert run_cli(capsys, "append", tmp_path / "va", tmp_path / f"{name}.npy", *job)[0] == 0
+    rc, out, _ = run_cli(capsys, "append", tmp_path / "va", tmp_path / "c.npy", *job)
+    assert rc == 0 and "already its generation 3; nothing to do" in out
+    before = snapshot(tmp_path / "va")
+    rc, _, err = run_cli(capsys, "append", tmp_path / "va", tmp_path / "b.npy", *job)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "these 6 rows are already its items 40..45 (generation 2); appended again they would be new" in err
+    assert snapshot(tmp_path / "va") == before and StoreReader(str(tmp_path / "va")).n_items == 54
