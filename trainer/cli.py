@@ -109,7 +109,7 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from labeldist.trainer.training.evaluate import ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.training.evaluate import ImageSource, check_split_store, evaluate, load_split, plot_curves
     from labeldist.trainer.training.fit import FitConfig, fit, open_source
 
     if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
@@ -150,6 +150,7 @@ def _fit(args: argparse.Namespace) -> int:
                 workers=args.loader_workers,
             )
         with open_source(args.stores, args.url, args.api_key) as client:
+            check_split_store(args.split, client.store(args.eval_store), args.eval_store)
             result = evaluate(
                 client,
                 args.eval_store,
@@ -175,7 +176,14 @@ def _fit(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from labeldist.outputs import check_output_file, write_text
     from labeldist.trainer.experiments.plots import plot_format
-    from labeldist.trainer.training.evaluate import UNTRAINED_BACKBONE, ImageSource, evaluate, load_split, plot_curves
+    from labeldist.trainer.training.evaluate import (
+        UNTRAINED_BACKBONE,
+        ImageSource,
+        check_split_store,
+        evaluate,
+        load_split,
+        plot_curves,
+    )
     from labeldist.trainer.training.fit import open_source
 
     if args.plot:
@@ -194,6 +202,7 @@ def _eval(args: argparse.Namespace) -> int:
             workers=args.loader_workers,
         )
     with open_source(args.stores, args.url, args.api_key) as client:
+        check_split_store(args.split, client.store(args.store), args.store)
         result = evaluate(
             client,
             args.store,

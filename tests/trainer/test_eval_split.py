@@ -69,3 +69,22 @@ def test_the_command_refuses_before_evaluating(pose_store, features, tmp_path, c
     split.write_text(json.dumps({"queries": [0, 1], "gallery": [2, N_ITEMS + 5]}))
     refused(trainer(capsys, *args, "--split", split), f"the split names item {N_ITEMS + 5}, but store {STORE!r} has")
     assert not out.exists()
+
+
+def test_a_split_made_for_another_store_is_refused(pose_store, features, tmp_path, capsys) -> None:
+    """The fifth adversarial run: ``labeldist split`` of a store, then ``trainer eval`` of the whole store with that
+    split: accepted, and 471 of the 592 items evaluated were training items. ``split.json`` says which test store
+    its positions index (its items, its kind, its path): another is refused before anything is evaluated."""
+    split, out = tmp_path / "split.json", tmp_path / "eval.json"
+    args = ("eval", "--stores", pose_store, "--store", STORE, "--features", features, "--out", out, "--no-progress")
+    made = {**GOOD, "test": list(range(12)), "kind": "pose", "stores": {"test": "sp/test", "train": "sp/train"}}
+    split.write_text(json.dumps(made))
+    refused(
+        trainer(capsys, *args, "--split", split),
+        f"{split}: made for the test store sp/test (12 items); store {STORE!r} has {N_ITEMS}: its positions would",
+    )
+    split.write_text(json.dumps({**made, "test": list(range(N_ITEMS)), "kind": "caption_wmd"}))
+    refused(trainer(capsys, *args, "--split", split), f"{split}: made for a caption_wmd store; store {STORE!r} is a")
+    assert not out.exists()
+    split.write_text(json.dumps({**made, "test": list(range(N_ITEMS))}))  # its own test store: evaluated
+    assert trainer(capsys, *args, "--split", split)[0] == 0 and out.exists()

@@ -344,6 +344,30 @@ def _positions(path: str | Path, split: dict[str, Any], side: str) -> np.ndarray
     return positions
 
 
+def check_split_store(path: str | Path, info: dict[str, Any], store: str) -> None:
+    """:class:`InputError` when the split at ``path`` was made for another store than ``store`` (``info``: its
+    description, ``n_items`` and ``kind``). A split that ``labeldist split`` wrote says which test store its
+    positions index: its ``test`` list (the items that store holds), its ``kind``, and, for a store's split, the
+    test store's path (``stores``); a store of another size or kind is refused naming both."""
+    try:
+        split = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return  # load_split has refused it already, naming why
+    if not isinstance(split, dict):
+        return
+    test, kind = split.get("test"), split.get("kind")
+    where = (split.get("stores") or {}).get("test") if isinstance(split.get("stores"), dict) else None
+    made_for = f"the test store {where}" if isinstance(where, str) else "its test store"
+    n_items = int(info.get("n_items", -1))
+    if isinstance(test, list) and len(test) != n_items:
+        raise InputError(
+            f"{path}: made for {made_for} ({len(test)} items); store {store!r} has {n_items}: its positions would "
+            "name other items (training items among them): evaluate the split's own test store"
+        )
+    if isinstance(kind, str) and info.get("kind") not in (None, kind):
+        raise InputError(f"{path}: made for a {kind} store; store {store!r} is a {info.get('kind')} store")
+
+
 def check_split_items(queries: np.ndarray, gallery: np.ndarray, n_items: int, store: str) -> None:
     """:class:`InputError` when a split names an item past the store's ``n_items`` (the split of another store)."""
     top = int(max(queries.max(initial=-1), gallery.max(initial=-1)))
