@@ -8,6 +8,7 @@ items are computed here, on demand, bounded as every on-demand computation (:mod
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -22,15 +23,18 @@ from labeldist.search import SearchResult, not_searchable, search_cost_s, search
 log = logging.getLogger("labeldist.api")
 
 
-def estimate_search(store: ServedStore, cls: Any) -> float:
-    """The estimated seconds of a search of ``store``: the distance's own estimate where its class gives one
-    (:meth:`~labeldist.distances.base.LabelDistance.search_cost_s`: it knows what it holds of the store's labels,
-    which are loaded first, no distance computed), else :func:`search_cost_s` from the kind's unit costs."""
+def estimate_search(store: ServedStore, cls: Any, label_bytes: int = 0) -> float:
+    """The estimated seconds of a search of ``store`` by a label of ``label_bytes`` bytes (its JSON form): the
+    distance's own estimate where its class gives one (:meth:`~labeldist.distances.base.LabelDistance.search_cost_s`:
+    it knows what it holds of the store's labels, which are loaded first, no distance computed), else
+    :func:`search_cost_s` from the kind's unit costs; plus the label's length at the kind's
+    ``cost_per_label_byte_s``."""
+    length = label_bytes * cls.cost_per_label_byte_s
     if cls.search_cost_s is LabelDistance.search_cost_s:
-        return search_cost_s(cls, store.n_items)
+        return search_cost_s(cls, store.n_items) + length
     labels, distance = store.labels_and_distance()
     own = distance.search_cost_s(labels)
-    return search_cost_s(cls, store.n_items) if own is None else own
+    return (search_cost_s(cls, store.n_items) if own is None else own) + length
 
 
 def search_store(
@@ -56,8 +60,10 @@ def search_store(
         )
     guard = guard or unguarded()
     k = min(k, store.n_items)
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
     guard.admit(
-        estimate_search(store, distance_class(kind)), f"a search of the {store.n_items} items of {store.name!r}"
+        estimate_search(store, distance_class(kind), size),
+        f"a search of the {store.n_items} items of {store.name!r} by a label of {size:,} bytes",
     )
     with guard.slot():
         labels, distance = store.labels_and_distance()

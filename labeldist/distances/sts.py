@@ -102,6 +102,9 @@ class SentenceRelevance(LabelDistance):
     # what costs is embedding each sentence not seen before: 10.4 ms a sentence measured by
     # benchmarks/bench_pair_cost.py (MiniLM on 2 cores), rounded up
     cost_per_call_s, cost_per_pair_s, cost_per_item_s = 200e-6, 1e-6, 12e-3
+    # a long sentence is read and tokenized whole before the model truncates it: 9.5 us a byte measured on a
+    # 149 KB sentence of unknown words (0.80 s read and CBoW, 0.61 s the model's tokenizer), rounded up
+    cost_per_label_byte_s = 12e-6
     labels_class = Sentences
 
     def __init__(

@@ -20,6 +20,7 @@ import hashlib
 import os
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -150,6 +151,12 @@ def load_embeddings(path: Path, n_texts: int, dim: int | None = None) -> np.ndar
     return values
 
 
+#: a text embedded on request (a search) longer than this is not kept (it is embedded, used and dropped): a
+#: sentence of a store is a few hundred characters; a search of a megabyte must not stay in memory
+KEEP_CHARS = 2048
+#: texts embedded on request kept, beyond a store's sentences that load() read (about 1.6 KB each with its key)
+KEPT_ASKED = 65_536
+
 #: rows of a cached embeddings file compared with fresh embeddings of their texts whenever it is loaded
 SPOT_CHECK_ROWS = 4
 #: how far a cached row may be from a fresh embedding of its text: another batch changes the last bits (about
@@ -206,6 +213,10 @@ class BiEncoderScorer:
     Safe to share between threads: a text is embedded by the first thread that needs it while the others wait
     for it, so each costs one call and every thread reads the same value (two threads embedding it in
     different batches would differ in the last bits, and a later request could get the other one).
+
+    Bounded: what :meth:`load` reads (a store's sentences) is kept; of the texts embedded on request (searches),
+    those over :data:`KEEP_CHARS` characters are not kept at all, and at most :data:`KEPT_ASKED` others, the
+    least recently asked dropped first (a service answering searches for months must not keep every one).
     """
 
     def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64) -> None:
@@ -214,31 +225,43 @@ class BiEncoderScorer:
         #: the files :meth:`load` read
         self.loaded: set[Path] = set()
         self._cache: dict[str, np.ndarray] = {}
+        self._asked: OrderedDict[str, None] = OrderedDict()  # texts kept that no load() gave, oldest first
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings (len(texts), d): the float32 values kept (:func:`encode_texts`), as float64."""
-        # Double-checked: the lock only when something is missing. Entries are only ever added (a load()
-        # rewrites them with values of the same texts), so a reader without the lock sees a whole value.
-        if any(t not in self._cache for t in texts):
-            with self._lock:
-                self._embed_missing(texts)
         if not texts:
             return np.zeros((0, 0))
-        return np.stack([self._cache[t] for t in texts]).astype(np.float64)
+        # Double-checked: the lock only when something is missing. A value is never changed once made (a load()
+        # puts values of the same texts), so a reader without the lock sees a whole one; entries are dropped only
+        # under the lock, where the values are gathered again.
+        got = [self._cache.get(t) for t in texts]
+        if any(g is None for g in got):
+            with self._lock:
+                fresh = self._embed_missing(texts)
+                got = [fresh[t] if t in fresh else self._cache[t] for t in texts]
+                while len(self._asked) > KEPT_ASKED:  # after the values are gathered: this call's may go too
+                    self._cache.pop(self._asked.popitem(last=False)[0], None)
+        return np.stack(got).astype(np.float64)
 
     def has(self, texts: Sequence[str]) -> bool:
         """Whether every text of ``texts`` is embedded already."""
         return all(t in self._cache for t in texts)
 
-    def _embed_missing(self, texts: Sequence[str]) -> None:
-        """Embed the texts not in the cache yet (the caller holds ``self._lock``)."""
+    def _embed_missing(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Embed the texts not in the cache yet, keep those that may be kept (the caller holds ``self._lock``);
+        all of them, kept or not."""
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if not todo:
-            return
+            return {}
         emb = encode_texts(self.path, self.max_length, todo, self.batch_size)
-        self._cache.update(zip(todo, emb))
+        fresh = dict(zip(todo, emb))
         self.calls += len(todo)
+        for text, value in fresh.items():
+            if len(text) <= KEEP_CHARS:
+                self._cache[text] = value
+                self._asked[text] = None
+        return fresh
 
     def save(self, texts: Sequence[str], path: Path) -> None:
         """Embed ``texts`` (in this order) and write them to ``path`` (:func:`save_embeddings`)."""
@@ -255,6 +278,8 @@ class BiEncoderScorer:
             return False
         with self._lock:
             self._cache.update(zip(texts, np.asarray(values)))
+            for text in texts:  # a store's sentences: kept for good
+                self._asked.pop(text, None)
             self.loaded.add(path)
         return True
 

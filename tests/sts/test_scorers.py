@@ -60,3 +60,27 @@ def test_very_long_sentences_are_truncated_with_a_warning(packaged_path, tiny_cr
         r = CrossEncoderScorer(tiny_cross, max_length=64).pair_relevance([long], [TEXTS[1]])
     assert 0.0 <= r[0] <= 1.0
     assert load_cross_encoder(tiny_cross, 64).max_seq_length == 64
+
+
+def test_the_texts_embedded_on_request_are_bounded_and_a_store_s_are_kept(packaged_path, tmp_path, monkeypatch):
+    """The fifth adversarial run: the service kept every distinct search sentence's embedding forever, keyed by its
+    full text (24 distinct 720 KB searches added 345 MB). A long text is embedded, used and dropped; short ones
+    are kept up to a bound, least recently asked first out; a store's sentences (loaded from its file) stay."""
+    import labeldist.sts.scorers as scorers
+    from labeldist.sts.scorers import encode_texts, save_embeddings
+
+    monkeypatch.setattr(scorers, "KEPT_ASKED", 3)
+    scorer = BiEncoderScorer(packaged_path)
+    store = ["A dog runs.", "A cat sleeps.", "Rain falls."]
+    save_embeddings(encode_texts(packaged_path, scorer.max_length, store), tmp_path / "store.npy")
+    assert scorer.load(store, tmp_path / "store.npy")
+    long = "word " * 1000  # 5,000 characters
+    first = scorer.embed([long])
+    assert not scorer.has([long]) and scorer.calls == 1
+    np.testing.assert_allclose(scorer.embed([long]), first)  # the same value, embedded again
+    asked = [f"Query number {i}." for i in range(5)]
+    values = scorer.embed(asked)
+    assert [scorer.has([t]) for t in asked] == [False, False, True, True, True]  # the 3 most recent kept
+    assert scorer.has(store)  # never dropped
+    np.testing.assert_allclose(scorer.embed(asked), values, atol=1e-5)  # another batch: the last bits
+    np.testing.assert_allclose(scorer.embed(store), encode_texts(packaged_path, scorer.max_length, store), atol=1e-6)
