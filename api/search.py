@@ -60,7 +60,7 @@ def search_store(
         )
     guard = guard or unguarded()
     k = min(k, store.n_items)
-    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))  # a lone one is 422 later
     guard.admit(
         estimate_search(store, distance_class(kind), size),
         f"a search of the {store.n_items} items of {store.name!r} by a label of {size:,} bytes",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import httpx
@@ -89,8 +90,10 @@ def test_every_path_a_manifest_names_must_be_a_regular_file(tmp_path: Path) -> N
         resolve_model(model)
     from labeldist.sts.scorers import BiEncoderScorer
 
-    with pytest.raises(OSError, match="a cached embeddings file must be a regular file"):
-        BiEncoderScorer(model).load(["a"], fifo)
+    scorer = BiEncoderScorer(model)
+    with pytest.warns(UserWarning, match="a cached embeddings file must be a regular file.*embedding the 1 texts"):
+        assert scorer.load(["a"], fifo) is False  # never read: the text is embedded instead, the FIFO left alone
+    assert scorer.has(["a"]) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
     link = tmp_path / "link"
     link.symlink_to(fifo)
     with pytest.raises(OSError, match="a FIFO"):
