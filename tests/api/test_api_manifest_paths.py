@@ -88,9 +88,10 @@ def test_every_path_a_manifest_names_must_be_a_regular_file(tmp_path: Path) -> N
 
     with pytest.raises(OSError, match="a file of a sentence model must be a regular file"):
         resolve_model(model)
+    from labeldist.sts.models import PACKAGED
     from labeldist.sts.scorers import BiEncoderScorer
 
-    scorer = BiEncoderScorer(model)
+    scorer = BiEncoderScorer(resolve_model(PACKAGED))
     with pytest.warns(UserWarning, match="a cached embeddings file must be a regular file.*embedding the 1 texts"):
         assert scorer.load(["a"], fifo) is False  # never read: the text is embedded instead, the FIFO left alone
     assert scorer.has(["a"]) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
