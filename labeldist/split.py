@@ -265,9 +265,7 @@ def split_store(
     for part in ("train", "test"):
         target = Path(os.path.realpath(out / part))
         if target == source or target in source.parents:
-            raise SplitError(
-                f"{out / part}: that is the store being split ({path}); write the parts to another folder"
-            )
+            raise SplitError(f"{out / part}: that is the store being split ({path}); write the parts to another folder")
     info = {
         "source": str(path),
         "kind": manifest["kind"],
