@@ -35,7 +35,6 @@ from labeldist.store import (
     StoreError,
     StoreIdentity,
     StoreIncompleteError,
-    manifest_digest,
     metadata_identity,
     read_manifest,
     replacement_under_way,
@@ -80,13 +79,9 @@ class ServedStore(StoreView):
             dense_cache_bytes=settings.dense_cache_mb << 20,
             identity=identity,
         )
-        self.digest = manifest_digest(self.manifest)
         self.pair_cache = PairCache(settings.pair_cache_entries)
         self._arrays_lock = threading.Lock()
         self._label_arrays: dict[str, np.ndarray] | None = None
-
-    def info(self) -> dict[str, Any]:
-        return {**super().info(), "digest": self.digest}
 
     def unchanged(self) -> bool:
         """Whether the folder still holds the store this object was opened from."""

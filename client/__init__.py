@@ -21,7 +21,7 @@ from labeldist.client.http import (
     StoreNotFound,
 )
 from labeldist.client.inputs import InputError, Inputs
-from labeldist.client.local import LocalSource
+from labeldist.client.local import LocalSource, StoreMovedOn
 from labeldist.client.pml import binary_split, pml_labels, pml_triplets
 from labeldist.client.prefetch import Prefetcher
 
@@ -33,6 +33,7 @@ __all__ = [
     "Inputs",
     "LabelDistClient",
     "LocalSource",
+    "StoreMovedOn",
     "Minibatch",
     "MinibatchStream",
     "Prefetcher",

@@ -30,6 +30,7 @@ from labeldist.client.http import Batches, Hits, RequestRejected, StoreNotFound
 from labeldist.store import (
     StoreChangedError,
     StoreError,
+    StoreIdentity,
     read_manifest,
     replacement_under_way,
     store_identity,
@@ -45,6 +46,22 @@ MAX_SEED = 2**53 - 1
 REOPEN_TRIES = 3
 
 Answer = TypeVar("Answer")
+
+
+class StoreMovedOn(StoreChangedError):
+    """A pinned :class:`LocalSource`'s store was rebuilt, appended to or removed after the source first opened it: a
+    training run stops rather than mix two generations' items and distances (:func:`moved_on` says which)."""
+
+    def __init__(self, message: str) -> None:
+        StoreError.__init__(self, message)  # the message alone: a loader's worker passes it on by type and text
+
+
+def moved_on(name: str, path: str | os.PathLike[str]) -> StoreMovedOn:
+    """The error of a pinned source whose store ``name`` at ``path`` is no longer the generation it opened."""
+    return StoreMovedOn(
+        f"store {name!r} ({path}) changed on disk (rebuilt, appended to or removed) after this run opened it: "
+        "stopped rather than train on two different stores"
+    )
 
 
 class _Store(StoreView):
@@ -79,6 +96,9 @@ class LocalSource:
     dense_cache_mb : memory for the row blocks of dense matrices kept in memory (per store).
     knn_cache_mb : memory for the row blocks of kNN lists kept in memory (per store): the lists are read a block at
         a time, so that memory does not grow with a store's items.
+    pinned : keep each store to the generation first opened, as a training run must: a store rebuilt or appended
+        to afterwards raises :class:`StoreMovedOn` (one line) instead of being opened again. Sources made by
+        :meth:`fresh` (a loader's worker processes) keep the same pins.
 
     Thread-safe (the prefetch threads share it). Unknown stores and items raise
     :class:`~labeldist.client.http.StoreNotFound` and refused parameters
@@ -87,10 +107,19 @@ class LocalSource:
     """
 
     def __init__(
-        self, root: str | os.PathLike[str] = ".", *, dense_cache_mb: int = 1024, knn_cache_mb: int = 256
+        self,
+        root: str | os.PathLike[str] = ".",
+        *,
+        dense_cache_mb: int = 1024,
+        knn_cache_mb: int = 256,
+        pinned: bool = False,
+        pins: dict[str, StoreIdentity] | None = None,
     ) -> None:
         self.root = Path(root)
         self.dense_cache_mb, self.knn_cache_mb = dense_cache_mb, knn_cache_mb
+        self.pinned = pinned or pins is not None
+        #: the generation each store was first opened at (pinned sources only): name -> identity
+        self.pins: dict[str, StoreIdentity] = dict(pins or {})
         self._stores: dict[str, _Store] = {}
         self._lock = threading.Lock()
 
@@ -99,18 +128,30 @@ class LocalSource:
 
     # a DataLoader that spawns its workers pickles the stream: the stores are opened again there
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "dense_cache_mb": self.dense_cache_mb, "knn_cache_mb": self.knn_cache_mb}
+        return {
+            "root": self.root,
+            "dense_cache_mb": self.dense_cache_mb,
+            "knn_cache_mb": self.knn_cache_mb,
+            "pins": dict(self.pins) if self.pinned else None,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(
             state["root"],
             dense_cache_mb=state["dense_cache_mb"],  # type: ignore[misc]
             knn_cache_mb=state.get("knn_cache_mb", 256),
+            pins=state.get("pins"),
         )
 
     def fresh(self) -> LocalSource:
-        """A new source over the same root, opening its stores again: what a forked worker process uses."""
-        return LocalSource(self.root, dense_cache_mb=self.dense_cache_mb, knn_cache_mb=self.knn_cache_mb)
+        """A new source over the same root, opening its stores again (at the same generations, when pinned): what a
+        forked worker process uses."""
+        return LocalSource(
+            self.root,
+            dense_cache_mb=self.dense_cache_mb,
+            knn_cache_mb=self.knn_cache_mb,
+            pins=dict(self.pins) if self.pinned else None,
+        )
 
     def __enter__(self) -> LocalSource:
         return self
@@ -134,18 +175,31 @@ class LocalSource:
             if store is not None and not store.reader.changed():
                 return store
             if store is not None:
+                if self.pinned:
+                    raise moved_on(name, self.path(name))
                 log.info("%s: changed on disk (rebuilt or appended to); opening it again", name)
                 del self._stores[name]
             path = self.path(name)
+            pin = self.pins.get(name)
+            if pin is not None and store_identity(path) != pin:  # a worker's source, opened after the change
+                raise moved_on(name, path)
             if replacement_under_way(path) and store_identity(path) is None:  # between the two renames of a swap
+                if self.pinned:
+                    raise moved_on(name, path)
                 raise StoreChangedError(str(path))
             if not path.is_dir() or read_manifest(str(path)) is None:
                 known = ", ".join(s["name"] for s in self.stores()) or "none"
                 message = f"unknown store {name!r}: no labeldist store at {path} (stores under {self.root}: {known})"
                 raise StoreNotFound(message, 404, message)
             store = self._stores[name] = _Store(
-                name, str(path), knn_cache_bytes=self.knn_cache_mb << 20, dense_cache_bytes=self.dense_cache_mb << 20
+                name,
+                str(path),
+                knn_cache_bytes=self.knn_cache_mb << 20,
+                dense_cache_bytes=self.dense_cache_mb << 20,
+                identity=pin,
             )
+            if self.pinned and store.identity is not None:
+                self.pins.setdefault(name, store.identity)
             return store
 
     def _answer(self, name: str, work: Callable[[_Store], Answer]) -> Answer:
@@ -154,7 +208,11 @@ class LocalSource:
         for attempt in range(REOPEN_TRIES):
             try:
                 return work(self._open(name))
+            except StoreMovedOn:
+                raise
             except StoreChangedError:
+                if self.pinned:
+                    raise moved_on(name, self.path(name)) from None
                 if attempt == REOPEN_TRIES - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover

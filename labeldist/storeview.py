@@ -23,7 +23,7 @@ import numpy as np
 from labeldist.pairs import compute_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.search import searchable
-from labeldist.store import StoreIdentity, StoreReader
+from labeldist.store import StoreIdentity, StoreReader, manifest_digest
 
 #: computes the distances of pairs given as keys ``min(i, j) * N + max(i, j)``: their values and how many distinct
 #: pairs it computed
@@ -59,6 +59,8 @@ class StoreView:
         self.reader = StoreReader(url, identity)
         self.identity = self.reader.identity
         self.manifest: dict[str, Any] = self.reader.manifest
+        #: names the generation this view reads (:func:`~labeldist.store.manifest_digest`): what a client records
+        self.digest = manifest_digest(self.manifest)
         self.n_items, self.k = self.reader.n_items, self.reader.k
         self.ids = self.reader.ids
         self.ids.flags.writeable = False
@@ -73,10 +75,11 @@ class StoreView:
         self._distance: Any = None
 
     def info(self) -> dict[str, Any]:
-        """The manifest with the store's ``name``, ``available``, ``has_dense`` and ``searchable``."""
+        """The manifest with the store's ``name``, ``digest``, ``available``, ``has_dense`` and ``searchable``."""
         return {
             **self.manifest,
             "name": self.name,
+            "digest": self.digest,
             "available": True,
             "has_dense": self.dense is not None,
             "searchable": searchable(self.manifest["kind"]),

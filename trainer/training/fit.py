@@ -31,6 +31,7 @@ import torch
 from tqdm import tqdm
 
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
+from labeldist.client.local import StoreMovedOn
 from labeldist.files import written_whole
 from labeldist.outputs import OutputError, check_output_file, make_folder
 from labeldist.progress import progress_bar
@@ -192,14 +193,15 @@ def recorded_config(config: FitConfig) -> dict[str, Any]:
 
 def open_source(stores: str | None, url: str, api_key: str | None = None) -> Source:
     """Where minibatches and label distances come from: stores read in this process from the folder ``stores``
-    (:class:`labeldist.client.LocalSource`: the same minibatches for the same seed, no server), else the service
-    at ``url``."""
+    (:class:`labeldist.client.LocalSource`: the same minibatches for the same seed, no server; pinned to the
+    generation first opened, so a store rebuilt or appended to during the run stops it), else the service at
+    ``url``."""
     if stores is not None:
         from labeldist.client.local import LocalSource
 
         if not Path(stores).is_dir():
             raise InputError(f"--stores {stores}: not a folder of stores")
-        return LocalSource(stores)
+        return LocalSource(stores, pinned=True)
     return LabelDistClient(url, api_key=api_key)
 
 
@@ -280,12 +282,16 @@ def resume_from(
     scaler: torch.amp.GradScaler | None,
     device: torch.device,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    store_info: dict[str, Any] | None = None,
 ) -> int:
     """Load a checkpoint into this run's model, optimizer, loss (proxies, calibrated ladder thresholds), scaler
-    and random generator; its step. A checkpoint of another model or loss is refused in one line saying what it
-    was made with and what this run asks for, rather than torch's list of every key."""
+    and random generator; its step. A checkpoint of another model or loss, or trained on another store than
+    ``store_info`` (:func:`check_same_store`), is refused in one line saying what it was made with and what this run
+    asks for, rather than torch's list of every key."""
     state = read_checkpoint(path, map_location=device)
     what = f"--resume: checkpoint {path}"
+    if store_info is not None:
+        check_same_store(state.get("store"), store_info, path, config.store)
     recorded = state["model_config"]
     if not same_model(recorded, model.config):
         raise CheckpointError(
@@ -317,6 +323,33 @@ def resume_from(
             "it was trained with, or give a new --out"
         ) from None
     return int(state["step"])
+
+
+#: what names the data a run trains on: a resumed run must find them as its checkpoint recorded them
+SAME_STORE_KEYS = ("kind", "n_items", "k", "labels_sha256", "params", "dense", "generation")
+
+
+def check_same_store(recorded: dict[str, Any] | None, info: dict[str, Any], where: Path, store: str) -> None:
+    """CheckpointError (one line) when the store a checkpoint was trained on (``recorded``, its manifest) is not the
+    store there now (``info``): other labels, parameters, items or generation. A store rebuilt from the same labels
+    and parameters holds the same distances, and is taken."""
+    if not recorded:
+        return
+    differ = [key for key in SAME_STORE_KEYS if key in recorded and recorded.get(key) != info.get(key)]
+    if not differ:
+        return
+
+    def short(value: Any) -> str:
+        return repr(value[:12] + "...") if isinstance(value, str) and len(value) > 16 else repr(value)
+
+    shown = ", ".join(f"{key} {short(recorded[key])} -> {short(info.get(key))}" for key in differ if key != "params")
+    if "params" in differ:
+        shown = ", ".join(filter(None, (shown, "its parameters")))
+    raise CheckpointError(
+        f"--resume: checkpoint {where} was trained on another store {store!r} than the one there now ({shown}): "
+        "resuming would train on other data; restore the store it was trained on, or start a new run "
+        "(--overwrite, or another --out)"
+    )
 
 
 def sync(log: Any) -> None:
@@ -523,6 +556,7 @@ def resume(run: Run) -> None:
                 run.scaler,
                 run.device,
                 run.scheduler,
+                store_info=run.info,
             )
         except BaseException:
             run.client.close()
@@ -775,6 +809,9 @@ def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
                 batch = next(batches).to(run.device)
             except StopIteration:
                 break
+            except StoreMovedOn as e:
+                bar.close()
+                raise stop_on_moved_store(run, log, e, total) from None
             t1 = time.perf_counter()
             result = train_step(run, batch)
             run.step += 1
@@ -793,6 +830,17 @@ def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
         log.close()
         run.client.close()
     return summary
+
+
+def stop_on_moved_store(run: Run, log: Any, error: StoreMovedOn, total: int) -> StoreMovedOn:
+    """The error that stops a run whose store changed on disk (``error``): every step so far trained on the
+    generation the run opened, so they are checkpointed (and a ``stopped`` line logged) before it stops."""
+    log.write(json.dumps({"event": "stopped", "step": run.step, "reason": str(error)}) + "\n")
+    checkpoint(run, log)
+    return StoreMovedOn(
+        f"{error} (at step {run.step} of {total}; checkpoint saved): --resume continues it once the store is the one "
+        "it trained on, or start a new run on the store now there (--overwrite, or another --out)"
+    )
 
 
 def fit(config: FitConfig) -> dict[str, Any]:
