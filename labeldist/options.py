@@ -126,8 +126,7 @@ def check_regular_file(path: str | os.PathLike[str], what: str = "file") -> None
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, f"no such {what}", name) from None
     if not stat.S_ISREG(mode):
-        kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise OSError(errno.EINVAL, f"{kind}, not a regular file: a {what} must be a regular file", name)
+        raise OSError(errno.EINVAL, f"{file_kind(mode)}, not a regular file: a {what} must be a regular file", name)
     if not os.access(name, os.R_OK):
         raise PermissionError(errno.EACCES, "permission denied (cannot read it)", name)
 
@@ -139,6 +138,15 @@ _FILE_KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
 }
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, by its ``st_mode``: "a FIFO (named pipe)", "a folder", ...
+
+    >>> file_kind(stat.S_IFIFO | 0o644)
+    'a FIFO (named pipe)'
+    """
+    return _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def check_regular_tree(folder: str | os.PathLike[str], what: str) -> None:

@@ -33,7 +33,7 @@ def metadata_identity(metadata_path: str) -> StoreIdentity | None:
     writes into a complete store in place, so the same identity means the same store."""
     try:
         st = os.stat(metadata_path)
-    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in the path
+    except (OSError, ValueError):  # absent, a link loop, unreadable; ValueError: a NUL in the path
         return None
     return (st.st_ino, st.st_dev, st.st_ctime_ns, st.st_mtime_ns, st.st_size)
 

@@ -70,14 +70,30 @@ def _storage_options(url: str) -> dict[str, Any] | None:
     return {"auto_mkdir": True} if url.startswith("file://") else None
 
 
+def zarr_store(url: str, mode: str) -> Any:
+    """What Zarr opens for ``url``: a local folder through
+    :class:`~labeldist.store.checkedfiles.CheckedLocalStore` (regular files only, bounded metadata), else the fsspec
+    URL itself."""
+    if not is_local(url):
+        return url
+    from labeldist.store.checkedfiles import CheckedLocalStore
+
+    return CheckedLocalStore(url, read_only=mode == "r")
+
+
 def open_group(url: str, mode: str) -> zarr.Group:
     url = store_url(url)
+    if is_local(url):
+        return zarr.open_group(zarr_store(url, mode), mode=mode)
     return zarr.open_group(url, mode=mode, storage_options=_storage_options(url))
 
 
 def open_array(url: str, path: str, mode: str) -> zarr.Array:
     url = store_url(url)
-    array = zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url))
+    if is_local(url):
+        array = zarr.open_array(zarr_store(url, mode), path=path, mode=mode)
+    else:
+        array = zarr.open_array(url, path=path, mode=mode, storage_options=_storage_options(url))
     # zarr 3.1 ignores open_array's config= for an array that exists: set it on the array, or a chunk equal to the
     # fill value (an exact_pairs of 0) would not be written, and publish would find it missing
     return array if mode == "r" else array.with_config(WRITE_CONFIG)

@@ -15,6 +15,7 @@ import zarr
 
 from labeldist import __version__
 from labeldist.labels.base import LabelSet
+from labeldist.store.checkedfiles import read_regular
 from labeldist.store.errors import StoreCorruptError, StoreError
 from labeldist.store.identity import root_metadata_path
 from labeldist.store.layout import FINGERPRINT_KEYS, FORMAT, MANIFEST_KEY, is_local, open_group, store_url
@@ -112,8 +113,9 @@ def read_manifest(url: str) -> dict[str, Any] | None:
 def is_store(path: str | os.PathLike[str]) -> bool:
     """Whether the local folder ``path`` holds a labeldist store, complete or not. A store whose metadata cannot be
     read counts as one (damaged, not absent: nothing may be written into or over it); a folder with no root
-    ``zarr.json`` is answered without opening anything."""
-    if not os.path.isfile(root_metadata_path(path)):
+    ``zarr.json`` is answered without opening anything; one whose ``zarr.json`` is a FIFO, a device or a link is a
+    damaged store, refused when read."""
+    if not os.path.lexists(root_metadata_path(path)):
         return False
     try:
         return read_manifest(os.fspath(path)) is not None
@@ -147,11 +149,11 @@ def check_not_nested(url: str) -> None:
 
 
 def _is_array(metadata: str) -> bool:
-    """Whether the Zarr metadata file ``metadata`` describes an array (read a few KB at most)."""
+    """Whether the Zarr metadata file ``metadata`` describes an array (a regular file of bounded size, read
+    through :func:`~labeldist.store.checkedfiles.read_regular`: a FIFO or device there is no array)."""
     try:
-        with open(metadata, "rb") as f:
-            node = json.loads(f.read(1 << 16))
-    except (OSError, ValueError):
+        node = json.loads(read_regular(Path(metadata)))
+    except (OSError, ValueError, StoreError):
         return False
     return isinstance(node, dict) and node.get("node_type") == "array"
 

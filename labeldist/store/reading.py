@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -17,6 +18,7 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from labeldist.labels.base import LabelError, LabelSet, as_str_array
+from labeldist.store.checkedfiles import read_regular
 from labeldist.store.damage import checked_read, damaged_regions, has_checksums, missing_chunk_error, read_rows
 from labeldist.store.errors import StoreChangedError, StoreCorruptError, StoreError, StoreIncompleteError
 from labeldist.store.identity import StoreIdentity, metadata_identity, root_metadata_path, store_identity
@@ -76,9 +78,8 @@ class ChunkFiles:
     def _chunk(self, c: int, start: int, stop: int) -> np.ndarray:
         """Chunk row ``c``, whole (edge chunks are stored at the full chunk shape), read-only."""
         try:
-            with open(self._path_of(c) if self._prefix is None else f"{self._prefix}{c}{self._suffix}", "rb") as f:
-                data = f.read()
-        except (FileNotFoundError, NotADirectoryError):
+            data = read_regular(Path(self._path_of(c) if self._prefix is None else f"{self._prefix}{c}{self._suffix}"))
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise missing_chunk_error(self.url, self.path, self.array, (c, 0), 1, start, stop) from None
         try:
             body = data[:-4]
