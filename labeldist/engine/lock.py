@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
-from labeldist.store import StoreError, is_local, sibling, store_url
+from labeldist.store import StoreError, check_staging_folders, is_local, sibling, store_url
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ def store_lock(url: str, job: str = "precompute") -> Iterator[None]:
     try:
         fd = _take(path, url, job)
         try:
+            check_staging_folders(url)  # again: a link planted after the job's first look, before it held the lock
             yield
         finally:
             _release(path, fd)

@@ -124,6 +124,14 @@ def writable_url(path_or_url: str | os.PathLike[str]) -> str:
     if not is_local(url):
         return url
     url = os.path.realpath(url)
+    check_staging_folders(url)
+    return url
+
+
+def check_staging_folders(url: str) -> None:
+    """StoreError when a staging folder of the local store ``url`` (:data:`STAGING_SIBLINGS`) is a link or not a
+    folder. Checked up front (:func:`writable_url`) and again once the job holds the store's lock, since a link can
+    be planted between the two; labeldist never follows or replaces what it did not make."""
     for what in STAGING_SIBLINGS:
         planted = sibling(url, what)
         if os.path.islink(planted) or (os.path.lexists(planted) and not os.path.isdir(planted)):
@@ -132,7 +140,6 @@ def writable_url(path_or_url: str | os.PathLike[str]) -> str:
                 f"{planted}: {kind}, where labeldist keeps a staging folder of {url}; labeldist never follows or "
                 "replaces what it did not make: remove it (if no labeldist job is running there) and run again"
             )
-    return url
 
 
 # ---------------------------------------------------------------- chunk files

@@ -25,6 +25,7 @@ from labeldist.store.layout import (
     DENSE_TILE,
     MANIFEST_KEY,
     WRITE_CONFIG,
+    check_staging_folders,
     data_codecs,
     is_local,
     knn_chunk_rows,
@@ -65,6 +66,7 @@ def create_store(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> Non
         _lay_out(url, manifest, labels)
         return
     building = sibling(url, "creating")
+    check_staging_folders(url)  # a link there would have the skeleton written at its target
     shutil.rmtree(building, ignore_errors=True)
     _lay_out(building, manifest, labels)
     if os.path.isdir(url) and os.listdir(url):  # an unfinished or mismatched store being replaced

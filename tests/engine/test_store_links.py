@@ -110,3 +110,41 @@ def test_a_planted_staging_folder_is_one_line_from_the_cli(mpii_poses, tmp_path,
     status = main(["precompute", "pose", str(DATA / "mpii" / "mpii_valid_2958.csv"), "--out", str(url)])
     err = capsys.readouterr().err.strip()
     assert status == 2 and len(err.splitlines()) == 1 and ".poses.creating: a symbolic link" in err, err
+
+
+@pytest.mark.parametrize("job", ["precompute", "append"])
+@pytest.mark.parametrize("what", ["creating", "overwrite", "append", "previous"])
+def test_a_staging_link_planted_after_the_first_look_is_refused_under_the_lock(
+    job, what, mpii_poses, dask_client, tmp_path, monkeypatch
+) -> None:
+    """Before: the check ran once, up front, before the job held the store's lock; a link planted between the two
+    was met by ``shutil.rmtree`` ("cannot call rmtree on a symbolic link", naming nothing), or written through.
+    Here the link is planted the moment the first look returns: the job refuses it once it holds the lock."""
+    import labeldist.engine.build as build
+    import labeldist.engine.grow as grow
+
+    url = tmp_path / "poses"
+    if job == "append":
+        _build(mpii_poses, (0, 60), url, dask_client)
+    elsewhere = tmp_path / "precious"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    module = build if job == "precompute" else grow
+    first_look = module.writable_url
+
+    def then_plant(path):
+        resolved = first_look(path)
+        Path(sibling(resolved, what)).symlink_to(elsewhere, target_is_directory=True)
+        return resolved
+
+    monkeypatch.setattr(module, "writable_url", then_plant)
+    at = sibling(str(url), what)
+    with pytest.raises(StoreError, match=f"{at}: a symbolic link.*never follows"):
+        if job == "precompute":
+            _build(mpii_poses, (0, 60), url, dask_client, overwrite=True)
+        else:
+            append(url, mpii_poses.subset(slice(60, 80)), client=dask_client, progress=False)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
+    assert (elsewhere / "keep.txt").read_text() == "mine"
+    if job == "append":
+        assert _ids(url) == mpii_poses.ids[:60].tolist()  # the store as it was
