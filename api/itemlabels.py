@@ -9,9 +9,10 @@ for them. A kind whose LabelSet has no per-item JSON form (a plugin that does no
 
 The labels an answer carries are bounded (``LABELDIST_MAX_LABEL_BYTES``, :func:`check_labels_size`): a label's
 JSON size is the largest of a sample of the store's labels, measured once per store, and a request whose labels
-would pass the bound is answered 413 before they are made. Without it, 40 clients asking a store of 2,000 room
-layouts (33 kB a label) for ``k=100&include_labels=true`` (3.3 MB each) held the service's threads for seconds
-and raised a small neighbours request's median from 18 ms to 2.2-3.3 s.
+would pass the bound is answered 413 before they are made; the labels then made are measured too, and 413 is
+answered once they pass it (a store whose sampled labels are short and others long). Without it, 40 clients
+asking a store of 2,000 room layouts (33 kB a label) for ``k=100&include_labels=true`` (3.3 MB each) held the
+service's threads for seconds and raised a small neighbours request's median from 18 ms to 2.2-3.3 s.
 """
 
 from __future__ import annotations
@@ -96,9 +97,26 @@ def labels_loaded(store: ServedStore) -> bool:
     return store in _label_sets and store in _label_bytes
 
 
-def item_labels(store: ServedStore, indices: np.ndarray | list[int]) -> list[Any]:
+def item_labels(store: ServedStore, indices: np.ndarray | list[int], limit: int | None = None) -> list[Any]:
     """The labels of items ``indices``, in order, each in its kind's JSON form (``None`` for a padding entry, an
     index below 0, which no answer carries today). Reads and rebuilds the store's labels on first use: call it
-    off the event loop unless :func:`labels_loaded`."""
+    off the event loop unless :func:`labels_loaded`.
+
+    With a ``limit`` (bytes, ``LABELDIST_MAX_LABEL_BYTES``) the labels actually made are measured as they are made,
+    and 413 is raised once their JSON passes it: :func:`check_labels_size` estimates from a sample, and a store
+    whose sampled labels are short and others long would otherwise answer far more than the bound."""
     labels = _label_set(store)
-    return [labels.to_json(int(i)) if i >= 0 else None for i in np.asarray(indices).tolist()]
+    made, total = [], 0
+    for i in np.asarray(indices).tolist():
+        label = labels.to_json(int(i)) if i >= 0 else None
+        if limit is not None:
+            total += len(json.dumps(label)) + 2  # ", " between labels
+            if total > limit:
+                raise TooLarge(
+                    f"the labels of these {len(indices)} items of store {store.name!r} are over the {limit:,} "
+                    f"bytes one answer carries (LABELDIST_MAX_LABEL_BYTES; the first {len(made) + 1} alone make "
+                    f"{total:,}): ask for a smaller k with include_labels, or fetch the labels you need with "
+                    "GET .../items/{index}/label"
+                )
+        made.append(label)
+    return made

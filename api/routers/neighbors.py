@@ -83,7 +83,7 @@ def neighbors_response(store: ServedStore, index: int, k: int | None, label_limi
         "distances": distances,
     }
     if include_labels:
-        own, *theirs = item_labels(store, [index, *np.asarray(indices).tolist()])
+        own, *theirs = item_labels(store, [index, *np.asarray(indices).tolist()], label_limit)
         answer.update(label=own, labels=theirs)
     return json_response(answer)
 

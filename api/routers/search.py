@@ -98,5 +98,5 @@ async def search(
         "computed": result.computed,
     }
     if body.include_labels:
-        answer["labels"] = await run_in_threadpool(item_labels, store, result.indices)
+        answer["labels"] = await run_in_threadpool(item_labels, store, result.indices, settings.max_label_bytes)
     return json_response(answer)

@@ -237,3 +237,45 @@ def test_labels_past_the_size_bound_are_413_before_they_are_made(stores_root: Pa
         assert answer.json()["labels"][0] == label
         # without labels, any k the store has
         assert client.get(f"/v1/stores/captions/items/0/neighbors?k={K}").status_code == 200
+
+
+def test_labels_the_sample_missed_are_measured_as_they_are_made(tmp_path: Path) -> None:
+    """Before: the bound was checked on an estimate from 32 sampled labels alone, so a sentence store whose sampled
+    lines were short and the rest 8 KB answered 1.6 MB under a 100 KB bound. Here the lines the sample skips are
+    3 KB and the bound 2 KB: the estimate lets the request through, and the labels made are refused once they pass
+    the bound."""
+    from labeldist.api.itemlabels import SIZE_SAMPLE
+
+    n = 40
+    sampled = set(np.unique(np.linspace(0, n - 1, SIZE_SAMPLE).astype(np.int64)).tolist())
+    long = [i for i in range(n) if i not in sampled]
+    assert long  # the sample misses some lines
+    words = ["horse", "beach", "dog", "city", "rain", "ball", "sofa", "cat"]
+    texts = [
+        " ".join([words[i % 8]] * 600) if i in long else f"a {words[i % 8]} and a {words[(i + 1) % 8]}."
+        for i in range(n)
+    ]
+    labels = sentences_from_texts([f"s{i}" for i in range(n)], texts)
+    write_store(
+        tmp_path / "stores" / "s", labels, SentenceRelevance("cbow"), dataset="s", k=K, dense=False, block_rows=16
+    )
+    limit = 2048
+    with TestClient(create_app(make_settings(stores=tmp_path / "stores", max_label_bytes=limit))) as client:
+        answer = client.get(f"/v1/stores/s/items/{long[0]}/neighbors?k=2&include_labels=true")
+        assert answer.status_code == 413, answer.status_code
+        detail = answer.json()["detail"]
+        assert "LABELDIST_MAX_LABEL_BYTES" in detail and f"over the {limit:,} bytes" in detail, detail
+        answer = client.post("/v1/stores/s/search", json={"label": texts[long[0]], "k": 3, "include_labels": True})
+        assert answer.status_code == 413 and "LABELDIST_MAX_LABEL_BYTES" in answer.json()["detail"]
+        # every answer that is sent carries at most the bound, and answers of short lines are sent
+        sent = 0
+        for i in range(n):
+            r = client.get(f"/v1/stores/s/items/{i}/neighbors?k=2&include_labels=true")
+            assert r.status_code in (200, 413), r.text
+            if r.status_code == 200:
+                body = r.json()
+                assert len(json.dumps([body["label"], *body["labels"]])) <= limit
+                sent += 1
+        assert sent >= 10 and all(
+            client.get(f"/v1/stores/s/items/{i}/neighbors?k=2&include_labels=true").status_code == 413 for i in long
+        )
