@@ -14,10 +14,14 @@ from labeldist.trainer.training.monitor import (
     CHANCE_WARMUP,
     CHANCE_WINDOW,
     COLLAPSE_COSINE,
+    ORDER_MIN,
+    STILL_REL,
     WARMUP,
     WINDOW,
     TrainingWatch,
     embedding_spread,
+    rank_agreement,
+    relative_change,
     stuck_advice,
 )
 from tests.trainer.conftest import N_ITEMS, STORE
@@ -182,6 +186,7 @@ def run_fit(
     steps: int,
     anchors: str | None = None,
     resume: bool = False,
+    **options,
 ) -> tuple[list[dict], dict]:
     from labeldist.trainer.training.fit import FitConfig, fit
 
@@ -203,6 +208,7 @@ def run_fit(
             progress=False,
             checkpoint_every=10_000,
             resume=resume,
+            **options,
         )
     )
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
@@ -269,3 +275,90 @@ def test_a_real_run_that_learns_gets_below_its_chance_level_and_stays_quiet(pose
     assert np.mean([r["mean_cosine"] for r in late]) < COLLAPSE_COSINE - 0.1
     for r in late:
         assert r["spread_var"] == pytest.approx((39 / 40) * (1 - r["mean_cosine"]), abs=2e-5)
+
+
+# ------------------------------------------------------------------ the order of the labels, and still weights
+def spearman_by_hand(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rho of two samples without ties: 1 - 6 sum d^2 / (n (n^2 - 1)), d the rank differences."""
+    n = len(a)
+    d = np.argsort(np.argsort(a)) - np.argsort(np.argsort(b))
+    return 1 - 6 * float(np.sum(d.astype(np.float64) ** 2)) / (n * (n * n - 1))
+
+
+def test_rank_agreement_is_spearman_per_minibatch_and_does_not_see_scale() -> None:
+    gen = torch.Generator().manual_seed(0)
+    e = torch.randn(3, 20, 8, generator=gen)
+    labels = torch.rand(3, 19, generator=gen) * 5
+    ours = [(e[b, 1:] - e[b, 0]).norm(dim=-1).numpy() for b in range(3)]
+    expected = np.mean([spearman_by_hand(ours[b], labels[b].numpy()) for b in range(3)])
+    assert rank_agreement(e, labels) == pytest.approx(expected, abs=1e-12)
+    # bunched onto one direction (a collapse) but in the same order: the same agreement
+    assert rank_agreement(5 + 0.01 * e, labels) == pytest.approx(expected, abs=1e-9)
+    # embeddings whose distances are the label distances agree at 1; identical embeddings at 0
+    line = torch.zeros(1, 20, 2)
+    line[0, 1:, 0] = labels[0]
+    assert rank_agreement(line, labels[:1]) == pytest.approx(1.0)
+    assert rank_agreement(torch.ones(2, 20, 8), labels[:2]) == 0.0
+    normed = torch.nn.functional.normalize(e, dim=-1)
+    assert rank_agreement(e, labels, normalized=True) == pytest.approx(rank_agreement(normed, labels), abs=1e-12)
+    assert relative_change(torch.tensor([3.0, 4.0]), torch.tensor([3.0, 4.0])) == 0.0
+
+
+def feed_ordered(watch: TrainingWatch, losses, cosines, chance, order, moved=None) -> list[tuple[int, str]]:
+    said = []
+    for step, (loss, cos) in enumerate(zip(losses, cosines), start=1):
+        spread = {"mean_cosine": cos, "variance": 1 - cos, "norm": 1.0}
+        w = watch.update(step, loss, spread, chance=chance, order=order, moved=moved if step % 200 == 0 else None)
+        if w:
+            said.append((step, w))
+    return said
+
+
+def test_a_run_whose_embeddings_order_the_labels_is_not_warned_whatever_its_loss() -> None:
+    steps = CHANCE_WARMUP + 2 * CHANCE_WINDOW
+    # the ladder run on MPII pose features (nDCG@10 0.82): cosines collapsed, loss at its chance level
+    collapsed = feed_ordered(TrainingWatch("ladder"), [0.169] * steps, [0.9998] * steps, 0.169, 0.4)
+    assert collapsed == []
+    assert [s for s, _ in feed_ordered(TrainingWatch("ladder"), [0.169] * steps, [0.9998] * steps, 0.169, 0.0)] == [
+        WARMUP + WINDOW,
+        CHANCE_WARMUP + CHANCE_WINDOW,
+    ]
+    # multi-similarity (nDCG@10 0.85): no chance level, its loss flat within 0.5 %
+    rng = np.random.default_rng(0)
+    flat = (1.825 + rng.normal(0, 0.003, steps)).tolist()
+    assert feed_ordered(TrainingWatch("multi_similarity"), flat, [0.9] * steps, None, ORDER_MIN + 0.05) == []
+    said = feed_ordered(TrainingWatch("multi_similarity"), flat, [0.9] * steps, None, ORDER_MIN / 2)
+    assert len(said) == 1 and "sat at 1.82" in said[0][1]
+
+
+def test_weights_that_do_not_move_are_told_a_higher_rate_not_a_lower_one() -> None:
+    steps = CHANCE_WARMUP + 2 * CHANCE_WINDOW
+    said = feed_ordered(TrainingWatch("log_ratio"), [0.5] * steps, [0.7] * steps, 1.0, 0.8, moved=STILL_REL / 100)
+    assert len(said) == 1, said
+    step, message = said[0]
+    assert step == 600 and "weights barely moved (1e-06 of their norm" in message
+    assert "a higher --lr" in message and "a lower --lr" not in message
+    assert feed_ordered(TrainingWatch("log_ratio"), [0.5] * steps, [0.7] * steps, 1.0, 0.8, moved=0.2) == []
+
+
+@pytest.mark.parametrize("loss", ["ladder", "multi_similarity"])
+def test_real_ladder_and_multi_similarity_runs_that_learn_are_not_warned(pose_store, tmp_path, loss, capsys) -> None:
+    from labeldist.trainer.inputs.demo_inputs import pose_inputs
+
+    features = pose_inputs(str(pose_store / STORE), seed=0)
+    rows, summary = run_fit(pose_store, features, tmp_path / loss, loss, JUDGED + WINDOW)
+    steps = [r for r in rows if r["event"] == "step"]
+    late = steps[-CHANCE_WINDOW:]
+    assert np.mean([r["rank_agreement"] for r in late]) >= ORDER_MIN
+    assert "warnings" not in summary and "warning" not in capsys.readouterr().err
+
+
+def test_a_real_run_at_a_rate_far_too_small_is_told_a_higher_rate(pose_store, tmp_path, capsys) -> None:
+    from labeldist.trainer.inputs.demo_inputs import pose_inputs
+
+    features = pose_inputs(str(pose_store / STORE), seed=0)
+    rows, summary = run_fit(pose_store, features, tmp_path / "slow", "log_ratio", 3 * CHANCE_WINDOW, lr=1e-9)
+    warnings = [r for r in rows if r["event"] == "warning"]
+    assert [(w["step"], w["kind"]) for w in warnings] == [(3 * CHANCE_WINDOW, "still")]
+    err = capsys.readouterr().err
+    assert "weights barely moved" in err and "a higher --lr" in err and "a lower --lr" not in err

@@ -51,7 +51,15 @@ from labeldist.trainer.training.models import (
     EmbeddingMLP,
     ResNetEmbedding,
 )
-from labeldist.trainer.training.monitor import TrainingWatch, embedding_spread, stuck_advice
+from labeldist.trainer.training.monitor import (
+    CHANCE_WINDOW,
+    TrainingWatch,
+    embedding_spread,
+    parameter_vector,
+    rank_agreement,
+    relative_change,
+    stuck_advice,
+)
 from labeldist.trainer.training.recipes import lr_factor
 
 CHECKPOINT = "checkpoint.pt"
@@ -627,12 +635,15 @@ def checkpoint(run: Run, log: Any) -> None:
 class StepResult:
     """What one optimizer step reports: its loss, the loss's chance level on its minibatches
     (:meth:`BatchLoss.chance_level`; None where the loss has none), the embeddings' spread
-    (:func:`labeldist.trainer.training.monitor.embedding_spread`) and the learning rate it used."""
+    (:func:`labeldist.trainer.training.monitor.embedding_spread`), the learning rate it used and how well the
+    embeddings ordered the labels (``order``)."""
 
     loss: float
     chance: float | None
     spread: dict[str, float]
     lr: float
+    #: :func:`~labeldist.trainer.training.monitor.rank_agreement` of the step's embeddings with its label distances
+    order: float = float("nan")
 
 
 def train_step(run: Run, batch: Minibatch) -> StepResult:
@@ -663,6 +674,7 @@ def train_step(run: Run, batch: Minibatch) -> StepResult:
         chance=None if chance is None else float(chance),
         spread=embedding_spread(embeddings),
         lr=lr_used,
+        order=rank_agreement(embeddings, batch.distances, run.loss_fn.normalized),
     )
 
 
@@ -719,6 +731,17 @@ class LoopState:
         # a resumed run refills the watch's windows from its own steps, but keeps what it has already warned of
         self.watch = TrainingWatch(config.loss, advice=advice)
         self.watch.restore(earlier)
+        #: the weights at the start of the current window of the watch (how far they move over it)
+        self.weights_then: torch.Tensor | None = None
+
+    def weights_moved(self, model: torch.nn.Module, step: int) -> float | None:
+        """Every :data:`CHANCE_WINDOW` steps, how far the weights moved since the last time
+        (:func:`relative_change`); None at other steps and the first time."""
+        if step % CHANCE_WINDOW:
+            return None
+        now = parameter_vector(model)
+        then, self.weights_then = self.weights_then, now
+        return None if then is None else relative_change(then, now)
 
 
 def log_step(
@@ -746,6 +769,7 @@ def log_step(
                 "chance_level": result.chance,
                 "lr": result.lr,
                 "mean_cosine": round(spread["mean_cosine"], 6),
+                "rank_agreement": round(result.order, 6),
                 "spread_var": round(spread["variance"], 6),
                 "data_wait_s": round(t1 - t0, 6),
                 "step_s": round(time.perf_counter() - t1, 6),
@@ -754,7 +778,14 @@ def log_step(
         + "\n"
     )
     said = len(state.watch.warnings)
-    warning = state.watch.update(step, result.loss, spread, chance=result.chance)
+    warning = state.watch.update(
+        step,
+        result.loss,
+        spread,
+        chance=result.chance,
+        order=result.order,
+        moved=state.weights_moved(run.model, step),
+    )
     if warning:  # printed whether or not the bar shows: a run going wrong is worth saying in any log
         tqdm.write(warning, file=sys.stderr)
         for row in state.watch.warnings[said:]:  # one row per kind seen (collapse, flat), the same message
