@@ -47,6 +47,7 @@ from labeldist.sts.scorers import (
     embedding_key,
     encode_chunk,
     encode_texts,
+    file_sha256,
     load_checked,
     mean_vectors,
     same_text,
@@ -139,6 +140,9 @@ class SentenceRelevance(LabelDistance):
         self.bert_threshold = None if bert_threshold is None else float(bert_threshold)
         self.calibration = calibration
         self.model = self.model_sha256 = self.cross_model = self.cross_model_sha256 = None
+        #: embedding files this job's process checked (or wrote) -> their SHA-256: a worker takes a file with that
+        #: digest without loading the model to spot-check it (:func:`~labeldist.sts.scorers.load_checked`)
+        self.checked_files: dict[str, str] = {}
         if scorer != "cbow":
             self.model, self.model_sha256 = _checked_model(model, model_sha256)
             if scorer == "cascade" and architecture(resolve_model(self.model)) != "bi":
@@ -286,7 +290,7 @@ class SentenceRelevance(LabelDistance):
         file = self._cache_file(model, texts)
         if file in scorer.loaded:
             return
-        if not scorer.load(texts, file) and not scorer.has(texts):
+        if not scorer.load(texts, file, self.checked_files.get(str(file))) and not scorer.has(texts):
             scorer.embed(texts)
 
     def prepare(self, labels: Sentences) -> None:
@@ -306,11 +310,13 @@ class SentenceRelevance(LabelDistance):
         texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
         if load_checked(file, texts, resolve_model(self.model), self.max_length) is not None:
+            self.checked_files[str(file)] = file_sha256(file)  # the workers take it by its digest
             return None
         chunks = [texts[i : i + ENCODE_CHUNK] for i in range(0, len(texts), ENCODE_CHUNK)]
 
         def finish(results: list[np.ndarray]) -> None:
             save_embeddings(results, file)
+            self.checked_files[str(file)] = file_sha256(file)
 
         return Preparation(
             what=f"{self.kind}: embedding",
@@ -333,8 +339,10 @@ class SentenceRelevance(LabelDistance):
             return None
         texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
-        if load_checked(file, texts, resolve_model(self.model), self.max_length) is None:
+        known = self.checked_files.get(str(file))
+        if load_checked(file, texts, resolve_model(self.model), self.max_length, known) is None:
             save_embeddings(encode_texts(resolve_model(self.model), self.max_length, texts), file)
+        self.checked_files[str(file)] = file_sha256(file)
         return file
 
     def text_embeddings(self, texts: list[str]) -> np.ndarray:
@@ -342,7 +350,9 @@ class SentenceRelevance(LabelDistance):
         file the job's preparation left; where this process cannot see it, embedded here, saying so."""
         file = self._cache_file(self.model, texts)
         there = os.path.lexists(file)
-        values = load_checked(file, texts, resolve_model(self.model), self.max_length)
+        values = load_checked(
+            file, texts, resolve_model(self.model), self.max_length, self.checked_files.get(str(file))
+        )
         if values is not None:
             return values
         if not there:

@@ -180,15 +180,30 @@ def spot_check(values: np.ndarray, texts: Sequence[str], model_path: Path, max_l
         )
 
 
-def load_checked(path: Path, texts: Sequence[str], model_path: Path, max_length: int) -> np.ndarray | None:
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the file at ``path`` (read 4 MiB at a time)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_checked(
+    path: Path, texts: Sequence[str], model_path: Path, max_length: int, sha256: str | None = None
+) -> np.ndarray | None:
     """The embeddings of ``texts`` cached at ``path`` (:func:`load_embeddings`), spot-checked against the model
     (:func:`spot_check`); None, with a warning naming the file and what is wrong, when the file is not
-    there, cannot be read as embeddings of these texts or fails the check: the caller embeds them again."""
+    there, cannot be read as embeddings of these texts or fails the check: the caller embeds them again.
+
+    ``sha256``: the digest of the file as the job's own process checked or wrote it (a worker of that job): a file
+    with that digest is those values, and is taken without loading the model for the spot check."""
     if not os.path.lexists(path):
         return None
     try:
         values = load_embeddings(path, len(texts))
-        spot_check(values, texts, model_path, max_length, path)
+        if sha256 is None or file_sha256(path) != sha256:
+            spot_check(values, texts, model_path, max_length, path)
     except (ValueError, OSError) as err:
         warnings.warn(f"{err}; embedding the {len(texts):,} texts again", stacklevel=2)
         return None
@@ -267,11 +282,12 @@ class BiEncoderScorer:
         """Embed ``texts`` (in this order) and write them to ``path`` (:func:`save_embeddings`)."""
         save_embeddings(self.embed(texts).astype(np.float32), path)
 
-    def load(self, texts: Sequence[str], path: Path) -> bool:
+    def load(self, texts: Sequence[str], path: Path, sha256: str | None = None) -> bool:
         """Fill the cache with the embeddings :meth:`save` wrote for ``texts`` (a few transformer calls: the
-        :func:`load_checked` spot check); whether the file was there and right. A file that is not is written
-        again from fresh embeddings (:func:`save_quietly`), with a warning."""
-        values = load_checked(path, texts, self.path, self.max_length)
+        :func:`load_checked` spot check, unless the file has the digest ``sha256`` its job checked); whether the
+        file was there and right. A file that is not is written again from fresh embeddings
+        (:func:`save_quietly`), with a warning."""
+        values = load_checked(path, texts, self.path, self.max_length, sha256)
         if values is None:
             if os.path.lexists(path):
                 save_quietly(self.embed(texts).astype(np.float32), path)

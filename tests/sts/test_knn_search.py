@@ -175,3 +175,24 @@ def test_a_tampered_embedding_cache_is_embedded_again_not_trusted(tmp_path, monk
     np.testing.assert_allclose(load_embeddings(file, 4), right, atol=1e-6)
     block = distance.block(labels, labels)
     np.testing.assert_allclose(block, 1.0 - np.clip(right @ right.T, 0.0, 1.0), atol=1e-5)
+
+
+def test_a_worker_takes_the_jobs_checked_file_by_its_digest_without_the_model(tmp_path, monkeypatch):
+    """The job's own process checks (or writes) the embedding file and records its SHA-256; a worker given that
+    digest takes the file without loading the model for the spot check (before: every worker loaded it, 10 s of
+    a 26 s precompute of three sentences). Other bytes at that path are spot-checked as ever."""
+    from labeldist.sts.scorers import file_sha256, load_checked
+
+    monkeypatch.setenv("LABELDIST_CACHE", str(tmp_path / "cache"))
+    texts = sorted(["A dog runs on grass.", "A cat sleeps on a sofa.", "Rain falls on the city."])
+    distance = SentenceRelevance("bert")
+    file = distance.embed_once(sentences_from_texts([str(i) for i in range(3)], texts))
+    assert distance.checked_files == {str(file): file_sha256(file)}
+    no_model = tmp_path / "no-model"  # any use of the model fails
+    values = load_checked(file, texts, no_model, distance.max_length, distance.checked_files[str(file)])
+    np.testing.assert_array_equal(values, load_embeddings(file, 3))
+    with pytest.warns(UserWarning, match="embedding the 3 texts again"):
+        assert load_checked(file, texts, no_model, distance.max_length, "0" * 64) is None
+    _tamper(file, "other numbers", load_embeddings(file, 3))
+    with pytest.warns(UserWarning, match="embedding the 3 texts again"):
+        assert load_checked(file, texts, no_model, distance.max_length, distance.checked_files[str(file)]) is None
