@@ -40,11 +40,12 @@ def run_killed(n: int, out: Path, which: str = "precompute") -> subprocess.Compl
 
 
 def kill_points(writes: int) -> list[int]:
-    """Every write of the layout and of the publish (the last three), and a spread of the blocks' between."""
+    """Every other write of the layout (each one a write into the same hidden skeleton), every write of the
+    publish (the last three), and a spread of the blocks' between."""
     if os.environ.get("LABELDIST_KILL_POINTS") == "all":
         return list(range(1, writes + 1))
     middle = np.linspace(LAYOUT + 1, writes - 3, SPREAD - LAYOUT - 3).round().astype(int).tolist()
-    return sorted({*range(1, LAYOUT + 1), *middle, *range(writes - 2, writes + 1)})
+    return sorted({*range(1, LAYOUT + 1, 2), *middle, *range(writes - 2, writes + 1)})
 
 
 def state(out: Path) -> str:
@@ -88,13 +89,13 @@ def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, da
 
 
 def append_kill_points(writes: int) -> list[int]:
-    """Kill points of an append: its staged store's layout (the same atomic creation as a precompute's, killed at
-    every write above) at every third write, a spread over its blocks, and each of its last six writes: the pairs
-    recorded, the publish, and the swap (two renames and the removal of the old generation)."""
+    """Kill points of an append: its staged store's layout (the same atomic creation as a precompute's, killed
+    above) at every fifth write, a spread over its blocks, and each of its last six writes: the pairs recorded, the
+    publish, and the swap (two renames and the removal of the old generation)."""
     if os.environ.get("LABELDIST_KILL_POINTS") == "all":
         return list(range(1, writes + 1))
-    spread = np.linspace(LAYOUT + 1, writes - 6, 10).round().astype(int).tolist()
-    return sorted({*range(1, LAYOUT + 1, 3), *spread, *range(writes - 5, writes + 1)})
+    spread = np.linspace(LAYOUT + 1, writes - 6, 8).round().astype(int).tolist()
+    return sorted({*range(1, LAYOUT + 1, 5), *spread, *range(writes - 5, writes + 1)})
 
 
 @pytest.mark.slow
