@@ -15,8 +15,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -27,7 +26,7 @@ from labeldist.distances.vectors import VectorDistance
 from labeldist.labels.vectors import Vectors
 from labeldist.store import StoreCorruptError, StoreReader
 from labeldist.store.checkedfiles import METADATA_MAX_BYTES, METADATA_MAX_DEPTH, json_depth, read_regular
-from tests.api.api_helpers import REPO, start_server, stop_server
+from tests.api.api_helpers import start_server, stop_server
 from tests.conftest import write_store
 from tests.processes import free_port, wait_healthy
 
@@ -147,33 +146,52 @@ def test_serve_starts_lists_each_hostile_folder_and_serves_the_good_store(stores
             shutil.rmtree(root / "late")
 
 
+def run_command(capsys, args: list[str]) -> tuple[int, str, str]:
+    """``labeldist ARGS`` in this process (a thread, so that a hang fails the test after :data:`TIMEOUT_S` instead
+    of stopping the suite): its exit status, stdout and stderr. An exception it lets out fails the test, as a
+    traceback would."""
+    from labeldist.cli import main
+
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["code"] = main(args)
+        except SystemExit as e:
+            result["code"] = e.code
+        except BaseException as e:  # noqa: BLE001 - handed to the test below
+            result["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(TIMEOUT_S)
+    assert not thread.is_alive(), f"labeldist {' '.join(args)}: still running after {TIMEOUT_S} s (hung)"
+    captured = capsys.readouterr()
+    if "error" in result:
+        raise result["error"]
+    return int(result["code"] or 0), captured.out, captured.err
+
+
 @pytest.mark.parametrize("command", ["info", "verify", "export", "split", "append"])
-def test_each_command_refuses_each_hostile_folder_in_one_line(stores, tmp_path: Path, command: str) -> None:
+def test_each_command_refuses_each_hostile_folder_in_one_line(stores, tmp_path: Path, command: str, capsys) -> None:
     root, refusals = stores
     more = np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32)
     np.save(tmp_path / "more.npy", more)
     for name, says in refusals.items():
-        args = [str(root / name)]
+        args = [command, str(root / name)]
         if command in ("export", "split"):
             args += ["--out", str(tmp_path / f"{name}.csv" if command == "export" else tmp_path / name)]
         if command == "append":
             args += [str(tmp_path / "more.npy"), "--workers", "1"]
-        proc = subprocess.run(
-            [sys.executable, "-m", "labeldist.cli", command, *args],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-        assert "Traceback" not in proc.stderr, (name, proc.stderr)
+        code, out, err = run_command(capsys, args)
         if command == "split" and name == "fifo-chunk":  # split reads the labels and ids, never the kNN lists
-            assert proc.returncode == 0, proc.stderr
+            assert code == 0, err
             continue
-        assert proc.returncode != 0, (name, proc.stdout)
-        if command == "verify" and not proc.stderr:  # the store opened; verify's report names the damage
-            report = json.loads(proc.stdout)
+        assert code != 0, (name, out)
+        if command == "verify" and not err.strip():  # the store opened; verify's report names the damage
+            report = json.loads(out)
             assert report["ok"] is False and re.search(says, json.dumps(report["problems"])), report
         else:
-            last = proc.stderr.strip().splitlines()[-1]  # after any progress lines: the error, in one line
-            assert last.startswith("labeldist") and re.search(says, last), proc.stderr
+            last = err.strip().splitlines()[-1]  # after any progress lines: the error, in one line
+            assert last.startswith("labeldist") and re.search(says, last), err
         assert not (tmp_path / f"{name}.csv").exists() and not (tmp_path / name).exists()
