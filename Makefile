@@ -33,8 +33,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	LABELDIST=$(BIN)/labeldist PYTHON=$(BIN)/python STORES=$(STORES) sh tools/main_job.sh
 
+# Two pytest-xdist workers, one test file each at a time (module fixtures built once): much of the suite waits on
+# subprocesses it starts (servers, Dask clusters, CLIs), so two files at once take 17 min on 2 cores against 26
+# one after the other. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Debian's headless Chromium for the neighbour-browser page tests (they skip, saying so, without it).
 browser:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import numpy as np
@@ -67,6 +67,14 @@ class Batches:
 
     def __len__(self) -> int:
         return len(self.anchors)
+
+
+class Neighbors(NamedTuple):
+    """A store item's nearest (``neighbors``): ``indices`` (k,) int64 and ``distances`` (k,) float32, nearest
+    first. A tuple too: ``indices, distances = client.neighbors(...)`` unpacks it."""
+
+    indices: np.ndarray
+    distances: np.ndarray
 
 
 @dataclass
@@ -184,12 +192,13 @@ class LabelDistClient:
         """The id of every item of a store, in index order."""
         return self._request("GET", f"/v1/stores/{name}/ids").json()["ids"]
 
-    def neighbors(self, store: str, index: int, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The item's ``k`` nearest (all the store has when None): indices int64 and distances float32."""
+    def neighbors(self, store: str, index: int, k: int | None = None) -> Neighbors:
+        """The item's ``k`` nearest (all the store has when None): :class:`Neighbors`, ``indices`` int64 and
+        ``distances`` float32 (unpacks as that pair)."""
         params = {} if k is None else {"k": k}
         body = self._request("GET", f"/v1/stores/{store}/items/{index}/neighbors", params=params).json()
         dist = [np.inf if d is None else d for d in body["distances"]]
-        return np.asarray(body["indices"], dtype=np.int64), np.asarray(dist, dtype=np.float32)
+        return Neighbors(np.asarray(body["indices"], dtype=np.int64), np.asarray(dist, dtype=np.float32))
 
     def search(self, store: str, label: Any, k: int = 10, *, include_labels: bool = False) -> Hits:
         """The exact ``k`` nearest items of ``store`` to a new ``label`` in its kind's JSON form (a sentence, a list

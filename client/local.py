@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from labeldist.batching import DrawRefused, draw_anchors, draw_batch_items, item_indices
-from labeldist.client.http import Batches, Hits, RequestRejected, StoreNotFound
+from labeldist.client.http import Batches, Hits, Neighbors, RequestRejected, StoreNotFound
 from labeldist.store import (
     StoreChangedError,
     StoreError,
@@ -246,16 +246,17 @@ class LocalSource:
         """The id of every item of a store, in index order."""
         return [str(i) for i in self._open(name).reader.ids]
 
-    def neighbors(self, store: str, index: int, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The item's ``k`` nearest (all the store has when None): indices int64 and distances float32."""
+    def neighbors(self, store: str, index: int, k: int | None = None) -> Neighbors:
+        """The item's ``k`` nearest (all the store has when None): :class:`~labeldist.client.http.Neighbors`,
+        ``indices`` int64 and ``distances`` float32 (unpacks as that pair), as the service's client answers."""
 
-        def answer(s: _Store) -> tuple[np.ndarray, np.ndarray]:
+        def answer(s: _Store) -> Neighbors:
             s.check_index(np.array([index]))
             if k is not None and not 1 <= k <= s.k:
                 message = f"k={k} must lie in 1..{s.k} (the store's k, the length of its neighbour lists)"
                 raise RequestRejected(message, 422, message)
             indices, distances = s.knn.neighbors(index, s.k if k is None else k)
-            return indices.astype(np.int64), distances.copy()
+            return Neighbors(indices.astype(np.int64), distances.copy())
 
         return self._answer(store, answer)
 

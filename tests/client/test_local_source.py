@@ -16,6 +16,7 @@ from labeldist.client import (
     LabelDistClient,
     LocalSource,
     MinibatchStream,
+    Neighbors,
     RequestRejected,
     StoreNotFound,
 )
@@ -62,9 +63,14 @@ def test_batches_equal_the_services(local: LocalSource, http: LabelDistClient, n
 def test_lookups_equal_the_services(local: LocalSource, http: LabelDistClient, name: str) -> None:
     assert local.ids(name) == http.ids(name)
     mine, theirs = local.store(name), http.store(name)
-    for key in ("name", "kind", "n_items", "k", "dataset", "params", "complete"):
+    for key in ("name", "kind", "n_items", "k", "dataset", "params", "complete", "digest"):
         assert mine[key] == theirs[key], key
     for index, k in ((0, None), (17, 3), (99, 1), (5, 10)):
+        # one result shape in both clients: named fields, and a pair that unpacks as before
+        got, want = local.neighbors(name, index, k), http.neighbors(name, index, k)
+        assert type(got) is type(want) is Neighbors and got._fields == ("indices", "distances")
+        indices, distances = got
+        assert indices is got.indices and distances is got.distances and len(got.indices) == (k or mine["k"])
         for got, want in zip(local.neighbors(name, index, k), http.neighbors(name, index, k)):
             np.testing.assert_array_equal(got, want)
             assert got.dtype == want.dtype
