@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist import __version__
 from labeldist.clusters import DEFAULT_WAIT_TIMEOUT, JOB_QUEUES, ClusterError, ClusterSpec
 from labeldist.dense import DENSE_LIMIT
 from labeldist.extras import extra_of, message, require, require_kind
@@ -410,6 +411,7 @@ def _serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labeldist", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
+    parser.add_argument("--version", action="version", version=f"labeldist {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     pre = sub.add_parser("precompute", help="compute a store of label distances")

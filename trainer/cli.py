@@ -23,6 +23,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from labeldist import __version__
 from labeldist.client import InputError, ServiceError
 from labeldist.labels.base import LabelError
 from labeldist.options import (
@@ -657,6 +658,7 @@ def add_render_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 def build_parser() -> argparse.ArgumentParser:
     """The ``trainer`` command's parser: one subcommand each (fit, eval, plot, demo-inputs, split, render)."""
     parser = argparse.ArgumentParser(prog="trainer", description="Train and evaluate embeddings on labeldist stores")
+    parser.add_argument("--version", action="version", version=f"trainer (labeldist {__version__})")
     subparsers = parser.add_subparsers(dest="command", required=True)
     add_fit_parser(subparsers)
     add_eval_parser(subparsers)

@@ -464,3 +464,15 @@ def test_sentences_use_the_same_dense_limit(tmp_path, capsys, untouched):
     )
     assert rc == 2 and "a dense matrix of 200 sentences" in err and "--knn-only" in err, err
     assert not out.exists()
+
+
+def test_version_is_printed_not_refused(capsys) -> None:
+    from labeldist import __version__
+    from labeldist.cli import main
+    from labeldist.trainer.cli import main as trainer_main
+
+    for command, name in ((main, "labeldist"), (trainer_main, "trainer (labeldist")):
+        with pytest.raises(SystemExit) as done:
+            command(["--version"])
+        assert done.value.code == 0
+        assert capsys.readouterr().out.strip() == f"{name} {__version__}" + (")" if "(" in name else "")
