@@ -423,7 +423,9 @@ def test_help_shows_every_default():
     missing = [
         f"{cmd} {a.option_strings[-1]}"
         for cmd, a in _options(build_parser())
-        if a.default is not None and not isinstance(a, flags) and "%(default)s" not in (a.help or "")
+        if a.default not in (None, argparse.SUPPRESS)  # --help and --version take no value
+        and not isinstance(a, flags)
+        and "%(default)s" not in (a.help or "")
     ]
     assert not missing, f"options whose --help hides their default: {missing}"
 
