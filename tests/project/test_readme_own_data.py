@@ -52,3 +52,38 @@ def test_the_readme_is_a_page_a_newcomer_reads() -> None:
     for target in re.findall(r"\]\(([^)#]+)\)", "\n".join(lines)):
         if not target.startswith("http"):
             assert (REPO / target).exists(), target
+
+
+def test_what_the_python_block_imports_comes_with_the_install_it_names() -> None:
+    """Before: after ``pip install 'dist/labeldist-...whl[all]'`` the block stopped at ``import pandas`` (pandas was
+    only in [dev]). Every module the block imports must be installed by the base package or [all] (pyproject's own
+    requirements, read here; the distribution of each module from the installed metadata)."""
+    import ast
+    import importlib.metadata as md
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+
+    def names(requirements: list[str]) -> set[str]:
+        out = set()
+        for line in requirements:
+            req = Requirement(line)
+            if req.name == "labeldist":  # [all] = labeldist[serve,train,sts]
+                for extra in req.extras:
+                    out |= names(extras[extra])
+            else:
+                out.add(req.name.lower().replace("_", "-"))
+        return out
+
+    installed = names(project["dependencies"]) | names(extras["all"])
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    tree = ast.parse(block(text, "<!-- example: own-data-python -->", "python"))
+    modules = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    owners = md.packages_distributions()
+    for module in sorted(modules - {"labeldist"} - set(sys.stdlib_module_names)):
+        dists = {d.lower().replace("_", "-") for d in owners.get(module, [module])}
+        assert dists & installed, f"README's Python block imports {module} ({dists}), which [all] does not install"
