@@ -29,6 +29,9 @@ from labeldist.threads import limited_threads
 
 log = logging.getLogger(__name__)
 
+#: block tasks of one run submitted again after the cluster cancelled them (a worker lost mid-gather), in all
+RESUBMITS = 8
+
 
 @contextlib.contextmanager
 def dask_client(
@@ -284,15 +287,34 @@ class BlockJob:
         items the job has. It is tqdm's bar on a terminal and plain lines every few seconds off one
         (:mod:`labeldist.progress`)."""
         from distributed import as_completed
+        from distributed.client import FutureCancelledError
 
         from labeldist.progress import progress_bar
 
         futures = self.client.map(run_block_task, todo, pure=False, task=task, **kwargs)
-        sizes = dict(zip(futures, (self.rows(b) for b in todo)))
+        blocks = dict(zip(futures, todo))
+        sizes = {future: self.rows(block) for future, block in blocks.items()}
+        resubmitted = 0
         bar = progress_bar(sum(sizes.values()), desc, unit="item", unit_scale=True, enabled=self.progress)
         try:
-            for future in as_completed(futures):
-                future.result()  # re-raises a task's error here, with its traceback
+            pending = as_completed(futures)
+            for future in pending:
+                try:
+                    future.result()  # re-raises a task's error here, with its traceback
+                except FutureCancelledError:
+                    # cancelled by the scheduler, not by this job: a worker died while its result was being
+                    # gathered ("Couldn't gather ... rescheduling", then "cancelled for reason: unknown"). A block
+                    # task is idempotent: submitted again, a bounded number of times.
+                    resubmitted += 1
+                    if resubmitted > RESUBMITS:
+                        raise
+                    block = blocks[future]
+                    log.warning("block %d: its task was cancelled by the cluster; submitting it again", block)
+                    again = self.client.submit(run_block_task, block, pure=False, task=task, **kwargs)
+                    blocks[again], sizes[again] = block, sizes[future]
+                    futures.append(again)
+                    pending.add(again)
+                    continue
                 bar.update(sizes[future])
         except BaseException:
             self.client.cancel(futures)  # finished blocks are marked in the store; the rest is redone on resume
