@@ -60,8 +60,8 @@ def test_what_the_python_block_imports_comes_with_the_install_it_names() -> None
     requirements, read here; the distribution of each module from the installed metadata)."""
     import ast
     import importlib.metadata as md
-    import tomllib
 
+    import tomllib
     from packaging.requirements import Requirement
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
