@@ -342,7 +342,9 @@ class SentenceRelevance(LabelDistance):
         known = self.checked_files.get(str(file))
         if load_checked(file, texts, resolve_model(self.model), self.max_length, known) is None:
             save_embeddings(encode_texts(resolve_model(self.model), self.max_length, texts), file)
-        self.checked_files[str(file)] = file_sha256(file)
+            self.checked_files[str(file)] = file_sha256(file)
+        elif known is None:  # checked just now by the model: the workers take it by its digest
+            self.checked_files[str(file)] = file_sha256(file)
         return file
 
     def text_embeddings(self, texts: list[str]) -> np.ndarray:

@@ -88,12 +88,12 @@ def read_regular(path: Path, byte_range: ByteRequest | None = None) -> bytes:
             raise
         raise refused(path, f"cannot be opened ({os.strerror(e.errno or 0)})") from None
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        mode, size = st.st_mode, st.st_size
         if not stat.S_ISREG(mode):
             if stat.S_ISDIR(mode):
                 raise IsADirectoryError(str(path))  # a folder at a key: absent, as Zarr's own store says
             raise refused(path, f"{file_kind(mode)}, not a regular file")
-        size = os.fstat(fd).st_size
         metadata = path.name == "zarr.json"
         if metadata and size > METADATA_MAX_BYTES:
             raise refused(path, f"metadata of {size:,} bytes (at most {METADATA_MAX_BYTES:,} are read)")
