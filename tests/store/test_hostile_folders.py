@@ -1,4 +1,4 @@
-"""No folder under ``--stores`` can stop, hang or exhaust the service or a command (issue 37).
+"""No folder under ``--stores`` can stop, hang or exhaust the service or a command.
 
 Before: a ``zarr.json`` nested 100,000 deep stopped ``serve`` from starting and gave a RecursionError traceback in
 every command; a FIFO as a ``zarr.json`` or as a chunk file hung the start-up (SIGTERM did not stop it); a

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from labeldist.client import LocalSource, StoreMovedOn
+from tests.conftest import write_store
 from tests.trainer.conftest import N_ITEMS, REPO, STORE
 
 
@@ -34,23 +35,13 @@ def swap_in(source: Path, target: Path) -> None:
 
 def pose_store_of(n: int, root: Path, first: int = 0) -> Path:
     """A dense pose store of ``n`` MPII validation poses from the ``first``-th at ``root / STORE``, written in this
-    process."""
+    process (:func:`tests.conftest.write_store`)."""
     from labeldist.distances.pose import PoseDistance
-    from labeldist.engine.blocks import compute_block
     from labeldist.labels.pose_files import read_mpii_csv
-    from labeldist.store import build_manifest, create_store, n_blocks, publish
 
     labels = read_mpii_csv(REPO / "data" / "mpii" / "mpii_valid_2958.csv", normalization="center_scale")
     labels = labels.subset(slice(first, first + n))
-    distance, url, rows = PoseDistance(), str(root / STORE), 100
-    manifest = build_manifest(
-        dataset=f"mpii{n}", kind="pose", params=distance.params(), labels=labels, k=20, dense=True, block_rows=rows
-    )
-    create_store(url, manifest, labels)
-    for block in range(n_blocks(n, rows)):
-        compute_block(block, labels=labels, distance=distance, url=url, k=20, block_rows=rows, dense=True)
-    publish(url)
-    return root / STORE
+    return write_store(root / STORE, labels, PoseDistance(), dataset=f"mpii{n}", k=20, dense=True, block_rows=100)
 
 
 @pytest.fixture
