@@ -2,7 +2,8 @@
 
 - **Two stores.** :func:`split_store` splits a store of any kind into a train store and a test store (a dense
   store's parts copied out of its matrix, a kNN-only store's precomputed from their labels); :func:`split_labels`
-  splits a label file instead (a Karpathy JSON list, or a CSV with a header row).
+  splits a label file instead, of any format ``precompute`` reads, into two files of its format
+  (:mod:`labeldist.labels.records`).
 - **One store and a pool.** ``MinibatchStream(anchors=train)`` draws every member of every minibatch from the
   anchors (``pool`` of ``POST .../batches``), so the items left out never appear.
 
@@ -14,8 +15,6 @@ items. docs/training.md, "Hold out a test split".
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
 import sys
@@ -25,18 +24,17 @@ from typing import Any
 import numpy as np
 
 from labeldist.labels.base import LabelError
-from labeldist.labels.coco import parse_karpathy
+from labeldist.labels.records import SPLIT_SUFFIXES, LabelRecords, read_records
 from labeldist.options import part_float, seed_int, worker_count
-from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_text
+from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_bytes
 from labeldist.store import is_store
 
-FORMATS = (".json", ".csv")
 #: what ``labeldist split`` takes, for its errors
 TAKES = (
-    "split takes a store of any kind (and writes a train store and a test store) or a label file (a Karpathy "
-    "JSON list, .json, or a CSV with a header row such as MPII's, .csv: it writes train and test label files to "
-    "build the two stores from); for a label file of another format, build its store first (labeldist "
-    "precompute KIND FILE --out STORE) and split the store"
+    "split takes a store of any kind (and writes a train store and a test store) or a label file of any format "
+    "precompute reads (Karpathy or COCO captions JSON, COCO keypoints JSON, a CSV/TSV table, a .txt or .jsonl of "
+    "sentences, .npy or .parquet vectors: it writes train and test files of that format to build the two stores "
+    "from); for another file, build its store first (labeldist precompute KIND FILE --out STORE) and split the store"
 )
 
 
@@ -106,74 +104,44 @@ def _check_input(path: Path) -> None:
     """Refuse, naming ``path`` and what split takes, what is no label file (a folder that is no store)."""
     if path.is_dir():
         raise SplitError(f"{path} is a folder with no labeldist store, not a label file: {TAKES}")
-    if path.suffix not in FORMATS:
-        raise SplitError(f"{path}: unknown label file type {path.suffix!r} (known: {', '.join(FORMATS)}); {TAKES}")
+    if path.suffix.lower() not in SPLIT_SUFFIXES:
+        known = ", ".join(SPLIT_SUFFIXES)
+        raise SplitError(f"{path}: unknown label file type {path.suffix!r} (known: {known}); {TAKES}")
     if not path.exists():
         raise SplitError(f"{path}: no such file; {TAKES}")
 
 
-def _read(path: Path) -> tuple[Any, list[Any]]:
+def _read(path: Path) -> LabelRecords:
+    """The file's records (:func:`read_records`), their ids checked unique: a repeat would be an item in both
+    parts, a held-out item trained on. SplitError naming the file (and both places of a repeat)."""
     try:
-        if path.suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(data, list):
-                raise SplitError(f"{path}: expected a Karpathy-style JSON list of images")
-            return None, data
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = [row for row in csv.reader(f) if row]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as e:
+        records = read_records(path)
+    except LabelError as e:
+        raise SplitError(f"{e}; {TAKES}") from None
+    except (OSError, UnicodeDecodeError) as e:
         raise SplitError(f"{path}: cannot read it as a label file ({type(e).__name__}: {e})") from None
     except RecursionError:
-        raise SplitError(f"{path}: cannot read it as a label file (JSON nested too deeply)") from None
-    if not rows:
-        raise SplitError(f"{path}: empty, no header and no rows")
-    return rows[0], rows[1:]
+        raise SplitError(f"{path}: cannot read it as a label file (nested too deeply)") from None
+    place = (lambda i: f"line {i + 2}") if records.fmt in ("csv", "tsv") else "item {}".format  # the header is line 1
+    first: dict[str, int] = {}
+    for i, item in enumerate(records.ids):
+        if item in first:
+            raise SplitError(
+                f"{path}, {place(i)}: repeats the item id {item!r} of {place(first[item])}; an item in both "
+                "parts would be a held-out item trained on: remove the repeat (precompute refuses it too)"
+            )
+        first[item] = i
+    if not records.ids:
+        raise SplitError(f"{path}: no items to split")
+    return records
 
 
-def _row_ids(path: Path, header: Any, rows: list[Any]) -> list[str]:
-    """Each row's item id as ``precompute`` gives it: a Karpathy entry's image id (from its file name); a CSV row's
-    ``id`` column, else ``imgname#person``, else ``imgname`` (the pose reader's rule, without renamed columns), else
-    its row number. SplitError naming the file and both rows where an id repeats: the repeat would be an item in
-    both parts, a held-out item trained on."""
-    try:
-        if header is None:
-            ids = parse_karpathy(rows, str(path))[0]
-            place = "item {}".format
-        else:
-            pos = {name: i for i, name in enumerate(header)}
-            cols = next((c for c in (["id"], ["imgname", "person"], ["imgname"]) if all(n in pos for n in c)), None)
-            if cols is None:
-                return [str(i) for i in range(len(rows))]
-            ids = ["#".join(row[pos[c]] if pos[c] < len(row) else "" for c in cols) for row in rows]
-            place = lambda i: f"line {i + 2}"  # noqa: E731 - the header is line 1
-        first: dict[str, int] = {}
-        for i, item in enumerate(ids):
-            if item in first:
-                raise SplitError(
-                    f"{path}, {place(i)}: repeats the item id {item!r} of {place(first[item])}; an item in both "
-                    "parts would be a held-out item trained on: remove the repeat (precompute refuses it too)"
-                )
-            first[item] = i
-    except LabelError as e:
-        raise SplitError(str(e)) from None
-    return ids
-
-
-def _text(suffix: str, header: Any, rows: list[Any]) -> str:
-    """A part's file as written: a JSON list, or the CSV's header and rows."""
-    if suffix == ".json":
-        return json.dumps(rows)
-    buffer = io.StringIO(newline="")
-    csv.writer(buffer).writerows([header, *rows])
-    return buffer.getvalue()
-
-
-def _write_files(files: dict[Path, str], overwrite: bool) -> None:
-    """Write ``files`` (path -> text) by :mod:`labeldist.outputs`' rule. Files already there with other contents
+def _write_files(files: dict[Path, bytes], overwrite: bool) -> None:
+    """Write ``files`` (path -> contents) by :mod:`labeldist.outputs`' rule. Files already there with other contents
     are refused (SplitError naming them) unless ``overwrite``, and then only regular files outside any store are
     replaced; a rerun that would write the same contents writes nothing. Every file is checked before the first
     is written; each goes in by a rename, whole or not at all."""
-    differ = [p for p, text in files.items() if os.path.lexists(p) and not holds(p, text.encode("utf-8"))]
+    differ = [p for p, data in files.items() if os.path.lexists(p) and not holds(p, data)]
     if differ and not overwrite:
         names = ", ".join(str(p) for p in differ)
         raise SplitError(f"{names}: exists with other contents (another split); give --overwrite to replace it")
@@ -183,8 +151,8 @@ def _write_files(files: dict[Path, str], overwrite: bool) -> None:
             check_output_file(path, overwrite)
     except OutputError as e:
         raise SplitError(str(e)) from None
-    for path, text in todo.items():
-        write_text(path, text, overwrite)
+    for path, data in todo.items():
+        write_bytes(path, data, overwrite)
 
 
 def split_labels(
@@ -196,25 +164,29 @@ def split_labels(
     seed: int = 0,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write ``out/train<ext>``, ``out/test<ext>`` and ``out/split.json`` for a Karpathy JSON list or an MPII CSV;
-    files already there with other contents are replaced only with ``overwrite`` (:func:`_write_files`).
+    """Write ``out/train<ext>``, ``out/test<ext>`` and ``out/split.json`` for a label file of any format
+    :func:`~labeldist.labels.records.read_records` reads; files already there with other contents are replaced only
+    with ``overwrite`` (:func:`_write_files`).
 
     Returns the split (also in ``split.json``, with ``source``, ``seed`` and the fractions)."""
     path, out = Path(path), Path(out)
     _check_input(path)
-    header, rows = _read(path)
-    _row_ids(path, header, rows)
+    records = _read(path)
     try:
-        split = split_indices(len(rows), test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
+        split = split_indices(len(records.ids), test_fraction=test_fraction, query_fraction=query_fraction, seed=seed)
     except ValueError as e:  # too few items, fractions out of range
         raise SplitError(f"{path}: {e}") from None
-    info = {"source": str(path), "seed": seed, "test_fraction": test_fraction, "query_fraction": query_fraction}
-    info.update(split)
-    files = {
-        out / f"{name}{path.suffix}": _text(path.suffix, header, [rows[i] for i in split[name]])
-        for name in ("train", "test")
+    info = {
+        "source": str(path),
+        "format": records.fmt,
+        "seed": seed,
+        "test_fraction": test_fraction,
+        "query_fraction": query_fraction,
     }
-    files[out / "split.json"] = json.dumps(info)
+    info.update(split)
+    info["ids"] = {name: [records.ids[i] for i in split[name]] for name in ("train", "test")}
+    files = {out / f"{name}{path.suffix}": records.part(split[name]) for name in ("train", "test")}
+    files[out / "split.json"] = json.dumps(info).encode("utf-8")
     make_folder(out)
     _write_files(files, overwrite)
     return info
@@ -301,7 +273,7 @@ def split_store(
             )
         except (StoreError, ValueError) as e:  # a store of other parameters there, a locked one, a damaged chunk
             raise SplitError(f"{url}: {e}") from None
-    _write_files({plan: text}, overwrite)
+    _write_files({plan: text.encode("utf-8")}, overwrite)
     return info
 
 
@@ -448,13 +420,13 @@ def add_split_parser(
     sp = subparsers.add_parser(
         "split",
         help="split a store of any kind into a train store and a test store, or a "
-        "label file (Karpathy JSON, CSV) into train/test label files",
+        "label file of any format precompute reads into train/test label files of that format",
     )
     sp.add_argument(
         "input",
-        help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: "
-        "a Karpathy JSON list (.json) or a CSV with a header row such as MPII's (.csv), whose halves "
-        "OUT/train.EXT and OUT/test.EXT each build a store",
+        help="a store (any kind: writes OUT/train and OUT/test, two stores), or a label file: Karpathy or "
+        "COCO captions JSON, COCO keypoints JSON, a CSV/TSV table, .txt or .jsonl sentences, .npy or .parquet "
+        "vectors, whose halves OUT/train.EXT and OUT/test.EXT (its format) each build a store",
     )
     sp.add_argument("--out", required=True, help="folder: the two parts and split.json")
     sp.add_argument("--test-fraction", type=part_float, default=0.2)

@@ -11,7 +11,7 @@ import logging
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -299,6 +299,18 @@ class LabelSet(ABC):
         again. The default raises NotImplementedError: the kind has no per-item JSON form (the service then
         answers 422 saying so); :func:`has_json_form` tells from the class."""
         raise NotImplementedError(f"labels of type {self.label_type!r} have no JSON form")
+
+    #: the axis names of each array of :meth:`to_arrays`, written as the array's Zarr ``dimension_names`` so that
+    #: other readers (xarray) label its axes; one name means one length across the labels group (``item`` is N)
+    array_dimensions: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+
+    def dimension_names(self, name: str, ndim: int) -> tuple[str, ...]:
+        """The axis names of array ``name`` (:attr:`array_dimensions`); an array the kind does not name gets
+        ``NAME_0``, ``NAME_1``, ... (names no other array shares, so a reader never aligns it by mistake)."""
+        named = self.array_dimensions.get(name)
+        if named is not None and len(named) == ndim:
+            return tuple(named)
+        return tuple(f"{name}_{axis}" for axis in range(ndim))
 
     #: arrays of :meth:`to_arrays` that describe the whole set rather than one row per item (a column list, a
     #: class count): :meth:`concat` requires them equal in both sets instead of joining them

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -89,6 +89,16 @@ class CaptionSets(LabelSet):
         "vocab",
         "vectors",
     )
+    #: ``item_edge`` is N+1 long, ``caption_edge`` K+1, ``byte`` the UTF-8 text, ``word`` the vocabulary
+    array_dimensions: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "caption_offsets": ("item_edge",),
+        "text": ("byte",),
+        "text_offsets": ("caption_edge",),
+        "tokens": ("token",),
+        "token_offsets": ("caption_edge",),
+        "vocab": ("word",),
+        "vectors": ("word", "vector_axis"),
+    }
 
     def __init__(
         self,

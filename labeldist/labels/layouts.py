@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -175,6 +175,8 @@ class LayoutMaps(LabelSet):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"maps": self.maps, "n_classes": np.array([self.n_classes], dtype=np.int64)}
+
+    array_dimensions: ClassVar[Mapping[str, tuple[str, ...]]] = {"maps": ("item", "y", "x"), "n_classes": ("one",)}
 
     @classmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from typing_extensions import Self
@@ -246,6 +246,13 @@ class Poses(LabelSet):
         if self.joint_names != default_joint_names(self.n_joints):  # the default is not written: see the module
             arrays["joint_names"] = np.array(self.joint_names, dtype=str)
         return arrays
+
+    array_dimensions: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "xy": ("item", "joint", "coordinate"),
+        "present": ("item", "joint"),
+        "visible": ("item", "joint"),
+        "joint_names": ("joint",),
+    }
 
     @classmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:

@@ -47,7 +47,7 @@ def _read_text(path: Path) -> str:
         raise LabelError(f"{path}, line {line}: not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
 
 
-def _lines(text: str) -> list[str]:
+def file_lines(text: str) -> list[str]:
     """The lines of ``text`` without their ends (``\\n`` or ``\\r\\n``); split on those only, so that a sentence
     may hold any other character (``str.splitlines`` would also split at U+2028 and form feeds)."""
     return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
@@ -59,7 +59,7 @@ def _txt_items(path: Path, text: str, column: str | None, id_column: str | None)
             f"{path}: a .txt file holds one sentence a line and has no columns "
             "(--column, --id-column are for .csv, .tsv and .jsonl)"
         )
-    return [_Item(n, str(n - 1), line if line.strip() else None) for n, line in enumerate(_lines(text), start=1)]
+    return [_Item(n, str(n - 1), line if line.strip() else None) for n, line in enumerate(file_lines(text), start=1)]
 
 
 def _table_items(
@@ -127,7 +127,7 @@ def _jsonl_items(
     items: list[_Item] = []
     first: tuple[int, str] | None = None  # the first value's line and kind: every line must be of that kind
     keys: dict[str, Any] = {}
-    for n, line in enumerate(_lines(text), start=1):
+    for n, line in enumerate(file_lines(text), start=1):
         if not line.strip():
             items.append(_Item(n, str(n - 1), None))
             continue

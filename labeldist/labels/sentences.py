@@ -14,7 +14,7 @@ send its pairs to BERT). The policy is recorded in :attr:`Sentences.provenance`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Self, cast
@@ -48,6 +48,14 @@ class Sentences(CaptionSets):
 
     label_type: ClassVar[str] = "sentences"
     _ARRAYS: ClassVar[tuple[str, ...]] = ("text", "text_offsets", "tokens", "token_offsets", "vocab", "vectors")
+    array_dimensions: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "text": ("byte",),
+        "text_offsets": ("item_edge",),
+        "tokens": ("token",),
+        "token_offsets": ("item_edge",),
+        "vocab": ("word",),
+        "vectors": ("word", "vector_axis"),
+    }
 
     def __init__(
         self,

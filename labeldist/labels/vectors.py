@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -61,6 +61,8 @@ class Vectors(LabelSet):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"values": self.values, "columns": np.asarray(self.columns, dtype=str)}
+
+    array_dimensions: ClassVar[Mapping[str, tuple[str, ...]]] = {"values": ("item", "column"), "columns": ("column",)}
 
     @classmethod
     def from_arrays(cls, ids: np.ndarray, arrays: dict[str, np.ndarray]) -> Self:

@@ -58,6 +58,20 @@ def mark_codecs() -> list[Any]:
 #: every chunk is written, even one equal to the fill value, so that a missing chunk file is always damage
 WRITE_CONFIG = {"write_empty_chunks": True}
 
+#: each array's axis names, its Zarr ``dimension_names``, so that readers that label axes (xarray) open every group;
+#: a name is one length across a group: ``item`` is N, ``rank`` k, ``block`` the row blocks (the labels group's
+#: arrays are named by their kind, ``LabelSet.array_dimensions``)
+DIMENSION_NAMES: dict[str, tuple[str, ...]] = {
+    "ids": ("item",),
+    "knn/indices": ("item", "rank"),
+    "knn/distances": ("item", "rank"),
+    "dense/distances": ("item", "other_item"),
+    "work/upper": ("item", "other_item"),
+    "progress/blocks": ("block",),
+    "progress/exact_pairs": ("block",),
+    "progress/upper": ("block",),
+}
+
 
 def store_url(path_or_url: str | os.PathLike[str]) -> str:
     """An absolute local path, or an fsspec URL unchanged, so Dask workers resolve it the same way."""

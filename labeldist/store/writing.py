@@ -23,6 +23,7 @@ from labeldist.store.damage import missing_chunks
 from labeldist.store.errors import StoreCorruptError, StoreError, StoreIncompleteError
 from labeldist.store.layout import (
     DENSE_TILE,
+    DIMENSION_NAMES,
     MANIFEST_KEY,
     WRITE_CONFIG,
     check_staging_folders,
@@ -85,7 +86,13 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
     n, k, rows = manifest["n_items"], manifest["k"], manifest["block_rows"]
     group = open_group(url, mode="w")
     ids = group.create_array(
-        "ids", shape=(n,), dtype=str, chunks=(max(n, 1),), compressors=data_codecs(), config=WRITE_CONFIG
+        "ids",
+        shape=(n,),
+        dtype=str,
+        chunks=(max(n, 1),),
+        compressors=data_codecs(),
+        dimension_names=DIMENSION_NAMES["ids"],
+        config=WRITE_CONFIG,
     )
     ids[:] = labels.ids
     for name, arr in labels.to_arrays().items():
@@ -97,6 +104,7 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
             dtype=dtype,
             chunks=arr.shape if arr.size else tuple(1 for _ in arr.shape),
             compressors=data_codecs(),
+            dimension_names=labels.dimension_names(name, arr.ndim),
             config=WRITE_CONFIG,
         )
         if arr.size:
@@ -109,6 +117,7 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
         chunks=(knn_rows, max(k, 1)),
         compressors=data_codecs(),
         fill_value=-1,
+        dimension_names=DIMENSION_NAMES["knn/indices"],
         config=WRITE_CONFIG,
     )
     group.create_array(
@@ -118,6 +127,7 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
         chunks=(knn_rows, max(k, 1)),
         compressors=data_codecs(),
         fill_value=np.inf,
+        dimension_names=DIMENSION_NAMES["knn/distances"],
         config=WRITE_CONFIG,
     )
     if manifest["dense"]:
@@ -130,6 +140,7 @@ def _lay_out(url: str, manifest: Mapping[str, Any], labels: LabelSet) -> None:
         chunks=(1,),
         fill_value=0,
         compressors=mark_codecs(),
+        dimension_names=DIMENSION_NAMES["progress/exact_pairs"],
         config=WRITE_CONFIG,
     )
     if manifest.get("symmetric"):
@@ -157,6 +168,7 @@ def _create_square(group: zarr.Group, path: str, n: int, rows: int) -> None:
         shards=(rows, math.ceil(n / tile) * tile),
         compressors=data_codecs(),
         fill_value=np.nan,
+        dimension_names=DIMENSION_NAMES[path],
         config=WRITE_CONFIG,
     )
 
@@ -170,6 +182,7 @@ def _create_marks(group: zarr.Group, path: str, blocks: int) -> None:
         chunks=(1,),
         fill_value=0,
         compressors=mark_codecs(),
+        dimension_names=DIMENSION_NAMES[path],
         config=WRITE_CONFIG,
     )
 

@@ -96,8 +96,8 @@ def test_split_labels_writes_both_formats(tmp_path: Path) -> None:
     info = split_labels(tmp_path / "poses.csv", tmp_path / "p", test_fraction=0.3, query_fraction=0.34)
     rows = (tmp_path / "p" / "train.csv").read_text().splitlines()
     assert rows[0] == "a,b" and rows[1:] == [f"{i},{i * 2}" for i in info["train"]]
-    with pytest.raises(ValueError, match="known: .json, .csv"):
-        split_labels(tmp_path / "x.txt", tmp_path / "x")
+    with pytest.raises(ValueError, match=r"known: \.json, \.csv, \.tsv, \.txt"):
+        split_labels(tmp_path / "x.png", tmp_path / "x")
 
 
 def test_split_labels_refuses_repeated_ids(tmp_path: Path) -> None:
