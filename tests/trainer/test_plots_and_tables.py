@@ -88,7 +88,7 @@ def runs(service: str, features: Path, tmp_path_factory: pytest.TempPathFactory)
 
 def test_fit_ends_with_a_table_of_the_runs_figures(runs: dict) -> None:
     run = runs["root"] / "a" / "eval"
-    end = json.loads((run / "log.jsonl").read_text().splitlines()[-1])
+    end = next(r for r in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if r["event"] == "end")
     lines = runs["stdout"]["a"].splitlines()
     header = lines[0].split()
     assert header[:3] == ["run", "loss", "steps"] and "device" in header
@@ -100,6 +100,68 @@ def test_fit_ends_with_a_table_of_the_runs_figures(runs: dict) -> None:
     assert "MLD@K" in runs["stdout"]["a"] and "nDCG@K" in runs["stdout"]["a"]
     assert f"{result['summary']['ndcg@10']:.4f}" in runs["stdout"]["a"]
     assert not any(line.startswith("{") for line in lines), "no JSON line without --json"
+
+
+def test_fit_reads_the_trained_network_against_the_untrained_one(runs: dict, service: str, features: Path) -> None:
+    """With an evaluation store, fit evaluates the untrained network first (the input features here, ranked as
+    the trained one is: dense_triplet L2-normalises, so cosine) and keeps it in eval.json and log.jsonl, and
+    prints it beside the trained score."""
+    from labeldist.client import LabelDistClient
+    from labeldist.trainer.training.evaluate import evaluate, load_split
+
+    run = runs["root"] / "a" / "eval"
+    result = json.loads((run / "eval.json").read_text())
+    untrained = result["untrained"]
+    queries, gallery = load_split(runs["split"])
+    with LabelDistClient(service) as client:
+        baseline = evaluate(client, STORE, str(features), queries, gallery, k_max=20, metric="cosine")
+    assert untrained["summary"] == baseline["summary"] and untrained["metric"] == "cosine"
+    assert result["summary"]["ndcg@10"] != untrained["summary"]["ndcg@10"]
+    evals = [r for r in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if r["event"] == "eval"]
+    assert [r["step"] for r in evals] == [0, STEPS]
+    assert evals[0]["summary"] == untrained["summary"] and evals[1]["summary"] == result["summary"]
+    now, before = result["summary"]["ndcg@10"], untrained["summary"]["ndcg@10"]
+    stdout = runs["stdout"]["a"]
+    assert f"nDCG@10 {now:.4f}, untrained {before:.4f} (input features (untrained), cosine)" in stdout
+    rows = [line.split() for line in stdout.splitlines()]
+    ndcg_row = next(i for i, r in enumerate(rows) if r and r[0] == "nDCG@K")
+    assert rows[ndcg_row + 1][0] == "untrained" and f"{before:.4f}" in rows[ndcg_row + 1]
+
+
+def test_the_progress_line_reads_the_loss_against_its_chance_level(
+    service: str, features: Path, tmp_path: Path
+) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert (
+            main(
+                [
+                    "fit",
+                    "--url",
+                    service,
+                    "--store",
+                    STORE,
+                    "--features",
+                    str(features),
+                    "--out",
+                    str(tmp_path / "r"),
+                    "--loss",
+                    "dense_triplet",
+                    "--size",
+                    "30",
+                    "--max-steps",
+                    "5",
+                ]
+            )
+            == 0
+        )
+    logged = [
+        r for r in map(json.loads, (tmp_path / "r" / "log.jsonl").read_text().splitlines()) if r["event"] == "step"
+    ]
+    losses, chances = [r["loss"] for r in logged], [r["chance_level"] for r in logged]
+    ratio = np.mean(losses) / np.mean(chances)
+    last = [line for line in err.getvalue().splitlines() if "loss=" in line][-1]
+    assert f"loss={np.mean(losses):.4f} = {ratio:.2f} of chance" in last
 
 
 def test_fit_with_json_prints_the_json_lines_as_before(runs: dict) -> None:
@@ -114,15 +176,18 @@ def test_plot_of_two_runs_in_folders_both_named_eval_draws_two_labelled_curves(r
     fig = plot_evals([a, b], tmp_path / "fig.png")
     labels = legend_labels(fig)
     # same folder name, told apart by what the runs recorded (embedding size, seed)
-    assert labels == ["eval (16-d, seed 0)", "eval (8-d, seed 1)"]
+    # and the untrained network both were read against (the same input features, ranked alike), once, dashed
+    assert labels == ["eval (16-d, seed 0)", "eval (8-d, seed 1)", "input features (untrained), cosine"]
     for ax in fig.axes:
         assert [line.get_label() for line in ax.get_lines()] == labels
     ndcg = fig.axes[0].get_lines()
     assert list(ndcg[0].get_ydata()) == json.loads(a.read_text())["ndcg"]
     assert list(ndcg[1].get_ydata()) == json.loads(b.read_text())["ndcg"]
+    assert list(ndcg[2].get_ydata()) == json.loads(a.read_text())["untrained"]["ndcg"]
+    assert ndcg[2].get_linestyle() == "--" and ndcg[0].get_linestyle() == "-"
 
     out = run_main("plot", a, b, "--out", tmp_path / "cli.png")
-    assert "2 curves: eval (16-d, seed 0); eval (8-d, seed 1)" in out
+    assert "3 curves: eval (16-d, seed 0); eval (8-d, seed 1); input features (untrained), cosine" in out
     assert (tmp_path / "cli.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -138,10 +203,11 @@ def test_runs_of_one_name_and_one_config_are_told_apart_by_their_paths(runs: dic
         (tmp_path / where).mkdir(parents=True)
         shutil.copy(runs["root"] / "a" / "eval" / "eval.json", tmp_path / where / "eval.json")
     fig = plot_evals([tmp_path / "x" / "lr", tmp_path / "y" / "lr" / "eval.json"], tmp_path / "fig.png")
-    assert legend_labels(fig) == ["lr [x/lr]", "lr [y/lr]"]
+    untrained = "input features (untrained), cosine"  # the baseline both were read against, drawn once
+    assert legend_labels(fig) == ["lr [x/lr]", "lr [y/lr]", untrained]
     # the same file twice is still two curves, numbered
     fig = plot_evals([tmp_path / "x" / "lr"] * 2, tmp_path / "fig.png")
-    assert legend_labels(fig) == ["lr", "lr #2"] and len(fig.axes[0].get_lines()) == 2
+    assert legend_labels(fig) == ["lr", "lr #2", untrained] and len(fig.axes[0].get_lines()) == 3
 
 
 def test_plot_takes_labels_and_a_label_given_to_eval(
@@ -149,7 +215,7 @@ def test_plot_takes_labels_and_a_label_given_to_eval(
 ) -> None:
     a, b = runs["root"] / "a" / "eval", runs["root"] / "b" / "eval"
     out = run_main("plot", a, b, "--label", "ours", "--label", "baseline", "--out", tmp_path / "fig.png")
-    assert out.strip().endswith("2 curves: ours; baseline")
+    assert out.strip().endswith("3 curves: ours; baseline; input features (untrained), cosine")
     plot_refused(
         capsys, ["plot", str(a), str(b), "--label", "ours", "--out", str(tmp_path / "fig.png")], "1 labels for 2 runs"
     )

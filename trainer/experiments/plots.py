@@ -218,6 +218,10 @@ def save(fig: Figure, out: str | Path, overwrite: bool = True) -> Path:
     return out
 
 
+#: an untrained network's curve: grey and dashed, a baseline rather than a run
+UNTRAINED_STYLE = {"color": "0.5", "linestyle": "--"}
+
+
 def plot_evals(
     paths: Sequence[str | Path],
     out: str | Path,
@@ -225,12 +229,20 @@ def plot_evals(
     title: str = "",
     overwrite: bool = True,
 ) -> Figure:
-    """``trainer plot``: one figure of several eval results, each curve named after its run (or ``labels``)."""
+    """``trainer plot``: one figure of several eval results, each curve named after its run (or ``labels``), and
+    the untrained network each was evaluated against (its ``untrained`` entry) as a grey dashed line."""
     paths = [run_file(p, "eval.json") for p in paths]
     results = [read_eval(p) for p in paths]
     names = list(labels) if labels else [eval_name(p, r) for p, r in zip(paths, results)]
     labelled = unique_labels(names, [eval_details(r) for r in results], paths)
-    fig = draw_curves(dict(zip(labelled, results)), title=title)
+    curves, styles = dict(zip(labelled, results)), {}
+    for result in results:  # each untrained network a run was read against (trainer fit --eval-store), once
+        untrained = result.get("untrained")
+        if isinstance(untrained, dict) and "k" in untrained and "ndcg" in untrained:
+            label = f"{untrained.get('model', 'untrained')}, {untrained.get('metric', '?')}"
+            if label not in curves:
+                curves[label], styles[label] = untrained, UNTRAINED_STYLE
+    fig = draw_curves(curves, title=title, styles=styles)
     save(fig, out, overwrite)
     return fig
 

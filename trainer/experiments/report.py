@@ -118,7 +118,9 @@ def fit_table(summary: dict[str, Any], *, run: str, loss: str, device: str | Non
 def _model_line(result: dict[str, Any]) -> str:
     """What was evaluated, in words: ``dense_triplet, 16-d, 40 steps, seed 0`` or ``input features (untrained)``."""
     if not result.get("loss"):
-        return f"input features (untrained), {result.get('embedding_dim', '?')}-d"
+        model = result.get("model")
+        what = model if isinstance(model, str) and model.startswith("untrained") else "input features (untrained)"
+        return f"{what}, {result.get('embedding_dim', '?')}-d"
     parts = [str(result["loss"]), f"{result.get('embedding_dim', '?')}-d"]
     if result.get("steps") is not None:
         parts.append(f"{result['steps']} steps")
@@ -141,9 +143,41 @@ def eval_table(result: dict[str, Any], ks: Sequence[int] = TABLE_K) -> str:
         shown = sorted({k for values in by_metric.values() for k in values})
     order = [m for m in METRIC_NAMES if m in by_metric] + [m for m in by_metric if m not in METRIC_NAMES]
     rows = [[f"{METRIC_NAMES.get(m, m)}@K", *(format_number(by_metric[m].get(k)) for k in shown)] for m in order]
+    untrained = result.get("untrained")
+    if isinstance(untrained, dict):  # the same metrics of the network before training, row under row
+        before = untrained.get("summary", {})
+        rows = [
+            row
+            for m, row in zip(order, rows)
+            for row in (
+                [row, ["  untrained", *(format_number(before.get(f"{m}@{k}")) for k in shown)]]
+                if m in UNTRAINED_ROWS
+                else [row]
+            )
+        ]
     title = (
         f"{result.get('store', '?')}: {result.get('n_queries', '?')} queries x {result.get('n_gallery', '?')} "
         f"gallery, {result.get('metric', '?')} ranking; {_model_line(result)}"
     )
     notes = "; ".join(METRIC_NOTES[m] for m in order if m in METRIC_NOTES)
-    return "\n".join([title, format_table(["K", *map(str, shown)], rows), *([notes] if notes else [])])
+    lines = [title, format_table(["K", *map(str, shown)], rows), *([notes] if notes else [])]
+    versus = untrained_line(result)
+    return "\n".join([*lines, *([versus] if versus else [])])
+
+
+#: the metrics whose untrained values ``trainer fit`` shows under the trained ones
+UNTRAINED_ROWS = ("mean_label_distance", "ndcg")
+
+
+def untrained_line(result: dict[str, Any], k: int = 10) -> str | None:
+    """``nDCG@10 0.851, untrained 0.554 (untrained resnet18 (seed 0), euclidean)``: a trained result beside the
+    untrained network's (its ``untrained`` entry, which ``trainer fit --eval-store`` records); None without one."""
+    untrained = result.get("untrained")
+    if not isinstance(untrained, dict):
+        return None
+    key = f"ndcg@{k}"
+    now, before = result.get("summary", {}).get(key), untrained.get("summary", {}).get(key)
+    if now is None or before is None:
+        return None
+    what = f"{untrained.get('model', 'untrained')}, {untrained.get('metric', '?')}"
+    return f"nDCG@{k} {format_number(now)}, untrained {format_number(before)} ({what})"

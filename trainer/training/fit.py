@@ -724,6 +724,8 @@ class LoopState:
     def __init__(self, config: FitConfig, loss_fn: BatchLoss, earlier: Sequence[dict[str, Any]] = ()) -> None:
         self.start = time.perf_counter()
         self.recent: list[float] = []
+        #: the chance levels of the same steps (None where the loss has none)
+        self.recent_chance: list[float | None] = []
         self.described = False
         advice = stuck_advice(
             config.loss, anchors=loss_fn.anchors, optimizer=config.optimizer, pretrained=config.weights is not None
@@ -759,6 +761,7 @@ def log_step(
     description (a ``loss`` line)."""
     step, spread = run.step, result.spread
     state.recent = (state.recent + [result.loss])[-10:]
+    state.recent_chance = (state.recent_chance + [result.chance])[-10:]
     log.write(
         json.dumps(
             {
@@ -847,7 +850,7 @@ def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
             result = train_step(run, batch)
             run.step += 1
             log_step(run, log, state, result, steps_per_epoch=stream.steps_per_epoch, t0=t0, t1=t1)
-            bar.set_postfix(loss=f"{np.mean(state.recent):.4f}", refresh=False)  # shown by the update, with its step
+            bar.set_postfix(loss=loss_against_chance(state.recent, state.recent_chance), refresh=False)
             bar.update(1)
             if run.step % config.checkpoint_every == 0:
                 checkpoint(run, log)
@@ -861,6 +864,23 @@ def train(run: Run, stream: MinibatchStream) -> dict[str, Any]:
         log.close()
         run.client.close()
     return summary
+
+
+def loss_against_chance(losses: Sequence[float], chances: Sequence[float | None]) -> str:
+    """The progress line's loss: the mean of the last steps', and the share it is of their chance level's mean
+    (the loss of embeddings that know nothing of the labels, :meth:`BatchLoss.chance_level`), where the loss has
+    one: ``0.0460 = 0.12 of chance``. A run that learns goes well below 1; one that sits at 1 learns nothing.
+
+    >>> loss_against_chance([0.05, 0.04], [0.4, 0.35])
+    '0.0450 = 0.12 of chance'
+    >>> loss_against_chance([0.5], [None])
+    '0.5000'
+    """
+    loss = float(np.mean(losses))
+    known = [c for c in chances if c is not None]
+    if not known or len(known) != len(chances) or float(np.mean(known)) <= 0:
+        return f"{loss:.4f}"
+    return f"{loss:.4f} = {loss / float(np.mean(known)):.2f} of chance"
 
 
 def stop_on_moved_store(run: Run, log: Any, error: StoreMovedOn, total: int) -> StoreMovedOn:
