@@ -32,8 +32,8 @@ from labeldist.store import is_store
 #: what ``labeldist split`` takes, for its errors
 TAKES = (
     "split takes a store of any kind (and writes a train store and a test store) or a label file of any format "
-    "precompute reads (Karpathy or COCO captions JSON, COCO keypoints JSON, a CSV/TSV table, a .txt or .jsonl of "
-    "sentences, .npy or .parquet vectors: it writes train and test files of that format to build the two stores "
+    "precompute reads (.json: Karpathy, COCO captions or COCO keypoints; .csv or .tsv tables; .txt or .jsonl "
+    "sentences; .npy or .parquet vectors: it writes train and test files of that format to build the two stores "
     "from); for another file, build its store first (labeldist precompute KIND FILE --out STORE) and split the store"
 )
 
