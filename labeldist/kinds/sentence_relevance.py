@@ -48,11 +48,10 @@ from labeldist.sts.models import PACKAGED, resolve_model
 from labeldist.sts.scorers import bi_encoder_scorer
 from labeldist.sts.stsb import read_sts
 
-#: where the STS-B files are shipped: data/stsb/ of the repository the labeldist package sits in (a checkout, or
-#: an editable install of it). They are not in the package: an installed wheel has none, and its commands then
-#: need --train and --dev. Resolved from this file, not from the working directory, so the defaults hold from any
-#: folder (a relative "data/stsb/sts-train.csv" failed with "cannot read" outside the repository).
-STSB_DIR = Path(__file__).resolve().parents[2] / "data" / "stsb"
+#: where the STS-B files are shipped: package data of labeldist.sts (1.2 MB, CC BY-SA; readme.txt and LICENSE.txt
+#: beside them), so that a wheel has them and the coarse-to-fine and cascade scorers calibrate without --train.
+#: Resolved from this file, not from the working directory, so the defaults hold from any folder.
+STSB_DIR = Path(__file__).resolve().parents[1] / "sts" / "stsb"
 TRAIN_FILE, DEV_FILE = "sts-train.csv", "sts-dev.csv"
 #: what --empty means, shared by ``sts eval`` and ``precompute sentences`` (each fills in its drop and default)
 EMPTY_HELP = (
@@ -74,7 +73,7 @@ def stsb_default_help(name: str) -> str:
     """How ``--help`` words the default of an STS-B file option: the file itself, or that there is none."""
     if shipped_stsb(name) is not None:
         return "default: %(default)s, the shipped file"
-    words = f"no default: this installation has no {STSB_DIR / name} (the repository's data/stsb/{name})"
+    words = f"no default: this installation has no {STSB_DIR / name} (the package data of labeldist.sts)"
     return words.replace("%", "%%")  # argparse %-formats help
 
 
@@ -86,7 +85,7 @@ def stsb_file(args: argparse.Namespace, option: str) -> str:
         name = TRAIN_FILE if option == "train" else DEV_FILE
         raise UsageError(
             f"--{option}: no STS-B file given, and this installation has none at {STSB_DIR / name} "
-            f"(the STS-B data ships in the labeldist repository's data/stsb/, not in the package); "
+            "(an installation without the package data of labeldist.sts); "
             f"pass --{option} FILE"
         )
     check_file(path)
@@ -95,8 +94,9 @@ def stsb_file(args: argparse.Namespace, option: str) -> str:
 
 def recorded_stsb(path: str) -> str:
     """How a store's manifest names the STS-B file ``path``: a shipped file as ``data/stsb/<name>``, the name the
-    default had when it was relative, any other file as given. A manifest is a store's fingerprint: it must not
-    depend on where the repository lies, and a store made with the old default must still be reused."""
+    default had when it was relative (the files were then in the repository's data/), any other file as given. A
+    manifest is a store's fingerprint: it must not depend on where labeldist lies, and a store made with the old
+    default must still be reused."""
     for name in (TRAIN_FILE, DEV_FILE):
         shipped = shipped_stsb(name)
         if shipped is not None and os.path.isfile(path) and os.path.samefile(path, shipped):

@@ -7,11 +7,12 @@ import tempfile
 
 import pytest
 
+from labeldist.kinds.sentence_relevance import STSB_DIR
 from tests.conftest import DATA
 
 COCO = DATA / "coco" / "coco_karpathy_test.json"
-STS_TRAIN = DATA / "stsb" / "sts-train.csv"
-STS_DEV = DATA / "stsb" / "sts-dev.csv"
+STS_TRAIN = STSB_DIR / "sts-train.csv"
+STS_DEV = STSB_DIR / "sts-dev.csv"
 
 # Embeddings left for Dask workers go to a fresh folder, set before any worker process starts (they inherit it).
 os.environ["LABELDIST_CACHE"] = tempfile.mkdtemp(prefix="labeldist-test-cache-")

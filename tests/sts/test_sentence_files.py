@@ -321,7 +321,7 @@ def test_stsb_defaults_are_the_shipped_files_from_any_folder(command, defaults, 
 
 
 def test_without_shipped_stsb_files_the_options_are_required(tmp_path, monkeypatch, capsys):
-    """An installation without data/stsb/ (a wheel): no default, --help says so, and a command that needs the
+    """An installation without the shipped STS-B files: no default, --help says so, and a command that needs the
     file refuses in one line before reading anything; one that does not need it runs."""
     import labeldist.kinds.sentence_relevance as sentence_kind
 
