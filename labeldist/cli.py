@@ -443,7 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=_info)
 
     verify = sub.add_parser(
-        "verify", help="check every chunk's checksum, then recompute a sample of entries with the slow reference"
+        "verify",
+        help="check every chunk's checksum, the labels' digests and the store contract on every row, then recompute "
+        "a sample of entries with the slow reference",
     )
     verify.add_argument("store")
     verify.add_argument(

@@ -83,6 +83,43 @@ def test_verify_catches_a_wrong_stored_value(pose_store, tmp_path):
     assert "differ from the reference" in " ".join(json.loads(proc.stdout)["problems"])
 
 
+@pytest.mark.parametrize(
+    ("breach", "says"),
+    [
+        ("unsorted", "1 knn row is not sorted nearest first (the first: row 7)"),
+        ("self", "1 knn row holds its own item (the first: row 7)"),
+        ("padding", "1 knn row has -1 padding before a neighbour (the first: row 7)"),
+    ],
+)
+def test_verify_checks_the_store_contract_on_every_row(pose_store, tmp_path, breach: str, says: str) -> None:
+    """A row that breaks the contract, written through zarr (its checksums whole): verify names it, as the
+    repository's independent contract checker (tools/check_store.py) fails it; the untouched store passes both."""
+    import shutil
+
+    from tests.conftest import CHECK_STORE
+
+    bad = tmp_path / breach
+    shutil.copytree(pose_store, bad)
+    indices = zarr.open_array(str(bad), path="knn/indices", mode="r+")
+    distances = zarr.open_array(str(bad), path="knn/distances", mode="r+")
+    row_i, row_d = indices[7], distances[7]
+    if breach == "unsorted":
+        row_i[[0, 1]], row_d[[0, 1]] = row_i[[1, 0]], row_d[[1, 0]]
+        row_d[0] = row_d[1] + 1.0  # strictly out of order
+    elif breach == "self":
+        row_i[2] = 7
+    else:
+        row_i[1], row_d[1] = -1, np.inf
+    indices[7], distances[7] = row_i, row_d
+    proc = labeldist("verify", bad, "--sample", "0")
+    assert proc.returncode == 1, proc.stdout
+    assert says in json.loads(proc.stdout)["problems"]
+    oracle = subprocess.run([sys.executable, str(CHECK_STORE), str(bad)], capture_output=True, text=True)
+    assert oracle.returncode == 1 and "FAILS" in oracle.stdout
+    good = labeldist("verify", pose_store, "--sample", "0")
+    assert good.returncode == 0 and json.loads(good.stdout)["problems"] == []
+
+
 def _assert_error_and_nothing_written(proc, out, message):
     assert proc.returncode == 2
     assert message in proc.stderr
