@@ -21,6 +21,7 @@ from labeldist.api.middleware import BodySizeLimit
 from labeldist.api.registry import StoreRegistry
 from labeldist.api.routers import batches, distances, health, neighbors, search, stores, ui
 from labeldist.api.settings import Settings, get_settings
+from labeldist.api.warmup import Warmup, start_warmup
 
 DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups, ready-made minibatches for
 deep metric learning, and the nearest items of a new label (search). Every error answers JSON
@@ -39,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         registry = StoreRegistry(settings)
         await anyio.to_thread.run_sync(registry.open_all)
         app.state.registry = registry
+        app.state.warmup = await anyio.to_thread.run_sync(start_warmup, registry) if settings.warm else Warmup()
         yield
 
     # docs_url=None, redoc_url=None: add_offline_docs serves /docs and /redoc from an installed package, not a CDN

@@ -31,6 +31,14 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class Ready(BaseModel):
+    """Every store is ready: those warmed up at start-up (``--warm``), and those that could not be (name -> why)."""
+
+    status: Literal["ready"] = "ready"
+    warmed: list[str] = []
+    failed: dict[str, str] = {}
+
+
 class StoreIds(BaseModel):
     """Every item's id, in index order."""
 

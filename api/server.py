@@ -86,14 +86,20 @@ def _warn_compute_disabled(host: str) -> None:
 
 
 def serve(
-    stores_dir: str | None = None, host: str | None = None, port: int | None = None, workers: int | None = None
+    stores_dir: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    workers: int | None = None,
+    warm: bool | None = None,
 ) -> int:
     """Serve the stores of ``stores_dir`` on ``host:port`` until interrupted; arguments left None come from
-    the ``LABELDIST_*`` settings. Returns the exit status."""
+    the ``LABELDIST_*`` settings (``warm``: load every store's labels and models at start-up). Returns the exit
+    status."""
     import uvicorn
 
     # Through the environment, so that every worker process (LABELDIST_WORKERS > 1) gets the same settings.
-    for name, value in (("STORES", stores_dir), ("HOST", host), ("PORT", port), ("WORKERS", workers)):
+    named = (("STORES", stores_dir), ("HOST", host), ("PORT", port), ("WORKERS", workers), ("WARM", warm))
+    for name, value in named:
         if value is not None:
             os.environ[f"LABELDIST_{name}"] = str(value)
     get_settings.cache_clear()

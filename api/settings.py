@@ -38,6 +38,12 @@ class Settings(BaseSettings):
         description="answer well-formed neighbour and batch requests past FastAPI's routing (api/fastpath.py): "
         "the same answers for a third (neighbours) to a half (batches) of the server CPU",
     )
+    warm: bool = Field(
+        False,
+        description="at start-up, load every store's labels and distance, and for a searchable store what its first "
+        "search needs (a sentence model: seconds), in the background: GET /readyz answers 503 until it is done, "
+        "GET /healthz 200 as soon as the stores are open",
+    )
     api_key: SecretStr | None = Field(
         None,
         description="if set, requests that compute distances on demand must send it as X-API-Key; if not set, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -238,6 +239,25 @@ class LocalSource:
             out.append(entry)
         return out
 
+    def warm(self, store: str | None = None) -> dict[str, float]:
+        """Load now what the first search or computed distance of ``store`` (None: every available store) would
+        load: its labels and distance, and for a searchable kind a sentence model, its tokenizer and the items'
+        embeddings (seconds for a sentence store). Says on stderr what it loads and how long it took; returns the
+        seconds per store. A search of a store not warmed does this first, saying so."""
+        names = [store] if store is not None else [e["name"] for e in self.stores() if e["available"]]
+        return {name: self._answer(name, lambda s: self._warm_saying(s, "warming")) for name in names}
+
+    @staticmethod
+    def _warm_saying(s: _Store, why: str) -> float:
+        if s.warmed:
+            return 0.0
+        sentences = s.manifest["kind"] == "sentence_relevance"
+        what = "its labels, sentence model and embeddings" if sentences else "its labels"
+        print(f"labeldist: store {s.name!r}: {why}: loading {what} (once) ...", file=sys.stderr, flush=True)
+        seconds = s.warm()
+        print(f"labeldist: store {s.name!r}: loaded in {seconds:.1f} s", file=sys.stderr, flush=True)
+        return seconds
+
     def store(self, name: str) -> dict[str, Any]:
         """One store's manifest + ``name`` (+ ``available``, ``has_dense``)."""
         return self._open(name).info()
@@ -298,6 +318,8 @@ class LocalSource:
             kind = s.reader.manifest["kind"]
             if not searchable(kind):
                 raise RequestRejected(not_searchable(kind), 422, not_searchable(kind))
+            if not s.warmed:  # the first search of a store loads its labels (and a sentence store's model)
+                self._warm_saying(s, "first search")
             labels, distance = s.labels_and_distance()
             try:
                 query = read_label(label, labels, distance)

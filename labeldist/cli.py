@@ -404,7 +404,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.stores is not None:  # named on the command line: a typo must not serve an empty folder
         check_folder(args.stores)
-    return serve(stores_dir=args.stores, host=args.host, port=args.port, workers=args.workers)
+    return serve(stores_dir=args.stores, host=args.host, port=args.port, workers=args.workers, warm=args.warm or None)
 
 
 # ---------------------------------------------------------------- parser
@@ -491,6 +491,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=port_number, help="port, 1-65535 (default: 8000)")
     serve.add_argument(
         "--workers", type=positive_int, help="uvicorn worker processes, each loading every store (default: 1)"
+    )
+    serve.add_argument(
+        "--warm",
+        action="store_true",
+        help="load every store's labels, and a sentence store's model and embeddings, at start-up, in the "
+        "background (GET /readyz answers 503 until done; GET /healthz 200 at once), so that no first request "
+        "waits seconds for them (default: LABELDIST_WARM, else off: loaded on first need)",
     )
     serve.set_defaults(func=_serve)
 

@@ -14,7 +14,9 @@ errors as HTTP answers) through the hooks :meth:`StoreView.reading` and :meth:`S
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,8 +24,10 @@ import numpy as np
 
 from labeldist.pairs import compute_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
-from labeldist.search import searchable
+from labeldist.search import searchable, warm_search
 from labeldist.store import StoreIdentity, StoreReader, manifest_digest
+
+log = logging.getLogger(__name__)
 
 #: computes the distances of pairs given as keys ``min(i, j) * N + max(i, j)``: their values and how many distinct
 #: pairs it computed
@@ -73,6 +77,7 @@ class StoreView:
         self._labels_lock = threading.Lock()
         self._labels: Any = None
         self._distance: Any = None
+        self._warmed = False
 
     def info(self) -> dict[str, Any]:
         """The manifest with the store's ``name``, ``digest``, ``available``, ``has_dense`` and ``searchable``."""
@@ -122,6 +127,28 @@ class StoreView:
             if self._labels is None:
                 self._labels, self._distance = self.load_labels()
             return self._labels, self._distance
+
+    def warm(self) -> float:
+        """Load now what the store's first search or computed distance would: its labels and distance, and for a
+        searchable kind one search by an item's own label (:func:`~labeldist.search.warm_search`: a sentence
+        store's model and embeddings). Returns the seconds it took (0 when already loaded); each step is logged."""
+        if self._warmed:
+            return 0.0
+        t = time.perf_counter()
+        log.info("%s: loading its labels and distance", self.name)
+        labels, distance = self.labels_and_distance()
+        if searchable(self.manifest["kind"]) and len(labels):
+            log.info("%s: loading what a search needs (%s)", self.name, type(distance).__name__)
+            warm_search(labels, distance)
+        self._warmed = True
+        seconds = time.perf_counter() - t
+        log.info("%s: ready for search and computed distances in %.1f s", self.name, seconds)
+        return seconds
+
+    @property
+    def warmed(self) -> bool:
+        """Whether :meth:`warm` has run: a first search or computed distance then loads nothing."""
+        return self._warmed
 
     # ------------------------------------------------------------ distances
     def stored(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +34,8 @@ FIT_INFO = "labeldist_sts.json"
 #: model architectures: a bi-encoder embeds each sentence, a cross-encoder reads the pair
 ARCHITECTURES = ("bi", "cross")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -168,9 +172,12 @@ def load_bi_encoder(path: Path, max_length: int) -> Any:
     with needed("sts", "a sentence model"):
         from sentence_transformers import SentenceTransformer
 
+    t = time.perf_counter()
+    log.info("loading the sentence model %s", path)
     model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
     model.max_seq_length = max_length
     model.eval()
+    log.info("loaded the sentence model %s in %.1f s", path, time.perf_counter() - t)
     return model
 
 
@@ -181,7 +188,10 @@ def load_cross_encoder(path: Path, max_length: int) -> Any:
     with needed("sts", "a sentence model"):
         from sentence_transformers import CrossEncoder
 
+    t = time.perf_counter()
+    log.info("loading the cross-encoder %s", path)
     model = CrossEncoder(str(path), device="cpu", max_length=max_length, local_files_only=True)
+    log.info("loaded the cross-encoder %s in %.1f s", path, time.perf_counter() - t)
     if model.num_labels != 1:
         raise ValueError(f"{path}: a relevance cross-encoder needs one output, this one has {model.num_labels}")
     model.eval()

@@ -17,8 +17,10 @@ and counters change under a lock of their own, every model call holds :func:`~la
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -32,6 +34,8 @@ from labeldist.sts.models import cached_once, load_bi_encoder, load_cross_encode
 
 #: word pieces per model input unless told otherwise (all-MiniLM-L6-v2's own limit)
 MAX_LENGTH = 256
+
+log = logging.getLogger(__name__)
 
 
 def mean_vectors(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> np.ndarray:
@@ -200,6 +204,7 @@ def load_checked(
     with that digest is those values, and is taken without loading the model for the spot check."""
     if not os.path.lexists(path):
         return None
+    t = time.perf_counter()
     try:
         values = load_embeddings(path, len(texts))
         if sha256 is None or file_sha256(path) != sha256:
@@ -207,6 +212,7 @@ def load_checked(
     except (ValueError, OSError) as err:
         warnings.warn(f"{err}; embedding the {len(texts):,} texts again", stacklevel=2)
         return None
+    log.info("loaded the embeddings of %d texts from %s in %.1f s", len(texts), path, time.perf_counter() - t)
     return values
 
 

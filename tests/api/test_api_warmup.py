@@ -1,0 +1,127 @@
+"""Long first calls say so, or are done before the first request: ``LABELDIST_WARM`` (``labeldist serve --warm``)
+loads every store's labels and a sentence store's model at start-up, in the background, and ``GET /readyz``
+answers 503 (saying how far it is) until then, while ``GET /healthz`` answers 200 as soon as the stores are open;
+``LocalSource`` says on stderr what a first search loads and how long it took, once, and ``warm()`` does it up
+front. Real stores: COCO captions as sentences scored by the packaged all-MiniLM-L6-v2, MPII poses."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from labeldist.api.main import create_app
+from labeldist.api.warmup import Warmup
+from labeldist.client import LocalSource
+from labeldist.distances.pose import PoseDistance
+from labeldist.distances.sts import SentenceRelevance
+from labeldist.labels.pose_files import read_mpii_csv
+from labeldist.labels.sentences import read_caption_sentences
+from labeldist.sts.models import load_bi_encoder
+from tests.api.api_helpers import MPII_CSV, REPO, make_settings
+from tests.conftest import write_store
+
+COCO = REPO / "data" / "coco" / "coco_karpathy_test.json"
+#: generous: the warm-up loads torch and a model on a loaded 2-core machine
+READY_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("warm") / "stores"
+    with pytest.MonkeyPatch.context() as patch:  # the sentences' embeddings cached here, not in the user's cache
+        patch.setenv("LABELDIST_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield build(root)
+
+
+def build(root: Path) -> Path:
+    write_store(
+        root / "sentences",
+        read_caption_sentences(COCO, limit=40),
+        SentenceRelevance("bert"),
+        dataset="coco",
+        k=5,
+        dense=False,
+        block_rows=64,
+    )
+    write_store(
+        root / "pose",
+        read_mpii_csv(MPII_CSV).subset(slice(0, 50)),
+        PoseDistance(),
+        dataset="mpii",
+        k=5,
+        dense=False,
+        block_rows=64,
+    )
+    return root
+
+
+def wait_ready(client: TestClient) -> dict:
+    """The first 200 of /readyz (each 503 before it saying how far the warm-up is), within READY_TIMEOUT_S."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        answer = client.get("/readyz")
+        if answer.status_code == 200:
+            return answer.json()
+        assert answer.status_code == 503 and answer.json()["detail"].startswith("warming up: "), answer.text
+        assert answer.headers["retry-after"] == "1"
+        assert time.monotonic() < deadline, "the warm-up never ended"
+        time.sleep(0.2)  # polling an event's state, not waiting for a time to pass
+
+
+def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
+    load_bi_encoder.cache_clear()
+    with TestClient(create_app(make_settings(stores=stores, warm=True))) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}  # up, whatever the warm-up's state
+        ready = wait_ready(client)
+        assert ready == {"status": "ready", "warmed": ["pose", "sentences"], "failed": {}}
+        registry = client.app.state.registry
+        assert all(registry.stores[name].warmed for name in ("pose", "sentences"))
+        assert load_bi_encoder.cache_info().currsize == 1, "the sentence model was loaded by the warm-up"
+        hits = client.post("/v1/stores/sentences/search", json={"label": "A dog runs on a beach.", "k": 3})
+        assert hits.status_code == 200 and len(hits.json()["indices"]) == 3
+        assert load_bi_encoder.cache_info().misses == 1, "the first search loaded no model"
+
+
+def test_without_warm_the_service_is_ready_at_once_and_loads_on_first_need(stores: Path) -> None:
+    with TestClient(create_app(make_settings(stores=stores))) as client:
+        assert client.get("/readyz").json() == {"status": "ready", "warmed": [], "failed": {}}
+        assert not client.app.state.registry.stores["sentences"].warmed
+
+
+def test_readyz_says_how_far_the_warm_up_is(stores: Path) -> None:
+    with TestClient(create_app(make_settings(stores=stores))) as client:
+        client.app.state.warmup = Warmup(
+            names=["pose", "sentences"], warmed={"pose": 0.2}, current="sentences", done=False
+        )
+        answer = client.get("/readyz")
+        assert answer.status_code == 503
+        detail = answer.json()["detail"]
+        assert detail.startswith("warming up: 1 of 2 stores loaded (") and detail.endswith("; loading 'sentences'")
+
+
+def test_local_source_says_what_a_first_search_loads_once(stores: Path, capsys) -> None:
+    source = LocalSource(stores)
+    source.search("sentences", "A cat sleeps on a sofa.", k=2)
+    err = capsys.readouterr().err.splitlines()
+    assert (
+        err[0]
+        == "labeldist: store 'sentences': first search: loading its labels, sentence model and embeddings (once) ..."
+    )
+    assert err[1].startswith("labeldist: store 'sentences': loaded in ") and err[1].endswith(" s")
+    source.search("sentences", "A cat sleeps on a sofa.", k=2)
+    assert capsys.readouterr().err == ""
+
+
+def test_local_source_warm_loads_every_store_up_front(stores: Path, capsys) -> None:
+    source = LocalSource(stores)
+    seconds = source.warm()
+    assert sorted(seconds) == ["pose", "sentences"] and all(s > 0 for s in seconds.values())
+    err = capsys.readouterr().err
+    assert "store 'pose': warming: loading its labels (once) ..." in err
+    source.search("sentences", "A dog runs.", k=1)
+    assert capsys.readouterr().err == ""
+    assert source.warm() == {"pose": 0.0, "sentences": 0.0}
