@@ -68,6 +68,7 @@ class StoreInfo(BaseModel):
         None,
         description="the store can be searched by a new label (POST .../search): its kind reads labels from JSON",
     )
+    distance: str | None = Field(None, description="what the store's distances mean, in words")
     digest: str | None = Field(
         None,
         description="SHA-256 of the served store's manifest: changes when the store "

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.kinds import distance_meaning
 from labeldist.pairs import compute_pairs
 from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.search import searchable, warm_search
@@ -80,7 +81,8 @@ class StoreView:
         self._warmed = False
 
     def info(self) -> dict[str, Any]:
-        """The manifest with the store's ``name``, ``digest``, ``available``, ``has_dense`` and ``searchable``."""
+        """The manifest with the store's ``name``, ``digest``, ``available``, ``has_dense``, ``searchable`` and
+        ``distance`` (what its distances mean, in words)."""
         return {
             **self.manifest,
             "name": self.name,
@@ -88,6 +90,7 @@ class StoreView:
             "available": True,
             "has_dense": self.dense is not None,
             "searchable": searchable(self.manifest["kind"]),
+            "distance": distance_meaning(self.manifest["kind"], self.manifest.get("params") or {}),
         }
 
     def changed(self) -> bool:

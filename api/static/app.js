@@ -173,14 +173,30 @@ async function loadStores() {
   if (!stores.some((s) => s.available)) showError("no store is available in this service's stores folder");
 }
 
+// The store's card: what it is (dataset, kind, size, k, dense or not) and what its distance means, in words;
+// the raw parameters behind a "details" toggle.
 function describe(store) {
   const info = storeInfo(store);
-  if (!info) return "";
+  if (!info) return [];
   const show = (v) => (v !== null && typeof v === "object" ? JSON.stringify(v) : String(v));
-  const params = Object.entries(info.params || {}).map(([k, v]) => `${k}=${show(v)}`).join(", ");
-  return `${info.dataset} · ${info.kind} (${params}) · ${info.n_items} items · k=${info.k}` +
-    ` · ${info.has_dense ? "dense matrix + kNN lists" : "kNN lists only"}`;
+  const summary = el("div", { class: "summary" }, el("b", {}, info.dataset), ` · ${KIND_NAMES[info.kind] || info.kind}` +
+    ` · ${info.n_items.toLocaleString("en")} items · k = ${info.k}` +
+    ` · ${info.has_dense ? "every pair stored (dense matrix + kNN lists)" : "kNN lists only"}`);
+  const meaning = el("div", { class: "meaning" }, `distance: ${info.distance || `the ${info.kind} distance`}`);
+  const params = el("ul", {}, ...Object.entries(info.params || {}).map(([k, v]) => el("li", {}, `${k} = ${show(v)}`)));
+  const details = el("details", {}, el("summary", {}, "details"), params,
+    el("p", {}, `kind ${info.kind} · made by labeldist ${info.engine_version} on ${info.created}`));
+  return [summary, meaning, details];
 }
+
+//: each built-in kind in words; a plugin's kind is shown by its name
+const KIND_NAMES = {
+  pose: "human poses",
+  layout_miou: "room layouts",
+  caption_wmd: "images by their captions",
+  sentence_relevance: "sentences",
+  vectors: "vectors",
+};
 
 // The store's settings of the search box: its hint and placeholder by kind.
 function prepareSearch(store) {
@@ -241,7 +257,7 @@ async function show(store, item, k) {
     k = Math.min(k, info.k);
     $("k").value = k;
   }
-  $("store-info").textContent = describe(store);
+  $("store-info").replaceChildren(...describe(store));
   prepareSearch(store);
   history.replaceState(null, "", `/ui?store=${encodeURIComponent(store)}&item=${item}&k=${k}`);
   let result;
@@ -316,7 +332,7 @@ async function search(store, text, k) {
   const info = storeInfo(store);
   const kind = info ? info.kind : "";
   prepareSearch(store);
-  $("store-info").textContent = describe(store);
+  $("store-info").replaceChildren(...describe(store));
   $("query").value = text;
   history.replaceState(null, "", `/ui?store=${encodeURIComponent(store)}&search=${encodeURIComponent(text)}&k=${k}`);
   let label, result;

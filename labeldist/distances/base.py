@@ -80,6 +80,12 @@ class LabelDistance(ABC):
     work of reading a label grows with its length (a sentence is tokenized and looked up word by word whatever
     the model truncates)."""
 
+    @classmethod
+    def meaning(cls, params: dict[str, Any]) -> str:
+        """What a distance of a store of this kind made with ``params`` (its manifest's) means, in words for a
+        person (the service's store info, the /ui): a kind says what its numbers measure; the default names it."""
+        return f"the {cls.kind} distance"
+
     @abstractmethod
     def params(self) -> dict[str, Any]:
         """Every parameter that changes a number, JSON-serialisable; ``type(self)(**params())`` rebuilds it."""

@@ -550,6 +550,14 @@ class CaptionSetWMD(LabelDistance):
         # the cache (weak references, a lock) stays behind when the distance is shipped to a worker
         return {"normalize": self.normalize}
 
+    @classmethod
+    def meaning(cls, params: dict[str, Any]) -> str:
+        unit = "unit-length " if params.get("normalize", True) else ""
+        return (
+            "caption-set word mover's distance: each caption's WMD to the nearest caption of the other image, summed "
+            f"both ways ({unit}word vectors; 0: the same captions)"
+        )
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.normalize = state["normalize"]
         self._init_cache()

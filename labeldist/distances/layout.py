@@ -195,6 +195,13 @@ class LayoutMIoU(LabelDistance):
     def params(self) -> dict[str, Any]:
         return {"n_classes": self.n_classes}
 
+    @classmethod
+    def meaning(cls, params: dict[str, Any]) -> str:
+        return (
+            f"1 - mean IoU of the two room layouts' surfaces ({params.get('n_classes', 5)} classes; 0: the same "
+            "layout, 1: no surface overlaps)"
+        )
+
     def block(self, rows: LayoutMaps, cols: LayoutMaps) -> np.ndarray:
         return miou_distances(rows.maps, cols.maps, self.n_classes)
 

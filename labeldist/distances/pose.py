@@ -71,6 +71,13 @@ class PoseDistance(LabelDistance):
     cost_per_call_s, cost_per_pair_s = 400e-6, 1e-6
     labels_class = Poses
 
+    @classmethod
+    def meaning(cls, params: dict[str, Any]) -> str:
+        squared = "squared " if params.get("metric") == "sqeuclidean" else ""
+        rescale = params.get("missing", "rescale") == "rescale"
+        shared = "the joints both poses have, scaled up to all joints" if rescale else "the joints both poses have"
+        return f"the sum of the {squared}distances between corresponding joints, over {shared} (0: the same pose)"
+
     def __init__(self, metric: Metric = "euclidean", missing: Missing = "rescale") -> None:
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")

@@ -166,6 +166,17 @@ class SentenceRelevance(LabelDistance):
             "calibration": self.calibration,
         }
 
+    @classmethod
+    def meaning(cls, params: dict[str, Any]) -> str:
+        scorer, model = params.get("scorer", "bert"), params.get("model") or "all-MiniLM-L6-v2 (packaged)"
+        by = {
+            "cbow": "the cosine of the sentences' mean GloVe vectors (CBoW)",
+            "bert": f"the sentence model {model}",
+            "coarse_to_fine": f"CBoW, then the sentence model {model} for pairs above the CBoW threshold",
+            "cascade": f"CBoW, then the bi-encoder {model}, then the cross-encoder for the pairs that pass",
+        }.get(scorer, f"the {scorer} scorer")
+        return f"1 - relevance of the two sentences, scored by {by} (0: as relevant as can be, 1: unrelated)"
+
     def check_labels(self, labels: Sentences, others: Sentences | None = None) -> None:
         """A sentence searched against ``others`` (a store's) with no word that has a vector, under the CBoW scorer
         alone, would be at distance 1 from every sentence: refused, naming it. (A store's own such sentences are

@@ -251,6 +251,10 @@ class VectorDistance(LabelDistance):
     def params(self) -> dict[str, Any]:
         return {"metric": self.metric}
 
+    @classmethod
+    def meaning(cls, params: dict[str, Any]) -> str:
+        return f"the {params.get('metric', 'euclidean')} distance between the label vectors (scipy.spatial.distance)"
+
     def check_labels(self, labels: Vectors, others: Vectors | None = None) -> None:
         """Refuse vectors this metric cannot compare (:meth:`LabelDistance.check_labels`), naming the row (the
         label, with ``others``), the value and the cause: under euclidean, sqeuclidean and cosine, a squared norm

@@ -161,6 +161,15 @@ def distance_class(name: str) -> type[LabelDistance]:
     return get_kind(name).distance_class()
 
 
+def distance_meaning(kind: str, params: dict[str, Any]) -> str:
+    """What the distances of a store of ``kind`` made with ``params`` mean, in words
+    (:meth:`LabelDistance.meaning`); for a kind not installed here, that it is not."""
+    try:
+        return distance_class(kind).meaning(params if isinstance(params, dict) else {})
+    except KindError:
+        return f"the {kind} distance (its kind is not installed here)"
+
+
 def check_block(kind: str, block: Any, rows: int, cols: int, *, row_ids: Any = None, col_ids: Any = None) -> None:
     """Refuse what a kind's ``block`` returned unless it is a float array of shape ``(rows, cols)`` with no NaN:
     a plugin's mistake is named here, not written into a store or served. A NaN is named by the pairs of items

@@ -80,6 +80,35 @@ def test_page_lists_the_stores_and_shows_the_neighbours(live_server: str, store_
 
 
 @needs_chromium
+def test_the_store_card_says_what_the_store_is_in_words(live_server: str, stores_dir: Path, tmp_path: Path) -> None:
+    """The kind, size, k, dense or not and what the distance means, in words (the distance's own ``meaning`` of
+    the store's parameters); the raw parameters behind a closed "details" toggle. Screenshot:
+    test-artifacts/ui-store-card.png."""
+    from labeldist.distances.pose import PoseDistance
+    from labeldist.store import StoreReader
+
+    dom = dump_dom(tmp_path, f"{live_server}/ui?store={DENSE}&item=0&k=4")
+    card = html.unescape(re.search(r'<div id="store-info"[^>]*>(.*?)</div>\s*<div id="legend"', dom, re.S).group(1))
+    manifest = StoreReader(str(stores_dir / DENSE)).manifest
+    summary = re.sub(r"<[^>]+>", "", re.search(r'<div class="summary">(.*?)</div>', card, re.S).group(1))
+    n = manifest["n_items"]
+    assert summary == (
+        f"{manifest['dataset']} · human poses · {n:,} items · k = {manifest['k']} · every pair stored (dense matrix "
+        "+ kNN lists)"
+    )
+    meaning = re.search(r'<div class="meaning">(.*?)</div>', card, re.S).group(1)
+    assert meaning == f"distance: {PoseDistance.meaning(manifest['params'])}"
+    assert "<details><summary>details</summary>" in card  # closed: no "open" attribute
+    for key in manifest["params"]:
+        assert f"<li>{key} = " in card
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "ui-store-card.png"
+    shot.unlink(missing_ok=True)
+    assert chromium(tmp_path, f"--screenshot={shot}", f"{live_server}/ui?store={DENSE}&item=0&k=4").returncode == 0
+    assert shot.stat().st_size > 0
+
+
+@needs_chromium
 def test_page_says_when_a_store_is_not_available(live_server: str, tmp_path: Path) -> None:
     dom = dump_dom(tmp_path, f"{live_server}/ui?store={INCOMPLETE}&item=0")
     assert f"store {INCOMPLETE} is not available (not complete yet); choose another" in dom

@@ -1,0 +1,237 @@
+"""The documented install runs the README: the wheel built from a copy of the checkout, installed with ``[all]`` in a
+clean virtual environment with no package index, runs README's own-data blocks unchanged in an empty folder far
+from the checkout; and what a wheel must carry that a checkout has beside it works there: the papers' STS-B
+scorer (coarse_to_fine calibrates on the shipped STS-B files), ``labeldist verify`` (the store contract),
+``--version``.
+
+Found: after ``pip install 'dist/labeldist-...whl[all]'`` the own-data block stopped at ``import pandas`` (pandas
+was only in [dev]), and ``precompute sentences --scorer coarse_to_fine`` at "no STS-B file given" (the files were
+in the repository's data/, not in the package).
+
+No index: this machine's installed distributions stand in for the registry. The clean venv sees exactly the
+distributions ``labeldist[all]`` requires, read from the wheel's own metadata and resolved through their
+requirements (the transitive closure, markers evaluated), each linked in from this environment (its RECORD's
+top-level files): a module the README imports that no requirement brings is not there, as after a real install.
+``pip check`` confirms that every requirement is met. The venv has no other site-packages and the folder is
+not the checkout, so nothing is imported from the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.project.test_readme_own_data import block
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def wheel_requirements(wheel: Path) -> list[Requirement]:
+    """The Requires-Dist lines of the wheel's METADATA."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(name).decode("utf-8")
+    return [
+        Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines() if line.startswith("Requires-Dist:")
+    ]
+
+
+def closure(wheel: Path, extras: set[str]) -> set[str]:
+    """The canonical names of every distribution ``labeldist[extras]`` needs, through every requirement's own
+    requirements (markers evaluated for this interpreter, with the extras each was asked with)."""
+    own = wheel_requirements(wheel)
+    asked, wanted, needed = set(extras), list(extras), set()
+
+    def applies(req: Requirement, extra: str) -> bool:
+        return req.marker is None or req.marker.evaluate({**default_environment(), "extra": extra})
+
+    while wanted:  # labeldist's own extras, [all] naming the others
+        extra = wanted.pop()
+        for req in own:
+            if not applies(req, extra):
+                continue
+            if canonicalize_name(req.name) == "labeldist":
+                new = set(req.extras) - asked
+                asked |= new
+                wanted.extend(new)
+            else:
+                needed.add((canonicalize_name(req.name), frozenset(req.extras)))
+    base = [(canonicalize_name(r.name), frozenset(r.extras)) for r in own if applies(r, "")]
+    todo, seen = list(needed | set(base)), set()
+    while todo:
+        name, extras_of = todo.pop()
+        if (name, extras_of) in seen:
+            continue
+        seen.add((name, extras_of))
+        for line in metadata.distribution(name).requires or []:
+            req = Requirement(line)
+            if any(applies(req, e) for e in ("", *extras_of)):
+                todo.append((canonicalize_name(req.name), frozenset(req.extras)))
+    return {name for name, _ in seen}
+
+
+def link_distributions(names: set[str], target: Path) -> None:
+    """Link each distribution's top-level files and folders (from its RECORD) into ``target``."""
+    target.mkdir()
+    for name in sorted(names):
+        dist = metadata.distribution(name)
+        site = Path(dist.locate_file(""))
+        for top in {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
+            if not (target / top).exists() and (site / top).exists():
+                (target / top).symlink_to(site / top)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A clean venv holding the labeldist wheel (``--no-index --no-deps``) and, on its path, exactly the
+    distributions ``labeldist[all]`` requires; its bin folder."""
+    root = tmp_path_factory.mktemp("wheel-install")
+    source = root / "checkout"
+    skip = shutil.ignore_patterns(
+        ".git",
+        ".venv",
+        "build",
+        "dist",
+        "stores",
+        "models",
+        "runs",
+        "test-artifacts",
+        "*.egg-info",
+        "__pycache__",
+        ".*cache",
+        ".gpu",
+    )
+    shutil.copytree(ROOT, source, ignore=skip)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(root / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "labeldist.api.static" not in built.stderr, "no setuptools warning about package data left out"
+    wheel = next((root / "dist").glob("labeldist-*.whl"))
+    names = closure(wheel, {"all"})
+    assert {"torch", "pandas", "fastapi", "sentence-transformers", "pytorch-metric-learning"} <= names
+    env_dir = root / "venv"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    link_distributions(names, root / "deps")
+    (purelib / "deps.pth").write_text(f"{root / 'deps'}\n")
+    env = clean_env()
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", "--no-deps", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    check = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "check"], capture_output=True, text=True, env=env
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    return {"bin": env_dir / "bin", "python": python, "root": root, "purelib": purelib}
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without what points Python at the checkout or at settings of its own."""
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("LABELDIST_")}
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
+
+
+def run_in(installed: dict[str, Path], folder: Path, *command: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = clean_env()
+    env["PATH"] = f"{installed['bin']}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    return subprocess.run(list(command), cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_labeldist_comes_from_the_wheel_not_the_checkout(installed: dict[str, Path], tmp_path: Path) -> None:
+    where = run_in(installed, tmp_path, "python", "-c", "import labeldist, pandas; print(labeldist.__file__)")
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(installed["purelib"]), where.stdout
+    version = run_in(installed, tmp_path, "labeldist", "--version")
+    assert version.returncode == 0 and re.fullmatch(r"labeldist \d+\.\d+\.\d+\S*\n", version.stdout), version
+
+
+def test_readme_own_data_blocks_run_unchanged(installed: dict[str, Path], tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    shell = block(text, "<!-- example: own-data -->", "bash")
+    python = block(text, "<!-- example: own-data-python -->", "python")
+    made = run_in(installed, tmp_path, "bash", "-e", "-c", shell)
+    assert made.returncode == 0, made.stdout + made.stderr
+    (tmp_path / "own.py").write_text(python)
+    ran = run_in(installed, tmp_path, "python", "own.py")
+    assert ran.returncode == 0, ran.stderr
+    assert re.search(r"^recall@5 of the label neighbours: 0\.\d\d$", ran.stdout, re.M), ran.stdout
+    verified = run_in(installed, tmp_path, "labeldist", "verify", "stores/mine", "--sample", "50")
+    assert verified.returncode == 0 and '"problems": []' in verified.stdout, verified.stdout + verified.stderr
+
+
+def test_the_papers_sentence_scorer_runs_from_the_wheel(installed: dict[str, Path], tmp_path: Path) -> None:
+    """coarse_to_fine calibrates its CBoW gate on STS-B's training file, shipped in the package."""
+    (tmp_path / "mine.txt").write_text(
+        "A man rides a horse.\nA dog runs on the beach.\nA woman rides a horse on a beach.\nTwo cats sleep.\n"
+        "A child kicks a red ball.\nAn old man reads a newspaper.\n"
+    )
+    made = run_in(
+        installed,
+        tmp_path,
+        "labeldist",
+        "precompute",
+        "sentences",
+        "mine.txt",
+        "--scorer",
+        "coarse_to_fine",
+        "--out",
+        "stores/mine",
+        "--k",
+        "3",
+        "--workers",
+        "1",
+        "--no-progress",
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    info = run_in(installed, tmp_path, "labeldist", "info", "stores/mine", "--json")
+    assert '"file": "data/stsb/sts-train.csv"' in info.stdout, info.stdout
+
+
+def test_what_no_requirement_brings_is_not_there(installed: dict[str, Path], tmp_path: Path) -> None:
+    """The venv is no copy of this environment: the test tools ([dev]: pytest, xarray, hypothesis) are absent."""
+    for module in ("pytest", "xarray", "hypothesis"):
+        tried = run_in(installed, tmp_path, "python", "-c", f"import {module}")
+        assert tried.returncode == 1 and "ModuleNotFoundError" in tried.stderr, module
