@@ -9,7 +9,6 @@ here. The commands run from an empty folder, so nothing is imported from the che
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import site
 import subprocess
@@ -19,40 +18,9 @@ import venv
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from tests.processes import free_port, kill, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel built from a copy of the source (a build/ folder left in the checkout could leak stale files)."""
-    source, out = tmp_path_factory.mktemp("source") / "labeldist", tmp_path_factory.mktemp("dist")
-    skip = shutil.ignore_patterns(
-        ".git",
-        ".venv",
-        "build",
-        "dist",
-        "stores",
-        "models",
-        "test-artifacts",
-        "*.egg-info",
-        "__pycache__",
-        ".*cache",
-        ".whl",
-        ".gpu",
-    )
-    shutil.copytree(ROOT, source, ignore=skip)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
-        check=True,
-        cwd=out,
-        capture_output=True,
-    )
-    (found,) = out.glob("labeldist-*.whl")
-    return found
 
 
 def test_the_wheel_claims_only_the_name_labeldist(wheel: Path) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import venv
@@ -95,46 +94,10 @@ def link_distributions(names: set[str], target: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A clean venv holding the labeldist wheel (``--no-index --no-deps``) and, on its path, exactly the
     distributions ``labeldist[all]`` requires; its bin folder."""
     root = tmp_path_factory.mktemp("wheel-install")
-    source = root / "checkout"
-    skip = shutil.ignore_patterns(
-        ".git",
-        ".venv",
-        "build",
-        "dist",
-        "stores",
-        "models",
-        "runs",
-        "test-artifacts",
-        "*.egg-info",
-        "__pycache__",
-        ".*cache",
-        ".gpu",
-    )
-    shutil.copytree(ROOT, source, ignore=skip)
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-w",
-            str(root / "dist"),
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert "labeldist.api.static" not in built.stderr, "no setuptools warning about package data left out"
-    wheel = next((root / "dist").glob("labeldist-*.whl"))
     names = closure(wheel, {"all"})
     assert {"torch", "pandas", "fastapi", "sentence-transformers", "pytorch-metric-learning"} <= names
     env_dir = root / "venv"
