@@ -22,7 +22,7 @@ round robin, after one untimed warm-up run (the first pass over new input shapes
 ones), and the best of the rounds is printed: on a shared machine the others' work only ever adds time.
 
 Corpora: ``coco``: captions of the shipped data/coco/coco_karpathy_test.json, each caption a sentence; ``stsb``:
-the distinct sentences of labeldist/sts/stsb/sts-dev.csv (both columns). Sentences without any GloVe word are kept
+the distinct sentences of labeldist/sts/data/sts-dev.csv (both columns). Sentences without any GloVe word are kept
 (``empty="zero"``); the gate lets their pairs through, as the distance does.
 
     nice -n 19 .venv/bin/python benchmarks/bench_cbow_gate.py --corpus coco stsb --n 2000 --k 10 50
@@ -50,7 +50,7 @@ from labeldist.sts.stsb import read_sts
 
 ROOT = Path(__file__).resolve().parents[1]
 COCO = ROOT / "data/coco/coco_karpathy_test.json"
-TRAIN, DEV = ROOT / "labeldist/sts/stsb/sts-train.csv", ROOT / "labeldist/sts/stsb/sts-dev.csv"
+TRAIN, DEV = ROOT / "labeldist/sts/data/sts-train.csv", ROOT / "labeldist/sts/data/sts-dev.csv"
 BLOCK = 256
 
 

@@ -42,7 +42,7 @@ from labeldist.sts.models import PACKAGED
 from labeldist.sts.stsb import read_sts
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN, DEV = ROOT / "labeldist/sts/stsb/sts-train.csv", ROOT / "labeldist/sts/stsb/sts-dev.csv"
+TRAIN, DEV = ROOT / "labeldist/sts/data/sts-train.csv", ROOT / "labeldist/sts/data/sts-dev.csv"
 COCO = ROOT / "data/coco/coco_karpathy_test.json"
 
 

@@ -51,7 +51,7 @@ from labeldist.sts.stsb import read_sts
 #: where the STS-B files are shipped: package data of labeldist.sts (1.2 MB, CC BY-SA; readme.txt and LICENSE.txt
 #: beside them), so that a wheel has them and the coarse-to-fine and cascade scorers calibrate without --train.
 #: Resolved from this file, not from the working directory, so the defaults hold from any folder.
-STSB_DIR = Path(__file__).resolve().parents[1] / "sts" / "stsb"
+STSB_DIR = Path(__file__).resolve().parents[1] / "sts" / "data"
 TRAIN_FILE, DEV_FILE = "sts-train.csv", "sts-dev.csv"
 #: what --empty means, shared by ``sts eval`` and ``precompute sentences`` (each fills in its drop and default)
 EMPTY_HELP = (
