@@ -1,6 +1,6 @@
 """The documented install runs the README: the wheel built from a copy of the checkout, installed with ``[all]`` in a
 clean virtual environment with no package index, runs README's own-data blocks unchanged in an empty folder far
-from the checkout; and what a wheel must carry that a checkout has beside it works there: the papers' STS-B
+from the checkout, and with ``[train]`` alone the Python blocks of docs/training.md (the extra that page names); and what a wheel must carry that a checkout has beside it works there: the papers' STS-B
 scorer (coarse_to_fine calibrates on the shipped STS-B files), ``labeldist verify`` (the store contract),
 ``--version``.
 
@@ -32,6 +32,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.conftest import DATA
 from tests.project.test_readme_own_data import block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,13 +94,10 @@ def link_distributions(names: set[str], target: Path) -> None:
                 (target / top).symlink_to(site / top)
 
 
-@pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def make_venv(wheel: Path, extras: set[str], root: Path) -> dict[str, Path]:
     """A clean venv holding the labeldist wheel (``--no-index --no-deps``) and, on its path, exactly the
-    distributions ``labeldist[all]`` requires; its bin folder."""
-    root = tmp_path_factory.mktemp("wheel-install")
-    names = closure(wheel, {"all"})
-    assert {"torch", "pandas", "fastapi", "sentence-transformers", "pytorch-metric-learning"} <= names
+    distributions ``labeldist[extras]`` requires (``pip check`` passes); its bin folder, python and purelib."""
+    names = closure(wheel, extras)
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
@@ -114,19 +112,30 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     link_distributions(names, root / "deps")
     (purelib / "deps.pth").write_text(f"{root / 'deps'}\n")
     env = clean_env()
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", "--no-deps", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
+        [*pip, "install", "-q", "--no-index", "--no-deps", str(wheel)], capture_output=True, text=True, env=env
     )
     assert install.returncode == 0, install.stdout + install.stderr
-    check = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "check"], capture_output=True, text=True, env=env
-    )
+    check = subprocess.run([*pip, "check"], capture_output=True, text=True, env=env)
     assert check.returncode == 0, check.stdout + check.stderr
-    return {"bin": env_dir / "bin", "python": python, "root": root, "purelib": purelib}
+    return {"bin": env_dir / "bin", "python": python, "root": root, "purelib": purelib, "names": names}
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The wheel with ``[all]``: what README's install line makes."""
+    made = make_venv(wheel, {"all"}, tmp_path_factory.mktemp("wheel-all"))
+    assert {"torch", "pandas", "fastapi", "sentence-transformers", "pytorch-metric-learning"} <= made["names"]
+    return made
+
+
+@pytest.fixture(scope="module")
+def installed_train(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The wheel with ``[train]``: what docs/training.md's "Train with your own code" names."""
+    made = make_venv(wheel, {"train"}, tmp_path_factory.mktemp("wheel-train"))
+    assert "torch" in made["names"] and "fastapi" not in made["names"] and "sentence-transformers" not in made["names"]
+    return made
 
 
 def clean_env() -> dict[str, str]:
@@ -198,3 +207,45 @@ def test_what_no_requirement_brings_is_not_there(installed: dict[str, Path], tmp
     for module in ("pytest", "xarray", "hypothesis"):
         tried = run_in(installed, tmp_path, "python", "-c", f"import {module}")
         assert tried.returncode == 1 and "ModuleNotFoundError" in tried.stderr, module
+
+
+def training_block(marker: str) -> str:
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    assert text.count(marker) == 1, marker
+    return re.search(re.escape(marker) + r"\s*```python\n(.*?)```", text, re.DOTALL).group(1)
+
+
+def test_the_training_docs_blocks_run_with_train_alone(installed_train: dict[str, Path], tmp_path: Path) -> None:
+    """docs/training.md's PML and held-out blocks, unchanged, on the store they name (stores/mpii-pose, made
+    there from 300 MPII poses), in a venv of the wheel with [train] and nothing more."""
+    rows = (DATA / "mpii" / "mpii_valid_2958.csv").read_text().splitlines()[:301]
+    (tmp_path / "mpii.csv").write_text("\n".join(rows) + "\n")
+    made = run_in(
+        installed_train,
+        tmp_path,
+        "labeldist",
+        "precompute",
+        "pose",
+        "mpii.csv",
+        "--normalization",
+        "center_scale",
+        "--out",
+        "stores/mpii-pose",
+        "--workers",
+        "1",
+        "--no-progress",
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    pml = (
+        training_block("<!-- example: train-with-pml -->")
+        + "\nprint(len(losses), sum(losses[:50]) / 50, sum(losses[-50:]) / 50)\n"
+    )
+    (tmp_path / "pml.py").write_text(pml)
+    ran = run_in(installed_train, tmp_path, "python", "pml.py")
+    assert ran.returncode == 0, ran.stderr
+    steps, first, last = ran.stdout.split()
+    assert int(steps) == 300 and float(last) < float(first), ran.stdout
+    (tmp_path / "hold.py").write_text(training_block("<!-- example: hold-out-pool -->"))
+    ran = run_in(installed_train, tmp_path, "python", "hold.py")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "36,000 members, 0 of them test items\n", ran.stdout
