@@ -1,17 +1,17 @@
-"""The documented install runs the README: the wheel built from a copy of the checkout, installed with ``[all]`` in a
-clean virtual environment with no package index, runs README's own-data blocks unchanged in an empty folder far
-from the checkout, and with ``[train]`` alone the Python blocks of docs/training.md (the extra that page names); and what a wheel must carry that a checkout has beside it works there: the papers' STS-B
-scorer (coarse_to_fine calibrates on the shipped STS-B files), ``labeldist verify`` (the store contract),
-``--version``.
+"""The documented install runs the docs: the wheel built from a copy of the checkout, installed in a clean virtual
+environment with no package index, runs README's own-data blocks unchanged in an empty folder far from the checkout
+with ``[all]``, and docs/training.md's Python blocks with ``[train]`` alone (the extra that page names); and what
+a wheel must carry that a checkout has beside it works there: the papers' STS-B scorer (coarse_to_fine calibrates
+on the shipped STS-B files), ``labeldist verify`` (the store contract), ``--version``.
 
 Found: after ``pip install 'dist/labeldist-...whl[all]'`` the own-data block stopped at ``import pandas`` (pandas
 was only in [dev]), and ``precompute sentences --scorer coarse_to_fine`` at "no STS-B file given" (the files were
 in the repository's data/, not in the package).
 
 No index: this machine's installed distributions stand in for the registry. The clean venv sees exactly the
-distributions ``labeldist[all]`` requires, read from the wheel's own metadata and resolved through their
-requirements (the transitive closure, markers evaluated), each linked in from this environment (its RECORD's
-top-level files): a module the README imports that no requirement brings is not there, as after a real install.
+distributions the install requires, read from the wheel's own metadata and resolved through their requirements
+(``tools/install_sizes.py``'s closure, markers evaluated), each linked in from this environment (its RECORD's
+top-level files): a module a block imports that no requirement brings is not there, as after a real install.
 ``pip check`` confirms that every requirement is met. The venv has no other site-packages and the folder is
 not the checkout, so nothing is imported from the repository.
 """
@@ -28,59 +28,21 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from packaging.markers import default_environment
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 from tests.conftest import DATA
 from tests.project.test_readme_own_data import block
+from tools.install_sizes import closure
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def wheel_requirements(wheel: Path) -> list[Requirement]:
+def wheel_requirements(wheel: Path) -> list[str]:
     """The Requires-Dist lines of the wheel's METADATA."""
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         text = archive.read(name).decode("utf-8")
-    return [
-        Requirement(line.split(":", 1)[1].strip()) for line in text.splitlines() if line.startswith("Requires-Dist:")
-    ]
-
-
-def closure(wheel: Path, extras: set[str]) -> set[str]:
-    """The canonical names of every distribution ``labeldist[extras]`` needs, through every requirement's own
-    requirements (markers evaluated for this interpreter, with the extras each was asked with)."""
-    own = wheel_requirements(wheel)
-    asked, wanted, needed = set(extras), list(extras), set()
-
-    def applies(req: Requirement, extra: str) -> bool:
-        return req.marker is None or req.marker.evaluate({**default_environment(), "extra": extra})
-
-    while wanted:  # labeldist's own extras, [all] naming the others
-        extra = wanted.pop()
-        for req in own:
-            if not applies(req, extra):
-                continue
-            if canonicalize_name(req.name) == "labeldist":
-                new = set(req.extras) - asked
-                asked |= new
-                wanted.extend(new)
-            else:
-                needed.add((canonicalize_name(req.name), frozenset(req.extras)))
-    base = [(canonicalize_name(r.name), frozenset(r.extras)) for r in own if applies(r, "")]
-    todo, seen = list(needed | set(base)), set()
-    while todo:
-        name, extras_of = todo.pop()
-        if (name, extras_of) in seen:
-            continue
-        seen.add((name, extras_of))
-        for line in metadata.distribution(name).requires or []:
-            req = Requirement(line)
-            if any(applies(req, e) for e in ("", *extras_of)):
-                todo.append((canonicalize_name(req.name), frozenset(req.extras)))
-    return {name for name, _ in seen}
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
 
 
 def link_distributions(names: set[str], target: Path) -> None:
@@ -97,7 +59,7 @@ def link_distributions(names: set[str], target: Path) -> None:
 def make_venv(wheel: Path, extras: set[str], root: Path) -> dict[str, Path]:
     """A clean venv holding the labeldist wheel (``--no-index --no-deps``) and, on its path, exactly the
     distributions ``labeldist[extras]`` requires (``pip check`` passes); its bin folder, python and purelib."""
-    names = closure(wheel, extras)
+    names = closure(wheel_requirements(wheel), extras)
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
