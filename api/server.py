@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import logging
 import os
+from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -122,5 +124,17 @@ def serve(
         timeout_worker_healthcheck=settings.worker_healthcheck_s,
         access_log=settings.access_log,
         log_level="info",
+        log_config=log_config(),
     )
     return 0
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration, with labeldist's own loggers at INFO on its console handler, in every
+    worker process: what the service loads and how long it took (a store's labels, a sentence model) is said
+    where its requests are."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["labeldist"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config

@@ -6,6 +6,8 @@ front. Real stores: COCO captions as sentences scored by the packaged all-MiniLM
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,3 +127,29 @@ def test_local_source_warm_loads_every_store_up_front(stores: Path, capsys) -> N
     source.search("sentences", "A dog runs.", k=1)
     assert capsys.readouterr().err == ""
     assert source.warm() == {"pose": 0.0, "sentences": 0.0}
+
+
+def test_serve_warm_says_what_it_loads_and_when_it_is_ready(stores: Path) -> None:
+    """``labeldist serve --warm``: /healthz at once, /readyz once the warm-up ends; its log names what it loaded
+    and how long it took (labeldist's loggers at INFO in the service, without -v)."""
+    import httpx
+
+    from tests.api.api_helpers import start_server, stop_server
+    from tests.processes import free_port, wait_healthy
+
+    port = free_port()
+    proc = start_server(stores, port, LABELDIST_WARM="1", LABELDIST_CACHE=os.environ.get("LABELDIST_CACHE", ""))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, base)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while (answer := httpx.get(f"{base}/readyz")).status_code != 200:
+            assert answer.status_code == 503 and time.monotonic() < deadline, answer.text
+            time.sleep(0.2)  # polling the warm-up's state
+        assert answer.json()["warmed"] == ["pose", "sentences"]
+    finally:
+        out = stop_server(proc)
+    assert "warming up 2 stores in the background" in out
+    assert re.search(r"loaded the sentence model .+ in \d+\.\d s", out), out
+    assert re.search(r"sentences: ready for search and computed distances in \d+\.\d s", out), out
+    assert re.search(r"warm-up done: 2 stores ready in \d+\.\d s", out), out
