@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
 
 from labeldist.api.errors import APIError, TooLarge, Unavailable
+from labeldist.errors import LabeldistError
 
 T = TypeVar("T")
 
@@ -48,7 +49,7 @@ class ClientGone(APIError):
         super().__init__("the client disconnected; its computation was stopped")
 
 
-class SlotWanted(Exception):
+class SlotWanted(LabeldistError):
     """Raised by :meth:`ComputeGuard.slot` in a worker thread that has no slot yet: the computation stops before any
     work, so that :func:`run_cancellable` can wait for a slot on the event loop and run it again holding one.
     Never reaches a client."""

@@ -15,11 +15,13 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from labeldist.errors import LabeldistError
+
 #: the ``detail`` of a 500: nothing of the exception itself, which may name files or values of the server
 INTERNAL_ERROR = "internal error: the server could not answer this request (its log has the details)"
 
 
-class APIError(Exception):
+class APIError(LabeldistError):
     """An error answered as ``{"detail": ...}`` with ``status_code``."""
 
     status_code = 400

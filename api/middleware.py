@@ -10,8 +10,10 @@ from fastapi import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from labeldist.errors import LabeldistError
 
-class BodyRefused(HTTPException):
+
+class BodyRefused(LabeldistError, HTTPException):
     """A body refused while it is read: over the size limit (413), or not complete by the deadline (408).
 
     Raised from the ``receive`` that :class:`BodySizeLimit` hands on. An ``HTTPException``, so that FastAPI's body

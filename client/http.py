@@ -23,10 +23,12 @@ from typing import Any, NamedTuple
 import httpx
 import numpy as np
 
+from labeldist.errors import LabeldistError
+
 RETRY_STATUS = frozenset({500, 502, 503, 504})
 
 
-class ServiceError(RuntimeError):
+class ServiceError(LabeldistError, RuntimeError):
     """The service could not answer a request as asked."""
 
     def __init__(self, message: str, status: int | None = None, detail: Any = None) -> None:

@@ -13,8 +13,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from labeldist.errors import LabeldistError
 
-class InputError(ValueError):
+
+class InputError(LabeldistError, ValueError):
     """Inputs that do not fit the store or cannot be read; the message is one line naming the file."""
 
 

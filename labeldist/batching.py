@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.errors import LabeldistError
 from labeldist.rowcache import KnnRows
 
 
@@ -51,7 +52,7 @@ def draw_items(
     return items
 
 
-class DrawRefused(ValueError):
+class DrawRefused(LabeldistError, ValueError):
     """A minibatch request that cannot be drawn: the message says why, ``field`` names the request field at fault
     (``size``, ``neighbors``, ``count``, ``anchors``, ``pool`` or ``exclude``) and ``value`` what it held where that
     is one number; the service answers it 422, :class:`~labeldist.client.LocalSource` raises it as RequestRejected."""

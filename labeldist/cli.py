@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from labeldist import __version__
-from labeldist.clusters import DEFAULT_WAIT_TIMEOUT, JOB_QUEUES, ClusterError, ClusterSpec
+from labeldist.clusters import DEFAULT_WAIT_TIMEOUT, JOB_QUEUES, ClusterSpec
 from labeldist.dense import DENSE_LIMIT
+from labeldist.errors import LabeldistError
 from labeldist.extras import extra_of, message, require, require_kind
-from labeldist.labels.base import LabelError
 from labeldist.options import (
     byte_size,
     check_folder,
@@ -536,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # a missing, unreadable or wrong path, checked up front or met while working
         print(f"labeldist: error: {os_error_message(e)}", file=sys.stderr)
         return 2
-    except (LabelError, StoreError, ValueError, ClusterError) as e:
+    except (LabeldistError, ValueError) as e:  # every error of labeldist's own, and a library's refused value
         print(f"labeldist: error: {e}", file=sys.stderr)
         return 2
 

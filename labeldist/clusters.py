@@ -15,6 +15,8 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from labeldist.errors import LabeldistError
+
 
 def check_workers(n_workers: int | None) -> None:
     """ValueError unless ``n_workers`` is None (one per core) or at least 1."""
@@ -34,7 +36,7 @@ JOB_QUEUES = {
 DEFAULT_WAIT_TIMEOUT = 600.0
 
 
-class ClusterError(RuntimeError):
+class ClusterError(LabeldistError, RuntimeError):
     """The cluster cannot run the job: its job queue cannot be used here, its scheduler cannot be reached, or its
     workers did not join in time. The message says what to check, in one line."""
 

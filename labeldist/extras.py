@@ -15,6 +15,8 @@ import contextlib
 import importlib.util
 from collections.abc import Iterator, Sequence
 
+from labeldist.errors import LabeldistError
+
 #: the modules each extra installs (import names), as pyproject.toml's [project.optional-dependencies] lists them
 EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "fastapi_offline", "uvicorn", "orjson", "pydantic", "pydantic_settings"),
@@ -52,7 +54,7 @@ def message(what: str, extra: str, missing: Sequence[str] = ()) -> str:
     return f"{line} (not installed: {', '.join(missing)})" if missing else line
 
 
-class MissingExtra(ModuleNotFoundError):
+class MissingExtra(LabeldistError, ModuleNotFoundError):
     """Packages of an extra are not installed. A ModuleNotFoundError (``name``: the first missing module), so
     that code catching ImportError still does; its message is the one line :func:`message` gives."""
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from labeldist.errors import UsageError  # noqa: F401 - commands import it from here too
+
 
 # ---------------------------------------------------------------- option values, checked as they are parsed
 # Every numeric option has a range: a bad value is refused by argparse, naming the option, before any file is read
@@ -98,10 +100,6 @@ def check_k(k: int, n_items: int) -> None:
 # ---------------------------------------------------------------- paths, checked before any work
 # A missing or wrong path is an OSError naming it; main() prints any OSError as one line `labeldist: error: PATH:
 # reason`, exit status 2, never a traceback.
-class UsageError(ValueError):
-    """Options that do not go together; printed as one line by main()."""
-
-
 def check_file(path: str | os.PathLike[str]) -> None:
     """An OSError naming ``path`` unless it is a file this process may read."""
     name = os.fspath(path)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.errors import LabeldistError
 from labeldist.labels.base import LabelError
 from labeldist.labels.records import SPLIT_SUFFIXES, LabelRecords, read_records
 from labeldist.options import part_float, seed_int, worker_count
@@ -38,7 +39,7 @@ TAKES = (
 )
 
 
-class SplitError(ValueError):
+class SplitError(LabeldistError, ValueError):
     """A label file that cannot be split (one line naming it and what split takes)."""
 
 

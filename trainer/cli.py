@@ -24,10 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from labeldist import __version__
-from labeldist.client import InputError, ServiceError
-from labeldist.labels.base import LabelError
+from labeldist.errors import LabeldistError
 from labeldist.options import (
-    UsageError,
     finite_float,
     image_side,
     layer_width,
@@ -43,17 +41,14 @@ from labeldist.options import (
     worker_count,
 )
 from labeldist.split import add_split_parser
-from labeldist.store import StoreError
-from labeldist.trainer.inputs.augment import AUGMENT_NAMES, AugmentationError, check_crop_scale
+from labeldist.trainer.inputs.augment import AUGMENT_NAMES, check_crop_scale
 from labeldist.trainer.losses import LOSSES
-from labeldist.trainer.training.checkpoints import CheckpointError
-from labeldist.trainer.training.models import BACKBONES, WeightsError
+from labeldist.trainer.training.models import BACKBONES
 from labeldist.trainer.training.recipes import (
     OPTIMIZERS,
     RECIPE_FIELDS,
     RECIPES,
     SCHEDULES,
-    RecipeError,
     describe_recipes,
     recipe_name,
     resolve_recipe,
@@ -316,8 +311,7 @@ def _demo_inputs(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from labeldist.store import StoreError
-    from labeldist.trainer.render.base import RenderError, read_frame, render_store
+    from labeldist.trainer.render.base import read_frame, render_store
 
     try:
         frame = read_frame(args.frame_from) if args.frame_from else args.frame
@@ -333,7 +327,7 @@ def _render(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             frame=frame,
         )
-    except (RenderError, StoreError) as e:  # one line, no traceback
+    except LabeldistError as e:  # one line, no traceback
         print(f"trainer render: {e}", file=sys.stderr)
         return 2
     print(f"{args.out}: {meta['count']} {meta['kind']} images, {meta['size']} px, seed {meta['seed']}")
@@ -722,17 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (
-        ServiceError,
-        InputError,
-        WeightsError,
-        CheckpointError,
-        RecipeError,
-        AugmentationError,
-        UsageError,
-        StoreError,
-        LabelError,
-    ) as e:  # the user can fix it: one line
+    except LabeldistError as e:  # the user can fix it: one line
         print(f"trainer {args.command}: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a missing, unreadable or unwritable path, met up front or while working

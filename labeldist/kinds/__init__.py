@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from labeldist.errors import LabeldistError
+
 if TYPE_CHECKING:
     from labeldist.distances.base import LabelDistance
     from labeldist.labels.base import LabelSet
@@ -37,7 +39,7 @@ ENTRY_POINTS = "labeldist.kinds"
 Loader = Callable[[argparse.Namespace], "tuple[LabelSet, LabelDistance, str]"]
 
 
-class KindError(ValueError):
+class KindError(LabeldistError, ValueError):
     """An unknown kind, a plugin that did not load, or a kind whose distance misbehaves."""
 
 

@@ -17,6 +17,8 @@ from typing import ClassVar
 import numpy as np
 from typing_extensions import Self
 
+from labeldist.errors import LabeldistError
+
 log = logging.getLogger("labeldist.labels")
 
 
@@ -26,7 +28,7 @@ def as_str_array(values: object) -> np.ndarray:
     return arr if arr.dtype.kind == "U" else arr.astype(object).astype(str)
 
 
-class LabelError(ValueError):
+class LabelError(LabeldistError, ValueError):
     """Bad label input: the message names the file, row or item at fault."""
 
 

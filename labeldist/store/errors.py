@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from labeldist.errors import LabeldistError
 
-class StoreError(RuntimeError):
+
+class StoreError(LabeldistError, RuntimeError):
     """A store cannot be used as asked; the message names the store."""
 
 

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "foundation",
         (
             "labeldist",
+            "labeldist.errors",
             "labeldist.options",
             "labeldist.progress",
             "labeldist.extras",

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from labeldist.errors import LabeldistError
 from labeldist.trainer.kinds import load, trainer_kind
 
 Flip = Literal["none", "batch", "image"]
@@ -44,7 +45,7 @@ CROP_RATIO = (3 / 4, 4 / 3)
 PADDING = "border"
 
 
-class AugmentationError(ValueError):
+class AugmentationError(LabeldistError, ValueError):
     """An augmentation that cannot be used as asked (one line, naming the flag that changes it)."""
 
 

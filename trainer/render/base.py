@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from labeldist.errors import LabeldistError
 from labeldist.files import written_whole
 from labeldist.outputs import make_folder
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
@@ -44,7 +45,7 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
 CHUNK = 32
 
 
-class RenderError(ValueError):
+class RenderError(LabeldistError, ValueError):
     """A render that cannot be made as asked (a kind with no renderer, an output that is a file, ...)."""
 
 

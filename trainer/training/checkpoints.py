@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from labeldist.errors import LabeldistError
 from labeldist.files import written_whole
 
 #: what every trainer checkpoint holds (see :func:`labeldist.trainer.training.fit.fit`)
@@ -32,7 +33,7 @@ KEYS = ("model", "model_config", "step", "config", "loss")
 PLAIN = (str, int, float, bool, type(None), torch.Tensor, torch.dtype, torch.device)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(LabeldistError, ValueError):
     """A checkpoint or weights file that is refused: unreadable, not plain data, or not of the model asked for
     (one line naming the file and what to do)."""
 

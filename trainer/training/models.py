@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from labeldist.errors import LabeldistError
 from labeldist.trainer.training.checkpoints import CheckpointError, load_weights, read_checkpoint, read_torch_file
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
@@ -54,7 +55,7 @@ class EmbeddingMLP(nn.Module):
         return self.net(x.reshape(-1, x.shape[-1])).reshape(*lead, -1)
 
 
-class WeightsError(ValueError):
+class WeightsError(LabeldistError, ValueError):
     """``--weights`` that cannot be read or do not fit the backbone (one line naming what differs)."""
 
 

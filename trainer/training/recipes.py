@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from labeldist.errors import LabeldistError
 from labeldist.trainer.kinds import trainer_kind
 
 #: the fields of :class:`labeldist.trainer.training.fit.FitConfig` a recipe sets
@@ -160,7 +161,7 @@ OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("constant", "inverse", "step", "cosine")
 
 
-class RecipeError(ValueError):
+class RecipeError(LabeldistError, ValueError):
     """An unknown recipe, or values no recipe can run with (one line naming the recipe and the field)."""
 
 

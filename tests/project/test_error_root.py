@@ -1,0 +1,55 @@
+"""One error root: every exception class the project defines derives from ``labeldist.errors.LabeldistError`` (and
+keeps the built-in base it had, so code catching ``ValueError`` still does), so that each command catches one type
+and prints it as one line."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import labeldist
+from labeldist.errors import LabeldistError, UsageError
+
+
+def project_exceptions() -> dict[str, type[BaseException]]:
+    """Every exception class defined in a module of the installed package (labeldist, labeldist.api, .client,
+    .trainer), by its qualified name."""
+    found = {}
+    names = [info.name for info in pkgutil.walk_packages(labeldist.__path__, "labeldist.")]
+    for top in ("labeldist.api", "labeldist.client", "labeldist.trainer"):  # their folders lie beside labeldist/
+        package = importlib.import_module(top)
+        names += [info.name for info in pkgutil.walk_packages(package.__path__, f"{top}.")]
+    for module_name in sorted(set(names)):
+        module = importlib.import_module(module_name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module_name:
+                found[f"{module_name}.{name}"] = value
+    return found
+
+
+def test_every_error_class_derives_from_the_root() -> None:
+    found = project_exceptions()
+    assert len(found) >= 30, sorted(found)  # the walk reached the sub-packages (api, client, trainer)
+    strays = sorted(name for name, cls in found.items() if not issubclass(cls, LabeldistError))
+    assert strays == [], strays
+
+
+def test_the_root_keeps_the_built_in_bases() -> None:
+    from labeldist.client import InputError, ServiceError
+    from labeldist.labels.base import LabelError
+    from labeldist.store import StoreError
+
+    assert issubclass(UsageError, ValueError) and issubclass(LabelError, ValueError)
+    assert issubclass(InputError, ValueError) and issubclass(StoreError, RuntimeError)
+    assert issubclass(ServiceError, RuntimeError)
+
+
+def test_each_command_catches_the_root_in_one_place() -> None:
+    """labeldist's and trainer's main() catch LabeldistError, not a hand-kept list of classes."""
+    from labeldist import cli
+    from labeldist.trainer import cli as trainer_cli
+
+    for module in (cli, trainer_cli):
+        source = inspect.getsource(module.main)
+        assert "except (LabeldistError" in source or "except LabeldistError" in source, module.__name__
