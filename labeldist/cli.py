@@ -215,7 +215,7 @@ def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentPars
     """The parser of ``labeldist append STORE FILE [OPTIONS]`` for the store's kind: the kind's own options, as
     ``precompute`` takes them, those the store records (its distance's parameters and its reader's settings, under
     the same names) defaulting to the store's values, and the options of the job."""
-    from labeldist.engine.grow import FILE_PROVENANCE
+    from labeldist.engine import FILE_PROVENANCE
     from labeldist.kinds import get_kind
 
     kind = get_kind(manifest["kind"])
@@ -243,7 +243,7 @@ def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentPars
 
 
 def _append(args: argparse.Namespace) -> int:
-    from labeldist.engine.grow import append
+    from labeldist.engine import append
     from labeldist.kinds import get_kind
     from labeldist.store import read_manifest, store_url
 

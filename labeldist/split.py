@@ -322,8 +322,7 @@ def _copy_dense_part(
     of its row blocks and one of the part's), under the store's lock, as precompute writes one: laid out, each
     row block written and marked, then published; over a complete store of other parameters, built beside it and
     swapped in."""
-    from labeldist.engine.lock import store_lock
-    from labeldist.engine.staging import finish_replacement, replace_with_staged, staging_url
+    from labeldist.engine import finish_replacement, replace_with_staged, staging_url, store_lock
     from labeldist.knn import topk_rows
     from labeldist.store import (
         StoreError,

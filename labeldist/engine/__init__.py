@@ -15,15 +15,22 @@ docs/design.md describes the flow; docs/store-format.md the store and its two-ph
 from labeldist.clusters import ClusterSpec
 from labeldist.engine.blocks import default_block_rows
 from labeldist.engine.build import PrecomputeResult, precompute
-from labeldist.engine.grow import AppendResult, append
+from labeldist.engine.grow import FILE_PROVENANCE, AppendResult, append
+from labeldist.engine.lock import store_lock
 from labeldist.engine.runner import dask_client
+from labeldist.engine.staging import finish_replacement, replace_with_staged, staging_url
 
 __all__ = [
+    "FILE_PROVENANCE",
     "AppendResult",
     "ClusterSpec",
     "PrecomputeResult",
     "append",
     "dask_client",
     "default_block_rows",
+    "finish_replacement",
     "precompute",
+    "replace_with_staged",
+    "staging_url",
+    "store_lock",
 ]
