@@ -134,7 +134,7 @@ def _ragged_set_distances(values, starts, n_rows, n_cols):  # pragma: no cover -
 def _set_rwmd(dist_t, near, ids_a, w_a, off_a, cap_a, ids_b, w_b, off_b, cap_b):  # pragma: no cover - compiled
     """Eq. 13 over caption-pair RWMDs, one column image at a time: (n_a, n_b) float64.
 
-    For each caption of column image ``j``, :func:`~labeldist.distances.wmd.rwmd_to_all` gives its RWMD to
+    For each caption of column image ``j``, :func:`~labeldist.distances.wmd_bounds.rwmd_to_all` gives its RWMD to
     every row caption (linear in the bag sizes); the few columns of ``j`` are then reduced per row image. No
     (captions x captions) matrix is ever held.
     """
@@ -717,7 +717,7 @@ class CaptionSetWMD(LabelDistance):
     def lower_bound_block(self, rows: LabelSet, cols: LabelSet) -> np.ndarray:
         """A lower bound of :meth:`block`, entry by entry: Eq. 13 over caption-pair relaxed WMDs, computed with
         the linear-complexity RWMD (Atasu et al., IEEE Big Data 2017; see
-        :func:`~labeldist.distances.wmd.rwmd_linear_many`).
+        :func:`~labeldist.distances.wmd_bounds.rwmd_linear_many`).
 
         .. math::  LB(X, Y) = (1 - \\epsilon) \\Big(\\sum_{x} \\min_{y} R(x, y) + \\sum_{y} \\min_{x} R(x, y)\\Big),
                    \\quad R = \\max(\\ell_1, \\ell_2) \\le WMD
