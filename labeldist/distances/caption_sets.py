@@ -724,7 +724,7 @@ class CaptionSetWMD(LabelDistance):
 
         (Kusner et al., ICML 2015, §4: the relaxed WMD is a lower bound of WMD; min and sum are monotone, so
         :math:`LB \\le W`.) Per chunk of row images: lower bounds on the distances between the chunk's words
-        and the column vocabulary (one BLAS product, :func:`~labeldist.distances.wmd.euclidean_lower_bounds`),
+        and the column vocabulary (one BLAS product, :func:`~labeldist.distances.wmd_bounds.euclidean_lower_bounds`),
         kept in float32 rounded down; each column word's distance to the nearest word of each row caption;
         then, one column caption at a time, its RWMD to every row caption from those tables, and Eq. 13 per
         image pair. Work is linear in the captions' bag sizes per caption pair instead of a word-distance
