@@ -5,7 +5,9 @@ ones (``trainer eval``), over the clients of :mod:`labeldist.client`. Importing 
 - :mod:`~labeldist.trainer.losses`: one loss per module, in the pytorch-metric-learning style;
 - :mod:`~labeldist.trainer.inputs`: images and their cache, augmentation, demo input features;
 - :mod:`~labeldist.trainer.render`: pictures drawn from pose and layout labels;
-- :mod:`~labeldist.trainer.experiments`: the reproductions, ceilings, figures and tables of RESULTS.md;
+- :mod:`~labeldist.trainer.results`: the tables and figures fit, eval and plot show;
+- :mod:`~labeldist.trainer.experiments`: the research scripts behind RESULTS.md (reproductions, ceilings), which
+  the product never imports;
 - :mod:`~labeldist.trainer.kinds`: what the trainer knows of each store kind;
 - :mod:`~labeldist.trainer.cli`: the ``trainer`` command. docs/training.md is the guide.
 """

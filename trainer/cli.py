@@ -135,12 +135,12 @@ def _fit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        from labeldist.trainer.experiments.report import fit_table, run_device
+        from labeldist.trainer.results.report import fit_table, run_device
 
         print(fit_table(summary, run=args.out, loss=args.loss, device=run_device(args.out)))
     if args.eval_store:
         from labeldist.outputs import write_text
-        from labeldist.trainer.experiments.plots import UNTRAINED_STYLE
+        from labeldist.trainer.results.plots import UNTRAINED_STYLE
         from labeldist.trainer.training.evaluate import plot_curves
 
         result = _evaluate_after(args, config, summary["checkpoint"])
@@ -202,7 +202,7 @@ def _evaluate_after(args: argparse.Namespace, config: Any, checkpoint: str | Non
 
 def _score_line(result: dict[str, Any], k: int = 10) -> str:
     """``nDCG@10 0.5540, MLD@10 0.2100 (untrained resnet18 (seed 0), cosine)``."""
-    from labeldist.trainer.experiments.report import format_number
+    from labeldist.trainer.results.report import format_number
 
     summary = result.get("summary", {})
     scores = ", ".join(
@@ -220,7 +220,7 @@ def _eval_record(result: dict[str, Any]) -> dict[str, Any]:
 
 def _eval(args: argparse.Namespace) -> int:
     from labeldist.outputs import check_output_file, write_text
-    from labeldist.trainer.experiments.plots import plot_format
+    from labeldist.trainer.results.plots import plot_format
     from labeldist.trainer.training.evaluate import (
         UNTRAINED_BACKBONE,
         ImageSource,
@@ -274,13 +274,13 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _print_eval(result: dict[str, Any], as_json: bool) -> None:
     """The metrics of an evaluation: a table, or (``--json``) the summary's JSON line as before."""
-    from labeldist.trainer.experiments.report import eval_table
+    from labeldist.trainer.results.report import eval_table
 
     print(json.dumps(result["summary"]) if as_json else eval_table(result))
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from labeldist.trainer.experiments.plots import legend_labels, plot_evals, plot_format, plot_losses
+    from labeldist.trainer.results.plots import legend_labels, plot_evals, plot_format, plot_losses
 
     plot_format(args.out)
     if args.loss_curves:

@@ -68,6 +68,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("client", ("labeldist.client",)),
     ("trainer", ("labeldist.trainer",)),
     ("commands", ("labeldist.cli", "labeldist.sts.commands", "labeldist.entrypoints")),
+    # research scripts use the product; nothing of the product, the commands included, imports them
+    ("research", ("labeldist.trainer.experiments",)),
 ]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from labeldist.trainer.cli import main
-from labeldist.trainer.experiments.plots import (
+from labeldist.trainer.results.plots import (
     PlotError,
     draw_loss_curves,
     legend_labels,
@@ -26,7 +26,7 @@ from labeldist.trainer.experiments.plots import (
     unique_labels,
     wants_log_scale,
 )
-from labeldist.trainer.experiments.report import eval_table, fit_table, format_table
+from labeldist.trainer.results.report import eval_table, fit_table, format_table
 from tests.trainer.conftest import STORE
 
 STEPS = 40

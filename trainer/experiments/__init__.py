@@ -1,2 +1,3 @@
-"""The research scripts behind RESULTS.md: the papers' reproductions, the ceiling of rendered test sets, and the
-figures and tables of runs. Each is run as ``python -m labeldist.trainer.experiments.<name>``."""
+"""The research scripts behind RESULTS.md: the papers' reproductions and the ceiling of rendered test sets. Each is
+run as ``python -m labeldist.trainer.experiments.<name>``; they use the product (the tables and figures of
+:mod:`labeldist.trainer.results`), which never imports them."""

@@ -431,7 +431,7 @@ def _plot_step_curves(
 ) -> None:
     """nDCG@10 against steps of the curves (the mean over seeds), with the untrained rows' levels and the ceiling's
     if any."""
-    from labeldist.trainer.experiments.plots import draw_step_curves, save
+    from labeldist.trainer.results.plots import draw_step_curves, save
 
     levels = {f"{untrained_name} ({_ranked(m)})": r["summary"]["ndcg@10"] for m, r in untrained.items()}
     if ceiling_row is not None:

@@ -401,8 +401,8 @@ def plot_curves(
     """A PNG like Fig. 3 of Kim et al.: nDCG@K (left) and mean label distance@K (right) against K, one line
     per labelled result (``styles``: matplotlib line options per label). The labels are the dict's keys,
     so
-    they are unique here; :func:`labeldist.trainer.experiments.plots.plot_evals` names results read from files after
+    they are unique here; :func:`labeldist.trainer.results.plots.plot_evals` names results read from files after
     their runs."""
-    from labeldist.trainer.experiments.plots import draw_curves, save
+    from labeldist.trainer.results.plots import draw_curves, save
 
     return save(draw_curves(results, title=title, styles=styles), out, overwrite)
