@@ -105,7 +105,8 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from labeldist.trainer.training.fit import FitConfig, fit, open_source
+    from labeldist.trainer.training.fit import FitConfig, open_source
+    from labeldist.trainer.training.sequence import HeldOut, fit_and_evaluate
 
     if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
         raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
@@ -127,95 +128,29 @@ def _fit(args: argparse.Namespace) -> int:
     resolved = resolve_recipe(args.recipe, kind=kind, images=args.images is not None, given=given, weights=args.weights)
     values.update(resolved)
     config = FitConfig(**values)
-    untrained = None
-    if args.eval_store:  # step 0: the baseline every trained score is read against
-        untrained = _evaluate_after(args, config, None)
-        print(f"step 0: {_score_line(untrained)}", file=sys.stderr)
-    summary = fit(config)
+    held_out = None
+    if args.eval_store:
+        held_out = HeldOut(
+            args.eval_store,
+            args.split,
+            features=args.eval_features,
+            images=args.eval_images,
+            image_pattern=args.image_pattern,
+            image_index=args.eval_image_index,
+            k_max=args.k_max,
+        )
+    done = fit_and_evaluate(config, held_out)
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(done["fit"]))
     else:
         from labeldist.trainer.results.report import fit_table, run_device
 
-        print(fit_table(summary, run=args.out, loss=args.loss, device=run_device(args.out)))
-    if args.eval_store:
-        from labeldist.outputs import write_text
-        from labeldist.trainer.results.plots import UNTRAINED_STYLE
-        from labeldist.trainer.training.evaluate import plot_curves
-
-        result = _evaluate_after(args, config, summary["checkpoint"])
-        result["untrained"] = untrained
-        out = Path(args.out)
-        write_text(out / "eval.json", json.dumps(result), overwrite=True)  # a regular file replaced, never a link
-        with open(out / "log.jsonl", "a", encoding="utf-8") as log:  # the run's own log, beside its steps
-            for step, scored in ((0, untrained), (summary["steps"], result)):
-                log.write(json.dumps({"event": "eval", "step": step, **_eval_record(scored)}) + "\n")
-        plot_curves(
-            {args.loss: result, f"{untrained['model']}, {untrained['metric']}": untrained},
-            out / "eval.png",
-            title=f"{args.eval_store}: {args.loss}",
-            styles={f"{untrained['model']}, {untrained['metric']}": UNTRAINED_STYLE},
-        )
+        print(fit_table(done["fit"], run=args.out, loss=args.loss, device=run_device(args.out)))
+    if done["eval"] is not None:
         if not args.json:
             print()  # the metrics' table apart from the run's
-        _print_eval(result, args.json)
+        _print_eval(done["eval"], args.json)
     return 0
-
-
-def _evaluate_after(args: argparse.Namespace, config: Any, checkpoint: str | None) -> dict[str, Any]:
-    """``trainer fit --eval-store``'s evaluation of ``checkpoint``, or (None) of the untrained network: the input
-    features, or the run's backbone and embedding size as initialised (seed 0, or its ``--weights``), ranked as
-    the trained network will be (cosine for a loss that L2-normalises, else Euclidean): a like-for-like baseline."""
-    from labeldist.trainer.losses import LOSSES
-    from labeldist.trainer.training.evaluate import ImageSource, check_split_store, evaluate, load_split
-    from labeldist.trainer.training.fit import open_source
-
-    queries, gallery = load_split(args.split)
-    images = None
-    if args.eval_images:
-        images = ImageSource(
-            args.eval_images,
-            pattern=args.image_pattern,
-            index=args.eval_image_index,
-            input_size=args.input_size,
-            workers=args.loader_workers,
-        )
-    untrained = checkpoint is None
-    with open_source(args.stores, args.url, args.api_key) as client:
-        check_split_store(args.split, client.store(args.eval_store), args.eval_store)
-        return evaluate(
-            client,
-            args.eval_store,
-            args.eval_features,
-            queries,
-            gallery,
-            images=images,
-            checkpoint=checkpoint,
-            k_max=args.k_max,
-            backbone=config.backbone if untrained and images is not None else None,
-            embedding_dim=config.embedding_dim if untrained and images is not None else None,
-            weights=config.weights if untrained and images is not None else None,
-            metric=("cosine" if LOSSES[config.loss].normalized else "euclidean") if untrained else None,
-            progress=False if args.no_progress else None,
-        )
-
-
-def _score_line(result: dict[str, Any], k: int = 10) -> str:
-    """``nDCG@10 0.5540, MLD@10 0.2100 (untrained resnet18 (seed 0), cosine)``."""
-    from labeldist.trainer.results.report import format_number
-
-    summary = result.get("summary", {})
-    scores = ", ".join(
-        f"{name}@{k} {format_number(summary.get(f'{key}@{k}'))}"
-        for key, name in (("ndcg", "nDCG"), ("mean_label_distance", "MLD"))
-    )
-    return f"{scores} ({result.get('model')}, {result.get('metric')})"
-
-
-def _eval_record(result: dict[str, Any]) -> dict[str, Any]:
-    """An evaluation as a ``log.jsonl`` line keeps it: what was evaluated, how ranked, its summary metrics."""
-    keep = ("store", "model", "loss", "metric", "n_queries", "n_gallery", "summary")
-    return {key: result[key] for key in keep if key in result}
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -350,3 +350,30 @@ def test_tables_align_and_show_what_is_missing() -> None:
     assert lines[1].split() == ["K", "1", "5"]
     assert lines[2].split() == ["MLD@K", "12.0000", "-"] and lines[3].split() == ["nDCG@K", "0.5000", "0.2500"]
     assert lines[4].split() == ["other@K", "-", "1.5000"]
+
+
+def test_python_runs_the_same_sequence_as_the_command(runs: dict, service: str, features: Path, tmp_path: Path) -> None:
+    """fit_and_evaluate (what `trainer fit --eval-store` calls): the same untrained baseline, files and log lines
+    from Python, for the run of the same settings."""
+    from labeldist.trainer.training.fit import FitConfig
+    from labeldist.trainer.training.sequence import HeldOut, fit_and_evaluate
+
+    config = FitConfig(
+        url=service,
+        store=STORE,
+        out=str(tmp_path / "py"),
+        features=str(features),
+        loss="dense_triplet",
+        size=30,
+        max_steps=STEPS,
+        progress=False,
+        embedding_dim=16,
+        seed=0,
+    )
+    done = fit_and_evaluate(config, HeldOut(STORE, str(runs["split"]), features=str(features), k_max=20))
+    assert done["fit"]["steps"] == STEPS
+    cli = json.loads((runs["root"] / "a" / "eval" / "eval.json").read_text())
+    mine = json.loads((tmp_path / "py" / "eval.json").read_text())
+    assert mine["untrained"]["summary"] == cli["untrained"]["summary"] and mine == done["eval"]
+    events = [r["event"] for r in map(json.loads, (tmp_path / "py" / "log.jsonl").read_text().splitlines())]
+    assert events.count("eval") == 2 and (tmp_path / "py" / "eval.png").read_bytes()[:4] == b"\x89PNG"
