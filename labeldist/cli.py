@@ -501,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(func=_serve)
 
-    from labeldist.sts.commands import add_sts_parser
+    from labeldist.commands.sts import add_sts_parser
 
     add_sts_parser(sub)
     pre.set_defaults(func=_precompute)

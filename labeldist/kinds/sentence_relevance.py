@@ -1,6 +1,6 @@
 """The sentence kind, ``labeldist precompute sentences``: sentences (:mod:`labeldist.labels.sentences`) under
 1 - relevance (:mod:`labeldist.distances.sts`: CBoW, BERT, coarse-to-fine, cascade), and the options choosing and
-calibrating a relevance scorer that ``labeldist sts eval`` (:mod:`labeldist.sts.commands`) shares.
+calibrating a relevance scorer that ``labeldist sts eval`` (:mod:`labeldist.commands.sts`) shares.
 
 labeldist precompute sentences data/coco/coco_karpathy_test.json --model models/sts-bi-cosine --knn-only
 labeldist precompute sentences my_sentences.csv --column sentence --id-column id --knn-only   # or .txt, .tsv, .jsonl

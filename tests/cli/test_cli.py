@@ -191,9 +191,9 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
 def untouched(monkeypatch):
     """Make starting a Dask cluster, the HTTP server, a fine-tuning run or a scorer an error."""
     import labeldist.api.server
+    import labeldist.commands.sts
     import labeldist.engine.runner
     import labeldist.kinds.sentence_relevance
-    import labeldist.sts.commands
     import labeldist.sts.fit
 
     def reached(what):
@@ -206,7 +206,7 @@ def untouched(monkeypatch):
     monkeypatch.setattr(labeldist.api.server, "serve", reached("starting the server"))
     monkeypatch.setattr(labeldist.sts.fit, "fit", reached("fine-tuning"))
     monkeypatch.setattr(labeldist.kinds.sentence_relevance, "build_distance", reached("building a sentence scorer"))
-    monkeypatch.setattr(labeldist.sts.commands, "build_distance", reached("building a sentence scorer"))
+    monkeypatch.setattr(labeldist.commands.sts, "build_distance", reached("building a sentence scorer"))
 
 
 @pytest.fixture

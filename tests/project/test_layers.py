@@ -4,8 +4,8 @@ a class or an ``if TYPE_CHECKING:`` block included: an import put off to run tim
 how the cycles this test replaced were hidden (8 two-module cycles, all inside functions).
 
 The layers, lowest first. A module may import modules of its own layer and of the layers below it. The most
-specific prefix decides a module's layer (``labeldist.sts.commands`` is a command, the rest of ``labeldist.sts``
-the sentence models). A new module must be placed here: the test names any module that has no layer.
+specific prefix decides a module's layer (``labeldist.trainer.experiments`` is research, the rest of
+``labeldist.trainer`` the trainer). A new module must be placed here: the test names any module that has no layer.
 
 Imports by name at run time (``importlib.import_module``, a kind's ``"module:Class"`` distance, entry points) are
 not seen here; the registry (``labeldist.kinds``) makes those, and only downwards.
@@ -67,7 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("api", ("labeldist.api",)),
     ("client", ("labeldist.client",)),
     ("trainer", ("labeldist.trainer",)),
-    ("commands", ("labeldist.cli", "labeldist.sts.commands", "labeldist.entrypoints")),
+    ("commands", ("labeldist.cli", "labeldist.commands", "labeldist.entrypoints")),
     # research scripts use the product; nothing of the product, the commands included, imports them
     ("research", ("labeldist.trainer.experiments",)),
 ]
