@@ -2,7 +2,7 @@
 
 With a pool (``pool`` or ``exclude`` in the request) every member is an item of the pool: the anchors (given,
 and checked to be in it, or drawn from it), each anchor's nearest within the pool and random others of the pool
-(:mod:`labeldist.batching`, the one drawing rule, which the in-process client follows too). Without one,
+(:mod:`labeldist.view.batching`, the one drawing rule, which the in-process client follows too). Without one,
 from every item of the store."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import labeldist.batching as rule
+import labeldist.view.batching as rule
 from labeldist.api.compute import ComputeGuard
 from labeldist.api.errors import BadParameter
 from labeldist.api.registry import ServedStore
@@ -45,7 +45,7 @@ def draw_anchors(
     exclude: list[int] | None = None,
 ) -> tuple[BatchSet, np.random.Generator]:
     """The anchors of the batches and the generator that then draws their items (:func:`draw_batch_items`), by
-    the shared rule (:func:`labeldist.batching.draw_anchors`); what it refuses is a 422 naming the field, an anchor
+    the shared rule (:func:`labeldist.view.batching.draw_anchors`); what it refuses is a 422 naming the field, an anchor
     that is no item of the store a 404. Reads nothing from disk."""
     try:
         drawn, allowed, rng = rule.draw_anchors(
@@ -75,7 +75,7 @@ def draw_batch_items(
     allow_compute: bool = False,
     guard: ComputeGuard | None = None,
 ) -> BatchSet:
-    """The items of each anchor's batch by the shared rule (:func:`labeldist.batching.draw_batch_items`), the kNN
+    """The items of each anchor's batch by the shared rule (:func:`labeldist.view.batching.draw_batch_items`), the kNN
     lists read through the store's row cache. With a pool, where an anchor's list runs out the pool's other items
     are ranked by their distances to the anchor, stored or computed on demand (``allow_compute``, within
     ``guard``'s bounds). Draws once: a batch set that has its items is left as it is."""

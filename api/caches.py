@@ -1,5 +1,5 @@
 """The bounded cache of distances a served store computed on demand. (Its row blocks, kNN and dense, are cached by
-:mod:`labeldist.rowcache`, which the in-process source of :mod:`labeldist.client` uses too.)"""
+:mod:`labeldist.view.rowcache`, which the in-process source of :mod:`labeldist.client` uses too.)"""
 
 from __future__ import annotations
 

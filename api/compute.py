@@ -2,13 +2,13 @@
 cancellation when the client has gone.
 
 A kNN-only store computes every pair it does not hold from the labels, and one small request can ask for millions.
-**Budget:** a request's cost is estimated from :func:`labeldist.pairs.plan_pairs` and the kind's unit costs
+**Budget:** a request's cost is estimated from :func:`labeldist.view.pairs.plan_pairs` and the kind's unit costs
 (:attr:`LabelDistance.cost_per_call_s`, :attr:`~LabelDistance.cost_per_pair_s`), and over
 ``LABELDIST_COMPUTE_BUDGET_S`` refused with 413 before any work. **Pool:** at most ``LABELDIST_COMPUTE_WORKERS``
 computations at once; a request waits for its slot on the event loop, holding no worker thread (a computation with
 no slot stops before any work, :class:`SlotWanted`, and runs again holding one), and gets 503 with ``Retry-After``
 after ``LABELDIST_COMPUTE_QUEUE_S``; look-ups of stored values never take a slot. **Cancellation:** the computation
-checks for the client's ``http.disconnect`` between chunks (:data:`~labeldist.pairs.CHUNK_SECONDS` of work each).
+checks for the client's ``http.disconnect`` between chunks (:data:`~labeldist.view.pairs.CHUNK_SECONDS` of work each).
 docs/http-api.md, "Where distances come from".
 """
 

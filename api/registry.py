@@ -28,7 +28,6 @@ from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 from labeldist.kinds import distance_class
-from labeldist.pairs import compute_planned, plan_pairs
 from labeldist.store import (
     StoreChangedError,
     StoreCorruptError,
@@ -41,7 +40,8 @@ from labeldist.store import (
     root_metadata_path,
     store_identity,
 )
-from labeldist.storeview import StoreView
+from labeldist.view.pairs import compute_planned, plan_pairs
+from labeldist.view.storeview import StoreView
 
 log = logging.getLogger("labeldist.api")
 
@@ -62,7 +62,7 @@ class StoreChanged(Unavailable):
 
 
 class ServedStore(StoreView):
-    """A complete store, served: the shared :class:`~labeldist.storeview.StoreView` (``LABELDIST_KNN_CACHE_MB``,
+    """A complete store, served: the shared :class:`~labeldist.view.storeview.StoreView` (``LABELDIST_KNN_CACHE_MB``,
     ``LABELDIST_DENSE_CACHE_MB`` bound its row caches) with what is the service's own: its folder's identity checked
     on every request (:class:`StoreRegistry`), its reads' errors answered 503 (:meth:`reading`), a cache of the
     pairs computed on demand, and the API key and compute budget those need (:meth:`distances`)."""

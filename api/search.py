@@ -18,7 +18,7 @@ from labeldist.api.registry import ServedStore
 from labeldist.distances.base import LabelDistance
 from labeldist.kinds import distance_class, read_label
 from labeldist.labels.base import LabelError
-from labeldist.search import SearchResult, not_searchable, search_cost_s, search_labels, searchable
+from labeldist.view.search import SearchResult, not_searchable, search_cost_s, search_labels, searchable
 
 log = logging.getLogger("labeldist.api")
 

@@ -1,5 +1,5 @@
 """Warming up: with ``LABELDIST_WARM`` (``labeldist serve --warm``), a background thread loads what each store's first
-search or computed distance would load (:meth:`~labeldist.storeview.StoreView.warm`: labels, distance, and a
+search or computed distance would load (:meth:`~labeldist.view.storeview.StoreView.warm`: labels, distance, and a
 sentence store's model and embeddings, seconds each), one store after another, logging each. ``GET /readyz``
 answers from its state: ready once every store is warmed (or at once without ``--warm``), else 503 saying how far
 it is; ``GET /healthz`` only says that the process is up and its stores open."""

@@ -3,7 +3,7 @@ a request with, measured against what each kind declares.
 
     .venv/bin/python benchmarks/bench_pair_cost.py [--repeats 3]
 
-For each kind, on its real labels, times the service's own code (:func:`labeldist.pairs.compute_planned`) on two
+For each kind, on its real labels, times the service's own code (:func:`labeldist.view.pairs.compute_planned`) on two
 shapes of request: a minibatch's pairwise matrix (one ``block`` call over a rectangle) and scattered pairs (one
 call per distinct row). From the two it solves for the cost of a call and of a pair, and prints each next to the
 kind's declared ``cost_per_call_s`` / ``cost_per_pair_s`` (and ``cost_per_item_s``), and the estimate of each
@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labeldist.pairs import compute_planned, plan_pairs  # noqa: E402
+from labeldist.view.pairs import compute_planned, plan_pairs  # noqa: E402
 
 
 def kinds(models: Path | None) -> list[tuple[str, object, object, int]]:

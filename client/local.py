@@ -9,8 +9,8 @@ answers the same :class:`~labeldist.client.http.Batches` and :class:`~labeldist.
 :class:`~labeldist.client.data.MinibatchStream` takes either. Every read goes through
 :class:`labeldist.store.StoreReader`, each call answered from one generation; a store replaced during a call is
 opened again and the call asked again (:data:`REOPEN_TRIES` times). Minibatches are drawn by the service's rule
-(:mod:`labeldist.batching`, :class:`labeldist.storeview.StoreView`), so the same seed draws the same items. No request
-limits, compute budget or API key: the caller's own process does the work.
+(:mod:`labeldist.view.batching`, :class:`labeldist.view.storeview.StoreView`), so the same seed draws the same
+items. No request limits, compute budget or API key: the caller's own process does the work.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from labeldist.batching import DrawRefused, draw_anchors, draw_batch_items, item_indices
 from labeldist.client.http import Batches, Hits, Neighbors, RequestRejected, StoreNotFound
 from labeldist.store import (
     StoreChangedError,
@@ -36,7 +35,8 @@ from labeldist.store import (
     replacement_under_way,
     store_identity,
 )
-from labeldist.storeview import StoreView
+from labeldist.view.batching import DrawRefused, draw_anchors, draw_batch_items, item_indices
+from labeldist.view.storeview import StoreView
 
 log = logging.getLogger("labeldist.client")
 
@@ -304,7 +304,7 @@ class LocalSource:
     def search(self, store: str, label: Any, k: int = 10, *, include_labels: bool = False) -> Hits:
         """The exact ``k`` nearest items of ``store`` to a new ``label`` in its kind's JSON form, as
         ``POST /v1/stores/{store}/search`` answers (:meth:`LabelDistClient.search`): the same search
-        (:func:`labeldist.search.search_labels`) over the same labels, made as the service makes them, in this
+        (:func:`labeldist.view.search.search_labels`) over the same labels, made as the service makes them, in this
         process and with no budget. A label the kind cannot read raises RequestRejected (422) naming what is
         wrong."""
         if not 1 <= int(k):
@@ -313,7 +313,7 @@ class LocalSource:
         def answer(s: _Store) -> Hits:
             from labeldist.kinds import read_label
             from labeldist.labels.base import LabelError
-            from labeldist.search import not_searchable, search_labels, searchable
+            from labeldist.view.search import not_searchable, search_labels, searchable
 
             kind = s.reader.manifest["kind"]
             if not searchable(kind):
@@ -352,7 +352,7 @@ class LocalSource:
         exclude: np.ndarray | list[int] | None = None,
     ) -> Batches:
         """One minibatch per anchor (given, or ``count`` drawn), as ``POST /v1/stores/{store}/batches`` answers:
-        each anchor's ``neighbors`` nearest, then random others (:mod:`labeldist.batching`); the label distances
+        each anchor's ``neighbors`` nearest, then random others (:mod:`labeldist.view.batching`); the label distances
         from the anchor to each item and, with ``pairwise``, each minibatch's matrix, anchor first. A missing
         ``seed`` is drawn at random; the answer says which was used.
 

@@ -369,7 +369,7 @@ def _short(value: Any, most: int = 6) -> str:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from labeldist.verify import verify_store
+    from labeldist.engine.verify import verify_store
 
     check_store_path(args.store)
     report = verify_store(args.store, sample=args.sample, seed=args.seed)
@@ -378,7 +378,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from labeldist.export import export_neighbors, format_of
+    from labeldist.engine.export import export_neighbors, format_of
 
     check_store_path(args.store)
     result = export_neighbors(
@@ -482,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--overwrite", action="store_true", help="replace an existing file at --out")
     export.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     export.set_defaults(func=_export)
-    from labeldist.split import add_split_parser
+    from labeldist.engine.split import add_split_parser
 
     add_split_parser(sub, "labeldist split")
     serve = sub.add_parser("serve", help="serve the stores of a folder over HTTP (API v1) with uvicorn")

@@ -39,7 +39,7 @@ DENSE_TILE = 512
 #: its first requests (the service's default LABELDIST_KNN_CACHE_MB), so how they are cut does not matter to it
 KNN_WHOLE_BYTES = 128 << 20
 #: bytes a chunk of bigger kNN lists (one array) is cut to at most, when a row block would make it larger: a server
-#: reading their rows on demand (:mod:`labeldist.rowcache`) decodes a whole chunk to answer one row
+#: reading their rows on demand (:mod:`labeldist.view.rowcache`) decodes a whole chunk to answer one row
 KNN_CHUNK_BYTES = 16 << 10
 #: the fewest rows a kNN chunk cut from a row block may have (smaller chunks: more files than the decoding saves)
 KNN_MIN_CHUNK_ROWS = 16

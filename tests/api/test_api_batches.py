@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from labeldist.batching import sample_excluding
 from labeldist.labels.poses import Poses
+from labeldist.view.batching import sample_excluding
 from tests.api.api_helpers import DENSE, KNN, N_ITEMS, reference
 
 

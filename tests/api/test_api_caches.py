@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from labeldist.api.caches import PairCache
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
-from labeldist.pairs import compute_pairs
+from labeldist.view.pairs import compute_pairs
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN
 
 

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from labeldist.api.compute import ComputeGuard, ComputePool
 from labeldist.api.main import create_app
 from labeldist.distances.pose import PoseDistance
-from labeldist.pairs import plan_pairs
+from labeldist.view.pairs import plan_pairs
 from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server
 from tests.logs import LogFollower, wait_until
 from tests.processes import free_port, wait_healthy
@@ -81,7 +81,7 @@ def test_a_saturated_pool_answers_503_with_retry_after(stores_dir: Path) -> None
 def test_a_guard_stops_between_chunks_once_cancelled() -> None:
     from labeldist.api.compute import ClientGone
     from labeldist.labels.pose_files import read_mpii_csv
-    from labeldist.pairs import compute_planned
+    from labeldist.view.pairs import compute_planned
     from tests.conftest import DATA
 
     labels = read_mpii_csv(DATA / "mpii" / "mpii_valid_2958.csv").subset(slice(0, 200))

@@ -212,7 +212,7 @@ def test_json_encodes_infinity_as_null(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_knn_lookup_matches_a_plain_search(store_arrays: dict) -> None:
-    from labeldist.knnlookup import knn_lookup
+    from labeldist.view.knnlookup import knn_lookup
 
     arrays = store_arrays[KNN]
     idx, dist = arrays["indices"], arrays["distances"]

@@ -16,7 +16,7 @@ import pytest
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.vectors import VectorDistance
-from labeldist.export import COLUMNS, export_neighbors
+from labeldist.engine.export import COLUMNS, export_neighbors
 from labeldist.labels.poses import Poses
 from labeldist.labels.vectors import Vectors
 from labeldist.store import StoreReader, build_manifest, create_store

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from labeldist.engine.split import split_indices
 from labeldist.labels.captions import read_captions
 from labeldist.labels.pose_files import read_coco_keypoints, read_poses
 from labeldist.labels.poses import MPII_JOINTS
 from labeldist.labels.sentence_files import read_plain_sentences
 from labeldist.labels.vectors import read_vectors
-from labeldist.split import split_indices
 from labeldist.store import StoreReader
 from tests.cli.test_cli import run_cli
 from tests.conftest import DATA

@@ -21,7 +21,7 @@ from labeldist.distances.layout import LayoutMIoU
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.sts import SentenceRelevance
 from labeldist.distances.vectors import VectorDistance
-from labeldist.export import export_neighbors
+from labeldist.engine.export import export_neighbors
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import read_karpathy_captions
 from labeldist.labels.layouts import LayoutMaps

@@ -107,7 +107,7 @@ def test_export_refuses_rather_than_mixing(monkeypatch, store, staged, tmp_path,
 
 
 def test_export_without_a_swap_is_whole(monkeypatch, store, tmp_path) -> None:
-    from labeldist.export import export_neighbors
+    from labeldist.engine.export import export_neighbors
 
     reads = swap_before_read(monkeypatch, store, "overwrite", 10**9)
     result = export_neighbors(str(store), str(tmp_path / "n.csv"), "csv", progress=False, items_per_block=50)
@@ -116,7 +116,7 @@ def test_export_without_a_swap_is_whole(monkeypatch, store, tmp_path) -> None:
 
 def test_verify_refuses_rather_than_reporting_damage(monkeypatch, store, staged) -> None:
     """Before: the swap in the middle of the chunk scan was reported as damage (or the store passed, half new)."""
-    from labeldist.verify import verify_store
+    from labeldist.engine.verify import verify_store
 
     how, _ = staged
     swap_before_read(monkeypatch, store, how, 3)

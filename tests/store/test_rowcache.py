@@ -1,4 +1,4 @@
-"""Rows read on demand (labeldist/rowcache.py, StoreReader.knn_rows): the one row-block cache that the service and
+"""Rows read on demand (labeldist/view/rowcache.py, StoreReader.knn_rows): the one row-block cache that the service and
 the in-process source share, the kNN lists through it, and the direct chunk reads under it.
 
 Every read is compared with the whole array read at once (``StoreReader.knn()``, or the matrix in memory): random
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from labeldist.distances.pose import PoseDistance
-from labeldist.knnlookup import knn_lookup
-from labeldist.rowcache import KnnRows, RowBlockCache
 from labeldist.store import ChunkFiles, StoreCorruptError, StoreReader
+from labeldist.view.knnlookup import knn_lookup
+from labeldist.view.rowcache import KnnRows, RowBlockCache
 from tests.conftest import flip_bit, write_store
 
 ROWS = 7  # rows per block: 100 items make 14 full blocks and a last one of 2 rows

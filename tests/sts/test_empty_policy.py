@@ -240,8 +240,8 @@ def test_a_store_holds_and_verifies_a_sentence_without_vectors(tmp_path):
     (no cluster needed): it follows the contract, reads back equal, and verify recomputes it with the reference."""
     from labeldist.distances.sts import SentenceRelevance
     from labeldist.engine.blocks import compute_block
+    from labeldist.engine.verify import verify_store
     from labeldist.store import StoreReader, build_manifest, create_store, n_blocks, publish
-    from labeldist.verify import verify_store
     from tests.conftest import check_store
 
     labels, texts = _labels("zero")

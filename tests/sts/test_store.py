@@ -7,8 +7,8 @@ import zarr
 from labeldist.cli import main
 from labeldist.distances.sts import SentenceRelevance
 from labeldist.engine import precompute
+from labeldist.engine.verify import verify_store
 from labeldist.store import StoreReader
-from labeldist.verify import verify_store
 from tests.conftest import check_store
 from tests.sts.conftest import COCO
 

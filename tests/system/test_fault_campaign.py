@@ -479,7 +479,7 @@ def _same_request(http: httpx.Client, store: str, item: int, path: str) -> httpx
 def test_requests_under_the_budget_finish_and_over_it_are_refused_at_once(service: Service) -> None:
     from labeldist.api.settings import Settings
     from labeldist.distances.caption_sets import CaptionSetWMD
-    from labeldist.pairs import plan_pairs
+    from labeldist.view.pairs import plan_pairs
 
     budget = Settings().compute_budget_s
     longest, under = 0.0, 0

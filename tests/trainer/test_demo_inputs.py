@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldist.split import SplitError, split_indices, split_labels
+from labeldist.engine.split import SplitError, split_indices, split_labels
 from labeldist.trainer.inputs import demo_inputs
 from labeldist.trainer.inputs.demo_inputs import corrupt_poses, minilm_path, pose_inputs
 from tests.conftest import DATA
@@ -141,7 +141,7 @@ def test_split_labels_never_replaces_another_split_without_overwrite(tmp_path: P
 def test_a_split_with_few_queries_warns_and_says_what_to_ask(tmp_path: Path, capsys) -> None:
     """280 items split by default give 11 queries (the researcher's case): a warning naming the count and what to
     ask; 600 items asked for enough queries give none."""
-    from labeldist.split import FEW_QUERIES
+    from labeldist.engine.split import FEW_QUERIES
     from labeldist.trainer.cli import main
 
     source = tmp_path / "rows.csv"

@@ -16,11 +16,11 @@ import pytest
 from labeldist.client import LocalSource
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.vectors import VectorDistance
+from labeldist.engine.split import SplitError, split_indices, split_store
+from labeldist.engine.verify import verify_store
 from labeldist.labels.vectors import Vectors
-from labeldist.split import SplitError, split_indices, split_store
 from labeldist.store import StoreReader, build_manifest, create_store, exact_pairs_total
 from labeldist.trainer.cli import main
-from labeldist.verify import verify_store
 from tests.conftest import check_store, write_store
 from tests.trainer.conftest import STORE
 
@@ -204,7 +204,7 @@ def test_labeldist_split_is_trainer_split_and_needs_no_torch(
         assert first.dense_rows(0, first.n_items).tobytes() == second.dense_rows(0, second.n_items).tobytes()
     assert labeldist_main(["split", str(tmp_path / "none"), "--out", str(tmp_path / "c")]) == 2
     assert capsys.readouterr().err.startswith("labeldist split: ")
-    code = "import sys, labeldist.split, labeldist.cli, labeldist.trainer; assert 'torch' not in sys.modules"
+    code = "import sys, labeldist.engine.split, labeldist.cli, labeldist.trainer; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

@@ -360,8 +360,8 @@ def _test_set(args: argparse.Namespace, p: argparse.ArgumentParser) -> tuple[Any
 
     if args.labels:
         from labeldist.distances.pose import PoseDistance
+        from labeldist.engine.split import split_indices
         from labeldist.labels.pose_files import read_mpii_csv
-        from labeldist.split import split_indices
 
         every = read_mpii_csv(args.labels, normalization=args.normalization)
         split = split_indices(

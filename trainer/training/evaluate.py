@@ -302,7 +302,7 @@ def _metrics(
 
 def load_split(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """``queries`` and ``gallery`` (positions in the test store) of a ``split.json``
-    (:mod:`labeldist.split`). Refused in one line naming the file (:class:`InputError`): a file that is
+    (:mod:`labeldist.engine.split`). Refused in one line naming the file (:class:`InputError`): a file that is
     not JSON or not an object, a missing or empty side, a position that is not an integer (a boolean, a fraction,
     a string) or is negative, a position twice on one side, and an item on both sides (it would find itself at
     rank 1: nDCG@1 = 1.0 whatever the model)."""

@@ -48,7 +48,7 @@ def lookup_in_rows(
     indices: np.ndarray, distances: np.ndarray, rows: np.ndarray, items: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(values, found)``: the stored distance where ``items[t]`` is in the kNN list ``indices[rows[t]]``, NaN
-    elsewhere; one direction only, for lists read a few rows at a time (:class:`labeldist.rowcache.KnnRows`).
+    elsewhere; one direction only, for lists read a few rows at a time (:class:`labeldist.view.rowcache.KnnRows`).
 
     >>> idx = np.array([[1, 2], [0, -1]], dtype=np.int32)
     >>> dist = np.array([[1.0, 2.0], [1.0, np.inf]], dtype=np.float32)

@@ -206,10 +206,10 @@ class KnnRows:
         return indices, distances
 
     def lookup(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(values, found)`` for the pairs ``(i[t], j[t])``, as :func:`labeldist.knnlookup.knn_lookup` over the
+        """``(values, found)`` for the pairs ``(i[t], j[t])``, as :func:`labeldist.view.knnlookup.knn_lookup` over the
         whole lists: the stored distance where ``j`` is in ``i``'s list or ``i`` in ``j``'s, NaN elsewhere; 0 for
         ``(i, i)``. Reads the lists of the ``i`` first, then those of the ``j`` only for pairs not found yet."""
-        from labeldist.knnlookup import lookup_in_rows  # numba: imported only where a store has no dense matrix
+        from labeldist.view.knnlookup import lookup_in_rows  # numba: imported only where a store has no dense matrix
 
         i = np.ascontiguousarray(i, dtype=np.int64).reshape(-1)
         j = np.ascontiguousarray(j, dtype=np.int64).reshape(-1)

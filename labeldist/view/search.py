@@ -16,7 +16,7 @@ import numpy as np
 from labeldist.kinds import check_block, distance_class
 from labeldist.knn import pruned_topk, topk_rows
 from labeldist.labels.base import reads_json
-from labeldist.pairs import CHUNK_SECONDS, checked_block
+from labeldist.view.pairs import CHUNK_SECONDS, checked_block
 
 
 def not_searchable(kind: str) -> str:
@@ -42,7 +42,7 @@ class SearchResult:
 
 def search_cost_s(distance_cls: Any, n_items: int) -> float:
     """Estimated seconds of one core for a label against ``n_items`` items: the whole row (what a search costs
-    when no bound rules an item out), in chunks of :data:`~labeldist.pairs.CHUNK_SECONDS`, plus one call
+    when no bound rules an item out), in chunks of :data:`~labeldist.view.pairs.CHUNK_SECONDS`, plus one call
     for the bound's second round, plus the label and the items prepared."""
     chunks = math.ceil(n_items * distance_cls.cost_per_pair_s / CHUNK_SECONDS) or 1
     return (
@@ -66,7 +66,7 @@ def search_labels(
     query: Any, labels: Any, distance: Any, k: int, check: Callable[[], None] = lambda: None
 ) -> SearchResult:
     """The exact ``k`` nearest of ``labels`` to the one label of ``query`` (see :func:`search_store`);
-    ``check`` is called between chunks of about :data:`~labeldist.pairs.CHUNK_SECONDS` of estimated work."""
+    ``check`` is called between chunks of about :data:`~labeldist.view.pairs.CHUNK_SECONDS` of estimated work."""
     n = len(labels)
     per_chunk = max(1, int(CHUNK_SECONDS / max(type(distance).cost_per_pair_s * len(query), 1e-12)))
 

@@ -3,10 +3,10 @@
 
 A :class:`StoreView` reads through one :class:`~labeldist.store.StoreReader`, pinned to the generation it opened
 (a read that meets a newer one raises :class:`~labeldist.store.StoreChangedError`). Its kNN lists and dense rows
-are read a row block at a time through bounded caches (:mod:`labeldist.rowcache`), its labels and distance loaded
+are read a row block at a time through bounded caches (:mod:`labeldist.view.rowcache`), its labels and distance loaded
 on first need. A pair's distance is the stored one (the dense matrix, else either item's kNN list: the distance
 is symmetric), and a pair a kNN-only store does not hold is computed from the labels by the store's own distance
-(:mod:`labeldist.pairs`). The service adds what is the service's own (its pair cache, compute budget and API key,
+(:mod:`labeldist.view.pairs`). The service adds what is the service's own (its pair cache, compute budget and API key,
 errors as HTTP answers) through the hooks :meth:`StoreView.reading` and :meth:`StoreView.load_labels` and the
 ``compute`` argument of :meth:`StoreView.lookup`.
 """
@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from labeldist.kinds import distance_meaning
-from labeldist.pairs import compute_pairs
-from labeldist.rowcache import KnnRows, RowBlockCache
-from labeldist.search import searchable, warm_search
 from labeldist.store import StoreIdentity, StoreReader, manifest_digest
+from labeldist.view.pairs import compute_pairs
+from labeldist.view.rowcache import KnnRows, RowBlockCache
+from labeldist.view.search import searchable, warm_search
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class StoreView:
 
     def warm(self) -> float:
         """Load now what the store's first search or computed distance would: its labels and distance, and for a
-        searchable kind one search by an item's own label (:func:`~labeldist.search.warm_search`: a sentence
+        searchable kind one search by an item's own label (:func:`~labeldist.view.search.warm_search`: a sentence
         store's model and embeddings). Returns the seconds it took (0 when already loaded); each step is logged."""
         if self._warmed:
             return 0.0

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.errors import LabeldistError
-from labeldist.rowcache import KnnRows
+from labeldist.view.rowcache import KnnRows
 
 
 def sample_excluding(rng: np.random.Generator, n: int, count: int, exclude: np.ndarray) -> np.ndarray:
@@ -41,7 +41,7 @@ def draw_items(
     first of its kNN list ``knn_rows[t]``, the list of ``anchors[t]``, whose -1 padding does not count), then
     ``size - 1 - neighbors`` others drawn uniformly without replacement from the ``n_items`` items that are neither
     the anchor nor those nearest. ``knn_rows`` (B, k) holds the anchors' lists only (read on demand from a store:
-    :class:`labeldist.rowcache.KnnRows`); with ``neighbors=0`` it may be (B, 0)."""
+    :class:`labeldist.view.rowcache.KnnRows`); with ``neighbors=0`` it may be (B, 0)."""
     m = size - 1
     items = np.empty((len(anchors), m), dtype=np.int64)
     for t, a in enumerate(np.asarray(anchors).tolist()):
@@ -131,7 +131,7 @@ def draw_batch_items(
 ) -> np.ndarray:
     """``(B, size - 1)`` int64 items of one minibatch per anchor, drawn by ``rng`` after :func:`draw_anchors`: each
     anchor's ``neighbors`` nearest (the first of its kNN list, read from ``knn``, a store's
-    :class:`~labeldist.rowcache.KnnRows` that reads the anchors' lists only, or its whole (N, k) ``indices``
+    :class:`~labeldist.view.rowcache.KnnRows` that reads the anchors' lists only, or its whole (N, k) ``indices``
     array), then random others (:func:`draw_items`). With a ``pool``, the nearest within it and the others from it
     (:func:`nearest_in_pool`, :func:`draw_items_in_pool`); where an anchor's list runs out within the pool, the
     rest is ranked by ``distances(anchor, items)``, which must then be given. Those are all found before ``rng``
@@ -162,7 +162,7 @@ def item_indices(given: Any, field: str) -> np.ndarray:
     >>> item_indices(np.array([True, False]), "exclude")
     Traceback (most recent call last):
     ...
-    labeldist.batching.DrawRefused: exclude is a boolean mask: give the items' indices (np.flatnonzero(mask))
+    labeldist.view.batching.DrawRefused: exclude is a boolean mask: give the items' indices (np.flatnonzero(mask))
     """
     arr = np.asarray(given)
     if arr.size == 0:

@@ -1,0 +1,12 @@
+"""An opened store, for answering questions about it: the layer the service (``labeldist.api``) and the in-process
+client (``labeldist.client.LocalSource``) share.
+
+- :mod:`~labeldist.view.storeview`: :class:`StoreView`, one complete store opened read-only;
+- :mod:`~labeldist.view.rowcache`: its kNN lists and dense rows, a row block at a time through bounded caches;
+- :mod:`~labeldist.view.knnlookup`: a pair's distance found in either item's kNN list;
+- :mod:`~labeldist.view.pairs`: the pairs a store does not hold, planned and computed from the labels;
+- :mod:`~labeldist.view.search`: search by a new label, and its cost;
+- :mod:`~labeldist.view.batching`: the one rule that draws minibatches (anchors, neighbours, random others).
+
+Importing this package imports none of them: each is imported where it is used (numba, the kinds).
+"""
