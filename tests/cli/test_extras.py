@@ -192,13 +192,19 @@ def test_the_trainer_command_with_torch_is_the_trainer(capsys) -> None:
 
 def test_the_trainer_script_is_the_entry_point_in_front_of_the_trainer_and_extras_imports_no_part() -> None:
     """pyproject's ``trainer`` script is labeldist.entrypoints' guard; labeldist.extras, a bottom-layer module that
-    the engine's modules use, imports no other module of labeldist (the trainer's least of all)."""
+    the engine's modules use, imports no other module of labeldist (the trainer's least of all) but the error root,
+    which imports none."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["trainer"] == "labeldist.entrypoints:trainer_main"
-    imported = [
-        n.module if isinstance(n, ast.ImportFrom) else a.name
-        for n in ast.walk(ast.parse((ROOT / "labeldist" / "extras.py").read_text()))
-        if isinstance(n, (ast.Import, ast.ImportFrom))
-        for a in n.names
-    ]
-    assert not [m for m in imported if m and m.startswith("labeldist")], imported
+
+    def imported(module: str) -> list[str]:
+        return [
+            n.module if isinstance(n, ast.ImportFrom) else a.name
+            for n in ast.walk(ast.parse((ROOT / "labeldist" / module).read_text()))
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+            for a in n.names
+        ]
+
+    extras = imported("extras.py")
+    assert [m for m in extras if m and m.startswith("labeldist")] == ["labeldist.errors"], extras
+    assert not [m for m in imported("errors.py") if m and m.startswith("labeldist")]
