@@ -43,7 +43,7 @@ def search_store(
     """The exact ``k`` nearest items of ``store`` (at most its ``n_items``) to a new label given in its kind's JSON
     form (:meth:`~labeldist.labels.base.LabelSet.from_json`), nearest first, ties broken by index, on float32
     values as stored: the same selection as the store's kNN lists, with the same pruning where the distance
-    has a lower bound (:func:`labeldist.knn.pruned_topk`), else the label against every item.
+    has a lower bound (:func:`labeldist.core.knn.pruned_topk`), else the label against every item.
 
     Bounded as every on-demand computation: refused without the right to compute (NeedsAPIKey), over the
     budget (estimated from the kind's unit costs before the labels are loaded), run in a slot of the pool,

@@ -40,10 +40,10 @@ import zarr
 from gensim.models import KeyedVectors
 from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 
+from labeldist.core.knn import pruned_topk
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.wmd import unit_rows, wmd_pairs
 from labeldist.engine import default_block_rows, precompute
-from labeldist.knn import pruned_topk
 from labeldist.labels.captions import CaptionSets, read_captions
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "coco" / "coco_karpathy_test.json"

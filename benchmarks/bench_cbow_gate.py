@@ -2,7 +2,7 @@ r"""What the CBoW gate of coarse-to-fine loses, and what it saves: recall@k agai
 
 For each corpus, N sentences (a seeded sample; all of them when there are fewer), every one scored against all N
 by :meth:`labeldist.distances.sts.SentenceRelevance.block` in row blocks of 256 and its top k kept by
-:func:`labeldist.knn.topk_rows` (the item itself left out, ties by index): what ``labeldist precompute sentences
+:func:`labeldist.core.knn.topk_rows` (the item itself left out, ties by index): what ``labeldist precompute sentences
 --knn-only`` computes and stores, in one process. Per scorer:
 
 - ``bert``: BERT alone (``--model``, default the packaged all-MiniLM-L6-v2: a *bi-encoder*, so each sentence is
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from labeldist.core.knn import topk_rows
 from labeldist.distances.sts import SentenceRelevance, cbow_gate, cbow_units
-from labeldist.knn import topk_rows
 from labeldist.sts.cascade import DEFAULT_PASS_SHARE, calibrate_cbow_threshold, topk_recall
 from labeldist.sts.models import PACKAGED, load_bi_encoder, resolve_model
 from labeldist.sts.scorers import MAX_LENGTH, bi_encoder_scorer, cosine_relevance, transformer_calls

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from timing import timed  # benchmarks/timing.py (scripts run from benchmarks/)
 
+from labeldist.core.knn import topk_rows
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import dask_client, precompute
-from labeldist.knn import topk_rows
 from labeldist.labels.pose_files import read_mpii_csv
 
 ROOT = Path(__file__).resolve().parents[1]

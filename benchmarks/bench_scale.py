@@ -168,7 +168,7 @@ def sentence_exactness(store: Path, txt: Path, cache: Path) -> tuple[int, float]
 
 def caption_exactness(store: Path) -> tuple[int, float]:
     """Rows whose stored list equals the whole rows of every exact caption-set WMD (no bound, no pruning)."""
-    from labeldist.knn import topk_rows
+    from labeldist.core.knn import topk_rows
     from labeldist.store import StoreReader
 
     reader = StoreReader(str(store))

@@ -32,7 +32,7 @@ from fastapi.testclient import TestClient
 
 from labeldist.api.main import create_app
 from labeldist.api.settings import Settings
-from labeldist.knn import topk_rows
+from labeldist.core.knn import topk_rows
 
 
 def main() -> None:

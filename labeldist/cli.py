@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 
 from labeldist import __version__
-from labeldist.clusters import DEFAULT_WAIT_TIMEOUT, JOB_QUEUES, ClusterSpec
-from labeldist.dense import DENSE_LIMIT
-from labeldist.errors import LabeldistError
-from labeldist.extras import extra_of, message, require, require_kind
-from labeldist.options import (
+from labeldist.core.clusters import DEFAULT_WAIT_TIMEOUT, JOB_QUEUES, ClusterSpec
+from labeldist.core.dense import DENSE_LIMIT
+from labeldist.core.extras import extra_of, message, require, require_kind
+from labeldist.core.options import (
     byte_size,
     check_folder,
     check_k,
@@ -40,6 +39,7 @@ from labeldist.options import (
     show_defaults,
     worker_count,
 )
+from labeldist.errors import LabeldistError
 from labeldist.store import StoreError
 
 log = logging.getLogger("labeldist")
@@ -109,7 +109,7 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
 def add_cluster_options(p: argparse.ArgumentParser) -> None:
     """The options of where a job's tasks run, shared by ``precompute`` and ``append``: one of a LocalCluster (the
     default), ``--scheduler``, ``--scheduler-file`` or ``--cluster``, and the workers to start and wait for
-    (:class:`labeldist.clusters.ClusterSpec`, which :func:`cluster_spec` makes of them; docs/cluster.md)."""
+    (:class:`labeldist.core.clusters.ClusterSpec`, which :func:`cluster_spec` makes of them; docs/cluster.md)."""
     p.add_argument(
         "--scheduler",
         help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
@@ -147,7 +147,7 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
 
 
 def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
-    """The :class:`~labeldist.clusters.ClusterSpec` of the options :func:`add_cluster_options` added, checked: a
+    """The :class:`~labeldist.core.clusters.ClusterSpec` of the options :func:`add_cluster_options` added, checked: a
     ValueError or ClusterError (one line) before the label file is read."""
     return ClusterSpec(
         scheduler=args.scheduler,
@@ -523,7 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sts":
             require(f"labeldist sts {args.sts_command}", "sts")
         return args.func(args)
-    except ModuleNotFoundError as e:  # a package of an extra: one line naming the extra (labeldist.extras)
+    except ModuleNotFoundError as e:  # a package of an extra: one line naming the extra (labeldist.core.extras)
         extra = extra_of(e)
         if extra is None:
             raise

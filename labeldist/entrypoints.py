@@ -1,6 +1,6 @@
 """Console scripts that stand in front of a part needing an extra (pyproject.toml's [project.scripts]).
 
-The top layer: it may import anything, and imports the part only once :mod:`labeldist.extras` has found the
+The top layer: it may import anything, and imports the part only once :mod:`labeldist.core.extras` has found the
 extra's packages installed, so that where they are not the command ends in the one line naming the extra, before
 anything imports them. (The guard cannot live in the part: importing any module of ``labeldist.trainer`` runs its
 ``__init__``, which imports torch.)
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from labeldist.extras import MissingExtra, extra_of, message, require
+from labeldist.core.extras import MissingExtra, extra_of, message, require
 
 
 def trainer_main(argv: Sequence[str] | None = None) -> int:

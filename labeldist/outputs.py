@@ -8,10 +8,10 @@ One rule for every command that writes a file the user names (``labeldist export
 - nothing is written inside a labeldist store, whose files only the engine writes (:func:`store_holding`);
 - the file goes in whole or not at all: written to a hidden file of its own beside it, created exclusively under
   an unpredictable name (never through a link planted there), then renamed over it (:func:`replacing`, by
-  :func:`labeldist.files.written_whole`), checked again just before the rename;
+  :func:`labeldist.core.files.written_whole`), checked again just before the rename;
 - a file that already holds exactly the bytes to be written is left as it is (:func:`write_bytes`).
 
-Errors are :class:`OutputError`, a :class:`~labeldist.options.UsageError` printed as one line naming the path.
+Errors are :class:`OutputError`, a :class:`~labeldist.core.options.UsageError` printed as one line naming the path.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from labeldist.files import written_whole
-from labeldist.options import UsageError
+from labeldist.core.files import written_whole
+from labeldist.core.options import UsageError
 from labeldist.store import is_store
 
 

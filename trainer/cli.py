@@ -24,9 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labeldist import __version__
-from labeldist.engine.split import add_split_parser
-from labeldist.errors import LabeldistError
-from labeldist.options import (
+from labeldist.core.options import (
     finite_float,
     image_side,
     layer_width,
@@ -41,6 +39,8 @@ from labeldist.options import (
     show_defaults,
     worker_count,
 )
+from labeldist.engine.split import add_split_parser
+from labeldist.errors import LabeldistError
 from labeldist.trainer.inputs.augment import AUGMENT_NAMES, check_crop_scale
 from labeldist.trainer.losses import LOSSES
 from labeldist.trainer.training.models import BACKBONES

@@ -12,6 +12,7 @@ import argparse
 import json
 from typing import Any
 
+from labeldist.core.options import nonnegative_float, number_option, positive_float, positive_int, seed_int
 from labeldist.distances.sts import cbow_gate
 from labeldist.kinds.sentence_relevance import (
     DEV_FILE,
@@ -27,7 +28,6 @@ from labeldist.kinds.sentence_relevance import (
     stsb_file,
 )
 from labeldist.labels.sentences import EMPTY_SENTENCE_POLICIES
-from labeldist.options import nonnegative_float, number_option, positive_float, positive_int, seed_int
 
 
 def _eval(args: argparse.Namespace) -> int:

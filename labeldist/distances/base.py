@@ -133,7 +133,7 @@ class LabelDistance(ABC):
         """Lower bounds on ``block(rows, cols)``, much cheaper to compute, or None when the distance has none.
 
         When a distance has one, kNN-only stores compute exact distances only where the bound cannot rule a
-        pair out (:func:`labeldist.knn.pruned_topk`).
+        pair out (:func:`labeldist.core.knn.pruned_topk`).
         """
         return None
 
@@ -141,7 +141,7 @@ class LabelDistance(ABC):
         """The exact k nearest of rows ``start:stop`` among all ``labels`` (the item itself excluded), found by a
         search faster than the whole rows, or None when the distance has none (the default).
 
-        It must give what :func:`labeldist.knn.topk_rows` picks from the float32 rows of :meth:`block`: the same
+        It must give what :func:`labeldist.core.knn.topk_rows` picks from the float32 rows of :meth:`block`: the same
         lists, ties broken by index. Returns indices (n, k) int32, distances (n, k) float32 and the number of exact
         distances computed. A kNN-only store uses it before :meth:`lower_bound_block`.
         """

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, cast
 import numba
 import numpy as np
 
+from labeldist.core.knn import cascaded_topk
 from labeldist.distances.base import LabelDistance
 from labeldist.distances.caption_bounds import (
     ChunkTables,
@@ -36,7 +37,6 @@ from labeldist.distances.wmd_bounds import (
     rwmd_to_all,
     wcd_many,
 )
-from labeldist.knn import cascaded_topk
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import CaptionSets
 
@@ -757,7 +757,7 @@ class CaptionSetWMD(LabelDistance):
         """The exact k nearest of images ``start:stop`` among all of ``labels``, through two lower bounds
         (:mod:`labeldist.distances.caption_bounds`): the image-word bound for every pair, the caption-level bound
         (as :meth:`lower_bound_block`'s) for the pairs it leaves, the exact W (:meth:`pairs`) for the pairs that
-        both leave (:func:`~labeldist.knn.cascaded_topk`). Row images go in chunks whose word tables fit
+        both leave (:func:`~labeldist.core.knn.cascaded_topk`). Row images go in chunks whose word tables fit
         ``_LB_CHUNK_BYTES``. Returns indices, distances and the number of exact distances computed."""
         labels = self._check(labels, labels)[0]
         prepared = self._prepared(labels)

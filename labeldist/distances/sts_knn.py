@@ -3,9 +3,9 @@ r"""Exact k nearest sentences by blocked matrix products, for :class:`~labeldist
 A row block of sentences is compared with every distinct text by float32 matrix products, chunk by chunk of
 columns: the bi-encoder's unit embeddings and, for the gated scorers, the CBoW unit vectors. Each product bounds
 the exact relevance (the float64 product of the same float32 rows, :func:`product_radius`), so each row keeps only
-the texts whose distance can reach its k-th (:func:`labeldist.knn.bounded_candidates`); their exact distances
+the texts whose distance can reach its k-th (:func:`labeldist.core.knn.bounded_candidates`); their exact distances
 are computed as :meth:`SentenceRelevance.block` computes them (float64 products), and the k nearest picked as
-:func:`labeldist.knn.topk_rows` picks them from the float32 rows a store keeps, ties by index. Identical texts
+:func:`labeldist.core.knn.topk_rows` picks them from the float32 rows a store keeps, ties by index. Identical texts
 share one column (:attr:`Sentences.text_ids`) and are at distance 0.
 
 The matrices are made once per process: the embeddings memory-mapped from the file the job's preparation left
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from labeldist.knn import bounded_candidates, largest_candidates
+from labeldist.core.knn import bounded_candidates, largest_candidates
 from labeldist.labels.sentences import Sentences
 from labeldist.sts.scorers import mean_vectors, unit_rows
 
@@ -124,7 +124,7 @@ def gated_bounds(
     distance: SentenceRelevance, m: TextMatrices, row_texts: np.ndarray
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """For each chunk of text columns, ``(start, center, radius)``: the interval of the coarse-to-fine distance of
-    the texts ``row_texts`` to the chunk's texts (:func:`labeldist.knn.bounded_candidates`), each row's own text
+    the texts ``row_texts`` to the chunk's texts (:func:`labeldist.core.knn.bounded_candidates`), each row's own text
     at +inf. The BERT product's interval where the CBoW product surely passes the gate, the fill's where it surely
     fails, both where it cannot tell."""
     rb, rc = product_radius(m.bert.shape[1]), product_radius(m.cbow32.shape[1])
@@ -191,7 +191,7 @@ def search_block(
     distance: SentenceRelevance, labels: Sentences, start: int, stop: int, k: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The exact k nearest of items ``start:stop`` among all ``labels`` (the item itself excluded), as
-    :func:`labeldist.knn.topk_rows` picks them from the float32 rows of :meth:`SentenceRelevance.block`.
+    :func:`labeldist.core.knn.topk_rows` picks them from the float32 rows of :meth:`SentenceRelevance.block`.
 
     Returns indices (n, k) int32, distances (n, k) float32 and the number of exact distances computed.
     """

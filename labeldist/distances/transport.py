@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from labeldist.extras import needed
+from labeldist.core.extras import needed
 
 
 @numba.njit(cache=True, nogil=True)

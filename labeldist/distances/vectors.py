@@ -10,7 +10,7 @@ Euclidean, squared Euclidean and cosine blocks are one matrix product (BLAS), as
 \lVert b \rVert^2 - 2\, a \cdot b`; a pair whose value that cancellation could put off by more than float32's
 resolution is recomputed by ``cdist``, so a block equals ``cdist`` to float32. Their exact kNN lists come from FAISS
 (:func:`faiss_knn_block`: a flat index, a few more candidates than k re-ranked in float64, a row kept only where
-FAISS's error bound proves it exact, :func:`labeldist.knn.rerank_topk`; the other rows computed whole). City-block
+FAISS's error bound proves it exact, :func:`labeldist.core.knn.rerank_topk`; the other rows computed whole). City-block
 and Chebyshev are ``cdist``. The reference is the formula, one pair at a time, in plain Python.
 """
 
@@ -25,11 +25,11 @@ import numba
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from labeldist.core.knn import rerank_topk, topk_rows
+from labeldist.core.threads import thread_budget
 from labeldist.distances.base import STORED_MAX, LabelDistance, past_stored
-from labeldist.knn import rerank_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.labels.vectors import Vectors
-from labeldist.threads import thread_budget
 
 METRICS = ("euclidean", "sqeuclidean", "cosine", "cityblock", "chebyshev")
 #: the product form's error on a squared distance is about D * eps64 * (|a|^2 + |b|^2); recompute where that
@@ -181,7 +181,7 @@ def faiss_block_rows(n_items: int, dim: int) -> int:
 def faiss_knn_block(labels: LabelSet, start: int, stop: int, k: int, metric: str) -> tuple[np.ndarray, np.ndarray, int]:
     """The exact k nearest of rows ``start:stop`` of ``labels`` (Vectors) among all of them, the item itself
     excluded, under ``metric`` (one of :data:`FAISS_METRICS`): the lists :func:`product_block` and
-    :func:`labeldist.knn.topk_rows` give, found by FAISS (module docstring).
+    :func:`labeldist.core.knn.topk_rows` give, found by FAISS (module docstring).
 
     FAISS returns the k + 1 + margin nearest by its float32 distance; their exact distances are computed in
     float64 (as ``cdist``; a cosine distance under :data:`GUARD` recomputed by ``cdist`` itself, as in
@@ -196,7 +196,7 @@ def faiss_knn_block(labels: LabelSet, start: int, stop: int, k: int, metric: str
     n_items, d = x.shape
     rows = np.arange(start, stop)
     found = faiss_index(labels, metric)
-    threads = thread_budget()  # the engine's budget for this task (labeldist.threads); None outside one
+    threads = thread_budget()  # the engine's budget for this task (labeldist.core.threads); None outside one
     if threads is not None:
         faiss.omp_set_num_threads(threads)  # this thread's OpenMP setting only: each Dask thread sets its own
     wanted = min(n_items, k + 1 + max(MARGIN, k // 10))

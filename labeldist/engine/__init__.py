@@ -5,14 +5,14 @@
 - :mod:`~labeldist.engine.grow`: :func:`append`, a store's next generation, only the new pairs computed;
 - :mod:`~labeldist.engine.blocks`: the row-block tasks both run (Dask-free, idempotent);
 - :mod:`~labeldist.engine.runner`: the Dask client (a LocalCluster, a scheduler, a scheduler file or a job queue, as
-  a :class:`~labeldist.clusters.ClusterSpec` says; its workers waited for) and the running of tasks, with progress;
+  a :class:`~labeldist.core.clusters.ClusterSpec` says; its workers waited for) and the running of tasks, with progress;
 - :mod:`~labeldist.engine.staging`: building beside a complete store and swapping it in;
 - :mod:`~labeldist.engine.lock`: one writer per store.
 
 docs/design.md describes the flow; docs/store-format.md the store and its two-phase symmetric mode.
 """
 
-from labeldist.clusters import ClusterSpec
+from labeldist.core.clusters import ClusterSpec
 from labeldist.engine.blocks import default_block_rows
 from labeldist.engine.build import PrecomputeResult, precompute
 from labeldist.engine.grow import FILE_PROVENANCE, AppendResult, append

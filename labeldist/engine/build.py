@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from labeldist.clusters import ClusterSpec, check_workers
-from labeldist.dense import DENSE_LIMIT, check_dense_size
+from labeldist.core.clusters import ClusterSpec, check_workers
+from labeldist.core.dense import DENSE_LIMIT, check_dense_size
 from labeldist.distances.base import LabelDistance
 from labeldist.engine.blocks import (
     blocks_to_compute,
@@ -216,7 +216,7 @@ def check_precompute_arguments(
 ) -> None:
     """Refuse (ValueError, TypeError) the arguments of :func:`precompute` that cannot make a store, the first wrong
     one named: k, the number of items, ``block_rows``, ``n_workers``, the labels' class for ``distance``,
-    ``dense_limit``, and a dense matrix over it (:func:`labeldist.dense.check_dense_size`). Nothing is written."""
+    ``dense_limit``, and a dense matrix over it (:func:`labeldist.core.dense.check_dense_size`). Nothing is written."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if len(labels) < 2:

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from labeldist.options import UsageError
+from labeldist.core.options import UsageError
 from labeldist.outputs import check_output_file, replacing
 from labeldist.store import StoreChangedError, StoreReader
 

@@ -3,7 +3,7 @@
 A store of N items gets M new ones; the new store holds the N + M items in order (old first) and is what a
 precompute of all N + M would give. Only pairs with a new item are computed (:func:`appended_pairs`): each new
 item's row by the kind's own search, each old item's kNN list merged with its distances to the new items
-(:func:`labeldist.knn.merge_topk`: exact; a lower bound, where the distance has one, prunes), and a dense matrix
+(:func:`labeldist.core.knn.merge_topk`: exact; a lower bound, where the distance has one, prunes), and a dense matrix
 grown by the new rows and columns (in the symmetric mode, the upper-triangle pairs with a new column only). The new
 generation is built as a whole store in a hidden sibling (``.NAME.append``), resumed after a kill, and swapped into
 place atomically; the manifest records every generation. Ids already in the store are refused (a changed label
@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.clusters import ClusterSpec, check_workers
-from labeldist.dense import DENSE_LIMIT, dense_bytes
+from labeldist.core.clusters import ClusterSpec, check_workers
+from labeldist.core.dense import DENSE_LIMIT, dense_bytes
+from labeldist.core.knn import merge_topk, topk_rows
 from labeldist.distances.base import LabelDistance
 from labeldist.engine.blocks import blocks_to_compute, checked_block, compute_mirrored, knn_search, mirror_square
 from labeldist.engine.build import check_labels_class
 from labeldist.engine.lock import store_lock
 from labeldist.engine.runner import BlockJob, block_job
 from labeldist.engine.staging import append_url, finish_replacement, replace_with_staged
-from labeldist.knn import merge_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.store import (
     StoreError,
@@ -109,7 +109,7 @@ def old_rows_merged(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The kNN lists of old rows ``start:stop`` (their lists before the append: ``indices``, ``distances``) merged
     with their distances to the new items, columns ``n_old:N``. Where the distance has a lower bound, only the new
-    items whose bound does not rule them out of the list are computed (as :func:`labeldist.knn.pruned_topk` rules
+    items whose bound does not rule them out of the list are computed (as :func:`labeldist.core.knn.pruned_topk` rules
     out: a bound above the list's k-th value, widened to the next float32). Returns indices, distances and the
     number of distances computed."""
     new = labels.subset(slice(n_old, len(labels)))

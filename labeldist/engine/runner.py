@@ -4,7 +4,7 @@ Every job (:func:`labeldist.engine.precompute`, :func:`labeldist.engine.append`)
 prepared in this process (:func:`prepare_distance`), a client opened for the job (:func:`job_client`), then one
 task per row block through :meth:`BlockJob.run`, which returns once every task has finished (the barrier between
 the phases of the symmetric mode) and raises the first task's error. Each task runs under the thread budget of a
-Dask thread (:func:`run_block_task`): the kernels never ask Dask themselves (:mod:`labeldist.threads`).
+Dask thread (:func:`run_block_task`): the kernels never ask Dask themselves (:mod:`labeldist.core.threads`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from labeldist.clusters import JOB_QUEUES, ClusterError, ClusterSpec, check_job_queue
+from labeldist.core.clusters import JOB_QUEUES, ClusterError, ClusterSpec, check_job_queue
+from labeldist.core.threads import limited_threads
 from labeldist.distances.base import LabelDistance, Preparation
 from labeldist.labels.base import LabelSet
-from labeldist.threads import limited_threads
 
 log = logging.getLogger(__name__)
 
@@ -285,11 +285,11 @@ class BlockJob:
         """Run ``task(block, **kwargs)`` for every block of ``todo``; return once all have finished, raising the
         first task error (the other tasks cancelled). The progress counts items, not blocks: a user knows how many
         items the job has. It is tqdm's bar on a terminal and plain lines every few seconds off one
-        (:mod:`labeldist.progress`)."""
+        (:mod:`labeldist.core.progress`)."""
         from distributed import as_completed
         from distributed.client import FutureCancelledError
 
-        from labeldist.progress import progress_bar
+        from labeldist.core.progress import progress_bar
 
         futures = self.client.map(run_block_task, todo, pure=False, task=task, **kwargs)
         blocks = dict(zip(futures, todo))
@@ -350,7 +350,7 @@ def run_preparation(client: Any, preparation: Preparation | None, progress: bool
         return
     from distributed import as_completed
 
-    from labeldist.progress import progress_bar
+    from labeldist.core.progress import progress_bar
 
     futures = client.map(
         run_prepare_task, list(preparation.items), pure=False, task=preparation.function, **preparation.kwargs

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.core.options import part_float, seed_int, worker_count
 from labeldist.errors import LabeldistError
 from labeldist.labels.base import LabelError
 from labeldist.labels.records import SPLIT_SUFFIXES, LabelRecords, read_records
-from labeldist.options import part_float, seed_int, worker_count
 from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_bytes
 from labeldist.store import is_store
 
@@ -322,8 +322,8 @@ def _copy_dense_part(
     of its row blocks and one of the part's), under the store's lock, as precompute writes one: laid out, each
     row block written and marked, then published; over a complete store of other parameters, built beside it and
     swapped in."""
+    from labeldist.core.knn import topk_rows
     from labeldist.engine import finish_replacement, replace_with_staged, staging_url, store_lock
-    from labeldist.knn import topk_rows
     from labeldist.store import (
         StoreError,
         build_manifest,

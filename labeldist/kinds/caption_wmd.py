@@ -8,11 +8,11 @@ import argparse
 import os
 from pathlib import Path
 
+from labeldist.core.options import check_file, check_folder
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.kinds import Kind
 from labeldist.labels.captions import CaptionSets, read_captions
 from labeldist.labels.text import Tokenizer, load_word_vectors
-from labeldist.options import check_file, check_folder
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeldist.core.options import UsageError, check_folder, number_option, seed_int
 from labeldist.distances.layout import LayoutMIoU
 from labeldist.kinds import Kind
 from labeldist.labels.layouts import LayoutMaps, read_layout_maps
 from labeldist.labels.lsun_rooms import generate_layouts
-from labeldist.options import UsageError, check_folder, number_option, seed_int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeldist.core.options import check_file, nonnegative_int
 from labeldist.distances.pose import PoseDistance
 from labeldist.kinds import Kind, check_file_labels
 from labeldist.labels.pose_files import FORMATS, read_poses
 from labeldist.labels.poses import NORMALIZATIONS, Poses
-from labeldist.options import check_file, nonnegative_int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.dense import check_dense_size
+from labeldist.core.dense import check_dense_size
+from labeldist.core.options import (
+    UsageError,
+    check_file,
+    check_folder,
+    finite_float,
+    positive_float,
+    positive_int,
+    share_float,
+)
 from labeldist.distances.sts import SentenceRelevance, cbow_gate, cbow_units
 from labeldist.kinds import Kind
 from labeldist.labels.sentences import (
@@ -27,15 +36,6 @@ from labeldist.labels.sentences import (
     sentences_from_texts,
 )
 from labeldist.labels.text import Tokenizer, default_word_vectors
-from labeldist.options import (
-    UsageError,
-    check_file,
-    check_folder,
-    finite_float,
-    positive_float,
-    positive_int,
-    share_float,
-)
 from labeldist.sts.cascade import (
     DEFAULT_PASS_SHARE,
     DEFAULT_SCORER,

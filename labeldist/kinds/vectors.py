@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from labeldist.core.options import check_file
 from labeldist.distances.vectors import VectorDistance
 from labeldist.kinds import Kind, check_file_labels
 from labeldist.labels.vectors import FORMATS, Vectors, read_vectors
-from labeldist.options import check_file
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

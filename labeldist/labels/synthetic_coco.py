@@ -60,9 +60,9 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.core.progress import progress_bar
 from labeldist.labels.coco import load_json, parse_karpathy
 from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
-from labeldist.progress import progress_bar
 
 #: the shipped split the command grows by default
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "data" / "coco" / "coco_karpathy_test.json"

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.extras import needed
-from labeldist.options import check_regular_file
+from labeldist.core.extras import needed
+from labeldist.core.options import check_regular_file
 
-#: what a missing gensim or GloVe package is needed for (labeldist.extras)
+#: what a missing gensim or GloVe package is needed for (labeldist.core.extras)
 _TEXT_KIND = "a text kind (captions, sentences)"
 
 #: names accepted by ``Tokenizer(stopwords=...)``

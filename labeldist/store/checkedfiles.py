@@ -27,7 +27,7 @@ from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Suf
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import LocalStore
 
-from labeldist.options import file_kind
+from labeldist.core.options import file_kind
 from labeldist.store.errors import StoreCorruptError
 
 #: the largest ``zarr.json`` read: a store's manifest and array metadata are a few KB

@@ -158,7 +158,7 @@ def threshold_for_candidates(
 def topk_recall(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
     """Per row, the share of ``reference``'s neighbours that ``candidate``'s list of the same row also holds.
 
-    Both are (n, k) neighbour indices (as :func:`labeldist.knn.topk_rows` returns, -1 for padding): e.g. each
+    Both are (n, k) neighbour indices (as :func:`labeldist.core.knn.topk_rows` returns, -1 for padding): e.g. each
     sentence's top k under BERT alone and under coarse-to-fine. A row whose reference list is all padding
     counts as fully kept (1.0): there was nothing to lose. Returns (n,) float64 in [0, 1].
 

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from labeldist.files import written_whole
-from labeldist.options import UsageError
-from labeldist.progress import progress_bar
+from labeldist.core.files import written_whole
+from labeldist.core.options import UsageError
+from labeldist.core.progress import progress_bar
 from labeldist.sts.models import ARCHITECTURES, FIT_INFO, PACKAGED, model_spec, offline, resolve_model
 from labeldist.sts.stsb import StsPairs
 

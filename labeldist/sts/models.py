@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from labeldist.extras import needed
-from labeldist.options import check_regular_tree
+from labeldist.core.extras import needed
+from labeldist.core.options import check_regular_tree
 
 #: name of the packaged model (sentence-transformers/all-MiniLM-L6-v2)
 PACKAGED = "all-MiniLM-L6-v2"

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldist.files import written_whole
-from labeldist.options import check_regular_file
+from labeldist.core.files import written_whole
+from labeldist.core.options import check_regular_file
 from labeldist.sts.models import cached_once, load_bi_encoder, load_cross_encoder, model_lock
 
 #: word pieces per model input unless told otherwise (all-MiniLM-L6-v2's own limit)

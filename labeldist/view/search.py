@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.core.knn import pruned_topk, topk_rows
 from labeldist.kinds import check_block, distance_class
-from labeldist.knn import pruned_topk, topk_rows
 from labeldist.labels.base import reads_json
 from labeldist.view.pairs import CHUNK_SECONDS, checked_block
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from labeldist.core.options import check_regular_file, check_regular_tree
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.labels.captions import read_karpathy_captions
 from labeldist.labels.text import load_word_vectors
-from labeldist.options import check_regular_file, check_regular_tree
 from labeldist.store import StoreReader
 from tests.api.api_helpers import REPO, start_server, stop_server
 from tests.conftest import write_store

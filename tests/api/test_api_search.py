@@ -16,10 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from labeldist.api.main import create_app
+from labeldist.core.knn import topk_rows
 from labeldist.distances.caption_sets import CaptionSetWMD
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.vectors import VectorDistance
-from labeldist.knn import topk_rows
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import CaptionSets, read_karpathy_captions
 from labeldist.labels.pose_files import read_mpii_csv

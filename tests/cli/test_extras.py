@@ -1,4 +1,4 @@
-"""The extras: labeldist.extras lists what pyproject.toml's extras install, finds what is missing
+"""The extras: labeldist.core.extras lists what pyproject.toml's extras install, finds what is missing
 without importing it, and every command names, in one line, the extra it lacks.
 
 Here everything is installed, so a package is hidden from this process (its entry in ``sys.modules`` set to None,
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from labeldist import extras
 from labeldist.cli import main
+from labeldist.core import extras
+from labeldist.core.extras import install_command
 from labeldist.entrypoints import trainer_main
-from labeldist.extras import install_command
 from tests.conftest import DATA
 
 INSTALL_SERVE, INSTALL_TRAIN, INSTALL_STS = (install_command(e) for e in ("serve", "train", "sts"))
@@ -191,7 +191,7 @@ def test_the_trainer_command_with_torch_is_the_trainer(capsys) -> None:
 
 
 def test_the_trainer_script_is_the_entry_point_in_front_of_the_trainer_and_extras_imports_no_part() -> None:
-    """pyproject's ``trainer`` script is labeldist.entrypoints' guard; labeldist.extras, a bottom-layer module that
+    """pyproject's ``trainer`` script is labeldist.entrypoints' guard; labeldist.core.extras, a bottom-layer module that
     the engine's modules use, imports no other module of labeldist (the trainer's least of all) but the error root,
     which imports none."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -200,11 +200,12 @@ def test_the_trainer_script_is_the_entry_point_in_front_of_the_trainer_and_extra
     def imported(module: str) -> list[str]:
         return [
             n.module if isinstance(n, ast.ImportFrom) else a.name
-            for n in ast.walk(ast.parse((ROOT / "labeldist" / module).read_text()))
+            for n in ast.walk(ast.parse((ROOT / "labeldist" / "core" / module).read_text()))
             if isinstance(n, (ast.Import, ast.ImportFrom))
             for a in n.names
         ]
 
     extras = imported("extras.py")
     assert [m for m in extras if m and m.startswith("labeldist")] == ["labeldist.errors"], extras
-    assert not [m for m in imported("errors.py") if m and m.startswith("labeldist")]
+    errors = ast.parse((ROOT / "labeldist" / "errors.py").read_text())
+    assert not [n for n in ast.walk(errors) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.module != "__future__"]

@@ -1,4 +1,4 @@
-"""One way to write a file (``labeldist.files``): a temporary file of its own, created exclusively beside the
+"""One way to write a file (``labeldist.core.files``): a temporary file of its own, created exclusively beside the
 target under an unpredictable name, renamed over it; never through a link planted beside it (RELIABILITY.md, "The
 fifth adversarial run": ``export --out`` followed a link planted at ``.NAME.partial-PID``, ``trainer render`` one at
 ``IMG.png.tmp``)."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import labeldist.files as files
-from labeldist.files import create_beside, written_whole
+import labeldist.core.files as files
+from labeldist.core.files import create_beside, written_whole
 from tests.cli.test_cli import run_cli
 
 

@@ -1,4 +1,4 @@
-"""Progress for a log file as well as a terminal (labeldist.progress): off a terminal, plain newline-ended lines at
+"""Progress for a log file as well as a terminal (labeldist.core.progress): off a terminal, plain newline-ended lines at
 a set cadence saying items done, rate and time left; on one, tqdm's bar as before; with ``enabled=False`` nothing.
 
 The unit tests drive the clock themselves (no sleeps, no wall-clock thresholds); a real ``labeldist precompute``
@@ -15,7 +15,7 @@ import sys
 import pytest
 from tqdm.std import tqdm as std_tqdm
 
-from labeldist.progress import DEFAULT_EVERY, EVERY_ENV, PlainProgress, progress_bar, progress_every
+from labeldist.core.progress import DEFAULT_EVERY, EVERY_ENV, PlainProgress, progress_bar, progress_every
 from tests.conftest import DATA, ROOT
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"

@@ -355,7 +355,7 @@ def test_pairs_within_a_limit_are_exact_below_it_and_above_it_otherwise(coco):
 def test_knn_block_equals_whole_rows(coco, monkeypatch):
     """The search (cheap bound, caption-level bound, exact W) against whole exact rows, in row chunks of one
     image too; fewer exact values than the row."""
-    from labeldist.knn import topk_rows
+    from labeldist.core.knn import topk_rows
 
     labels = coco.subset(slice(0, 700))
     d = CaptionSetWMD()

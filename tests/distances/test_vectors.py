@@ -90,8 +90,8 @@ def test_other_metrics_have_no_search() -> None:
 
 
 def test_one_faiss_thread_per_task_in_a_dask_worker(dask_client) -> None:
+    from labeldist.core.threads import thread_budget
     from labeldist.engine.runner import run_block_task, worker_threads
-    from labeldist.threads import thread_budget
 
     assert worker_threads() is None and thread_budget() is None  # in this process: FAISS's own default
     # labeldist's LocalCluster: single-threaded workers, whose nanny sets OMP_NUM_THREADS=1; a task the engine runs

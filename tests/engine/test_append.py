@@ -28,11 +28,11 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labeldist.dense import dense_bytes
+from labeldist.core.dense import dense_bytes
+from labeldist.core.knn import merge_topk, topk_rows
 from labeldist.distances.pose import PoseDistance
 from labeldist.engine import precompute
 from labeldist.engine.grow import append, appended_pairs
-from labeldist.knn import merge_topk, topk_rows
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.store import (
     StoreError,

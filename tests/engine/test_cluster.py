@@ -1,4 +1,4 @@
-"""Where a job runs (labeldist.clusters.ClusterSpec, labeldist.engine.runner.dask_client), without a job queue.
+"""Where a job runs (labeldist.core.clusters.ClusterSpec, labeldist.engine.runner.dask_client), without a job queue.
 
 - The options' one rule: exclusive routes, worker counts, what a job waits for, the one-line errors of the command
   for a job queue this machine cannot use.
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from labeldist.clusters import DEFAULT_WAIT_TIMEOUT, ClusterSpec
+from labeldist.core.clusters import DEFAULT_WAIT_TIMEOUT, ClusterSpec
 from labeldist.store import StoreReader
 from tests.cli.test_cli import run_cli
 from tests.conftest import DATA

@@ -163,7 +163,7 @@ def test_prepare_runs_once_per_job_that_computes_and_never_for_a_reused_store(po
 
 
 def test_a_dense_matrix_over_the_limit_is_refused_before_anything_is_written(poses, tmp_path):
-    from labeldist.dense import DENSE_LIMIT, check_dense_size
+    from labeldist.core.dense import DENSE_LIMIT, check_dense_size
 
     out = tmp_path / "big"
     limit = 4 * len(poses) ** 2 - 1  # one byte short of the 301 x 301 float32 matrix

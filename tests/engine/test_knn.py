@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from labeldist.knn import topk_rows
+from labeldist.core.knn import topk_rows
 
 
 def _oracle(d, k, exclude):
@@ -50,7 +50,7 @@ def _points(n, seed):
 @pytest.mark.parametrize("k", [1, 4, 10])
 def test_pruned_topk_equals_brute_force(k):
     """Exact Euclidean kNN with the first coordinate's gap as the lower bound (|x0 - y0| <= ||x - y||)."""
-    from labeldist.knn import pruned_topk
+    from labeldist.core.knn import pruned_topk
 
     x = _points(200, k)
     rows = np.arange(40, 60)
@@ -70,7 +70,7 @@ def test_pruned_topk_equals_brute_force(k):
 
 
 def test_pruned_topk_keeps_ties_broken_by_index():
-    from labeldist.knn import pruned_topk
+    from labeldist.core.knn import pruned_topk
 
     values = np.array([[0.0, 1.0, 1.0, 1.0, 2.0, 1.0]])
     idx, _, _ = pruned_topk(np.zeros_like(values), lambda r, c: values[r, c], 3, exclude=np.array([0]))
@@ -78,7 +78,7 @@ def test_pruned_topk_keeps_ties_broken_by_index():
 
 
 def test_rerank_keeps_the_k_nearest_candidates_and_certifies_only_what_the_bound_proves():
-    from labeldist.knn import rerank_topk
+    from labeldist.core.knn import rerank_topk
 
     cand = np.array([[3, 0, 5, 1], [2, 0, 1, 3], [0, 1, 2, 3]])
     exact = np.array([[1.0, 2.0, 1.0, 0.0], [0.5, 0.5, 0.7, 9.0], [1.0, 2.0, 3.0, 4.0]])
@@ -97,7 +97,7 @@ def test_rerank_keeps_the_k_nearest_candidates_and_certifies_only_what_the_bound
 
 
 def test_rerank_pads_and_refuses_rows_with_too_few_candidates():
-    from labeldist.knn import rerank_topk
+    from labeldist.core.knn import rerank_topk
 
     idx, dist, ok = rerank_topk(np.array([[4, -1, 0]]), np.array([[2.0, 0.0, 1.0]]), np.array([np.inf]), 3, None)
     assert idx.tolist() == [[0, 4, -1]] and np.isinf(dist[0, 2]) and ok.tolist() == [False]
@@ -107,7 +107,7 @@ def test_rerank_pads_and_refuses_rows_with_too_few_candidates():
 def test_largest_candidates_hold_every_column_that_can_reach_the_kth(seed):
     """Against a brute force: every column whose exact product is at least the row's k-th exact product (ties
     included) is a candidate, on quantised unit rows full of ties, over several chunks."""
-    from labeldist.knn import largest_candidates
+    from labeldist.core.knn import largest_candidates
 
     rng = np.random.default_rng(seed)
     x = np.round(rng.normal(size=(700, 6)) * 2) / 2  # coarse values: many equal products
@@ -129,7 +129,7 @@ def test_largest_candidates_hold_every_column_that_can_reach_the_kth(seed):
 
 
 def test_bounded_candidates_keep_every_column_whose_interval_reaches_the_kth():
-    from labeldist.knn import bounded_candidates
+    from labeldist.core.knn import bounded_candidates
 
     rng = np.random.default_rng(7)
     center = rng.uniform(size=(20, 300))
@@ -147,7 +147,7 @@ def test_bounded_candidates_keep_every_column_whose_interval_reaches_the_kth():
 
 
 def test_kth_per_row_against_a_sort():
-    from labeldist.knn import kth_per_row
+    from labeldist.core.knn import kth_per_row
 
     rng = np.random.default_rng(3)
     rows = rng.integers(0, 30, size=2000)
@@ -162,7 +162,7 @@ def test_kth_per_row_against_a_sort():
 def test_cascaded_topk_equals_brute_force_with_a_solver_that_gives_up(k):
     """Euclidean kNN in 4-D through two bounds, |x0 - y0| <= ||(x0, x1) - (y0, y1)|| <= ||x - y||, with an exact
     function that answers just above the limit where the distance is above it (as a solver that stops early)."""
-    from labeldist.knn import cascaded_topk
+    from labeldist.core.knn import cascaded_topk
 
     x = np.random.default_rng(k).normal(size=(300, 4))
     rows = np.arange(100, 130)
@@ -187,7 +187,7 @@ def test_cascaded_topk_equals_brute_force_with_a_solver_that_gives_up(k):
 
 
 def test_cascaded_topk_keeps_ties_broken_by_index_and_pads_short_rows():
-    from labeldist.knn import cascaded_topk
+    from labeldist.core.knn import cascaded_topk
 
     values = np.array([[0.0, 1.0, 1.0, 1.0, 2.0, 1.0]])
     idx, dist, _, _ = cascaded_topk(
@@ -201,7 +201,7 @@ def test_cascaded_topk_keeps_ties_broken_by_index_and_pads_short_rows():
 
 
 def test_smallest_entries_holds_at_least_the_count_asked_for():
-    from labeldist.knn import smallest_entries
+    from labeldist.core.knn import smallest_entries
 
     values = np.random.default_rng(3).random((20, 5000)).astype(np.float32)
     values[3, :] = np.inf  # a row with nothing finite

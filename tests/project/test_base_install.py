@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldist.extras import install_command
+from labeldist.core.extras import install_command
 from tests.conftest import DATA
 
 INSTALL_SERVE, INSTALL_TRAIN, INSTALL_STS = (install_command(e) for e in ("serve", "train", "sts"))

@@ -31,21 +31,7 @@ SOURCES = {
     "labeldist.trainer": "trainer",
 }
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "foundation",
-        (
-            "labeldist",
-            "labeldist.errors",
-            "labeldist.options",
-            "labeldist.progress",
-            "labeldist.extras",
-            "labeldist.dense",
-            "labeldist.knn",
-            "labeldist.threads",
-            "labeldist.clusters",
-            "labeldist.files",
-        ),
-    ),
+    ("foundation", ("labeldist", "labeldist.errors", "labeldist.core")),
     ("labels", ("labeldist.labels",)),
     ("sentence models", ("labeldist.sts",)),
     ("distances", ("labeldist.distances",)),

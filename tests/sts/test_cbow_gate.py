@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from labeldist.cli import main
+from labeldist.core.knn import topk_rows
 from labeldist.distances.sts import SentenceRelevance
-from labeldist.knn import topk_rows
 from labeldist.sts.cascade import DEFAULT_SCORER, topk_recall
 
 ROOT = Path(__file__).resolve().parents[2]

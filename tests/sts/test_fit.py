@@ -7,7 +7,7 @@ import json
 import pytest
 
 from labeldist.cli import main
-from labeldist.progress import EVERY_ENV
+from labeldist.core.progress import EVERY_ENV
 from labeldist.sts.fit import FitConfig, linear_schedule
 from labeldist.sts.models import FIT_INFO, architecture, weights_sha256
 from tests.sts.conftest import STS_DEV, STS_TRAIN

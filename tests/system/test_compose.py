@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from labeldist.cli import build_parser as labeldist_parser
-from labeldist.extras import EXTRAS, KIND_EXTRAS
+from labeldist.core.extras import EXTRAS, KIND_EXTRAS
 from labeldist.trainer.cli import build_parser as trainer_parser
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def build_extras(service: dict, default: str) -> tuple[str, set[str]]:
 
 
 def extras_needed(args: argparse.Namespace) -> set[str]:
-    """The extras a parsed ``labeldist`` command needs (labeldist.extras): serve, sts, or its kind's."""
+    """The extras a parsed ``labeldist`` command needs (labeldist.core.extras): serve, sts, or its kind's."""
     if args.command == "precompute":
         return {KIND_EXTRAS[args.kind_name][0]} if args.kind_name in KIND_EXTRAS else set()
     return {"serve": {"serve"}, "sts": {"sts"}}.get(args.command, set())

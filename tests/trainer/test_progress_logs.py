@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from labeldist.progress import EVERY_ENV
+from labeldist.core.progress import EVERY_ENV
 from tests.trainer.conftest import REPO, STORE
 
 

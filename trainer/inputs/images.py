@@ -126,7 +126,7 @@ def check_images(paths: Sequence[Path], *, progress: bool = False) -> dict[tuple
     Raises :class:`ImageInputError` naming the first file that is not an image PIL can identify."""
     from PIL import Image, UnidentifiedImageError
 
-    from labeldist.progress import progress_bar
+    from labeldist.core.progress import progress_bar
 
     sizes: dict[tuple[int, int], int] = {}
     with progress_bar(len(paths), "checking images", unit="img", units="images", enabled=progress, leave=False) as bar:
@@ -302,7 +302,7 @@ class CachedImages:
         """Decode every file of ``paths`` into a new shared cache, in ``workers`` threads (default: one per core,
         at most 16; libjpeg, libpng and the resize release the GIL), with a progress bar when ``progress``.
         Raises :class:`ImageInputError` naming the first file that does not decode."""
-        from labeldist.progress import progress_bar
+        from labeldist.core.progress import progress_bar
 
         paths = list(paths)
         inputs = ImageInputs(paths, size, _check_transform(transform))

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from labeldist.core.files import written_whole
 from labeldist.errors import LabeldistError
-from labeldist.files import written_whole
 from labeldist.outputs import make_folder
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
 
@@ -313,7 +313,7 @@ def render_store(
     _write_meta(out, meta)
     workers = max(1, min(workers or os.cpu_count() or 1, -(-count // CHUNK) or 1))
     tasks = _tasks(kind, seed, size, fmt, out, names, labels, count, frame)
-    from labeldist.progress import progress_bar
+    from labeldist.core.progress import progress_bar
 
     # tqdm's bar on a terminal, plain lines every few seconds off one (a redirected log)
     with progress_bar(count, f"render {kind}", unit="img", units="images", enabled=progress) as bar:

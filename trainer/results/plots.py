@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from labeldist.options import UsageError
+from labeldist.core.options import UsageError
 from labeldist.outputs import make_parent, replacing
 
 #: files that the trainer writes into a run folder: a curve read from one is named after the folder

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from labeldist.core.files import written_whole
 from labeldist.errors import LabeldistError
-from labeldist.files import written_whole
 
 #: what every trainer checkpoint holds (see :func:`labeldist.trainer.training.fit.fit`)
 KEYS = ("model", "model_config", "step", "config", "loss")

@@ -78,9 +78,9 @@ def embed_images(
     progress: bool | None = False,
 ) -> np.ndarray:
     """Embeddings (float32) of the images of ``indices`` (eval transform), decoded by ``workers`` processes;
-    ``progress`` as :func:`labeldist.progress.progress_bar`'s ``enabled``."""
+    ``progress`` as :func:`labeldist.core.progress.progress_bar`'s ``enabled``."""
     from labeldist.client.loader import PASSED_ON, worker_message
-    from labeldist.progress import progress_bar
+    from labeldist.core.progress import progress_bar
 
     model = model.to(device).eval()
     amp, _ = autocast(device)
@@ -189,8 +189,8 @@ def label_distance_matrix(
 ) -> np.ndarray:
     """(Q, G) label distances from each query to every gallery item, from the service, in requests of at most
     ``max_pairs`` pairs (the service's default LABELDIST_MAX_ITEMS); ``progress`` (queries done) as
-    :func:`labeldist.progress.progress_bar`'s ``enabled``."""
-    from labeldist.progress import progress_bar
+    :func:`labeldist.core.progress.progress_bar`'s ``enabled``."""
+    from labeldist.core.progress import progress_bar
 
     rows = max(1, max_pairs // max(len(gallery), 1))
     out = []
@@ -235,7 +235,7 @@ def evaluate(
     says which ran.
 
     ``progress``: the images embedded and the queries' label distances fetched, as tqdm's bar on a terminal and
-    plain lines every few seconds off one (:func:`labeldist.progress.progress_bar`); False: none."""
+    plain lines every few seconds off one (:func:`labeldist.core.progress.progress_bar`); False: none."""
     if (features is None) == (images is None):
         raise ValueError("give exactly one of --features or --images")
     queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
