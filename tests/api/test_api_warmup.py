@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from labeldist.labels.sentences import read_caption_sentences
 from labeldist.sts.models import load_bi_encoder
 from tests.api.api_helpers import MPII_CSV, REPO, make_settings
 from tests.conftest import write_store
+from tests.logs import LogFollower, wait_until
 
 COCO = REPO / "data" / "coco" / "coco_karpathy_test.json"
 #: generous: the warm-up loads torch and a model on a loaded 2-core machine
@@ -62,16 +62,16 @@ def build(root: Path) -> Path:
 
 
 def wait_ready(client: TestClient) -> dict:
-    """The first 200 of /readyz (each 503 before it saying how far the warm-up is), within READY_TIMEOUT_S."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while True:
-        answer = client.get("/readyz")
-        if answer.status_code == 200:
-            return answer.json()
+    """/readyz's answer once the warm-up has ended (its state, waited for within READY_TIMEOUT_S); an answer before
+    then is a 503 saying how far the warm-up is."""
+    answer = client.get("/readyz")
+    if answer.status_code != 200:
         assert answer.status_code == 503 and answer.json()["detail"].startswith("warming up: "), answer.text
         assert answer.headers["retry-after"] == "1"
-        assert time.monotonic() < deadline, "the warm-up never ended"
-        time.sleep(0.2)  # polling an event's state, not waiting for a time to pass
+    wait_until(lambda: client.app.state.warmup.done, "the warm-up", READY_TIMEOUT_S)
+    answer = client.get("/readyz")
+    assert answer.status_code == 200, answer.text
+    return answer.json()
 
 
 def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
@@ -134,21 +134,22 @@ def test_serve_warm_says_what_it_loads_and_when_it_is_ready(stores: Path) -> Non
     and how long it took (labeldist's loggers at INFO in the service, without -v)."""
     import httpx
 
-    from tests.api.api_helpers import start_server, stop_server
+    from tests.api.api_helpers import start_server
     from tests.processes import free_port, wait_healthy
 
     port = free_port()
     proc = start_server(stores, port, LABELDIST_WARM="1", LABELDIST_CACHE=os.environ.get("LABELDIST_CACHE", ""))
+    follower = LogFollower(proc)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, base)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while (answer := httpx.get(f"{base}/readyz")).status_code != 200:
-            assert answer.status_code == 503 and time.monotonic() < deadline, answer.text
-            time.sleep(0.2)  # polling the warm-up's state
-        assert answer.json()["warmed"] == ["pose", "sentences"]
+        answer = httpx.get(f"{base}/readyz")
+        assert answer.status_code in (200, 503), answer.text
+        follower.wait_for("warm-up done", READY_TIMEOUT_S)  # logged once the state says done
+        answer = httpx.get(f"{base}/readyz")
+        assert answer.status_code == 200 and answer.json()["warmed"] == ["pose", "sentences"], answer.text
     finally:
-        out = stop_server(proc)
+        out = follower.stop()
     assert "warming up 2 stores in the background" in out
     assert re.search(r"loaded the sentence model .+ in \d+\.\d s", out), out
     assert re.search(r"sentences: ready for search and computed distances in \d+\.\d s", out), out
