@@ -28,19 +28,10 @@ from labeldist.labels.layouts import LayoutMaps
 from labeldist.labels.pose_files import read_mpii_csv
 from labeldist.labels.sentences import sentences_from_texts
 from tests.api.api_helpers import MPII_CSV, REPO
+from tests.api.test_api_item_labels import SENTENCES
 from tests.conftest import write_store
 
 K = 5
-SENTENCES = [
-    "A man rides a horse.",
-    "A dog runs on the beach.",
-    "A woman rides a horse on a beach.",
-    "Two cats sleep on a sofa.",
-    "A child kicks a red ball.",
-    "An old man reads a newspaper.",
-    "A dog catches a frisbee.",
-    "Rain falls on the city street.",
-]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +51,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Lab
             True,
         ),
         "captions": (read_karpathy_captions(root / "coco.json"), CaptionSetWMD(), False),
-        "sentences": (sentences_from_texts([f"s{i}" for i in range(8)], SENTENCES), SentenceRelevance("cbow"), False),
+        "sentences": (
+            sentences_from_texts([f"s{i}" for i in range(len(SENTENCES))], SENTENCES),
+            SentenceRelevance("cbow"),
+            False,
+        ),
         "layout": (
             LayoutMaps(np.array([f"m{i}" for i in range(12)]), rng.integers(0, 6, size=(12, 6, 5)).astype(np.uint8)),
             LayoutMIoU(),
