@@ -22,6 +22,7 @@ Ids that are row or line numbers are numbered again in each part (the part's row
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from collections.abc import Sequence
@@ -127,20 +128,30 @@ class _Lines:
 
 @dataclass
 class _Rows:
-    """``.npy`` and ``.parquet``: rows of an array or a table."""
+    """``.npy`` and ``.parquet``: rows of an array or a table, read from the file once for every part."""
 
     fmt: str
     ids: list[str]
     path: Path
 
+    @functools.cached_property
+    def rows(self) -> Any:
+        """The whole array (``.npy``, as stored: its own dtype) or table (``.parquet``, every column)."""
+        if self.fmt == "npy":
+            return read_npy(self.path)
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path)
+
     def part(self, positions: Sequence[int]) -> bytes:
         buffer = io.BytesIO()
+        take = np.asarray(positions, dtype=np.int64)
         if self.fmt == "npy":
-            np.save(buffer, read_npy(self.path)[np.asarray(positions, dtype=np.int64)], allow_pickle=False)
+            np.save(buffer, self.rows[take], allow_pickle=False)
         else:
             import pyarrow.parquet as pq
 
-            pq.write_table(pq.read_table(self.path).take(np.asarray(positions, dtype=np.int64)), buffer)
+            pq.write_table(self.rows.take(take), buffer)
         return buffer.getvalue()
 
 
