@@ -20,6 +20,7 @@ import os
 import secrets
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -247,16 +248,26 @@ class LocalSource:
         names = [store] if store is not None else [e["name"] for e in self.stores() if e["available"]]
         return {name: self._answer(name, lambda s: self._warm_saying(s, "warming")) for name in names}
 
-    @staticmethod
-    def _warm_saying(s: _Store, why: str) -> float:
+    @classmethod
+    def _warm_saying(cls, s: _Store, why: str) -> float:
         if s.warmed:
             return 0.0
+        cls._say_loading(s, why)
+        seconds = s.warm()
+        cls._say_loaded(s, seconds)
+        return seconds
+
+    @staticmethod
+    def _say_loading(s: _Store, why: str) -> float:
+        """Say on stderr what ``why`` (a first search, a warm-up) loads for ``s``; the time it started."""
         sentences = s.manifest["kind"] == "sentence_relevance"
         what = "its labels, sentence model and embeddings" if sentences else "its labels"
         print(f"labeldist: store {s.name!r}: {why}: loading {what} (once) ...", file=sys.stderr, flush=True)
-        seconds = s.warm()
+        return time.perf_counter()
+
+    @staticmethod
+    def _say_loaded(s: _Store, seconds: float) -> None:
         print(f"labeldist: store {s.name!r}: loaded in {seconds:.1f} s", file=sys.stderr, flush=True)
-        return seconds
 
     def store(self, name: str) -> dict[str, Any]:
         """One store's manifest + ``name`` (+ ``available``, ``has_dense``)."""
@@ -318,8 +329,9 @@ class LocalSource:
             kind = s.reader.manifest["kind"]
             if not searchable(kind):
                 raise RequestRejected(not_searchable(kind), 422, not_searchable(kind))
-            if not s.warmed:  # the first search of a store loads its labels (and a sentence store's model)
-                self._warm_saying(s, "first search")
+            first = not s.warmed  # the first search of a store loads its labels (and a sentence store's model)
+            if first:
+                started = self._say_loading(s, "first search")
             labels, distance = s.labels_and_distance()
             try:
                 query = read_label(label, labels, distance)
@@ -327,6 +339,9 @@ class LocalSource:
                 message = str(e) or not_searchable(kind)
                 raise RequestRejected(f"store {store!r}: {message}", 422, message) from None
             found = search_labels(query, labels, distance, min(int(k), s.n_items))
+            if first:  # what it loaded is kept: a search after it, or warm(), loads nothing
+                s.mark_warmed()
+                self._say_loaded(s, time.perf_counter() - started)
             indices = found.indices.astype(np.int64)
             return Hits(
                 indices,

@@ -150,8 +150,13 @@ class StoreView:
 
     @property
     def warmed(self) -> bool:
-        """Whether :meth:`warm` has run: a first search or computed distance then loads nothing."""
+        """Whether :meth:`warm` has run, or a search (:meth:`mark_warmed`): a first search or computed distance then
+        loads nothing."""
         return self._warmed
+
+    def mark_warmed(self) -> None:
+        """A search of the store has run: what :meth:`warm` would load is loaded (it then does nothing)."""
+        self._warmed = True
 
     # ------------------------------------------------------------ distances
     def stored(self, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
