@@ -286,6 +286,9 @@ class SentenceRelevance(LabelDistance):
                 # One embedding per sentence, all texts of both sides in one canonical order: the engine asks
                 # (row block, all items), so every worker embeds the same batches and a store is reproducible
                 # to the bit. A pair under the gate costs no transformer call either way, only a dot product.
+                # The columns first (a store's items in a search, the job's file): only the rows they lack are
+                # then embedded, not every item of a store searched by a sentence it does not hold.
+                self._embed_all(scorer, model, sorted(set(b)))
                 self._embed_all(scorer, model, sorted(set(a) | set(b)))
                 out[np.ix_(r, c)] = scorer.relevance([a[i] for i in r], [b[j] for j in c])
         else:
