@@ -28,25 +28,15 @@ from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
 from labeldist.api.settings import Settings
 from labeldist.kinds import distance_class
-from labeldist.store import (
-    StoreChangedError,
-    StoreCorruptError,
-    StoreError,
-    StoreIdentity,
-    StoreIncompleteError,
-    metadata_identity,
-    read_manifest,
-    replacement_under_way,
-    root_metadata_path,
-    store_identity,
-)
+from labeldist.store import StoreChangedError, StoreCorruptError, StoreIdentity
+from labeldist.view.folder import STALE, StoreFolder, damaged_reason
+from labeldist.view.folder import Unavailable as UnavailableStore
 from labeldist.view.pairs import compute_planned, plan_pairs
 from labeldist.view.storeview import StoreView
 
 log = logging.getLogger("labeldist.api")
 
-#: tries at opening a store that keeps changing while it is opened, before answering 503
-OPEN_TRIES = 3
+__all__ = ["STALE", "ServedStore", "StoreChanged", "StoreRegistry", "UnavailableStore"]
 
 
 class StoreChanged(Unavailable):
@@ -71,7 +61,6 @@ class ServedStore(StoreView):
 
     def __init__(self, name: str, path: Path, settings: Settings, identity: StoreIdentity | None = None) -> None:
         self.path = path
-        self.metadata_path = root_metadata_path(path)
         super().__init__(
             name,
             str(path),
@@ -102,10 +91,7 @@ class ServedStore(StoreView):
             if not self.unchanged():
                 raise StoreChanged(self.name) from e
             log.error("%s", e)
-            raise Unavailable(
-                f"store {self.name!r} is damaged on disk and is refused until it is rebuilt: "
-                f"{_without_url(str(e), self.reader.url)}"
-            ) from e
+            raise Unavailable(damaged_reason(self.name, e, self.path)) from e
         except Exception as e:
             if not self.unchanged():
                 raise StoreChanged(self.name) from e
@@ -116,9 +102,9 @@ class ServedStore(StoreView):
         """NotFound naming the first index that is not an item of the store."""
         if isinstance(index, int) and 0 <= index < self.n_items:
             return
-        value = self.first_outside(index)
-        if value is not None:
-            raise NotFound(f"store {self.name!r} has no {what} {value} (items are 0..{self.n_items - 1})")
+        missing = self.missing_item(index, what)
+        if missing is not None:
+            raise NotFound(missing)
 
     # ------------------------------------------------------------ labels, loaded on first need
     def load_labels(self) -> tuple[Any, Any]:
@@ -205,203 +191,24 @@ class ServedStore(StoreView):
         return values, int(ukeys.size)
 
 
-class UnavailableStore:
-    """A store folder that cannot be served now: incomplete, or failed to open. Answers 503."""
-
-    available = False
-
-    def __init__(
-        self, name: str, path: Path, manifest: dict[str, Any], reason: str, identity: StoreIdentity | None = None
-    ) -> None:
-        self.name, self.path, self.manifest, self.reason = name, path, manifest, reason
-        self.metadata_path = root_metadata_path(path)
-        self.identity = identity
-
-    def info(self) -> dict[str, Any]:
-        return {**self.manifest, "name": self.name, "available": False, "detail": self.reason}
-
-
-def open_store(name: str, path: Path, settings: Settings) -> ServedStore | UnavailableStore | None:
-    """The store at ``path`` opened for serving, or unavailable with the reason, or None if it is no store. The
-    result carries the folder's identity from before its first read; a folder that changed while it was read is
-    opened again (:data:`OPEN_TRIES` times), so what is served is one store."""
-    for _ in range(OPEN_TRIES):
-        identity = store_identity(path)
-        opened = _open_once(name, path, settings, identity)
-        if store_identity(path) == identity:
-            return opened
-    return UnavailableStore(
-        name,
-        path,
-        {},
-        f"store {name!r} kept changing on disk while it was opened; retry once the job writing it has finished",
-    )
-
-
-def _open_once(
-    name: str, path: Path, settings: Settings, identity: StoreIdentity | None
-) -> ServedStore | UnavailableStore | None:
-    def unavailable(manifest: dict[str, Any], reason: str) -> UnavailableStore:
-        return UnavailableStore(name, path, manifest, reason, identity)
-
-    try:
-        manifest = read_manifest(str(path))
-    except StoreError as e:  # its metadata is damaged: listed, refused, and the other stores still served
-        log.error("%s", e)
-        return unavailable(
-            {},
-            f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
-            f"{_without_url(str(e), str(path.absolute()))}",
-        )
-    if manifest is None:
-        return None
-    if manifest.get("complete") is not True:
-        return unavailable(
-            manifest,
-            f"store {name!r} is not complete (still being written, or abandoned); it is "
-            "served once its precompute job finishes",
-        )
-    try:
-        return ServedStore(name, path, settings, identity)
-    except StoreIncompleteError as e:
-        return unavailable(manifest, f"store {name!r} is not complete: {e}")
-    except StoreCorruptError as e:
-        log.error("%s", e)
-        return unavailable(
-            manifest,
-            f"store {name!r} is damaged on disk and is refused until it is rebuilt: "
-            f"{_without_url(str(e), str(path.absolute()))}",
-        )
-    except StoreError as e:
-        return unavailable(manifest, f"store {name!r} cannot be served: {_without_url(str(e), str(path.absolute()))}")
-    except Exception as e:  # a broken store must not stop the others from being served
-        log.exception("%s: cannot be opened", path)
-        return unavailable(manifest, f"store {name!r} cannot be opened: {type(e).__name__}: {e}")
-
-
-def _without_url(message: str, url: str) -> str:
-    """A store error's message without the server's path of the store (clients know it by name)."""
-    return message.replace(f"{url}: ", "").replace(url, "<store>")
-
-
-#: what :meth:`StoreRegistry.peek` answers for a store whose folder changed since it was opened
-STALE = object()
-
-
-class StoreRegistry:
-    """The stores of one folder, by name, each reloaded when its folder changes (see the module's docstring).
+class StoreRegistry(StoreFolder[ServedStore]):
+    """The stores of ``settings.stores``, by name, each reloaded when its folder changes: the shared
+    :class:`~labeldist.view.folder.StoreFolder` (see the module's docstring) with the service's answers.
 
     Requests look a store up with :meth:`get` (or :meth:`peek`, which never opens anything: for the event loop).
-    Opening happens under one lock and replaces the entry at once; an entry is never changed in place, so a
-    request keeps the object it got for the whole of its answer.
     """
 
     def __init__(self, settings: Settings) -> None:
+        super().__init__(
+            settings.stores, lambda name, path, identity: ServedStore(name, path, settings, identity), log=log
+        )
         self.settings = settings
-        self.folder = Path(settings.stores)
-        self.stores: dict[str, ServedStore | UnavailableStore] = {}
-        #: folders that hold no store, by their identity when looked at (not looked at again until they change)
-        self._not_stores: dict[str, StoreIdentity | None] = {}
-        self._lock = threading.Lock()
 
     def open_all(self) -> None:
-        if not self.folder.is_dir():
-            log.warning("stores folder %s does not exist: serving no store", self.folder)
+        if not self.root.is_dir():
+            log.warning("stores folder %s does not exist: serving no store", self.root)
             return
         self.refresh_all()
-
-    def folder_names(self) -> list[str]:
-        """The names of the store folders now: every subfolder whose name does not start with a dot."""
-        try:
-            return sorted(p.name for p in self.folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
-    def refresh_all(self) -> list[ServedStore | UnavailableStore]:
-        """Every store of the folder as it is now (new folders opened, changed ones reopened, removed ones
-        dropped), by name; for the store list. Opens stores: call it off the event loop."""
-        names = self.folder_names()
-        for gone in set(self.stores) - set(names):
-            self.current(gone)  # drops it, unless a replacement is under way
-        found = (self.current(name) for name in names)
-        return [store for store in found if store is not None]
-
-    def path_of(self, name: str) -> Path | None:
-        """The folder of store ``name``, or None for a name that cannot be a store folder's (hidden, a path)."""
-        if not name or name.startswith(".") or "/" in name or "\\" in name or "\0" in name:
-            return None
-        return self.folder / name
-
-    def peek(self, name: str) -> ServedStore | UnavailableStore | None | object:
-        """The entry of ``name`` if its folder has not changed since it was opened (None for a folder that holds no
-        store, or none at all), else :data:`STALE`. Never opens a store: one ``stat`` for a known store, on the
-        path kept with it (about 2 us; this runs on every request, the fast path's included)."""
-        store = self.stores.get(name)
-        if store is not None:
-            if metadata_identity(store.metadata_path) == store.identity:
-                return store
-            return STALE
-        path = self.path_of(name)
-        if path is None:
-            return None
-        identity = store_identity(path)
-        if identity is None or (name in self._not_stores and self._not_stores[name] == identity):
-            return None
-        return STALE
-
-    def current(self, name: str) -> ServedStore | UnavailableStore | None:
-        """The entry of ``name`` as the folder is now, opening it first when it changed (under the lock, which
-        also serialises concurrent requests for the same change); None when no store is there."""
-        entry = self.peek(name)
-        if entry is not STALE:
-            return entry  # type: ignore[return-value]
-        with self._lock:
-            entry = self.peek(name)  # another request may have opened it meanwhile
-            if entry is not STALE:
-                return entry  # type: ignore[return-value]
-            return self._reopen(name)
-
-    def _reopen(self, name: str) -> ServedStore | UnavailableStore | None:
-        path = self.path_of(name)
-        assert path is not None
-        old = self.stores.get(name)
-        identity = store_identity(path)
-        if identity is None:  # removed, or between the two renames of a replacement
-            if old is not None and replacement_under_way(path):
-                return UnavailableStore(
-                    name,
-                    path,
-                    old.manifest,
-                    f"store {name!r} is being replaced by a new one right now; retry in a moment",
-                )
-            if old is not None:
-                log.warning("%s: its folder was removed: no longer served", name)
-            self.stores.pop(name, None)
-            self._not_stores.pop(name, None)
-            return None
-        fresh = open_store(name, path, self.settings)
-        if fresh is None:
-            self.stores.pop(name, None)
-            self._not_stores[name] = identity
-            return None
-        self.stores[name] = fresh
-        self._not_stores.pop(name, None)
-        state = "served" if fresh.available else "unavailable"
-        if old is None:
-            log.info("%s: %s", name, state)
-        elif isinstance(fresh, ServedStore) and isinstance(old, ServedStore) and fresh.digest != old.digest:
-            log.warning(
-                "%s: changed on disk (rebuilt or replaced): the new store is %s from now on (%d items, "
-                "digest %s, was %s)",
-                name,
-                state,
-                fresh.n_items,
-                fresh.digest[:12],
-                old.digest[:12],
-            )
-        else:
-            log.warning("%s: changed on disk: reopened, %s", name, state)
-        return fresh
 
     def get(self, name: str) -> ServedStore:
         """The served store ``name``; NotFound for an unknown name, Unavailable for an incomplete store."""
@@ -410,7 +217,7 @@ class StoreRegistry:
     def served(self, name: str, store: ServedStore | UnavailableStore | None) -> ServedStore:
         """``store``, the entry :meth:`current` gave for ``name``, if it is served; else NotFound or Unavailable."""
         if store is None:
-            known = ", ".join(sorted(self.stores)) or "none"
+            known = ", ".join(sorted(self.entries)) or "none"
             raise NotFound(f"unknown store {name!r}; known: {known}")
         if isinstance(store, UnavailableStore):
             raise Unavailable(store.reason)

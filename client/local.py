@@ -8,9 +8,9 @@
 answers the same :class:`~labeldist.client.http.Batches` and :class:`~labeldist.client.http.Hits`, so
 :class:`~labeldist.client.data.MinibatchStream` takes either. Every read goes through
 :class:`labeldist.store.StoreReader`, each call answered from one generation; a store replaced during a call is
-opened again and the call asked again (:data:`REOPEN_TRIES` times). Minibatches are drawn by the service's rule
-(:mod:`labeldist.view.batching`, :class:`labeldist.view.storeview.StoreView`), so the same seed draws the same
-items. No request limits, compute budget or API key: the caller's own process does the work.
+opened again and the call asked again (:class:`labeldist.view.folder.StoreFolder`, as the service keeps its stores).
+Minibatches are drawn and assembled as the service does (:mod:`labeldist.view.minibatch`), so the same seed draws the
+same items. No request limits, compute budget or API key: the caller's own process does the work.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import logging
 import os
 import secrets
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,24 +27,15 @@ from typing import Any, TypeVar
 import numpy as np
 
 from labeldist.client.http import Batches, Hits, Neighbors, RequestRejected, StoreNotFound
-from labeldist.store import (
-    StoreChangedError,
-    StoreError,
-    StoreIdentity,
-    read_manifest,
-    replacement_under_way,
-    store_identity,
-)
+from labeldist.store import StoreChangedError, StoreError, StoreIdentity
 from labeldist.view.batching import DrawRefused, draw_anchors, draw_batch_items, item_indices
+from labeldist.view.folder import StoreFolder, Unavailable
 from labeldist.view.storeview import StoreView
 
 log = logging.getLogger("labeldist.client")
 
 #: the largest seed the service takes (JSON-safe); a missing seed is drawn below it
 MAX_SEED = 2**53 - 1
-
-#: times a call is asked again of a store that was replaced on disk while it answered, before giving up
-REOPEN_TRIES = 3
 
 Answer = TypeVar("Answer")
 
@@ -76,10 +66,9 @@ class _Store(StoreView):
         if (arr < 0).any():
             message = f"{what} indices must be >= 0, got {int(arr[np.argmax(arr < 0)])}"
             raise RequestRejected(message, 422, message)
-        value = self.first_outside(arr)
-        if value is not None:
-            message = f"store {self.name!r} has no {what} {value} (items are 0..{self.n_items - 1})"
-            raise StoreNotFound(message, 404, message)
+        missing = self.missing_item(arr, what)
+        if missing is not None:
+            raise StoreNotFound(missing, 404, missing)
 
     def pair_values(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """Distances of the pairs ``(i[t], j[t])``, float32: stored, or computed from the labels."""
@@ -122,8 +111,8 @@ class LocalSource:
         self.pinned = pinned or pins is not None
         #: the generation each store was first opened at (pinned sources only): name -> identity
         self.pins: dict[str, StoreIdentity] = dict(pins or {})
-        self._stores: dict[str, _Store] = {}
-        self._lock = threading.Lock()
+        #: the stores opened, reopened when they change (as the service's: :class:`~labeldist.view.folder.StoreFolder`)
+        self.folder: StoreFolder[_Store] = StoreFolder(self.root, self._open_view, paths=True, log=log)
 
     def __repr__(self) -> str:
         return f"LocalSource({str(self.root)!r})"
@@ -163,82 +152,65 @@ class LocalSource:
 
     def close(self) -> None:
         """Forget the opened stores (their memory goes with them)."""
-        with self._lock:
-            self._stores.clear()
+        self.folder.forget()
 
     def path(self, name: str) -> Path:
         """Where store ``name`` lies."""
         return self.root / name
 
+    def _open_view(self, name: str, path: Path, identity: StoreIdentity | None) -> _Store:
+        """Store ``name`` opened at the generation ``identity`` (its folder's, before it was read); a pinned source
+        refuses any other than the one it first opened."""
+        pin = self.pins.get(name)
+        if pin is not None and identity != pin:
+            raise moved_on(name, path)
+        store = _Store(
+            name,
+            str(path),
+            knn_cache_bytes=self.knn_cache_mb << 20,
+            dense_cache_bytes=self.dense_cache_mb << 20,
+            identity=identity,
+        )
+        if self.pinned and store.identity is not None:
+            self.pins.setdefault(name, store.identity)
+        return store
+
+    def _usable(self, name: str, entry: _Store | Unavailable | None) -> _Store:
+        """The opened store, or the error for a name that is no store (StoreNotFound) or a store that cannot be
+        read now (the store layer's own error: incomplete, damaged, replaced)."""
+        if isinstance(entry, Unavailable):
+            raise entry.error
+        if entry is None:
+            if self.pinned and name in self.pins:
+                raise moved_on(name, self.path(name))
+            known = ", ".join(s["name"] for s in self.stores()) or "none"
+            message = (
+                f"unknown store {name!r}: no labeldist store at {self.path(name)} (stores under {self.root}: {known})"
+            )
+            raise StoreNotFound(message, 404, message)
+        return entry
+
     def _open(self, name: str) -> _Store:
         """Store ``name`` as it is on disk now: the one already opened, unless it changed since (then opened again)."""
-        with self._lock:
-            store = self._stores.get(name)
-            if store is not None and not store.reader.changed():
-                return store
-            if store is not None:
-                if self.pinned:
-                    raise moved_on(name, self.path(name))
-                log.info("%s: changed on disk (rebuilt or appended to); opening it again", name)
-                del self._stores[name]
-            path = self.path(name)
-            pin = self.pins.get(name)
-            if pin is not None and store_identity(path) != pin:  # a worker's source, opened after the change
-                raise moved_on(name, path)
-            if replacement_under_way(path) and store_identity(path) is None:  # between the two renames of a swap
-                if self.pinned:
-                    raise moved_on(name, path)
-                raise StoreChangedError(str(path))
-            if not path.is_dir() or read_manifest(str(path)) is None:
-                known = ", ".join(s["name"] for s in self.stores()) or "none"
-                message = f"unknown store {name!r}: no labeldist store at {path} (stores under {self.root}: {known})"
-                raise StoreNotFound(message, 404, message)
-            store = self._stores[name] = _Store(
-                name,
-                str(path),
-                knn_cache_bytes=self.knn_cache_mb << 20,
-                dense_cache_bytes=self.dense_cache_mb << 20,
-                identity=pin,
-            )
-            if self.pinned and store.identity is not None:
-                self.pins.setdefault(name, store.identity)
-            return store
+        return self._usable(name, self.folder.current(name))
 
     def _answer(self, name: str, work: Callable[[_Store], Answer]) -> Answer:
         """``work(store)`` answered wholly from one generation of store ``name``: a store replaced on disk while it
-        answered is opened again and asked again, up to :data:`REOPEN_TRIES` times."""
-        for attempt in range(REOPEN_TRIES):
-            try:
-                return work(self._open(name))
-            except StoreMovedOn:
-                raise
-            except StoreChangedError:
-                if self.pinned:
-                    raise moved_on(name, self.path(name)) from None
-                if attempt == REOPEN_TRIES - 1:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        answered is opened again and asked again (:meth:`labeldist.view.folder.StoreFolder.answer`); a pinned
+        source stops instead (:class:`StoreMovedOn`)."""
+        try:
+            return self.folder.answer(name, work, self._usable)
+        except StoreMovedOn:
+            raise
+        except StoreChangedError:
+            if self.pinned:
+                raise moved_on(name, self.path(name)) from None
+            raise
 
     def stores(self) -> list[dict[str, Any]]:
         """Every store folder under ``root``: manifest + ``name`` + ``available`` (false, with ``detail``, for
-        one that is incomplete or damaged), as the service lists them."""
-        out = []
-        if not self.root.is_dir():
-            return out
-        for path in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            try:
-                manifest = read_manifest(str(path))
-            except StoreError as e:
-                out.append({"name": path.name, "available": False, "detail": str(e)})
-                continue
-            if manifest is None:
-                continue
-            complete = manifest.get("complete") is True
-            entry = {**manifest, "name": path.name, "available": complete}
-            if not complete:
-                entry["detail"] = f"store {path.name!r} is not complete (still being written, or abandoned)"
-            out.append(entry)
-        return out
+        one that is incomplete or damaged), as the service lists them; read from the manifests, nothing opened."""
+        return self.folder.manifests()
 
     def warm(self, store: str | None = None) -> dict[str, float]:
         """Load now what the first search or computed distance of ``store`` (None: every available store) would

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.kinds import distance_meaning
-from labeldist.store import StoreIdentity, StoreReader, manifest_digest
+from labeldist.store import StoreIdentity, StoreReader, manifest_digest, root_metadata_path
 from labeldist.view.pairs import compute_pairs
 from labeldist.view.rowcache import KnnRows, RowBlockCache
 from labeldist.view.search import searchable, warm_search
@@ -51,6 +51,8 @@ class StoreView:
     Opening checks every chunk of the kNN lists (each read once, its CRC32C checked, nothing kept), so that a store
     whose lists are damaged is refused whole; each block is checked again when it is read into the cache."""
 
+    available = True
+
     def __init__(
         self,
         name: str,
@@ -63,6 +65,8 @@ class StoreView:
         self.name = name
         self.reader = StoreReader(url, identity)
         self.identity = self.reader.identity
+        #: the root metadata whose identity tells whether the folder still holds this generation (one ``stat``)
+        self.metadata_path = root_metadata_path(url)
         self.manifest: dict[str, Any] = self.reader.manifest
         #: names the generation this view reads (:func:`~labeldist.store.manifest_digest`): what a client records
         self.digest = manifest_digest(self.manifest)
@@ -97,11 +101,14 @@ class StoreView:
         """Whether the folder no longer holds the generation this view was opened from."""
         return self.reader.changed()
 
-    def first_outside(self, index: int | np.ndarray) -> int | None:
-        """The first of ``index`` that is no item of the store (negative or past the last), or None."""
+    def missing_item(self, index: int | np.ndarray, what: str = "item") -> str | None:
+        """Which of ``index`` is no item of the store (the first negative or past the last), in the words both the
+        service (404) and :class:`~labeldist.client.LocalSource` (StoreNotFound) answer it; None when all are."""
         arr = np.asarray(index).reshape(-1)
         bad = (arr < 0) | (arr >= self.n_items)
-        return int(arr[np.argmax(bad)]) if bad.any() else None
+        if not bad.any():
+            return None
+        return f"store {self.name!r} has no {what} {int(arr[np.argmax(bad)])} (items are 0..{self.n_items - 1})"
 
     # ------------------------------------------------------------ reads from disk
     @contextlib.contextmanager

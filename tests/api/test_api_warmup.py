@@ -81,7 +81,7 @@ def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
         ready = wait_ready(client)
         assert ready == {"status": "ready", "warmed": ["pose", "sentences"], "failed": {}}
         registry = client.app.state.registry
-        assert all(registry.stores[name].warmed for name in ("pose", "sentences"))
+        assert all(registry.entries[name].warmed for name in ("pose", "sentences"))
         assert load_bi_encoder.cache_info().currsize == 1, "the sentence model was loaded by the warm-up"
         hits = client.post("/v1/stores/sentences/search", json={"label": "A dog runs on a beach.", "k": 3})
         assert hits.status_code == 200 and len(hits.json()["indices"]) == 3
@@ -91,7 +91,7 @@ def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
 def test_without_warm_the_service_is_ready_at_once_and_loads_on_first_need(stores: Path) -> None:
     with TestClient(create_app(make_settings(stores=stores))) as client:
         assert client.get("/readyz").json() == {"status": "ready", "warmed": [], "failed": {}}
-        assert not client.app.state.registry.stores["sentences"].warmed
+        assert not client.app.state.registry.entries["sentences"].warmed
 
 
 def test_readyz_says_how_far_the_warm_up_is(stores: Path) -> None:

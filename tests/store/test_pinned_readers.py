@@ -167,9 +167,9 @@ def test_local_source_sees_a_swap_between_calls(store, staged) -> None:
 
 
 def test_local_source_gives_up_on_a_store_that_keeps_changing(monkeypatch, store, mpii_poses) -> None:
-    """Swapped again at every try (on the first chunk each opening reads): after REOPEN_TRIES the StoreChangedError
-    is raised, naming the store."""
-    from labeldist.client.local import REOPEN_TRIES
+    """Swapped again at every try (on the first chunk each opening reads): each call tries REOPEN_TRIES times, each
+    try opens the store up to OPEN_TRIES times, then the StoreChangedError is raised, naming the store."""
+    from labeldist.view.folder import OPEN_TRIES, REOPEN_TRIES
 
     source = LocalSource(store.parent)
     swaps: list[str] = []
@@ -191,4 +191,4 @@ def test_local_source_gives_up_on_a_store_that_keeps_changing(monkeypatch, store
     monkeypatch.setattr(store_reading.ChunkFiles, "_chunk", swapping_chunk)
     with pytest.raises(StoreChangedError, match=os.fspath(store)):
         source.neighbors("poses", 7)
-    assert swaps == ["done"] * REOPEN_TRIES  # one swap a try, each met by that try
+    assert swaps == ["done"] * (REOPEN_TRIES * OPEN_TRIES)  # one swap an opening, each met by that opening
