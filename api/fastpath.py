@@ -27,13 +27,12 @@ from labeldist.api.registry import ServedStore
 from labeldist.api.routers.batches import batches_response
 from labeldist.api.routers.neighbors import check_neighbors, neighbors_answer
 from labeldist.api.schemas import BatchesByAnchors, BatchesByCount
+from labeldist.view.minibatch import MAX_INDEX  # the largest index or k the routes' schemas accept
 
 # canonical numbers only (no sign, no leading zero, no other digits than 0-9); others go to FastAPI
 _NEIGHBORS = re.compile(r"/v1/stores/([^/]+)/items/(0|[1-9][0-9]{0,9})/neighbors")
 _K = re.compile(rb"k=([1-9][0-9]{0,9})")
 _BATCHES = re.compile(r"/v1/stores/([^/]+)/batches")
-#: the largest index or k the routes' schemas accept (labeldist.api.schemas.Index); larger ones are FastAPI's 422
-MAX_INDEX = 2**31 - 1
 #: what FastAPI runs for each route this middleware answers: path, query and header parameters, the body, and
 #: the dependencies by name. The fast path runs the same: tests/api/test_api_fastpath.py fails when a route
 #: gains one that is not listed here, so that the shortcut never skips a check the route makes.

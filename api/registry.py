@@ -32,7 +32,7 @@ from labeldist.store import StoreChangedError, StoreCorruptError, StoreIdentity
 from labeldist.view.folder import STALE, StoreFolder, damaged_reason
 from labeldist.view.folder import Unavailable as UnavailableStore
 from labeldist.view.pairs import compute_planned, plan_pairs
-from labeldist.view.storeview import StoreView
+from labeldist.view.storeview import ComputePairs, StoreView
 
 log = logging.getLogger("labeldist.api")
 
@@ -150,13 +150,13 @@ class ServedStore(StoreView):
         """Distances of the pairs ``(i[t], j[t])``, float32: stored, cached, or computed on demand (and then
         cached) within the bounds of ``guard`` (its budget, its pool, its client still there; none: unbounded).
         Returns the values and how many distinct pairs were computed."""
-        return self.lookup(i, j, lambda keys: self._computed(keys, allow_compute, guard or unguarded()))
+        return self.lookup(i, j, self.compute_for(allow_compute, guard))
 
-    def pairwise(
-        self, members: np.ndarray, allow_compute: bool, guard: ComputeGuard | None = None
-    ) -> tuple[np.ndarray, int]:
-        """The (B, S, S) matrices of distances among each row of ``members`` (B, S): symmetric, zero diagonal."""
-        return self.matrices(members, lambda keys: self._computed(keys, allow_compute, guard or unguarded()))
+    def compute_for(self, allow_compute: bool, guard: ComputeGuard | None = None) -> ComputePairs:
+        """How a request computes the pairs the store does not hold (:meth:`StoreView.lookup
+        <labeldist.view.storeview.StoreView.lookup>`'s ``compute``): from the pair cache, else computed when it may
+        (``allow_compute``: the API key) within ``guard``'s bounds (none: unbounded)."""
+        return lambda keys: self._computed(keys, allow_compute, guard or unguarded())
 
     def _computed(self, keys: np.ndarray, allow_compute: bool, guard: ComputeGuard) -> tuple[np.ndarray, int]:
         """The distances of the pairs ``keys`` a request needs and the store does not hold: from the pair cache, or

@@ -10,12 +10,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from labeldist.view.minibatch import MAX_INDEX, MAX_SEED
+
 #: an item index (row of the store); its upper bound is the store's ``n_items``, checked per request (404)
-Index = Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)]
+Index = Annotated[int, Field(ge=0, le=MAX_INDEX, strict=True)]
 #: a distance; null stands for +infinity
 Distance = float | None
 #: at most 2**53 - 1, so that JavaScript clients read it exactly
-Seed = Annotated[int, Field(ge=0, le=2**53 - 1, strict=True)]
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)]
 
 
 class _Request(BaseModel):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -28,14 +27,12 @@ import numpy as np
 
 from labeldist.client.http import Batches, Hits, Neighbors, RequestRejected, StoreNotFound
 from labeldist.store import StoreChangedError, StoreError, StoreIdentity
-from labeldist.view.batching import DrawRefused, draw_anchors, draw_batch_items, item_indices
+from labeldist.view.drawing import DrawRefused
 from labeldist.view.folder import StoreFolder, Unavailable
+from labeldist.view.minibatch import BatchRequest, assemble, batch_request
 from labeldist.view.storeview import StoreView
 
 log = logging.getLogger("labeldist.client")
-
-#: the largest seed the service takes (JSON-safe); a missing seed is drawn below it
-MAX_SEED = 2**53 - 1
 
 Answer = TypeVar("Answer")
 
@@ -339,32 +336,14 @@ class LocalSource:
         exclude: np.ndarray | list[int] | None = None,
     ) -> Batches:
         """One minibatch per anchor (given, or ``count`` drawn), as ``POST /v1/stores/{store}/batches`` answers:
-        each anchor's ``neighbors`` nearest, then random others (:mod:`labeldist.view.batching`); the label distances
-        from the anchor to each item and, with ``pairwise``, each minibatch's matrix, anchor first. A missing
-        ``seed`` is drawn at random; the answer says which was used.
+        each anchor's ``neighbors`` nearest, then random others, assembled by the service's steps
+        (:mod:`labeldist.view.minibatch`); the label distances from the anchor to each item and, with ``pairwise``,
+        each minibatch's matrix, anchor first. A missing ``seed`` is drawn at random; the answer says which was used.
 
         ``pool`` (the items every member is drawn from) or ``exclude`` (the items no minibatch contains) as the
         service takes them: anchors, nearest (within the pool) and random others all from the pool."""
-        if (anchors is None) == (count is None):
-            raise ValueError("give exactly one of anchors= and count=")
-        if seed is not None and not 0 <= int(seed) <= MAX_SEED:
-            raise RequestRejected(f"seed={seed} must lie in 0..{MAX_SEED}", 422, f"seed={seed} out of range")
-        try:  # integers only, as the service's schema takes them
-            anchors, pool, exclude = (
-                None if given is None else item_indices(given, name)
-                for name, given in (("anchors", anchors), ("pool", pool), ("exclude", exclude))
-            )
-        except DrawRefused as e:
-            raise RequestRejected(str(e), 422, str(e)) from None
-        seed = secrets.randbits(53) if seed is None else int(seed)
-        for name, given in (("pool", pool), ("exclude", exclude)):
-            if given is not None and (given < 0).any():  # the service's schema refuses these (422)
-                message = f"{name} indices must be >= 0, got {int(np.min(given))}"
-                raise RequestRejected(message, 422, message)
-        return self._answer(
-            store,
-            lambda s: self._draw(
-                s,
+        try:
+            asked = batch_request(
                 anchors=anchors,
                 count=count,
                 size=size,
@@ -373,50 +352,18 @@ class LocalSource:
                 seed=seed,
                 pool=pool,
                 exclude=exclude,
-            ),
-        )
-
-    def _draw(
-        self,
-        s: _Store,
-        *,
-        anchors: np.ndarray | None,
-        count: int | None,
-        size: int,
-        neighbors: int,
-        pairwise: bool,
-        seed: int,
-        pool: np.ndarray | None,
-        exclude: np.ndarray | None,
-    ) -> Batches:
-        """:meth:`batches` from one opened store (its arguments already checked and converted)."""
-        try:
-            drawn, allowed, rng = draw_anchors(
-                s.n_items,
-                s.k,
-                anchors=anchors,
-                count=count,
-                size=size,
-                neighbors=neighbors,
-                seed=seed,
-                pool=pool,
-                exclude=exclude,
-                check_anchors=lambda given: s.check_index(given, "anchor"),
             )
         except DrawRefused as e:
+            raise RequestRejected(str(e), 422, str(e)) from None
+        return self._answer(store, lambda s: self._assembled(s, asked))
+
+    @staticmethod
+    def _assembled(s: _Store, asked: BatchRequest) -> Batches:
+        """:meth:`batches` from one opened store."""
+        try:
+            made = assemble(s, asked)
+        except DrawRefused as e:
             raise RequestRejected(f"store {s.name!r}: {e}", 422, str(e)) from None
-
-        def anchor_row(anchor: int, items: np.ndarray) -> np.ndarray:
-            return s.pair_values(np.full(items.size, anchor, dtype=np.int64), items)
-
-        items = draw_batch_items(rng, s.knn, drawn, size=size, neighbors=neighbors, pool=allowed, distances=anchor_row)
-        b, m = items.shape
-        distances = s.pair_values(np.repeat(drawn, m), items.reshape(-1)).reshape(b, m)
-        members = np.concatenate([drawn[:, None], items], axis=1)
         return Batches(
-            anchors=drawn,
-            items=items,
-            distances=distances,
-            pairwise=s.matrices(members)[0] if pairwise else None,
-            seed=seed,
+            anchors=made.anchors, items=made.items, distances=made.distances, pairwise=made.pairwise, seed=asked.seed
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import secrets
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import numpy as np
@@ -10,14 +11,15 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
 
-from labeldist.api.batching import BatchSet, draw_anchors, draw_and_fill, draw_batch_items, fill_distances
 from labeldist.api.compute import ComputeGuard, guard_for, run_cancellable
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
 from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
-from labeldist.api.errors import TooLarge, error_responses
+from labeldist.api.errors import BadParameter, TooLarge, error_responses
 from labeldist.api.registry import ServedStore
 from labeldist.api.schemas import Batches, BatchesByAnchors, BatchesByCount
 from labeldist.api.settings import Settings
+from labeldist.view.drawing import DrawRefused
+from labeldist.view.minibatch import BatchSet, batch_request, draw_anchors, draw_and_fill, draw_items, fill_distances
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["batches"])
 #: answers with more values than this are encoded in a worker thread, so the event loop keeps serving others
@@ -122,51 +124,42 @@ async def batches_response(
     receive: Receive,
 ) -> Response:
     """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by :mod:`labeldist.api.fastpath`.
-    Raises :class:`~labeldist.api.errors.APIError` (413 over a limit or the compute budget, 422, 404 unknown anchor, 401
-    needs the key, 503 compute pool busy). ``receive`` (the body already read) tells when the client has gone."""
+    The minibatches are assembled by the steps LocalSource runs too (:mod:`labeldist.view.minibatch`); what they
+    refuse is a 422 naming the field, an anchor that is no item of the store a 404. Raises
+    :class:`~labeldist.api.errors.APIError` (413 over a limit or the compute budget, 422, 404, 401 needs the key,
+    503 compute pool busy). ``receive`` (the body already read) tells when the client has gone."""
     check_limits(body, settings)
-    seed = body.seed if body.seed is not None else secrets.randbits(53)
-    anchors = body.anchors if isinstance(body, BatchesByAnchors) else None
-    count = body.count if isinstance(body, BatchesByCount) else None
-    result, rng = draw_anchors(
-        store,
-        anchors=anchors,
-        count=count,
-        size=body.size,
-        neighbors=body.neighbors,
-        seed=seed,
-        pool=body.pool,
-        exclude=body.exclude,
-    )
-    # kNN lists to read from disk, or a pool's items to rank where a list runs out: all in a worker thread
-    if body.neighbors and (result.pool is not None or not store.knn.holds(result.anchors)):
-        await run_cancellable(
-            receive,
-            guard,
-            draw_and_fill,
-            store,
-            result,
-            rng,
+    with refused_as_422():
+        asked = batch_request(
+            anchors=body.anchors if isinstance(body, BatchesByAnchors) else None,
+            count=body.count if isinstance(body, BatchesByCount) else None,
             size=body.size,
             neighbors=body.neighbors,
             pairwise=body.pairwise,
-            allow_compute=allow_compute,
-            guard=guard,
+            seed=body.seed,
+            pool=body.pool,
+            exclude=body.exclude,
         )
+        result, rng = draw_anchors(store, asked)
+    compute = store.compute_for(allow_compute, guard)
+    # kNN lists to read from disk, or a pool's items to rank where a list runs out: all in a worker thread
+    if asked.neighbors and (result.pool is not None or not store.knn.holds(result.anchors)):
+        await run_cancellable(receive, guard, draw_and_fill, store, result, rng, asked, compute)
     else:
-        draw_batch_items(store, result, rng, size=body.size, neighbors=body.neighbors)
-        needed = result.members if body.pairwise else result.anchors
+        draw_items(store, result, rng, asked, compute)
+        needed = result.members if asked.pairwise else result.anchors
         if store.in_memory(needed):  # cached dense rows: a few NumPy gathers, answered right here
-            fill_distances(store, result, pairwise=body.pairwise, allow_compute=allow_compute)
+            fill_distances(store, result, asked, store.compute_for(allow_compute))
         else:  # disk reads or distances computed on demand: in a worker thread, off the event loop
-            await run_cancellable(
-                receive,
-                guard,
-                fill_distances,
-                store,
-                result,
-                pairwise=body.pairwise,
-                allow_compute=allow_compute,
-                guard=guard,
-            )
-    return await answer(store, result, seed, npz)
+            await run_cancellable(receive, guard, fill_distances, store, result, asked, compute)
+    return await answer(store, result, asked.seed, npz)
+
+
+@contextlib.contextmanager
+def refused_as_422() -> Iterator[None]:
+    """A request the minibatch steps refuse, answered 422 in the shape of FastAPI's validation errors, naming the
+    body's field."""
+    try:
+        yield
+    except DrawRefused as e:
+        raise BadParameter(str(e), ("body", e.field), e.value) from None

@@ -16,10 +16,11 @@ from labeldist.api.labelview import render_label
 from labeldist.api.registry import ServedStore
 from labeldist.api.schemas import LabelView, Neighbors
 from labeldist.api.settings import Settings
+from labeldist.view.minibatch import MAX_INDEX
 
 router = APIRouter(prefix="/v1/stores/{store}/items", tags=["items"])
 
-IndexPath = Annotated[int, Path(ge=0, le=2**31 - 1, description="item index (row of the store)")]
+IndexPath = Annotated[int, Path(ge=0, le=MAX_INDEX, description="item index (row of the store)")]
 
 
 @router.get("/{index}/neighbors", response_model=Neighbors, responses=error_responses(404, 413, 503))

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from labeldist.labels.poses import Poses
-from labeldist.view.batching import sample_excluding
+from labeldist.view.drawing import sample_excluding
 from tests.api.api_helpers import DENSE, KNN, N_ITEMS, reference
 
 

@@ -1,8 +1,8 @@
 """The one rule by which a dense-triplet minibatch is drawn from a store's kNN lists (Kim et al., CVPR 2019,
-§3.2): the anchor, its nearest items, then random others. The service (:mod:`labeldist.api.batching`) and the
-in-process :class:`~labeldist.client.LocalSource` both draw with :func:`draw_anchors` then :func:`draw_batch_items`,
-so the same seed gives the same minibatches from either; a request either refuses is refused by :class:`DrawRefused`
-with the same message.
+§3.2): the anchor, its nearest items, then random others. The service and the in-process
+:class:`~labeldist.client.LocalSource` both draw with :func:`draw_anchors` then :func:`draw_batch_items`, through the
+same assembly (:mod:`labeldist.view.minibatch`), so the same seed gives the same minibatches from either; a request
+either refuses is refused by :class:`DrawRefused` with the same message.
 
 A request may name a *pool* (or the items to *exclude*): then every member of its minibatches, anchor, nearest
 and random others alike, is an item of the pool, so that held-out items never reach a training minibatch. The
@@ -162,7 +162,7 @@ def item_indices(given: Any, field: str) -> np.ndarray:
     >>> item_indices(np.array([True, False]), "exclude")
     Traceback (most recent call last):
     ...
-    labeldist.view.batching.DrawRefused: exclude is a boolean mask: give the items' indices (np.flatnonzero(mask))
+    labeldist.view.drawing.DrawRefused: exclude is a boolean mask: give the items' indices (np.flatnonzero(mask))
     """
     arr = np.asarray(given)
     if arr.size == 0:
