@@ -291,22 +291,20 @@ class LocalSource:
             raise RequestRejected(f"k={k} must be at least 1", 422, f"k={k} must be at least 1")
 
         def answer(s: _Store) -> Hits:
-            from labeldist.kinds import read_label
-            from labeldist.labels.base import LabelError
-            from labeldist.view.search import not_searchable, search_labels, searchable
+            from labeldist.view.search import LabelRefused, read_query, search_labels
 
-            kind = s.reader.manifest["kind"]
-            if not searchable(kind):
-                raise RequestRejected(not_searchable(kind), 422, not_searchable(kind))
             first = not s.warmed  # the first search of a store loads its labels (and a sentence store's model)
-            if first:
-                started = self._say_loading(s, "first search")
-            labels, distance = s.labels_and_distance()
+            started = time.perf_counter()
+
+            def load() -> tuple[Any, Any]:
+                if first:
+                    self._say_loading(s, "first search")
+                return s.labels_and_distance()
+
             try:
-                query = read_label(label, labels, distance)
-            except (LabelError, NotImplementedError) as e:
-                message = str(e) or not_searchable(kind)
-                raise RequestRejected(f"store {store!r}: {message}", 422, message) from None
+                query, labels, distance = read_query(s.manifest["kind"], label, load)
+            except LabelRefused as e:
+                raise RequestRejected(f"store {store!r}: {e}", 422, str(e)) from None
             found = search_labels(query, labels, distance, min(int(k), s.n_items))
             if first:  # what it loaded is kept: a search after it, or warm(), loads nothing
                 s.mark_warmed()

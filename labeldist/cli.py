@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from labeldist import __version__
-from labeldist.core.clusters import DEFAULT_WAIT_TIMEOUT, JOB_QUEUES, ClusterSpec
+from labeldist.core.clusters import add_cluster_options, cluster_spec
 from labeldist.core.dense import DENSE_LIMIT
 from labeldist.core.extras import extra_of, message, require, require_kind
 from labeldist.core.options import (
@@ -33,11 +33,9 @@ from labeldist.core.options import (
     nonnegative_int,
     os_error_message,
     port_number,
-    positive_float,
     positive_int,
     seed_int,
     show_defaults,
-    worker_count,
 )
 from labeldist.errors import LabeldistError
 from labeldist.store import StoreError
@@ -104,59 +102,6 @@ def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
         "beside it and swapped in once complete)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def add_cluster_options(p: argparse.ArgumentParser) -> None:
-    """The options of where a job's tasks run, shared by ``precompute`` and ``append``: one of a LocalCluster (the
-    default), ``--scheduler``, ``--scheduler-file`` or ``--cluster``, and the workers to start and wait for
-    (:class:`labeldist.core.clusters.ClusterSpec`, which :func:`cluster_spec` makes of them; docs/cluster.md)."""
-    p.add_argument(
-        "--scheduler",
-        help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
-    )
-    p.add_argument(
-        "--scheduler-file",
-        metavar="PATH",
-        help="the JSON file a running Dask scheduler wrote (dask scheduler --scheduler-file PATH, dask-mpi), "
-        "waited for up to --wait-timeout",
-    )
-    p.add_argument(
-        "--cluster",
-        choices=list(JOB_QUEUES),
-        help="start --workers Dask workers as jobs of this job queue (dask-jobqueue, configured by dask's jobqueue "
-        "configuration: ~/.config/dask/jobqueue.yaml), cancelled at the end",
-    )
-    p.add_argument(
-        "--workers",
-        type=worker_count,
-        help="worker processes of the LocalCluster (default: one per core), or to ask --cluster's job queue for",
-    )
-    p.add_argument(
-        "--min-workers",
-        type=worker_count,
-        metavar="N",
-        help="workers to wait for before the first task (default: all of --cluster's, 1 of a scheduler's)",
-    )
-    p.add_argument(
-        "--wait-timeout",
-        type=positive_float,
-        default=f"{DEFAULT_WAIT_TIMEOUT:g}",  # a string goes through type=: --help shows 600
-        metavar="SECONDS",
-        help="how long to wait for them; then the job stops, saying how many joined (default: %(default)s)",
-    )
-
-
-def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
-    """The :class:`~labeldist.core.clusters.ClusterSpec` of the options :func:`add_cluster_options` added, checked: a
-    ValueError or ClusterError (one line) before the label file is read."""
-    return ClusterSpec(
-        scheduler=args.scheduler,
-        scheduler_file=args.scheduler_file,
-        cluster=args.cluster,
-        n_workers=args.workers,
-        min_workers=args.min_workers,
-        wait_timeout=args.wait_timeout,
-    )
 
 
 def _precompute(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ side of it.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import math
 import os
@@ -15,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from labeldist.core.options import positive_float, worker_count
 from labeldist.errors import LabeldistError
 
 
@@ -133,3 +135,57 @@ def check_job_queue(name: str) -> None:
             f"--cluster {name} submits the workers with {submit}, which is not on PATH: run the job on a host of "
             f"the {name} cluster (a login node), or pass --scheduler / --scheduler-file of a running scheduler"
         )
+
+
+# ---------------------------------------------------------------- the commands' options
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """The options of where a job's tasks run, shared by ``precompute``, ``append`` and ``split``: one of a
+    LocalCluster (the default), ``--scheduler``, ``--scheduler-file`` or ``--cluster``, and the workers to start and
+    wait for (:class:`ClusterSpec`, which :func:`cluster_spec` makes of them; docs/cluster.md)."""
+    p.add_argument(
+        "--scheduler",
+        help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster on this machine)",
+    )
+    p.add_argument(
+        "--scheduler-file",
+        metavar="PATH",
+        help="the JSON file a running Dask scheduler wrote (dask scheduler --scheduler-file PATH, dask-mpi), "
+        "waited for up to --wait-timeout",
+    )
+    p.add_argument(
+        "--cluster",
+        choices=list(JOB_QUEUES),
+        help="start --workers Dask workers as jobs of this job queue (dask-jobqueue, configured by dask's jobqueue "
+        "configuration: ~/.config/dask/jobqueue.yaml), cancelled at the end",
+    )
+    p.add_argument(
+        "--workers",
+        type=worker_count,
+        help="worker processes of the LocalCluster (default: one per core), or to ask --cluster's job queue for",
+    )
+    p.add_argument(
+        "--min-workers",
+        type=worker_count,
+        metavar="N",
+        help="workers to wait for before the first task (default: all of --cluster's, 1 of a scheduler's)",
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=positive_float,
+        default=f"{DEFAULT_WAIT_TIMEOUT:g}",  # a string goes through type=: --help shows 600
+        metavar="SECONDS",
+        help="how long to wait for them; then the job stops, saying how many joined (default: %(default)s)",
+    )
+
+
+def cluster_spec(args: argparse.Namespace) -> ClusterSpec:
+    """The :class:`ClusterSpec` of the options :func:`add_cluster_options` added, checked: a
+    ValueError or ClusterError (one line) before the label file is read."""
+    return ClusterSpec(
+        scheduler=args.scheduler,
+        scheduler_file=args.scheduler_file,
+        cluster=args.cluster,
+        n_workers=args.workers,
+        min_workers=args.min_workers,
+        wait_timeout=args.wait_timeout,
+    )

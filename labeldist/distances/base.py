@@ -116,7 +116,7 @@ class LabelDistance(ABC):
     def search_cost_s(self, labels: LabelSet) -> float | None:
         """Estimated seconds of one core to search ``labels`` by one new label, where this distance knows better
         than its unit costs (what it already holds of ``labels``: a model's embeddings, say); None (the default):
-        the estimate from the unit costs (:func:`labeldist.api.search.search_cost_s`), made before any label is
+        the estimate from the unit costs (:func:`labeldist.view.search.search_cost_s`), made before any label is
         loaded. The service loads a store's labels before asking, so a distance that answers must be cheap to make
         and to ask."""
         return None

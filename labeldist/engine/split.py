@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.core.options import part_float, seed_int, worker_count
+from labeldist.core.clusters import ClusterError, ClusterSpec, add_cluster_options, cluster_spec
+from labeldist.core.options import part_float, seed_int
 from labeldist.errors import LabeldistError
 from labeldist.labels.base import LabelError
 from labeldist.labels.records import SPLIT_SUFFIXES, LabelRecords, read_records
@@ -202,6 +203,7 @@ def split_store(
     query_fraction: float = 0.2,
     seed: int = 0,
     overwrite: bool = False,
+    cluster: ClusterSpec | None = None,
     scheduler: str | None = None,
     n_workers: int | None = None,
     client: Any | None = None,
@@ -215,7 +217,8 @@ def split_store(
     ``k`` (at most the part's items - 1) and dataset name + ``-train`` / ``-test``. A dense store's parts are dense,
     copied out of its matrix: every distance of a part equals the store's, bit for bit, and nothing is computed.
     A kNN-only store's parts are precomputed from their labels (a part's neighbours are not all on the store's
-    lists), on ``client``, ``scheduler`` or a new LocalCluster of ``n_workers``.
+    lists), on ``client``, else where ``cluster`` says (:class:`~labeldist.core.clusters.ClusterSpec`: a scheduler, a
+    job queue such as SLURM, or a LocalCluster; or the shorter ``scheduler=`` / ``n_workers=``), as precompute does.
 
     A part already there made from the same labels and parameters is kept as it is; another store there is
     refused (:class:`SplitError`) unless ``overwrite``, which builds the new one beside it and swaps it in.
@@ -267,6 +270,7 @@ def split_store(
                 url,
                 f"{manifest['dataset']}-{part}",
                 overwrite=overwrite,
+                cluster=cluster,
                 scheduler=scheduler,
                 n_workers=n_workers,
                 client=client,
@@ -285,6 +289,7 @@ def _write_part(
     dataset: str,
     *,
     overwrite: bool,
+    cluster: ClusterSpec | None,
     scheduler: str | None,
     n_workers: int | None,
     client: Any | None,
@@ -305,6 +310,7 @@ def _write_part(
             dataset=dataset,
             k=k,
             dense=False,
+            cluster=cluster,
             scheduler=scheduler,
             n_workers=n_workers,
             client=client,
@@ -442,14 +448,7 @@ def add_split_parser(
         action="store_true",
         help="a store: replace parts made with other labels or parameters (built beside them, then swapped in)",
     )
-    sp.add_argument(
-        "--scheduler", help="a kNN-only store: the Dask scheduler that precomputes its parts (default: a LocalCluster)"
-    )
-    sp.add_argument(
-        "--workers",
-        type=worker_count,
-        help="a kNN-only store: the LocalCluster's worker processes (default: one per core)",
-    )
+    add_cluster_options(sp)  # a kNN-only store's parts are precomputed: where their tasks run
     sp.set_defaults(func=split_command, split_prog=prog)
     return sp
 
@@ -465,10 +464,9 @@ def split_command(args: argparse.Namespace) -> int:
             query_fraction=args.query_fraction,
             seed=args.seed,
             overwrite=args.overwrite,
-            scheduler=args.scheduler,
-            n_workers=args.workers,
+            cluster=cluster_spec(args),
         )
-    except SplitError as e:  # one line, no traceback
+    except (SplitError, ClusterError) as e:  # one line, no traceback
         print(f"{args.split_prog}: {e}", file=sys.stderr)
         return 2
     print({k: len(v) for k, v in info.items() if isinstance(v, list)})

@@ -1,7 +1,7 @@
 """Search by label: the exact ``k`` nearest items of a set of labels (a store's) to one new label, and the estimate
-of what it costs. The service (:mod:`labeldist.api.search`, ``POST /v1/stores/{store}/search``) and the in-process
-client (:meth:`labeldist.client.local.LocalSource.search`) both search by these functions, so that they give the
-same answers.
+of what it costs. The service (``POST /v1/stores/{store}/search``, :mod:`labeldist.api.routers.search`) and the
+in-process client (:meth:`labeldist.client.local.LocalSource.search`) both read the label (:func:`read_query`) and
+search by these functions, so that they give the same answers.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from labeldist.core.knn import pruned_topk, topk_rows
-from labeldist.kinds import check_block, distance_class
-from labeldist.labels.base import reads_json
+from labeldist.errors import LabeldistError
+from labeldist.kinds import check_block, distance_class, read_label
+from labeldist.labels.base import LabelError, reads_json
 from labeldist.view.pairs import CHUNK_SECONDS, checked_block
 
 
@@ -28,6 +29,27 @@ def searchable(kind: str) -> bool:
     """Whether a store of ``kind`` can be searched by a new label: its LabelSet reads labels from JSON, known from
     the class before any label is loaded (:func:`~labeldist.labels.base.reads_json`)."""
     return reads_json(distance_class(kind).labels_class)
+
+
+class LabelRefused(LabeldistError, ValueError):
+    """A label a search cannot take, the message saying why: the service answers it 422 naming ``label``,
+    :class:`~labeldist.client.LocalSource` raises it as RequestRejected."""
+
+
+def read_query(kind: str, value: Any, load: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any, Any]:
+    """The new label ``value`` (its kind's JSON form) read as a set of one item made as the store's labels were,
+    within the checks every kind gets (:func:`labeldist.kinds.read_label`), with the labels and distance ``load()``
+    gives (loaded only for a kind that can be searched): ``(query, labels, distance)``. :class:`LabelRefused` for a
+    kind whose labels have no JSON form or a label the kind cannot read, before any distance is computed."""
+    if not searchable(kind):
+        raise LabelRefused(not_searchable(kind))
+    labels, distance = load()
+    try:
+        return read_label(value, labels, distance), labels, distance
+    except NotImplementedError:
+        raise LabelRefused(not_searchable(kind)) from None
+    except LabelError as e:
+        raise LabelRefused(str(e) or not_searchable(kind)) from None
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,7 @@ def test_every_built_in_kind_has_a_json_form() -> None:
 def no_json_form(monkeypatch: pytest.MonkeyPatch, stores_root: Path) -> Iterator[tuple[TestClient, list[int]]]:
     """An in-process app where the vector kind has no per-item JSON form (as a plugin that defines none), and
     the searches that reached the distance computation."""
-    import labeldist.api.search as search_module
+    import labeldist.api.routers.search as search_module
 
     monkeypatch.setattr(Vectors, "to_json", LabelSet.to_json)
     calls: list[int] = []

@@ -66,8 +66,8 @@ def client(stores: dict) -> Iterator[TestClient]:
 
 @pytest.fixture
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every search that reached the distance computation (labeldist.api.search.search_labels)."""
-    import labeldist.api.search as search_module
+    """Every search that reached the distance computation (labeldist.api.routers.search.search_labels)."""
+    import labeldist.api.routers.search as search_module
 
     calls: list[int] = []
     real = search_module.search_labels
@@ -296,7 +296,7 @@ def test_a_busy_pool_is_503_with_retry_after(stores: dict) -> None:
 
 def test_a_search_stops_when_its_client_has_gone(stores: dict) -> None:
     from labeldist.api.compute import ClientGone, ComputeGuard, ComputePool
-    from labeldist.api.search import search_store
+    from labeldist.api.routers.search import search_store
 
     settings = make_settings(stores=stores["root"] / "stores")
     with TestClient(create_app(settings)) as client:
