@@ -173,6 +173,25 @@ def word_costs(va, u, vb, v):  # pragma: no cover - compiled
     return np.sqrt(s)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def costs_to_all_words(near, va, ids_a, a0, m, vb):  # pragma: no cover - compiled
+    """``near[r, v]`` = :func:`word_costs` from word ``r`` of the text of ``m`` words starting at ``a0`` of
+    ``ids_a`` to every word ``v`` of table ``vb``: computed once per text of A, then gathered for each text of B
+    (:func:`gather_costs`) by the kernels that compare every text of A with every text of B (WMD and RWMD)."""
+    for r in range(m):
+        for v in range(vb.shape[0]):
+            near[r, v] = word_costs(va, ids_a[a0 + r], vb, v)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def gather_costs(cost, near, ids_b, b0, m, n):  # pragma: no cover - compiled
+    """``cost[r, s] = near[r, ids_b[b0 + s]]``: the (m, n) ground distances of one pair of texts, gathered from the
+    rows :func:`costs_to_all_words` made for its first text (the text of B of ``n`` words starting at ``b0``)."""
+    for r in range(m):
+        for s in range(n):
+            cost[r, s] = near[r, ids_b[b0 + s]]
+
+
 def pair_cost(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """(m, n) float64 ground distances :math:`c_{ij} = \\|x_i - y_j\\|_2` between the rows of x and y."""
     return cdist(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))

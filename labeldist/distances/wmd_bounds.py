@@ -19,7 +19,15 @@ import numba
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from labeldist.distances.nbow import check_weights, longest_bag, nbow, pair_cost, prepare_bags, word_costs
+from labeldist.distances.nbow import (
+    check_weights,
+    costs_to_all_words,
+    gather_costs,
+    longest_bag,
+    nbow,
+    pair_cost,
+    prepare_bags,
+)
 
 # ----------------------------------------------------------------------------------- one pair of texts
 
@@ -96,15 +104,11 @@ def _rwmd_all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no
     for p in range(na):
         a0 = off_a[p]
         m = off_a[p + 1] - a0
-        for r in range(m):
-            for v in range(vb.shape[0]):
-                near[r, v] = word_costs(va, ids_a[a0 + r], vb, v)
+        costs_to_all_words(near, va, ids_a, a0, m, vb)
         for q in range(nb):
             b0 = off_b[q]
             n = off_b[q + 1] - b0
-            for r in range(m):
-                for s in range(n):
-                    cost[r, s] = near[r, ids_b[b0 + s]]
+            gather_costs(cost, near, ids_b, b0, m, n)
             out[p, q] = rwmd_cost(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n])
     return out
 
