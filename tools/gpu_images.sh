@@ -34,6 +34,8 @@ if [ -z "${PYTHON:-}" ]; then
     [ -d .whl ] || { echo "gpu_images: no .whl/ folder: run tools/gpu_wheels.sh here first and carry .whl" >&2; exit 1; }
     $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
     $PYTHON -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --target "$SITE" .
+    # the research scripts are not in the wheel: they run from this checkout, beside the installed product
+    cp -R trainer/experiments "$SITE/labeldist/trainer/experiments"
     # the installed labeldist, never the source folder of the working directory (labeldist.trainer lives in trainer/)
     export PYTHONPATH="$SITE" PYTHONSAFEPATH=1
 fi

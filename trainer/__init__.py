@@ -7,7 +7,7 @@ ones (``trainer eval``), over the clients of :mod:`labeldist.client`. Importing 
 - :mod:`~labeldist.trainer.render`: pictures drawn from pose and layout labels;
 - :mod:`~labeldist.trainer.results`: the tables and figures fit, eval and plot show;
 - :mod:`~labeldist.trainer.experiments`: the research scripts behind RESULTS.md (reproductions, ceilings), which
-  the product never imports;
+  the product never imports, run from the checkout (the wheel does not hold them);
 - :mod:`~labeldist.trainer.kinds`: what the trainer knows of each store kind;
 - :mod:`~labeldist.trainer.cli`: the ``trainer`` command. docs/training.md is the guide.
 """

@@ -114,6 +114,27 @@ def run_in(installed: dict[str, Path], folder: Path, *command: str, timeout: int
     return subprocess.run(list(command), cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def test_the_wheel_holds_every_product_package_and_no_research_script(wheel: Path) -> None:
+    """Every package folder of the checkout is in the wheel, installed where pyproject maps it (api/, client/ and
+    trainer/ under labeldist/), but trainer/experiments: research code run from the checkout, which no product
+    module imports (tests/project/test_layers.py)."""
+    with zipfile.ZipFile(wheel) as z:
+        in_wheel = {n.rsplit("/", 1)[0] for n in z.namelist() if n.endswith("/__init__.py")}
+    folders = {
+        "labeldist": "labeldist",
+        "api": "labeldist/api",
+        "client": "labeldist/client",
+        "trainer": "labeldist/trainer",
+    }
+    in_checkout = {
+        "/".join([installed_as, *init.parent.relative_to(ROOT / folder).parts])
+        for folder, installed_as in folders.items()
+        for init in (ROOT / folder).rglob("__init__.py")
+    }
+    assert in_checkout - in_wheel == {"labeldist/trainer/experiments"}
+    assert in_wheel <= in_checkout
+
+
 def test_labeldist_comes_from_the_wheel_not_the_checkout(installed: dict[str, Path], tmp_path: Path) -> None:
     where = run_in(installed, tmp_path, "python", "-c", "import labeldist, pandas; print(labeldist.__file__)")
     assert where.returncode == 0, where.stderr
