@@ -138,7 +138,7 @@ def check_job_queue(name: str) -> None:
 
 
 # ---------------------------------------------------------------- the commands' options
-def add_cluster_options(p: argparse.ArgumentParser) -> None:
+def add_cluster_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """The options of where a job's tasks run, shared by ``precompute``, ``append`` and ``split``: one of a
     LocalCluster (the default), ``--scheduler``, ``--scheduler-file`` or ``--cluster``, and the workers to start and
     wait for (:class:`ClusterSpec`, which :func:`cluster_spec` makes of them; docs/cluster.md)."""

@@ -448,7 +448,9 @@ def add_split_parser(
         action="store_true",
         help="a store: replace parts made with other labels or parameters (built beside them, then swapped in)",
     )
-    add_cluster_options(sp)  # a kNN-only store's parts are precomputed: where their tasks run
+    add_cluster_options(
+        sp.add_argument_group("where a kNN-only store's parts are precomputed (a dense store's are copied out of it)")
+    )
     sp.set_defaults(func=split_command, split_prog=prog)
     return sp
 

@@ -20,6 +20,7 @@ to see them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -236,6 +237,28 @@ def test_precompute_and_append_through_slurm_equal_local_builds(layout, inputs, 
     assert "waiting for" not in grown.stderr  # --no-progress: quiet
     print(f"SLURM append of 60 poses, submit to done: {took:.1f} s; {_joined(grown.stderr)}")
     _same_stores(stores, local["append"])
+    assert _queue_empties("dask-worker"), "the worker jobs were not cancelled at the end of the job"
+
+
+def test_split_of_a_knn_only_store_through_slurm_equals_a_local_split(layout, inputs, tmp_path) -> None:
+    """``labeldist split --cluster slurm``: the options where precompute's and append's tasks run are split's too,
+    and the parts of a kNN-only store (precomputed from their labels) equal those of a split on a LocalCluster."""
+    source = tmp_path / "knn-only"
+    made = _labeldist("precompute", "pose", inputs["first"], "--out", source, "--knn-only", "--workers", "1", *JOB)
+    assert made.returncode == 0, made.stderr
+    here = _labeldist("split", source, "--out", tmp_path / "local", "--seed", "3", "--workers", "1")
+    assert here.returncode == 0, here.stderr
+    env = _jobqueue_env(tmp_path, layout)
+    wait = ["--cluster", "slurm", "--workers", "2", "--wait-timeout", str(WAIT)]
+    there = _labeldist("split", source, "--out", tmp_path / "slurm", "--seed", "3", *wait, env=env, cwd=tmp_path)
+    assert there.returncode == 0, there.stdout + there.stderr + _what_slurm_says(tmp_path / "worker-logs")
+    _same_stores(tmp_path / "slurm", tmp_path / "local")  # the train and test stores
+    slurm_split, local_split = (
+        json.loads((tmp_path / where / "split.json").read_text()) for where in ("slurm", "local")
+    )
+    assert {k: v for k, v in slurm_split.items() if k != "stores"} == {
+        k: v for k, v in local_split.items() if k != "stores"
+    }
     assert _queue_empties("dask-worker"), "the worker jobs were not cancelled at the end of the job"
 
 
