@@ -6,8 +6,9 @@ before it.
 
 For every store the new server lists: 30 random items, each asked for its neighbours (all, and k = 5), its label,
 distances to 20 items and of 10 pairs (computed on demand where not stored), a pairwise batch and an .npz batch;
-then the store's entry; and 5 items' own labels searched for (with and without the hits' labels). Prints how many
-answers are identical, and the first that differ.
+then the store's entry; 5 items' own labels searched for (with and without the hits' labels); and 12 requests it
+must refuse (minibatches that do not fit the store or its pool, items it does not have, a label its kind cannot
+read), whose errors must be the same bytes too. Prints how many answers are identical, and the first that differ.
 """
 
 import sys
@@ -50,6 +51,24 @@ for name in names:
             label = answer.json()["label"]
             reqs.append(("POST", f"/v1/stores/{name}/search", {"label": label, "k": 5}, {}))
             reqs.append(("POST", f"/v1/stores/{name}/search", {"label": label, "k": 5, "include_labels": True}, {}))
+    # requests each server must refuse, in the same words: what the minibatch steps, the store and the search refuse
+    batches = f"/v1/stores/{name}/batches"
+    for body in (
+        {"anchors": [0], "size": 12, "neighbors": k + 1},  # more neighbours than the store's k
+        {"anchors": [0], "size": n + 1},  # a batch larger than the store
+        {"anchors": [n], "size": 2},  # no such item: 404
+        {"count": 2, "size": 4, "pool": [0, 1, 2]},  # a pool smaller than a batch
+        {"anchors": [n - 1], "size": 2, "pool": [0, 1]},  # an anchor outside the pool
+        {"anchors": [0], "size": 2, "exclude": [0]},  # an excluded anchor
+        {"count": 2, "size": 2, "pool": [0, 1], "exclude": [2]},  # both
+        {"count": 2, "size": 2, "pool": [0, n]},  # a pool naming no item
+        {"count": 2, "size": 2, "seed": -1},  # the schema's bounds
+    ):
+        reqs.append(("POST", batches, body, {}))
+    reqs.append(("GET", f"/v1/stores/{name}/items/{n}/neighbors", None, {}))
+    reqs.append(("POST", f"/v1/stores/{name}/distances", {"anchor": 0, "items": [1, n]}, {}))
+    reqs.append(("POST", f"/v1/stores/{name}/search", {"label": {"not": "a label"}, "k": 3}, {}))
+reqs.append(("POST", "/v1/stores/no-such-store/batches", {"count": 2, "size": 4}, {}))
 same = differ = 0
 diffs = []
 for method, path, body, _headers in reqs:
@@ -60,6 +79,6 @@ for method, path, body, _headers in reqs:
     else:
         differ += 1
         diffs.append((path, a.status_code, b.status_code, a.content[:150], b.content[:150]))
-print(f"{len(reqs)} well-formed requests over {len(names)} stores: {same} byte-identical, {differ} differ")
+print(f"{len(reqs)} requests (answered and refused) over {len(names)} stores: {same} byte-identical, {differ} differ")
 for d in diffs[:10]:
     print(d)
