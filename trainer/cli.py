@@ -154,7 +154,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from labeldist.outputs import check_output_file, write_text
+    from labeldist.store.outputs import check_output_file, write_text
     from labeldist.trainer.results.plots import plot_format
     from labeldist.trainer.training.evaluate import (
         UNTRAINED_BACKBONE,

@@ -76,7 +76,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from labeldist.outputs import refuse_inside_store
+    from labeldist.store.outputs import refuse_inside_store
     from labeldist.sts.fit import FitConfig, check_model_folder, fit
     from labeldist.sts.stsb import read_sts
 

@@ -10,7 +10,7 @@ logs, the embedding cache) goes through :func:`written_whole`, so that:
 - only a regular file (or nothing) is replaced: a link, a folder, a FIFO or a device at the target is refused.
 
 Whether a file may be replaced at all (``--overwrite``, never inside a store) is the caller's rule
-(:mod:`labeldist.outputs`); this module is the mechanism.
+(:mod:`labeldist.store.outputs`); this module is the mechanism.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from labeldist.core.options import UsageError
-from labeldist.outputs import check_output_file, replacing
 from labeldist.store import StoreChangedError, StoreReader
+from labeldist.store.outputs import check_output_file, replacing
 
 COLUMNS = ("item_index", "item_id", "rank", "neighbor_index", "neighbor_id", "distance")
 FORMATS = ("parquet", "csv")

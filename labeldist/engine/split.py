@@ -28,8 +28,8 @@ from labeldist.core.options import part_float, seed_int
 from labeldist.errors import LabeldistError
 from labeldist.labels.base import LabelError
 from labeldist.labels.records import SPLIT_SUFFIXES, LabelRecords, read_records
-from labeldist.outputs import OutputError, check_output_file, holds, make_folder, write_bytes
 from labeldist.store import is_store
+from labeldist.store.outputs import OutputError, check_output_file, holds, make_folder, write_bytes
 
 #: what ``labeldist split`` takes, for its errors
 TAKES = (
@@ -139,10 +139,10 @@ def _read(path: Path) -> LabelRecords:
 
 
 def _write_files(files: dict[Path, bytes], overwrite: bool) -> None:
-    """Write ``files`` (path -> contents) by :mod:`labeldist.outputs`' rule. Files already there with other contents
-    are refused (SplitError naming them) unless ``overwrite``, and then only regular files outside any store are
-    replaced; a rerun that would write the same contents writes nothing. Every file is checked before the first
-    is written; each goes in by a rename, whole or not at all."""
+    """Write ``files`` (path -> contents) by :mod:`labeldist.store.outputs`' rule. Files already there with other
+    contents are refused (SplitError naming them) unless ``overwrite``, and then only regular files outside any
+    store are replaced; a rerun that would write the same contents writes nothing. Every file is checked before the
+    first is written; each goes in by a rename, whole or not at all."""
     differ = [p for p, data in files.items() if os.path.lexists(p) and not holds(p, data)]
     if differ and not overwrite:
         names = ", ".join(str(p) for p in differ)

@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sentence models", ("labeldist.sts",)),
     ("distances", ("labeldist.distances",)),
     ("kinds", ("labeldist.kinds", "labeldist.testing")),
-    ("store", ("labeldist.store", "labeldist.view", "labeldist.outputs")),
+    ("store", ("labeldist.store", "labeldist.view")),
     ("engine", ("labeldist.engine",)),
     ("api", ("labeldist.api",)),
     ("client", ("labeldist.client",)),
@@ -139,6 +139,21 @@ def layer_problems(sources: dict[str, Path], layers: list[tuple[str, tuple[str, 
 def test_the_source_keeps_its_layers() -> None:
     problems = layer_problems({package: ROOT / folder for package, folder in SOURCES.items()}, LAYERS)
     assert not problems, "\n".join(problems)
+
+
+#: the modules at the root of labeldist/: the package's face, the error root and the entry points (the commands, their
+#: console-script guards, and the plugin authors' DistanceSuite); every other module lives in a folder of its layer
+ROOT_MODULES = {"__init__", "errors", "cli", "entrypoints", "testing"}
+
+
+def test_the_layers_are_folders() -> None:
+    """The root of labeldist/ holds only :data:`ROOT_MODULES`, and every other name in LAYERS is a folder."""
+    assert {path.stem for path in (ROOT / "labeldist").glob("*.py")} == ROOT_MODULES
+    modules = find_modules({package: ROOT / folder for package, folder in SOURCES.items()})
+    named = [prefix for _, prefixes in LAYERS for prefix in prefixes]
+    at_root = {"labeldist", *(f"labeldist.{name}" for name in ROOT_MODULES - {"__init__"})}
+    modules_named = [prefix for prefix in named if prefix not in at_root and modules[prefix].name != "__init__.py"]
+    assert not modules_named, f"LAYERS names modules, not folders: {modules_named}"
 
 
 def test_every_layer_is_in_the_design_doc() -> None:

@@ -1,4 +1,4 @@
-"""The trainer's commands write where the user names by one rule (``labeldist.outputs``): an existing file is
+"""The trainer's commands write where the user names by one rule (``labeldist.store.outputs``): an existing file is
 refused without ``--overwrite``, and with it only a regular file outside any store is replaced; nothing is written
 inside a store; each refusal is one line, exit 2 (RELIABILITY.md, "The fourth adversarial run").
 

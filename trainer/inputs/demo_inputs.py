@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldist.outputs import write_bytes
 from labeldist.store import StoreReader
+from labeldist.store.outputs import write_bytes
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
 
 
@@ -134,7 +134,7 @@ def write_demo_inputs(
     store: str, out: str | Path, *, seed: int = 0, overwrite: bool = True, **options: float
 ) -> np.ndarray:
     """Write the demo inputs of ``store`` (the function its kind declares, :mod:`labeldist.trainer.kinds`) to
-    ``out`` (.npy), by :mod:`labeldist.outputs`' rule: a file holding other inputs replaced only with
+    ``out`` (.npy), by :mod:`labeldist.store.outputs`' rule: a file holding other inputs replaced only with
     ``overwrite``, and then only a regular file outside any store; the same inputs again write nothing."""
     kind = StoreReader(store).manifest["kind"]
     declared = trainer_kind(kind).demo_inputs  # labeldist.trainer.kinds

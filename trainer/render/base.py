@@ -30,7 +30,7 @@ from PIL import Image
 
 from labeldist.core.files import written_whole
 from labeldist.errors import LabeldistError
-from labeldist.outputs import make_folder
+from labeldist.store.outputs import make_folder
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
 
 #: bump when a change to the drawing changes the pixels: a render of another version is a different render

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from labeldist.core.options import UsageError
-from labeldist.outputs import make_parent, replacing
+from labeldist.store.outputs import make_parent, replacing
 
 #: files that the trainer writes into a run folder: a curve read from one is named after the folder
 RUN_FILES = {"eval.json", "log.jsonl"}
@@ -209,7 +209,7 @@ def plot_format(out: str | Path) -> str:
 
 def save(fig: Figure, out: str | Path, overwrite: bool = True) -> Path:
     """Write ``fig`` at ``out`` (a PNG unless its suffix names another format; its folder made) by
-    :mod:`labeldist.outputs`' rule: an existing file replaced only with ``overwrite``, and then only a regular
+    :mod:`labeldist.store.outputs`' rule: an existing file replaced only with ``overwrite``, and then only a regular
     file outside any store, whole or not at all. The path."""
     fmt = plot_format(out)
     out = make_parent(out)

@@ -34,7 +34,7 @@ from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient,
 from labeldist.client.local import StoreMovedOn
 from labeldist.core.files import written_whole
 from labeldist.core.progress import progress_bar
-from labeldist.outputs import OutputError, check_output_file, make_folder
+from labeldist.store.outputs import OutputError, check_output_file, make_folder
 from labeldist.trainer.inputs.augment import augment, check_crop_scale, resolve_augmentation, step_generator
 from labeldist.trainer.inputs.images import device_images
 from labeldist.trainer.losses import BatchLoss, make_loss

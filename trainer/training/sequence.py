@@ -102,7 +102,7 @@ def fit_and_evaluate(config: FitConfig, held_out: HeldOut | None = None) -> dict
     summary = fit(config)
     if held_out is None or untrained is None:
         return {"fit": summary, "eval": None}
-    from labeldist.outputs import write_text
+    from labeldist.store.outputs import write_text
     from labeldist.trainer.results.plots import UNTRAINED_STYLE
     from labeldist.trainer.training.evaluate import plot_curves
 

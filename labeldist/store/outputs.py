@@ -24,7 +24,7 @@ from pathlib import Path
 
 from labeldist.core.files import written_whole
 from labeldist.core.options import UsageError
-from labeldist.store import is_store
+from labeldist.store.manifest import is_store
 
 
 class OutputError(UsageError):
