@@ -4,6 +4,7 @@ minibatches: the anchor first, its ``neighbors`` kNN neighbours next, random oth
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -231,3 +232,12 @@ def test_an_input_error_in_a_worker_process_comes_back_as_one_line_of_its_own_ty
     with pytest.raises(UndecodableImage) as error:
         list(stream)
     assert str(error.value) == "image /photos/17.jpg: cannot decode (truncated)"
+
+
+@pytest.mark.parametrize(
+    "method", ["batches", "distances", "pair_distances", "neighbors", "search", "store", "stores", "ids", "close"]
+)
+def test_local_source_takes_what_the_http_client_takes(method: str) -> None:
+    """A training loop swaps one client for the other (MinibatchStream takes either): every method they share has
+    the same parameters, defaults and annotations, so a call written for one is a call of the other."""
+    assert inspect.signature(getattr(LocalSource, method)) == inspect.signature(getattr(LabelDistClient, method))
