@@ -31,12 +31,19 @@ LAYOUT, SPREAD = 22, 36
 
 def run_killed(n: int, out: Path, which: str = "precompute") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tests.system.kill_at_write", str(n), str(out), which],
+        # faulthandler: a job that dies of anything but the kill says where, in the failure's message
+        [sys.executable, "-X", "faulthandler", "-m", "tests.system.kill_at_write", str(n), str(out), which],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def not_killed(n: int, run: subprocess.CompletedProcess) -> str:
+    """Why a run that should have been killed at write ``n`` was not: its status, output and (for a crash, through
+    faulthandler) where it died."""
+    return f"write {n}: the job was not killed ({run.returncode}): {run.stdout}{run.stderr[-3000:]}"
 
 
 def kill_points(writes: int) -> list[int]:
@@ -74,7 +81,7 @@ def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, da
     for n in points:
         out = tmp_path / f"kill{n}" / "store"
         killed = run_killed(n, out)
-        assert killed.returncode == -9, f"write {n}: the job was not killed ({killed.returncode}): {killed.stdout}"
+        assert killed.returncode == -9, not_killed(n, killed)
         what = state(out)
         assert what != "not a store", f"write {n}: the kill left a folder that is no store: {os.listdir(out)}"
         seen[what] = seen.get(what, 0) + 1
@@ -123,7 +130,7 @@ def test_an_append_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_
         out = tmp_path / f"kill{n}" / "store"
         shutil.copytree(base, out)
         killed = run_killed(n, out, which)
-        assert killed.returncode == -9, f"write {n}: the job was not killed ({killed.returncode}): {killed.stdout}"
+        assert killed.returncode == -9, not_killed(n, killed)
         what = state(out)
         assert what in ("complete", "nothing"), f"write {n}: the kill left {what} at the store's path"
         if what == "complete":
