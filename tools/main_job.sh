@@ -36,12 +36,12 @@ $LABELDIST precompute layout --generate 2000 --layout-type 5 --size 128 --seed 0
 $LABELDIST precompute captions "$DATA/coco/coco_karpathy_test.json" --knn-only --k 100 \
     --out "$STORES/coco_karpathy_test-caption_wmd" $CLUSTER
 if [ ! -f "$MODELS/sts-bi-cosine/labeldist_sts.json" ]; then
-    $LABELDIST sts fit --architecture bi --loss cosine --epochs 1 --seed 0 --train "$DATA/stsb/sts-train.csv" \
-        --dev "$DATA/stsb/sts-dev.csv" --out "$MODELS/sts-bi-cosine"
+    # on STS-B's train and dev files, shipped with labeldist (its defaults)
+    $LABELDIST sts fit --architecture bi --loss cosine --epochs 1 --seed 0 --out "$MODELS/sts-bi-cosine"
 fi
 # shellcheck disable=SC2086
 $LABELDIST precompute sentences "$DATA/coco/coco_karpathy_test.json" --knn-only --k 100 \
-    --scorer coarse_to_fine --model "$MODELS/sts-bi-cosine" --train "$DATA/stsb/sts-train.csv" \
+    --scorer coarse_to_fine --model "$MODELS/sts-bi-cosine" \
     --out "$STORES/coco_karpathy_test-sentence_relevance" $CLUSTER
 
 for store in "$STORES"/*/; do
