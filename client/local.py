@@ -227,12 +227,11 @@ class LocalSource:
         return seconds
 
     @staticmethod
-    def _say_loading(s: _Store, why: str) -> float:
-        """Say on stderr what ``why`` (a first search, a warm-up) loads for ``s``; the time it started."""
+    def _say_loading(s: _Store, why: str) -> None:
+        """Say on stderr what ``why`` (a first search, a warm-up) loads for ``s``."""
         sentences = s.manifest["kind"] == "sentence_relevance"
         what = "its labels, sentence model and embeddings" if sentences else "its labels"
         print(f"labeldist: store {s.name!r}: {why}: loading {what} (once) ...", file=sys.stderr, flush=True)
-        return time.perf_counter()
 
     @staticmethod
     def _say_loaded(s: _Store, seconds: float) -> None:

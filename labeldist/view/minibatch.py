@@ -46,10 +46,6 @@ class BatchRequest:
     pool: np.ndarray | None = None
     exclude: np.ndarray | None = None
 
-    @property
-    def n_batches(self) -> int:
-        return len(self.anchors) if self.anchors is not None else int(self.count or 0)
-
 
 def batch_request(
     *,
