@@ -173,7 +173,7 @@ def word_costs(va, u, vb, v):  # pragma: no cover - compiled
     return np.sqrt(s)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def costs_to_all_words(near, va, ids_a, a0, m, vb):  # pragma: no cover - compiled
     """``near[r, v]`` = :func:`word_costs` from word ``r`` of the text of ``m`` words starting at ``a0`` of
     ``ids_a`` to every word ``v`` of table ``vb``: computed once per text of A, then gathered for each text of B
@@ -183,7 +183,7 @@ def costs_to_all_words(near, va, ids_a, a0, m, vb):  # pragma: no cover - compil
             near[r, v] = word_costs(va, ids_a[a0 + r], vb, v)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def gather_costs(cost, near, ids_b, b0, m, n):  # pragma: no cover - compiled
     """``cost[r, s] = near[r, ids_b[b0 + s]]``: the (m, n) ground distances of one pair of texts, gathered from the
     rows :func:`costs_to_all_words` made for its first text (the text of B of ``n`` words starting at ``b0``)."""
