@@ -10,9 +10,8 @@ The data flows labels -> distances -> engine -> store -> api -> client -> traine
 service (``labeldist.api``) nor the trainer (``labeldist.trainer``).
 """
 
-from labeldist.client.data import FeatureInputs, Minibatch, MinibatchStream, Source
+from labeldist.client.data import FeatureInputs, MinibatchStream, Source
 from labeldist.client.http import (
-    Batches,
     Hits,
     LabelDistClient,
     Neighbors,
@@ -23,11 +22,11 @@ from labeldist.client.http import (
 )
 from labeldist.client.inputs import InputError, Inputs
 from labeldist.client.local import LocalSource, StoreMovedOn
+from labeldist.client.minibatch import Minibatch
 from labeldist.client.pml import binary_split, pml_labels, pml_triplets
 from labeldist.client.prefetch import Prefetcher
 
 __all__ = [
-    "Batches",
     "FeatureInputs",
     "Hits",
     "InputError",

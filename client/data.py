@@ -19,7 +19,6 @@ import contextlib
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,9 +26,9 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
-from labeldist.client.http import Batches
 from labeldist.client.inputs import InputError, Inputs
 from labeldist.client.loader import steps_in_processes
+from labeldist.client.minibatch import Minibatch
 from labeldist.client.prefetch import Prefetcher
 from labeldist.labels.base import LabelError, read_npy
 
@@ -37,7 +36,7 @@ from labeldist.labels.base import LabelError, read_npy
 class Source(Protocol):
     """Where minibatches come from: a :class:`~labeldist.client.http.LabelDistClient` (a service over HTTP) or a
     :class:`~labeldist.client.local.LocalSource` (stores read in this process). Both answer the same
-    :class:`~labeldist.client.http.Batches`."""
+    :class:`~labeldist.client.minibatch.Minibatch`."""
 
     def batches(
         self,
@@ -50,7 +49,7 @@ class Source(Protocol):
         seed: int,
         pool: np.ndarray | None = None,
         exclude: np.ndarray | None = None,
-    ) -> Batches:
+    ) -> Minibatch:
         """One minibatch per anchor: the anchor's ``neighbors`` nearest, then random others (``seed``); with
         ``pool`` or ``exclude`` (only passed when the stream has a pool) every member an item of the pool."""
         ...
@@ -110,44 +109,6 @@ def _open_npy(path: str | Path) -> np.ndarray:
         except LabelError as why:
             raise InputError(str(why)) from None
         raise InputError(f"{path}: cannot read as features: {e}") from None
-
-
-@dataclass
-class Minibatch:
-    """``batches_per_step`` minibatches of one training step, anchor first in each.
-
-    indices (B, n) int64 store indices; inputs (B, n, ...); distances (B, n - 1) label distances anchor to
-    item; pairwise (B, n, n) label distances among the batch, or None.
-    """
-
-    indices: torch.Tensor
-    inputs: torch.Tensor
-    distances: torch.Tensor
-    pairwise: torch.Tensor | None
-
-    def pin_memory(self) -> Minibatch:
-        """The same minibatch in page-locked memory (what a DataLoader with ``pin_memory=True`` calls)."""
-        return Minibatch(
-            self.indices.pin_memory(),
-            self.inputs.pin_memory(),
-            self.distances.pin_memory(),
-            None if self.pairwise is None else self.pairwise.pin_memory(),
-        )
-
-    def to(self, device: torch.device | str) -> Minibatch:
-        nb = torch.device(device).type == "cuda"  # pinned memory + non_blocking copies overlap with compute
-
-        def move(t: torch.Tensor) -> torch.Tensor:
-            if not nb:
-                return t.to(device)
-            return (t if t.is_pinned() else t.pin_memory()).to(device, non_blocking=True)
-
-        return Minibatch(
-            self.indices.to(device),
-            move(self.inputs),
-            move(self.distances),
-            None if self.pairwise is None else move(self.pairwise),
-        )
 
 
 class MinibatchStream(IterableDataset):
@@ -290,7 +251,15 @@ class MinibatchStream(IterableDataset):
         for s in range(0, len(anchors), self.bps):
             sl = slice(s, s + self.bps)
             pw = None if got.pairwise is None else torch.from_numpy(got.pairwise[sl])
-            steps.append(Minibatch(torch.from_numpy(members[sl]), inputs[sl], torch.from_numpy(got.distances[sl]), pw))
+            steps.append(
+                Minibatch(
+                    indices=torch.from_numpy(members[sl]),
+                    distances=torch.from_numpy(got.distances[sl]),
+                    pairwise=pw,
+                    inputs=inputs[sl],
+                    seed=got.seed,
+                )
+            )
         return steps
 
     def __iter__(self) -> Iterator[Minibatch]:

@@ -10,7 +10,7 @@ store or item) raises :class:`StoreNotFound` and any other 4xx :class:`RequestRe
 service's ``detail``. Distances and batches travel as ``.npz`` (float32, +inf kept, no text formatting).
 
 A training loop without a server reads a store in its own process with :class:`labeldist.client.LocalSource`,
-which has the same methods and answers the same :class:`Batches`.
+which has the same methods and answers the same :class:`~labeldist.client.minibatch.Minibatch`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import httpx
 import numpy as np
 
+from labeldist.client.minibatch import Minibatch
 from labeldist.errors import LabeldistError
 
 RETRY_STATUS = frozenset({500, 502, 503, 504})
@@ -46,29 +47,6 @@ class StoreNotFound(ServiceError):
 
 class RequestRejected(ServiceError):
     """Any other 4xx (bad parameters, a request over a limit, a missing API key)."""
-
-
-@dataclass
-class Batches:
-    """Minibatches as arrays: batch ``t`` is ``anchors[t]`` then ``items[t]``.
-
-    anchors (B,) int64; items (B, size - 1) int64, nearest first; distances (B, size - 1) float32, anchor to
-    item; pairwise (B, size, size) float32, anchor first, or None; seed the seed the service used.
-    """
-
-    anchors: np.ndarray
-    items: np.ndarray
-    distances: np.ndarray
-    pairwise: np.ndarray | None
-    seed: int
-
-    @property
-    def members(self) -> np.ndarray:
-        """(B, size): each batch's anchor, then its items."""
-        return np.concatenate([self.anchors[:, None], self.items], axis=1)
-
-    def __len__(self) -> int:
-        return len(self.anchors)
 
 
 class Neighbors(NamedTuple):
@@ -240,7 +218,7 @@ class LabelDistClient:
         seed: int | None = None,
         pool: np.ndarray | list[int] | None = None,
         exclude: np.ndarray | list[int] | None = None,
-    ) -> Batches:
+    ) -> Minibatch:
         """One minibatch per anchor (given, or ``count`` drawn by the service): POST .../batches. With ``pool``
         (the items every member is drawn from) or ``exclude`` (the items no minibatch contains), anchors,
         nearest (within the pool) and random others are all items of the pool."""
@@ -258,10 +236,6 @@ class LabelDistClient:
         if exclude is not None:
             body["exclude"] = np.asarray(exclude, dtype=np.int64).reshape(-1).tolist()
         arrays = _npz(self._request("POST", f"/v1/stores/{store}/batches", params={"format": "npz"}, json=body))
-        return Batches(
-            anchors=arrays["anchors"].astype(np.int64),
-            items=arrays["items"].astype(np.int64),
-            distances=arrays["distances"].astype(np.float32),
-            pairwise=arrays["pairwise"].astype(np.float32) if "pairwise" in arrays else None,
-            seed=int(arrays["seed"]),
+        return Minibatch.from_parts(
+            arrays["anchors"], arrays["items"], arrays["distances"], arrays.get("pairwise"), int(arrays["seed"])
         )

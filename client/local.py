@@ -5,7 +5,7 @@
     batches.items.shape                                     # (2, 149): each anchor's 5 nearest first
 
 :class:`LocalSource` has the methods of :class:`~labeldist.client.http.LabelDistClient` a training loop uses and
-answers the same :class:`~labeldist.client.http.Batches` and :class:`~labeldist.client.http.Hits`, so
+answers the same :class:`~labeldist.client.minibatch.Minibatch` and :class:`~labeldist.client.http.Hits`, so
 :class:`~labeldist.client.data.MinibatchStream` takes either. Every read goes through
 :class:`labeldist.store.StoreReader`, each call answered from one generation; a store replaced during a call is
 opened again and the call asked again (:class:`labeldist.view.folder.StoreFolder`, as the service keeps its stores).
@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from labeldist.client.http import Batches, Hits, Neighbors, RequestRejected, StoreNotFound
+from labeldist.client.http import Hits, Neighbors, RequestRejected, StoreNotFound
+from labeldist.client.minibatch import Minibatch
 from labeldist.store import StoreChangedError, StoreError, StoreIdentity
 from labeldist.view.drawing import DrawRefused
 from labeldist.view.folder import StoreFolder, Unavailable
@@ -331,7 +332,7 @@ class LocalSource:
         seed: int | None = None,
         pool: np.ndarray | list[int] | None = None,
         exclude: np.ndarray | list[int] | None = None,
-    ) -> Batches:
+    ) -> Minibatch:
         """One minibatch per anchor (given, or ``count`` drawn), as ``POST /v1/stores/{store}/batches`` answers:
         each anchor's ``neighbors`` nearest, then random others, assembled by the service's steps
         (:mod:`labeldist.view.minibatch`); the label distances from the anchor to each item and, with ``pairwise``,
@@ -355,12 +356,10 @@ class LocalSource:
         return self._answer(store, lambda s: self._assembled(s, asked))
 
     @staticmethod
-    def _assembled(s: _Store, asked: BatchRequest) -> Batches:
+    def _assembled(s: _Store, asked: BatchRequest) -> Minibatch:
         """:meth:`batches` from one opened store."""
         try:
             made = assemble(s, asked)
         except DrawRefused as e:
             raise RequestRejected(f"store {s.name!r}: {e}", 422, str(e)) from None
-        return Batches(
-            anchors=made.anchors, items=made.items, distances=made.distances, pairwise=made.pairwise, seed=asked.seed
-        )
+        return Minibatch.from_parts(made.anchors, made.items, made.distances, made.pairwise, asked.seed)

@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 import torch
 
+from labeldist.client.minibatch import Minibatch
+from labeldist.errors import UsageError
+
 
 def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The binary rule of every binary baseline: in one minibatch (anchor at row 0, items at rows ``1..m`` with
@@ -34,8 +37,13 @@ def check_positives(positives: int, m: int) -> None:
 
 
 def _parts(minibatch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """indices (B, n), distances (B, n - 1), pairwise (B, n, n) or None, of a Minibatch (or of one minibatch with
-    1-d indices and distances)."""
+    """indices (B, n), distances (B, n - 1), pairwise (B, n, n) or None, of a :class:`Minibatch` (or of one
+    minibatch with 1-d indices and distances); a UsageError in one line for anything else."""
+    if not isinstance(minibatch, Minibatch):
+        raise UsageError(
+            f"expected a labeldist Minibatch (what Store.batches(), LocalSource.batches(), LabelDistClient.batches() "
+            f"answer, or a MinibatchStream step), got {type(minibatch).__name__}"
+        )
     indices, distances = torch.as_tensor(minibatch.indices), torch.as_tensor(minibatch.distances)
     pairwise = getattr(minibatch, "pairwise", None)
     pairwise = None if pairwise is None else torch.as_tensor(pairwise)
@@ -56,8 +64,7 @@ def pml_labels(minibatch: Any, positives: int) -> torch.Tensor:
     (:func:`binary_split`) are the class of the anchor's store index, every other item the class of its own store
     index (the rule of the trainer's ``neighbourhood_classes``).
 
-    >>> from types import SimpleNamespace as NS
-    >>> pml_labels(NS(indices=torch.tensor([7, 3, 9, 4]), distances=torch.tensor([0.5, 0.1, 0.9])), 2).tolist()
+    >>> pml_labels(Minibatch(torch.tensor([7, 3, 9, 4]), torch.tensor([0.5, 0.1, 0.9])), 2).tolist()
     [7, 7, 7, 4]
     """
     indices, distances, _ = _parts(minibatch)
@@ -87,8 +94,7 @@ def pml_triplets(
     Triplets come minibatch by minibatch, anchor by anchor, then positive by positive nearest first, and for each
     its negatives nearest first.
 
-    >>> from types import SimpleNamespace as NS
-    >>> a, p, n = pml_triplets(NS(indices=torch.arange(4), distances=torch.tensor([0.5, 0.1, 0.9])))
+    >>> a, p, n = pml_triplets(Minibatch(torch.arange(4), torch.tensor([0.5, 0.1, 0.9])))
     >>> list(zip(a.tolist(), p.tolist(), n.tolist()))
     [(0, 2, 1), (0, 2, 3), (0, 1, 3)]
     """

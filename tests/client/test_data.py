@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from labeldist.client import Batches, FeatureInputs, MinibatchStream
+from labeldist.client import FeatureInputs, Minibatch, MinibatchStream
 
 N = 23
 
@@ -18,7 +18,7 @@ class FakeClient:
     def __init__(self) -> None:
         self.requests: list[dict] = []
 
-    def batches(self, store, *, anchors, size, neighbors, pairwise, seed) -> Batches:
+    def batches(self, store, *, anchors, size, neighbors, pairwise, seed) -> Minibatch:
         self.requests.append({"anchors": list(anchors), "seed": seed, "pairwise": pairwise})
         rng = np.random.default_rng(seed)
         items = []
@@ -30,7 +30,7 @@ class FakeClient:
         dist = np.abs(items - anchors[:, None]).astype(np.float32)
         members = np.concatenate([anchors[:, None], items], axis=1)
         pw = np.abs(members[:, :, None] - members[:, None, :]).astype(np.float32) if pairwise else None
-        return Batches(anchors, items, dist, pw, seed)
+        return Minibatch.from_parts(anchors, items, dist, pw, seed)
 
 
 def features() -> FeatureInputs:

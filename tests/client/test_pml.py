@@ -4,7 +4,6 @@ trainer's binary rule, and accepted by PML's losses."""
 from __future__ import annotations
 
 from itertools import product
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from pytorch_metric_learning.losses import ContrastiveLoss, TripletMarginLoss
 from labeldist.client import Minibatch, pml_labels, pml_triplets
 
 
-def minibatch(b: int, n: int, seed: int, *, ties: bool = False) -> SimpleNamespace:
+def minibatch(b: int, n: int, seed: int, *, ties: bool = False) -> Minibatch:
     """B minibatches of n distinct store items (of 1000), with label distances (rounded, so some tie) and a
     symmetric pairwise matrix whose row 0 holds the anchor's distances."""
     rng = np.random.default_rng(seed)
@@ -25,7 +24,7 @@ def minibatch(b: int, n: int, seed: int, *, ties: bool = False) -> SimpleNamespa
     pw = (pw + pw.transpose(0, 2, 1)) / 2
     pw[:, np.arange(n), np.arange(n)] = 0
     pw = torch.tensor(pw, dtype=torch.float32)
-    return SimpleNamespace(indices=torch.tensor(indices), distances=pw[:, 0, 1:].clone(), pairwise=pw)
+    return Minibatch(indices=torch.tensor(indices), distances=pw[:, 0, 1:].clone(), pairwise=pw)
 
 
 def slow_labels(mb, positives: int) -> list[int]:
@@ -96,15 +95,15 @@ def test_the_rule_is_the_trainers() -> None:
 
 def test_a_step_of_several_minibatches_indexes_its_flattened_rows() -> None:
     mb = minibatch(3, 5, 0)
-    step = Minibatch(mb.indices, torch.zeros(3, 5, 2), mb.distances, mb.pairwise)
+    step = Minibatch(mb.indices, mb.distances, mb.pairwise, inputs=torch.zeros(3, 5, 2))
     labels = pml_labels(step, 2)
     assert labels.shape == (15,)
     for t in range(3):  # each minibatch's rows are its own: its labels come from its own indices
         assert (
             labels.view(3, 5)[t].tolist()
-            == pml_labels(SimpleNamespace(indices=mb.indices[t], distances=mb.distances[t]), 2).tolist()
+            == pml_labels(Minibatch(indices=mb.indices[t], distances=mb.distances[t]), 2).tolist()
         )
-    one = [as_list(pml_triplets(SimpleNamespace(indices=mb.indices[t], distances=mb.distances[t]))) for t in range(3)]
+    one = [as_list(pml_triplets(Minibatch(indices=mb.indices[t], distances=mb.distances[t]))) for t in range(3)]
     shifted = [(a + 5 * t, p + 5 * t, n + 5 * t) for t in range(3) for a, p, n in one[t]]
     assert as_list(pml_triplets(step)) == shifted
 
@@ -132,8 +131,26 @@ def test_bad_arguments_are_refused() -> None:
         with pytest.raises(ValueError, match=r"positives=\d must lie in 1..4"):
             pml_triplets(mb, positives)
     with pytest.raises(ValueError, match="pairwise"):
-        pml_triplets(SimpleNamespace(indices=mb.indices, distances=mb.distances, pairwise=None), anchors="all")
+        pml_triplets(Minibatch(indices=mb.indices, distances=mb.distances, pairwise=None), anchors="all")
     with pytest.raises(ValueError, match="first"):
         pml_triplets(mb, anchors="some")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"distances \(B, n - 1\)"):
-        pml_labels(SimpleNamespace(indices=mb.indices, distances=mb.distances[:, :3]), 1)
+        pml_labels(Minibatch(indices=mb.indices, distances=mb.distances[:, :3]), 1)
+
+
+@pytest.mark.parametrize("made", [lambda mb: {"indices": mb.indices}, lambda mb: (mb.indices, mb.distances)])
+def test_the_helpers_refuse_what_no_client_answers_in_one_line(made) -> None:
+    """A dict, a tuple or any other object is refused naming what is expected, not an AttributeError."""
+    mb = minibatch(2, 4, seed=0)
+    for helper in (lambda x: pml_labels(x, 1), pml_triplets):
+        with pytest.raises(ValueError, match="expected a labeldist Minibatch .* got (dict|tuple)") as e:
+            helper(made(mb))
+        assert "\n" not in str(e.value)
+
+
+def test_the_helpers_take_numpy_minibatches_as_batches_answers_them() -> None:
+    """What ``batches()`` answers (NumPy arrays) gives the same labels and triplets as the stream's tensors."""
+    mb = minibatch(3, 5, seed=1)
+    as_numpy = Minibatch(mb.indices.numpy(), mb.distances.numpy(), mb.pairwise.numpy())
+    assert pml_labels(as_numpy, 2).tolist() == pml_labels(mb, 2).tolist()
+    assert [t.tolist() for t in pml_triplets(as_numpy)] == [t.tolist() for t in pml_triplets(mb)]
