@@ -451,8 +451,54 @@ def add_split_parser(
     add_cluster_options(
         sp.add_argument_group("where a kNN-only store's parts are precomputed (a dense store's are copied out of it)")
     )
+    sp.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as one JSON object (the parts' items and paths) instead of lines of text",
+    )
     sp.set_defaults(func=split_command, split_prog=prog)
     return sp
+
+
+def split_summary(info: dict[str, Any], out: str | Path) -> dict[str, Any]:
+    """What ``labeldist split`` says it wrote, from :func:`split_input`'s ``info``: the input, each part's items and
+    path (a store, or a label file of the input's format), the test part's queries and gallery, and ``split.json``.
+
+    >>> s = split_summary({"source": "a.csv", "train": [0, 2], "test": [1, 3], "queries": [0], "gallery": [1]}, "o")
+    >>> s["parts"]["train"], s["parts"]["test"]["queries"]
+    ({'items': 2, 'path': 'o/train.csv'}, 1)
+    """
+    paths = info.get("stores") or {
+        part: str(Path(out) / f"{part}{Path(info['source']).suffix}") for part in ("train", "test")
+    }
+    parts: dict[str, dict[str, Any]] = {
+        part: {"items": len(info[part]), "path": paths[part]} for part in ("train", "test")
+    }
+    parts["test"].update(queries=len(info["queries"]), gallery=len(info["gallery"]))
+    return {
+        "source": info["source"],
+        "what": "stores" if "stores" in info else "files",
+        "parts": parts,
+        "split": str(Path(out) / "split.json"),
+    }
+
+
+def format_split_summary(info: dict[str, Any], out: str | Path) -> str:
+    """:func:`split_summary` as a few lines for a person: the input, one line per part (its items and where it is),
+    and split.json."""
+    summary = split_summary(info, out)
+    train, test = summary["parts"]["train"], summary["parts"]["test"]
+    what = "store" if summary["what"] == "stores" else "file"
+    width = len(f"{max(train['items'], test['items']):,}")
+    return "\n".join(
+        [
+            f"split {summary['source']}: {train['items'] + test['items']:,} items, seed {info.get('seed', 0)}",
+            f"  train  {train['items']:>{width},} items  {what} {train['path']}",
+            f"  test   {test['items']:>{width},} items  {what} {test['path']}"
+            f"  ({test['queries']:,} queries, {test['gallery']:,} gallery)",
+            f"  each part's items, the queries and the gallery: {summary['split']}",
+        ]
+    )
 
 
 def split_command(args: argparse.Namespace) -> int:
@@ -471,9 +517,7 @@ def split_command(args: argparse.Namespace) -> int:
     except (SplitError, ClusterError) as e:  # one line, no traceback
         print(f"{args.split_prog}: {e}", file=sys.stderr)
         return 2
-    print({k: len(v) for k, v in info.items() if isinstance(v, list)})
-    for part, store in info.get("stores", {}).items():
-        print(f"{part}: {store}")
+    print(json.dumps(split_summary(info, args.out)) if args.json else format_split_summary(info, args.out))
     warning = few_queries_warning(len(info["queries"]), len(info["test"]))
     if warning:
         print(f"{args.split_prog}: warning: {warning}", file=sys.stderr)

@@ -31,8 +31,39 @@ def split(capsys, path: Path, out: Path, *extra: str) -> dict:
     rc, stdout, err = run_cli(capsys, "split", path, "--out", out, "--seed", "3", *extra)
     assert rc == 0, err
     info = json.loads((out / "split.json").read_text())
-    assert stdout.splitlines()[0] == str({k: len(v) for k, v in info.items() if isinstance(v, list)})
+    lines = stdout.splitlines()  # a summary for a person: the input, each part's items and file, split.json
+    assert lines[0] == f"split {path}: {len(info['train']) + len(info['test']):,} items, seed 3"
+    for line, part in zip(lines[1:3], ("train", "test")):
+        assert line.split()[:3] == [part, f"{len(info[part]):,}", "items"]
+        assert str(out / f"{part}{path.suffix}") in line
+    assert f"({len(info['queries']):,} queries, {len(info['gallery']):,} gallery)" in lines[2]
+    assert lines[3].endswith(str(out / "split.json")) and len(lines) == 4
     return info
+
+
+def test_json_summary(capsys, tmp_path: Path) -> None:
+    """``--json`` prints the summary as one JSON object: each part's items and path, the queries and gallery."""
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(SENTENCES) + "\n")
+    out = tmp_path / "split"
+    rc, stdout, err = run_cli(capsys, "split", path, "--out", out, "--seed", "3", "--json")
+    assert rc == 0, err
+    info = json.loads((out / "split.json").read_text())
+    assert json.loads(stdout) == {
+        "source": str(path),
+        "what": "files",
+        "parts": {
+            "train": {"items": len(info["train"]), "path": str(out / "train.txt")},
+            "test": {
+                "items": len(info["test"]),
+                "path": str(out / "test.txt"),
+                "queries": len(info["queries"]),
+                "gallery": len(info["gallery"]),
+            },
+        },
+        "split": str(out / "split.json"),
+    }
+    assert (out / "train.txt").read_text().count("\n") == len(info["train"])
 
 
 def check_split(info: dict, n: int) -> None:

@@ -70,9 +70,11 @@ def test_a_dense_store_splits_into_two_stores_holding_its_sub_matrices(
 ) -> None:
     source, out = pose_store / STORE, tmp_path / "split"
     assert main(["split", str(source), "--out", str(out), "--seed", "3", "--test-fraction", "0.25"]) == 0
-    printed = capsys.readouterr().out
-    assert f"train: {out / 'train'}" in printed and f"test: {out / 'test'}" in printed
+    printed = capsys.readouterr().out.splitlines()
     split = json.loads((out / "split.json").read_text())
+    assert printed[0] == f"split {source}: 300 items, seed 3"
+    assert printed[1].split() == ["train", f"{len(split['train'])}", "items", "store", str(out / "train")]
+    assert printed[2].split()[:5] == ["test", f"{len(split['test'])}", "items", "store", str(out / "test")]
     assert {k: split[k] for k in ("train", "test", "queries", "gallery")} == split_indices(
         300, test_fraction=0.25, query_fraction=0.2, seed=3
     )
