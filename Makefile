@@ -20,7 +20,7 @@ STORES ?= stores
 EXTRAS ?= all,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint bench bench-tools serve clean-stores browser compose-small
+.PHONY: setup run test lint docs bench bench-tools serve clean-stores browser compose-small
 
 setup: $(STAMP)
 
@@ -53,6 +53,11 @@ browser:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The API reference site (mkdocs.yml): docs/*.md and the docstrings, built offline into site/. --strict fails on
+# a broken link between pages or anchors of docs/ and on a docstring griffe cannot parse as NumPy style.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 # wrk, the C load generator of benchmarks/bench_api.py (Debian's package; without it the benchmark falls back to
 # Python httpx clients, which take half of a 2-core machine from the server they measure).

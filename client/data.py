@@ -62,6 +62,23 @@ class Source(Protocol):
 class FeatureInputs:
     """A feature array indexed like the store: a ``.npy`` file (memory-mapped), a Zarr array, or an array.
 
+    Called with an array of store indices, it answers their rows as a float32 tensor of shape
+    ``indices.shape + item_shape``.
+
+    Parameters
+    ----------
+    source : str or Path or numpy.ndarray
+        A ``.npy`` file, a Zarr array's path, or the array itself, of shape ``(N, ...)`` (numbers).
+    in_memory : bool
+        Read the whole array into memory as float32 (default); False reads the rows asked for each time.
+
+    Raises
+    ------
+    InputError
+        When ``source`` is no feature array, has fewer than 2 dimensions, or does not hold numbers.
+
+    Examples
+    --------
     >>> FeatureInputs(np.eye(3, dtype=np.float32))(np.array([[2, 0]])).shape
     torch.Size([1, 2, 3])
     """

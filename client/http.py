@@ -90,12 +90,18 @@ class LabelDistClient:
 
     Parameters
     ----------
-    url : base URL, e.g. ``http://127.0.0.1:8000``.
-    timeout : seconds for connecting and for each read.
-    retries : extra attempts after a connection error, timeout or 5xx answer.
-    backoff : first wait in seconds between attempts; doubled after each.
-    api_key : sent as ``X-API-Key`` (needed when the service has one and must compute distances on demand).
-    transport : an httpx transport (tests pass ``httpx.MockTransport``).
+    url : str
+        Base URL, e.g. ``http://127.0.0.1:8000``.
+    timeout : float
+        Seconds for connecting and for each read.
+    retries : int
+        Extra attempts after a connection error, timeout or 5xx answer.
+    backoff : float
+        First wait in seconds between attempts; doubled after each.
+    api_key : str or None
+        Sent as ``X-API-Key`` (needed when the service has one and must compute distances on demand).
+    transport : httpx.BaseTransport or None
+        An httpx transport (tests pass ``httpx.MockTransport``).
     """
 
     def __init__(

@@ -77,22 +77,37 @@ class LocalSource:
     """Stores read in this process, with the methods of :class:`~labeldist.client.http.LabelDistClient` that a
     training loop uses: no server, same answers (see the module's docstring).
 
+    Thread-safe (the prefetch threads share it).
+
     Parameters
     ----------
-    root : the folder store names are relative to (default the working directory): ``LocalSource("stores")``
+    root : str or os.PathLike
+        The folder store names are relative to (default the working directory): ``LocalSource("stores")``
         names a store by its folder, as ``labeldist serve --stores stores`` does; a name may also be a path
         (absolute, or relative to ``root``).
-    dense_cache_mb : memory for the row blocks of dense matrices kept in memory (per store).
-    knn_cache_mb : memory for the row blocks of kNN lists kept in memory (per store): the lists are read a block at
-        a time, so that memory does not grow with a store's items.
-    pinned : keep each store to the generation first opened, as a training run must: a store rebuilt or appended
-        to afterwards raises :class:`StoreMovedOn` (one line) instead of being opened again. Sources made by
+    dense_cache_mb : int
+        Memory for the row blocks of dense matrices kept in memory (per store).
+    knn_cache_mb : int
+        Memory for the row blocks of kNN lists kept in memory (per store): the lists are read a block at a time,
+        so that memory does not grow with a store's items.
+    pinned : bool
+        Keep each store to the generation first opened, as a training run must: a store rebuilt or appended to
+        afterwards raises :class:`StoreMovedOn` (one line) instead of being opened again. Sources made by
         :meth:`fresh` (a loader's worker processes) keep the same pins.
+    pins : dict or None
+        The generation to keep each store to, by name (what :meth:`fresh` passes on); implies ``pinned``.
 
-    Thread-safe (the prefetch threads share it). Unknown stores and items raise
-    :class:`~labeldist.client.http.StoreNotFound` and refused parameters
-    :class:`~labeldist.client.http.RequestRejected`, as from the service; an incomplete or damaged store raises the
-    :class:`~labeldist.store.StoreError` that :class:`~labeldist.store.StoreReader` raises.
+    Raises
+    ------
+    StoreNotFound
+        From the methods, for an unknown store or item, as from the service
+        (:class:`~labeldist.client.http.StoreNotFound`).
+    RequestRejected
+        From the methods, for refused parameters, as from the service
+        (:class:`~labeldist.client.http.RequestRejected`).
+    StoreError
+        From the methods, for an incomplete or damaged store: the one :class:`~labeldist.store.StoreReader`
+        raises.
     """
 
     def __init__(

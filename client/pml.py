@@ -22,10 +22,31 @@ from labeldist.errors import UsageError
 
 
 def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The binary rule of every binary baseline: in one minibatch (anchor at row 0, items at rows ``1..m`` with
-    label distances ``distances`` ``(m,)``), the ``positives`` items nearest the anchor in label space are its
-    positives (ties broken by position), the other items its negatives. Returns (positive rows, negative rows),
-    each nearest first. The trainer's binary baselines (``labeldist.trainer.losses``) split by this function."""
+    """The binary rule of every binary baseline: the positives and negatives of one minibatch's anchor.
+
+    The ``positives`` items nearest the anchor in label space are its positives (ties broken by position), the
+    other items its negatives. The trainer's binary baselines (``labeldist.trainer.losses``) split by this
+    function.
+
+    Parameters
+    ----------
+    distances : torch.Tensor
+        ``(m,)``: the label distances from the anchor (row 0 of the minibatch) to its items (rows ``1..m``).
+    positives : int
+        How many of the label-nearest items are positives.
+
+    Returns
+    -------
+    positive_rows : torch.Tensor
+        The rows (``1..m``) of the positives, nearest first.
+    negative_rows : torch.Tensor
+        The rows of the negatives, nearest first.
+
+    Examples
+    --------
+    >>> [rows.tolist() for rows in binary_split(torch.tensor([0.5, 0.1, 0.9]), 1)]
+    [[2], [1, 3]]
+    """
     order = torch.argsort(distances, stable=True) + 1
     return order[:positives], order[positives:]
 
@@ -59,11 +80,34 @@ def _parts(minibatch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | N
 
 
 def pml_labels(minibatch: Any, positives: int) -> torch.Tensor:
-    """Class labels ``(B * n,)`` int64 of a step's rows (see the module's docstring), for PML losses and miners
-    that take ``labels``: in each minibatch the anchor and its ``positives`` label-nearest items
-    (:func:`binary_split`) are the class of the anchor's store index, every other item the class of its own store
-    index (the rule of the trainer's ``neighbourhood_classes``).
+    """Class labels of a step's rows, for PML losses and miners that take ``labels``.
 
+    In each minibatch the anchor and its ``positives`` label-nearest items (:func:`binary_split`) are the class of
+    the anchor's store index, every other item the class of its own store index (the rule of the trainer's
+    ``neighbourhood_classes``). Rows are those of the step flattened (see the module's docstring).
+
+    Parameters
+    ----------
+    minibatch : Minibatch
+        A step of a ``MinibatchStream``, or the answer of ``batches()``: indices ``(B, n)`` and distances
+        ``(B, n - 1)``, or one minibatch with 1-d indices and distances.
+    positives : int
+        How many label-nearest items share the anchor's class, in ``1..n - 2``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B * n,)`` int64 class labels.
+
+    Raises
+    ------
+    UsageError
+        When ``minibatch`` is not a labeldist ``Minibatch``.
+    ValueError
+        When ``positives`` leaves no negative, or the shapes do not match.
+
+    Examples
+    --------
     >>> pml_labels(Minibatch(torch.tensor([7, 3, 9, 4]), torch.tensor([0.5, 0.1, 0.9])), 2).tolist()
     [7, 7, 7, 4]
     """
@@ -79,8 +123,7 @@ def pml_labels(minibatch: Any, positives: int) -> torch.Tensor:
 def pml_triplets(
     minibatch: Any, positives: int | None = None, *, anchors: Literal["first", "all"] = "first"
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """PML's ``indices_tuple`` ``(a, p, n)`` (int64 rows of the step, see the module's docstring) of triplets
-    ordered by label distance: ``d(a, p) < d(a, n)`` in label space.
+    """PML's ``indices_tuple`` ``(a, p, n)`` of triplets ordered by label distance: ``d(a, p) < d(a, n)``.
 
     ``positives=None`` (dense triplets): every pair of items ``p, n`` of the anchor's minibatch whose label
     distances from it differ, the nearer one as ``p`` (items at equal label distance make no triplet).
@@ -94,6 +137,31 @@ def pml_triplets(
     Triplets come minibatch by minibatch, anchor by anchor, then positive by positive nearest first, and for each
     its negatives nearest first.
 
+    Parameters
+    ----------
+    minibatch : Minibatch
+        A step of a ``MinibatchStream``, or the answer of ``batches()`` (see :func:`pml_labels`).
+    positives : int or None
+        None: dense triplets; ``k``: the binary miner's, ``p`` among the ``k`` label-nearest items.
+    anchors : {"first", "all"}
+        The minibatch's anchor only, or every item in turn (needs the pairwise label distances).
+
+    Returns
+    -------
+    a, p, n : torch.Tensor
+        Three int64 tensors of the same length: the rows of the step (see the module's docstring) of each
+        triplet's anchor, positive and negative.
+
+    Raises
+    ------
+    UsageError
+        When ``minibatch`` is not a labeldist ``Minibatch``.
+    ValueError
+        When ``positives`` leaves no negative, ``anchors`` is unknown, or ``anchors="all"`` has no pairwise
+        distances.
+
+    Examples
+    --------
     >>> a, p, n = pml_triplets(Minibatch(torch.arange(4), torch.tensor([0.5, 0.1, 0.9])))
     >>> list(zip(a.tolist(), p.tolist(), n.tolist()))
     [(0, 2, 1), (0, 2, 3), (0, 1, 3)]

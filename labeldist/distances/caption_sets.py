@@ -517,12 +517,13 @@ class CaptionSetWMD(LabelDistance):
     ``KeyedVectors.wmdistance``. Symmetric, zero on identical sets, not normalised by the number of
     captions (an image with 6 captions sums 6 terms on its side).
 
-    Parameters
-    ----------
-    normalize : scale word vectors to unit length first (default True: gensim's ``wmdistance(norm=True)``).
-
     Labels from two different :class:`CaptionSets` can be compared: each side's tokens index its own
     vectors, and the ground distance comes from the vectors, never from word ids.
+
+    Parameters
+    ----------
+    normalize : bool
+        Scale word vectors to unit length first (default True: gensim's ``wmdistance(norm=True)``).
     """
 
     kind: ClassVar[str] = "caption_wmd"

@@ -178,8 +178,9 @@ class LayoutMIoU(LabelDistance):
 
     Parameters
     ----------
-    n_classes : surfaces are the labels 1..n_classes; 0 is unlabelled and ignored (default 5: LSUN's floor,
-        middle wall, right wall, left wall, ceiling).
+    n_classes : int
+        Surfaces are the labels 1..n_classes; 0 is unlabelled and ignored (default 5: LSUN's floor, middle wall,
+        right wall, left wall, ceiling).
     """
 
     kind = "layout_miou"

@@ -59,6 +59,8 @@ class PoseDistance(LabelDistance):
       annotated joints are not artificially close; two poses sharing no joint are at :math:`+\infty`.
     - ``"skip"``: sum over the shared joints with no rescaling (:math:`J/|S|` dropped; 0 when nothing is shared).
 
+    Examples
+    --------
     >>> from labeldist.labels.poses import Poses
     >>> p = Poses(np.array(["a", "b"]), np.array([[[0, 0], [0, 0]], [[3, 4], [0, 1]]]),
     ...           np.ones((2, 2), bool), np.ones((2, 2), bool))

@@ -78,21 +78,33 @@ class SentenceRelevance(LabelDistance):
 
     Parameters
     ----------
-    scorer : ``"cbow"``, ``"bert"`` (the default, :data:`~labeldist.sts.cascade.DEFAULT_SCORER`),
+    scorer : str
+        ``"cbow"``, ``"bert"`` (the default, :data:`~labeldist.sts.cascade.DEFAULT_SCORER`),
         ``"coarse_to_fine"`` or ``"cascade"``.
-    model : the BERT of ``"bert"`` / ``"coarse_to_fine"`` (bi- or cross-encoder), the bi-encoder of
+    model : str
+        The BERT of ``"bert"`` / ``"coarse_to_fine"`` (bi- or cross-encoder), the bi-encoder of
         ``"cascade"``: a model folder (e.g. from ``labeldist sts fit``) or ``"all-MiniLM-L6-v2"`` (packaged).
-    cbow_threshold : :math:`\theta_c`, needed by ``"coarse_to_fine"`` and ``"cascade"``; calibrate it with
+    cbow_threshold : float or None
+        :math:`\theta_c`, needed by ``"coarse_to_fine"`` and ``"cascade"``; calibrate it with
         :func:`labeldist.sts.cascade.calibrate_cbow_threshold`.
-    below : ``"zero"`` (the paper's code) or ``"coarse"`` (the paper's text): the relevance of a pair under a
+    below : str or None
+        ``"zero"`` (the paper's code) or ``"coarse"`` (the paper's text): the relevance of a pair under a
         threshold; None: ``"zero"`` for coarse-to-fine, ``"coarse"`` for the cascade (:data:`DEFAULT_BELOW`).
-    cross_model, bert_threshold : the cascade's cross-encoder and its bi-encoder gate :math:`\theta_b`.
-    max_length : word pieces per model input (a sentence, or a pair for a cross-encoder); longer inputs are
-        truncated, with a warning.
-    model_sha256, cross_model_sha256 : digests of the weights; filled in when None, checked when given (a store
-        made with a model that was retrained since cannot silently be reused or verified).
-    calibration : how the thresholds were found (recorded only).
+    cross_model : str or None
+        The cascade's cross-encoder.
+    bert_threshold : float or None
+        The cascade's bi-encoder gate :math:`\theta_b`.
+    max_length : int
+        Word pieces per model input (a sentence, or a pair for a cross-encoder); longer inputs are truncated,
+        with a warning.
+    model_sha256, cross_model_sha256 : str or None
+        Digests of the weights; filled in when None, checked when given (a store made with a model that was
+        retrained since cannot silently be reused or verified).
+    calibration : dict or None
+        How the thresholds were found (recorded only).
 
+    Examples
+    --------
     >>> from labeldist.labels.sentences import sentences_from_texts
     >>> s = sentences_from_texts(["a", "b"], ["A red car.", "The car is red!"])  # same words, other order
     >>> SentenceRelevance("cbow").block(s, s).round(12).tolist()

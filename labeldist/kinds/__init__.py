@@ -47,15 +47,25 @@ class KindError(LabeldistError, ValueError):
 class Kind:
     """What labeldist needs of a kind of labels.
 
-    name : the manifest's ``kind``, e.g. ``"pose"``.
-    distance : ``"module:Class"`` of its :class:`~labeldist.distances.base.LabelDistance` (imported on first use,
-        so that asking for one kind does not load the word vectors or torch of another).
-    command : the ``labeldist precompute`` sub-command, e.g. ``"pose"`` (default: ``name``).
-    help : one line for ``labeldist precompute --help``.
-    add_arguments : adds the command's own options (the input, the distance's parameters) to its parser;
-        the options every kind shares (``--k``, ``--out``, ...) are added after them.
-    load : reads the labels and builds the distance from the parsed options: ``(labels, distance, dataset)``;
+    Parameters
+    ----------
+    name : str
+        The manifest's ``kind``, e.g. ``"pose"``.
+    distance : str
+        ``"module:Class"`` of its :class:`~labeldist.distances.base.LabelDistance` (imported on first use, so
+        that asking for one kind does not load the word vectors or torch of another).
+    help : str
+        One line for ``labeldist precompute --help``.
+    add_arguments : Callable[[argparse.ArgumentParser], None]
+        Adds the command's own options (the input, the distance's parameters) to its parser; the options every
+        kind shares (``--k``, ``--out``, ...) are added after them.
+    load : Callable
+        Reads the labels and builds the distance from the parsed options: ``(labels, distance, dataset)``;
         raises :class:`~labeldist.labels.base.LabelError` for bad input (one line, naming the file).
+    command : str
+        The ``labeldist precompute`` sub-command, e.g. ``"pose"`` (default: ``name``).
+    origin : str
+        Where it came from: ``"built-in"``, or the plugin's distribution and entry point.
     """
 
     name: str
