@@ -155,6 +155,52 @@ class MinibatchStream(IterableDataset):
     (:mod:`labeldist.client.loader`), which also make the inputs there (the trainer decodes and augments images
     there, out of the training process's GIL); ``pin_memory`` (for CUDA) pins each step there too. Inputs with a
     true ``needs_processes`` attribute (images) need ``processes`` (0: in the calling process).
+
+    Parameters
+    ----------
+    client : Source
+        Where minibatches come from: a ``LabelDistClient`` or a ``LocalSource``.
+    store : str
+        The store's name at the source (a folder name under a ``LocalSource``'s root, or a path).
+    inputs : Inputs
+        Each item's input, indexed like the store (:class:`FeatureInputs`, or the trainer's images).
+    size : int
+        Items per minibatch, anchor included (150 in the paper for poses, 50 for captions).
+    neighbors : int
+        The anchor's nearest items in each minibatch; the rest are drawn at random.
+    pairwise : bool
+        Also fetch each minibatch's whole pairwise label-distance matrix (the ladder loss, ``anchors="all"``
+        triplets).
+    batches_per_step : int
+        Minibatches in one training step.
+    anchors_per_request : int
+        Minibatches asked for in one request; a multiple of ``batches_per_step``.
+    anchors : numpy.ndarray or None
+        The anchors an epoch visits (say, the training items); None: every item of the store.
+    pool : numpy.ndarray or str or None
+        The items minibatch members are drawn from: ``"anchors"`` (the default), an array holding every anchor, or
+        None for the whole store.
+    epochs : int
+        Passes over the anchors.
+    seed : int
+        Seeds the anchors' order and every request's draw: the same seed, the same minibatches.
+    start_step : int
+        The step to start at (a resumed run).
+    prefetch : int
+        Steps made ahead of the training loop.
+    workers : int
+        Background threads making requests (``processes=None``).
+    processes : int or None
+        DataLoader worker processes that make the requests and the inputs; None: threads in this process.
+    pin_memory : bool
+        Pin each step's tensors in the worker processes (for CUDA).
+
+    Raises
+    ------
+    ValueError
+        When the options do not go together: image inputs without ``processes``, ``anchors_per_request`` not a
+        multiple of ``batches_per_step``, fewer anchors than ``batches_per_step``, or a pool without every anchor
+        or with fewer than ``size`` items.
     """
 
     def __init__(

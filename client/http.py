@@ -17,60 +17,24 @@ from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
 
+from labeldist.client.answers import (
+    Hits,
+    Neighbors,
+    RequestRejected,
+    ServiceUnavailable,
+    StoreNotFound,
+)
 from labeldist.client.minibatch import Minibatch
-from labeldist.errors import LabeldistError
+
+if TYPE_CHECKING:
+    from labeldist.client.store import Store
 
 RETRY_STATUS = frozenset({500, 502, 503, 504})
-
-
-class ServiceError(LabeldistError, RuntimeError):
-    """The service could not answer a request as asked."""
-
-    def __init__(self, message: str, status: int | None = None, detail: Any = None) -> None:
-        super().__init__(message)
-        self.status, self.detail = status, detail
-
-
-class ServiceUnavailable(ServiceError):
-    """The service cannot be reached, or kept answering 5xx, after every retry."""
-
-
-class StoreNotFound(ServiceError):
-    """404: the store or item is unknown to the service."""
-
-
-class RequestRejected(ServiceError):
-    """Any other 4xx (bad parameters, a request over a limit, a missing API key)."""
-
-
-class Neighbors(NamedTuple):
-    """A store item's nearest (``neighbors``): ``indices`` (k,) int64 and ``distances`` (k,) float32, nearest
-    first. A tuple too: ``indices, distances = client.neighbors(...)`` unpacks it."""
-
-    indices: np.ndarray
-    distances: np.ndarray
-
-
-@dataclass
-class Hits:
-    """The nearest items of a new label (``search``): indices (k,) int64 and ids, nearest first; distances (k,)
-    float32; how many exact distances were computed (fewer than the items where a lower bound ruled some out);
-    labels, each hit's in its kind's JSON form, when asked for (else None)."""
-
-    indices: np.ndarray
-    ids: list[str]
-    distances: np.ndarray
-    computed: int
-    labels: list[Any] | None = None
-
-    def __len__(self) -> int:
-        return len(self.indices)
 
 
 def _detail(response: httpx.Response) -> Any:
@@ -165,6 +129,23 @@ class LabelDistClient:
 
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/healthz").json()
+
+    def open(self, name: str) -> Store:
+        """Store ``name`` of the service as one object (:class:`~labeldist.client.store.Store`), read through this
+        client.
+
+        Parameters
+        ----------
+        name : str
+            The store's name, as ``GET /v1/stores`` lists it.
+
+        Returns
+        -------
+        Store
+        """
+        from labeldist.client.store import Store
+
+        return Store(self, name)
 
     def stores(self) -> list[dict[str, Any]]:
         """Every store the service knows: manifest + ``name`` (+ ``available``)."""

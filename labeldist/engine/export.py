@@ -125,22 +125,24 @@ def _blocks(reader: StoreReader, k: int, rows: int) -> Iterator[tuple[int, dict[
     for start in range(0, reader.n_items, rows):
         stop = min(start + rows, reader.n_items)
         indices, distances = reader.knn_rows(start, stop)
-        indices, distances = indices[:, :k], distances[:, :k]
-        keep = indices >= 0
-        item, position = np.nonzero(keep)  # row-major: item order, then rank order
-        neighbor = indices[keep]
-        item = (item + start).astype(np.int32)
-        yield (
-            stop - start,
-            {
-                "item_index": item,
-                "item_id": ids[item],
-                "rank": (position + 1).astype(np.int32),
-                "neighbor_index": neighbor.astype(np.int32),
-                "neighbor_id": ids[neighbor],
-                "distance": distances[keep].astype(np.float32),
-            },
-        )
+        yield stop - start, table_columns(ids, indices[:, :k], distances[:, :k], start)
+
+
+def table_columns(ids: np.ndarray, indices: np.ndarray, distances: np.ndarray, start: int = 0) -> dict[str, np.ndarray]:
+    """The table's columns for the neighbour lists ``indices`` and ``distances`` (rows, k) of the items ``start``,
+    ``start + 1``, ... of a store whose ids are ``ids``: padding entries (-1) left out, item then rank order."""
+    keep = indices >= 0
+    item, position = np.nonzero(keep)  # row-major: item order, then rank order
+    neighbor = indices[keep]
+    item = (item + start).astype(np.int32)
+    return {
+        "item_index": item,
+        "item_id": ids[item],
+        "rank": (position + 1).astype(np.int32),
+        "neighbor_index": neighbor.astype(np.int32),
+        "neighbor_id": ids[neighbor],
+        "distance": distances[keep].astype(np.float32),
+    }
 
 
 def block_rows(reader: StoreReader, k: int) -> int:
@@ -185,17 +187,7 @@ def _write_parquet(
     pa = _pyarrow()
     import pyarrow.parquet as pq
 
-    schema = pa.schema(
-        [
-            ("item_index", pa.int32()),
-            ("item_id", pa.string()),
-            ("rank", pa.int32()),
-            ("neighbor_index", pa.int32()),
-            ("neighbor_id", pa.string()),
-            ("distance", pa.float32()),
-        ],
-        metadata={"labeldist": json.dumps(metadata)},
-    )
+    schema = table_schema(metadata)
     rows = 0
     with pq.ParquetWriter(path, schema) as writer:
         for items, block in blocks:
@@ -204,6 +196,51 @@ def _write_parquet(
             rows += len(block["distance"])
             progress.update(items)
     return rows
+
+
+def table_schema(metadata: dict[str, Any] | None = None) -> Any:
+    """The table's pyarrow schema: int32 indices and ranks, string ids, float32 distances; ``metadata`` (the store,
+    its kind, ``k``, ...) under the key ``labeldist``."""
+    pa = _pyarrow()
+    return pa.schema(
+        [
+            ("item_index", pa.int32()),
+            ("item_id", pa.string()),
+            ("rank", pa.int32()),
+            ("neighbor_index", pa.int32()),
+            ("neighbor_id", pa.string()),
+            ("distance", pa.float32()),
+        ],
+        metadata=None if metadata is None else {"labeldist": json.dumps(metadata)},
+    )
+
+
+def neighbor_table(store: str, k: int | None = None) -> Any:
+    """The neighbour lists of the complete store ``store`` as one pyarrow Table with the columns and rows
+    :func:`export_neighbors` writes (the first ``k`` neighbours of each item; default all), in memory: what
+    ``Store.to_pandas`` answers. UsageError for a ``k`` over the store's."""
+    pa = _pyarrow()
+    reader = StoreReader(store)
+    k = _checked_k(reader, k)
+    blocks = [block for _, block in _blocks(reader, k, block_rows(reader, k))]
+    schema = table_schema()
+    parts = [pa.table({name: block[name] for name in COLUMNS}, schema=schema) for block in blocks]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def table_of(ids: np.ndarray, indices: np.ndarray, distances: np.ndarray) -> Any:
+    """The table of neighbour lists ``indices`` and ``distances`` (N, k) of items named ``ids`` (N,): padding
+    entries (-1) left out, item then rank order, as :func:`neighbor_table` makes it from a store."""
+    return _pyarrow().table(table_columns(ids, indices, distances), schema=table_schema())
+
+
+def _checked_k(reader: StoreReader, k: int | None) -> int:
+    """``k``, or the store's own when None; UsageError for one over the store's."""
+    if k is None:
+        return reader.k
+    if k > reader.k:
+        raise UsageError(f"--k {k} is more than the store's k={reader.k} (the length of its neighbour lists)")
+    return k
 
 
 def export_neighbors(
@@ -227,10 +264,7 @@ def export_neighbors(
     if fmt == "parquet":
         _pyarrow()  # before anything is read: say what to install
     reader = StoreReader(store)
-    if k is None:
-        k = reader.k
-    elif k > reader.k:
-        raise UsageError(f"--k {k} is more than the store's k={reader.k} (the length of its neighbour lists)")
+    k = _checked_k(reader, k)
     out = out if out is not None else default_out(store, fmt)
     to_stdout = out == "-"
     if to_stdout and fmt != "csv":

@@ -199,16 +199,45 @@ def read_parquet(path: Path, columns: Sequence[str] | None, id_column: str | Non
 
 
 def read_npy_vectors(path: Path) -> Vectors:
-    values = read_npy(path)
+    return vectors_from_array(read_npy(path), source=str(path))
+
+
+def vectors_from_array(values: np.ndarray, *, source: str = "array") -> Vectors:
+    """Numeric labels from an array, as a ``.npy`` file of it is read: row ``i`` is item ``"i"``.
+
+    Parameters
+    ----------
+    values : array-like of shape (N, D) or (N,)
+        One vector, or one number, per item; finite.
+    source : str, default "array"
+        What the values are, for the errors.
+
+    Returns
+    -------
+    Vectors
+        Ids ``"0"``, ``"1"``, ... (row numbers: an append numbers its items after the store's).
+
+    Raises
+    ------
+    LabelError
+        For values that are not numbers, of another shape, empty, or not finite (the first named).
+
+    Examples
+    --------
+    >>> labels = vectors_from_array(np.eye(3))
+    >>> len(labels), list(labels.ids)
+    (3, ['0', '1', '2'])
+    """
+    values = np.asarray(values)
     if values.dtype.kind not in "biuf":
-        raise LabelError(f"{path}: dtype {values.dtype} is not numeric")
+        raise LabelError(f"{source}: dtype {values.dtype} is not numeric")
     if values.ndim not in (1, 2):
-        raise LabelError(f"{path}: shape {values.shape}: give N values or an N x D array")
+        raise LabelError(f"{source}: shape {values.shape}: give N values or an N x D array")
     if len(values) == 0:
-        raise LabelError(f"{path}: shape {values.shape}: no rows, no items to read")
+        raise LabelError(f"{source}: shape {values.shape}: no rows, no items to read")
     labels = Vectors(np.arange(len(values)).astype(str), values, checked=False)
     labels.ids_are_row_numbers = True
-    check_finite(labels, str(path))
+    check_finite(labels, source)
     return labels
 
 

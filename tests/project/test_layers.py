@@ -40,6 +40,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("labeldist.engine",)),
     ("api", ("labeldist.api",)),
     ("client", ("labeldist.client",)),
+    # the Python face (`import labeldist as ld`): the commands' work as functions, answering the client's Store
+    ("library", ("labeldist.library",)),
     ("trainer", ("labeldist.trainer",)),
     ("commands", ("labeldist.cli", "labeldist.commands", "labeldist.entrypoints")),
     # research scripts use the product; nothing of the product, the commands included, imports them
@@ -143,7 +145,7 @@ def test_the_source_keeps_its_layers() -> None:
 
 #: the modules at the root of labeldist/: the package's face, the error root and the entry points (the commands, their
 #: console-script guards, and the plugin authors' DistanceSuite); every other module lives in a folder of its layer
-ROOT_MODULES = {"__init__", "errors", "cli", "entrypoints", "testing"}
+ROOT_MODULES = {"__init__", "errors", "cli", "entrypoints", "library", "testing"}
 
 
 def test_the_layers_are_folders() -> None:
