@@ -78,6 +78,7 @@ def test_the_site_builds_strict_with_the_reference_pages(tmp_path: Path) -> None
         html = (site / "reference" / f"{page}.html").read_text(encoding="utf-8")
         for name in names:
             assert name in html, f"reference/{page}.html does not name {name}"
+        assert not re.search(r":(func|class|meth|mod):`", html), f"reference/{page}.html shows a Sphinx role as is"
     minibatches = (site / "reference" / "minibatches.html").read_text(encoding="utf-8")
     assert 'id="labeldist.client.pml.pml_labels"' in minibatches  # read by griffe from client/pml.py
     assert (site / "index.html").is_file() and (site / "guide.html").is_file()
