@@ -18,15 +18,8 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
     submod_attrs={
         "data": ["FeatureInputs", "MinibatchStream", "Source"],
-        "http": [
-            "Hits",
-            "LabelDistClient",
-            "Neighbors",
-            "RequestRejected",
-            "ServiceError",
-            "ServiceUnavailable",
-            "StoreNotFound",
-        ],
+        "answers": ["Hits", "Neighbors", "RequestRejected", "ServiceError", "ServiceUnavailable", "StoreNotFound"],
+        "http": ["LabelDistClient"],
         "inputs": ["InputError", "Inputs"],
         "local": ["LocalSource", "StoreMovedOn"],
         "minibatch": ["Minibatch"],

@@ -39,7 +39,11 @@ FACE = {
     "store.errors": ["StoreError", "StoreMismatchError"],
 }
 
-__getattr__, __dir__, _names = lazy_loader.attach(
+__getattr__, _lazy_dir, _names = lazy_loader.attach(
     __name__, submodules=["client", "distances", "errors", "kinds", "labels"], submod_attrs=FACE
 )
 __all__ = ["__version__", *_names]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

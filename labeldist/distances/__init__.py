@@ -18,7 +18,7 @@ import lazy_loader
 
 from labeldist.distances.base import LabelDistance
 
-__getattr__, __dir__, _names = lazy_loader.attach(
+__getattr__, _lazy_dir, _names = lazy_loader.attach(
     __name__,
     submod_attrs={
         "pose": ["PoseDistance"],
@@ -29,3 +29,7 @@ __getattr__, __dir__, _names = lazy_loader.attach(
     },
 )
 __all__ = ["LabelDistance", *_names]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -20,7 +20,7 @@ import lazy_loader
 
 from labeldist.labels.base import LabelError, LabelSet
 
-__getattr__, __dir__, _names = lazy_loader.attach(
+__getattr__, _lazy_dir, _names = lazy_loader.attach(
     __name__,
     submod_attrs={
         "poses": ["Poses"],
@@ -33,3 +33,7 @@ __getattr__, __dir__, _names = lazy_loader.attach(
     },
 )
 __all__ = ["LabelError", "LabelSet", *_names]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
