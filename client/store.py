@@ -42,9 +42,9 @@ class Store:
     Examples
     --------
     >>> import labeldist as ld
-    >>> store = ld.open(getfixture("pose_store"))
-    >>> len(store), store.kind
-    (40, 'pose')
+    >>> store = ld.open("stores/mpii-pose")
+    >>> store.kind, len(store) == len(store.ids)
+    ('pose', True)
     >>> store.neighbors(0, k=3).indices.shape
     (3,)
     """
@@ -229,7 +229,7 @@ class Store:
         Examples
         --------
         >>> import labeldist as ld
-        >>> mb = ld.open(getfixture("pose_store")).batches(count=2, size=5, neighbors=2, seed=0)
+        >>> mb = ld.open("stores/mpii-pose").batches(count=2, size=5, neighbors=2, seed=0)
         >>> mb.indices.shape, mb.distances.shape
         ((2, 5), (2, 4))
         """

@@ -724,6 +724,15 @@ def split(
     dict
         What ``split.json`` holds: ``train``, ``test``, ``queries`` and ``gallery`` item indices, ``source``,
         ``seed`` and the fractions, and for a store ``stores`` (each part's path: open it with :func:`open`).
+
+    Examples
+    --------
+    >>> import labeldist as ld
+    >>> parts = ld.split("stores/mpii-pose", "stores/mpii-split", test_fraction=0.2, seed=0)
+    >>> len(parts["train"]) + len(parts["test"]) == len(ld.open("stores/mpii-pose"))
+    True
+    >>> ld.open(parts["stores"]["test"]).kind
+    'pose'
     """
     from labeldist.client.store import Store
     from labeldist.engine.split import split_input

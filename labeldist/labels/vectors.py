@@ -225,7 +225,7 @@ def vectors_from_array(values: np.ndarray, *, source: str = "array") -> Vectors:
     Examples
     --------
     >>> labels = vectors_from_array(np.eye(3))
-    >>> len(labels), list(labels.ids)
+    >>> len(labels), labels.ids.tolist()
     (3, ['0', '1', '2'])
     """
     values = np.asarray(values)
