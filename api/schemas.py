@@ -34,7 +34,8 @@ class Health(BaseModel):
 
 
 class Ready(BaseModel):
-    """Every store is ready: those warmed up at start-up (``--warm``), and those that could not be (name -> why)."""
+    """Every store is ready: those warmed up at start-up (the default; none with ``--no-warm``), and those that could
+    not be (name -> why)."""
 
     status: Literal["ready"] = "ready"
     warmed: list[str] = []

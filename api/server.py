@@ -95,8 +95,8 @@ def serve(
     warm: bool | None = None,
 ) -> int:
     """Serve the stores of ``stores_dir`` on ``host:port`` until interrupted; arguments left None come from
-    the ``LABELDIST_*`` settings (``warm``: load every store's labels and models at start-up). Returns the exit
-    status."""
+    the ``LABELDIST_*`` settings (``warm``: load every store's labels and models at start-up, the default; False:
+    on first need). Returns the exit status."""
     import uvicorn
 
     # Through the environment, so that every worker process (LABELDIST_WORKERS > 1) gets the same settings.

@@ -39,10 +39,11 @@ class Settings(BaseSettings):
         "the same answers for a third (neighbours) to a half (batches) of the server CPU",
     )
     warm: bool = Field(
-        False,
+        True,
         description="at start-up, load every store's labels and distance, and for a searchable store what its first "
         "search needs (a sentence model: seconds), in the background: GET /readyz answers 503 until it is done, "
-        "GET /healthz 200 as soon as the stores are open",
+        "GET /healthz 200 as soon as the stores are open; false (labeldist serve --no-warm): each store's on first "
+        "need, and GET /readyz 200 at once",
     )
     api_key: SecretStr | None = Field(
         None,

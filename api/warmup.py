@@ -1,8 +1,8 @@
-"""Warming up: with ``LABELDIST_WARM`` (``labeldist serve --warm``), a background thread loads what each store's first
-search or computed distance would load (:meth:`~labeldist.view.storeview.StoreView.warm`: labels, distance, and a
-sentence store's model and embeddings, seconds each), one store after another, logging each. ``GET /readyz``
-answers from its state: ready once every store is warmed (or at once without ``--warm``), else 503 saying how far
-it is; ``GET /healthz`` only says that the process is up and its stores open."""
+"""Warming up: unless ``LABELDIST_WARM=false`` (``labeldist serve --no-warm``), a background thread loads at start-up
+what each store's first search or computed distance would load (:meth:`~labeldist.view.storeview.StoreView.warm`:
+labels, distance, and a sentence store's model and embeddings, seconds each), one store after another, logging
+each. ``GET /readyz`` answers from its state: ready once every store is warmed (or at once with ``--no-warm``),
+else 503 saying how far it is; ``GET /healthz`` only says that the process is up and its stores open."""
 
 from __future__ import annotations
 
@@ -43,15 +43,17 @@ def start_warmup(registry) -> Warmup:
     state = Warmup(names=[s.name for s in stores], done=not stores)
 
     def run() -> None:
-        for store in stores:
-            state.current = store.name
-            try:
-                state.warmed[store.name] = store.warm()
-            except Exception as e:  # noqa: BLE001 - any failure is the store's, reported, never the server's
-                log.warning("%s: could not be warmed up: %s", store.name, e)
-                state.failed[store.name] = str(e)
-        state.current = None
-        state.done = True
+        try:
+            for store in stores:
+                state.current = store.name
+                try:
+                    state.warmed[store.name] = store.warm()
+                except Exception as e:  # noqa: BLE001 - any failure is the store's, reported, never the server's
+                    log.warning("%s: could not be warmed up: %s", store.name, e)
+                    state.failed[store.name] = str(e)
+        finally:  # whatever happens, /readyz stops answering 503 (a store that failed is listed as failed)
+            state.current = None
+            state.done = True
         log.info(
             "warm-up done: %d stores ready in %.1f s%s",
             len(state.warmed),

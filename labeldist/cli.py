@@ -349,7 +349,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.stores is not None:  # named on the command line: a typo must not serve an empty folder
         check_folder(args.stores)
-    return serve(stores_dir=args.stores, host=args.host, port=args.port, workers=args.workers, warm=args.warm or None)
+    return serve(stores_dir=args.stores, host=args.host, port=args.port, workers=args.workers, warm=args.warm)
 
 
 # ---------------------------------------------------------------- parser
@@ -437,12 +437,23 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers", type=positive_int, help="uvicorn worker processes, each loading every store (default: 1)"
     )
-    serve.add_argument(
+    warm = serve.add_mutually_exclusive_group()
+    warm.add_argument(
         "--warm",
-        action="store_true",
+        action="store_const",
+        const=True,
+        dest="warm",
         help="load every store's labels, and a sentence store's model and embeddings, at start-up, in the "
         "background (GET /readyz answers 503 until done; GET /healthz 200 at once), so that no first request "
-        "waits seconds for them (default: LABELDIST_WARM, else off: loaded on first need)",
+        "waits seconds for them (the default, unless LABELDIST_WARM=false)",
+    )
+    warm.add_argument(
+        "--no-warm",
+        action="store_const",
+        const=False,
+        dest="warm",
+        help="load each store's labels and models on first need instead: GET /readyz answers 200 at once, and a "
+        "store's first search or computed distance waits for them (seconds; a sentence store's model)",
     )
     serve.set_defaults(func=_serve)
 

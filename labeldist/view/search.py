@@ -77,7 +77,8 @@ def search_cost_s(distance_cls: Any, n_items: int) -> float:
 def warm_search(labels: Any, distance: Any) -> None:
     """Search ``labels`` once by its own item 0's label (its JSON form read back, as a client's label is), so that
     whatever a first search loads (a sentence model, its tokenizer, the items' embeddings, compiled kernels) is
-    loaded now: what ``labeldist serve --warm`` and :meth:`LocalSource.warm` do before the first request."""
+    loaded now: what ``labeldist serve`` (warming up by default) and :meth:`LocalSource.warm` do before the first
+    request."""
     from labeldist.kinds import read_label
 
     query = read_label(labels.to_json(0), labels, distance)

@@ -1,6 +1,7 @@
-"""Long first calls say so, or are done before the first request: ``LABELDIST_WARM`` (``labeldist serve --warm``)
-loads every store's labels and a sentence store's model at start-up, in the background, and ``GET /readyz``
-answers 503 (saying how far it is) until then, while ``GET /healthz`` answers 200 as soon as the stores are open;
+"""Long first calls say so, or are done before the first request: by default (``LABELDIST_WARM``, ``labeldist serve``
+with or without ``--warm``) the service loads every store's labels and a sentence store's model at start-up, in the
+background, and ``GET /readyz`` answers 503 (saying how far it is) until then, while ``GET /healthz`` answers 200 as
+soon as the stores are open; ``--no-warm`` (``LABELDIST_WARM=false``) loads them on first need, ready at once.
 ``LocalSource`` says on stderr what a first search loads and how long it took, once, and ``warm()`` does it up
 front. Real stores: COCO captions as sentences scored by the packaged all-MiniLM-L6-v2, MPII poses."""
 
@@ -74,9 +75,47 @@ def wait_ready(client: TestClient) -> dict:
     return answer.json()
 
 
+def test_the_service_warms_up_by_default() -> None:
+    assert make_settings().warm is True
+    assert make_settings(warm="false").warm is False  # LABELDIST_WARM=false, as the environment spells it
+
+
+@pytest.mark.parametrize("argv, warm", [((), None), (("--warm",), True), (("--no-warm",), False)])
+def test_serve_passes_warm_or_no_warm_on_and_leaves_the_default_to_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: tuple[str, ...], warm: bool | None
+) -> None:
+    """``labeldist serve`` hands ``--warm`` / ``--no-warm`` to the settings through LABELDIST_WARM (every worker
+    process reads it); neither leaves LABELDIST_WARM, else the default (on)."""
+    import uvicorn
+
+    from labeldist.api.settings import get_settings
+    from labeldist.cli import main
+
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    for name in [k for k in os.environ if k.startswith("LABELDIST_")]:
+        monkeypatch.delenv(name)
+    for name in ("LABELDIST_STORES", "LABELDIST_WARM"):  # recorded, so that what serve sets is undone after the test
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    try:
+        assert main(["serve", "--stores", str(tmp_path), *argv]) == 0
+        assert os.environ.get("LABELDIST_WARM") == (None if warm is None else str(warm))
+        assert get_settings().warm is (True if warm is None else warm)  # the settings serve started uvicorn with
+    finally:
+        get_settings.cache_clear()
+
+
+def test_warm_and_no_warm_cannot_both_be_given(capsys) -> None:
+    from labeldist.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--warm", "--no-warm"])
+    assert stopped.value.code == 2 and "not allowed with argument --warm" in capsys.readouterr().err
+
+
 def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
     load_bi_encoder.cache_clear()
-    with TestClient(create_app(make_settings(stores=stores, warm=True))) as client:
+    with TestClient(create_app(make_settings(stores=stores))) as client:  # warm: the default
         assert client.get("/healthz").json() == {"status": "ok"}  # up, whatever the warm-up's state
         ready = wait_ready(client)
         assert ready == {"status": "ready", "warmed": ["pose", "sentences"], "failed": {}}
@@ -89,13 +128,13 @@ def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
 
 
 def test_without_warm_the_service_is_ready_at_once_and_loads_on_first_need(stores: Path) -> None:
-    with TestClient(create_app(make_settings(stores=stores))) as client:
+    with TestClient(create_app(make_settings(stores=stores, warm=False))) as client:
         assert client.get("/readyz").json() == {"status": "ready", "warmed": [], "failed": {}}
         assert not client.app.state.registry.entries["sentences"].warmed
 
 
 def test_readyz_says_how_far_the_warm_up_is(stores: Path) -> None:
-    with TestClient(create_app(make_settings(stores=stores))) as client:
+    with TestClient(create_app(make_settings(stores=stores, warm=False))) as client:
         client.app.state.warmup = Warmup(
             names=["pose", "sentences"], warmed={"pose": 0.2}, current="sentences", done=False
         )
@@ -129,16 +168,16 @@ def test_local_source_warm_loads_every_store_up_front(stores: Path, capsys) -> N
     assert source.warm() == {"pose": 0.0, "sentences": 0.0}
 
 
-def test_serve_warm_says_what_it_loads_and_when_it_is_ready(stores: Path) -> None:
-    """``labeldist serve --warm``: /healthz at once, /readyz once the warm-up ends; its log names what it loaded
-    and how long it took (labeldist's loggers at INFO in the service, without -v)."""
+def test_serve_warms_up_by_default_says_what_it_loads_and_when_it_is_ready(stores: Path) -> None:
+    """``labeldist serve`` (no LABELDIST_WARM, no --warm): /healthz at once, /readyz once the warm-up ends; its log
+    names what it loaded and how long it took (labeldist's loggers at INFO in the service, without -v)."""
     import httpx
 
     from tests.api.api_helpers import start_server
     from tests.processes import free_port, wait_healthy
 
     port = free_port()
-    proc = start_server(stores, port, LABELDIST_WARM="1", LABELDIST_CACHE=os.environ.get("LABELDIST_CACHE", ""))
+    proc = start_server(stores, port, LABELDIST_CACHE=os.environ.get("LABELDIST_CACHE", ""))
     follower = LogFollower(proc)
     base = f"http://127.0.0.1:{port}"
     try:
