@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
@@ -67,20 +68,23 @@ def progress_bar(
     file: IO[str] | None = None,
     every: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    started: float | None = None,
 ) -> Any:
     """A progress display for a job of ``total`` ``unit`` (``units``: the plural, default ``unit + "s"``).
 
     ``enabled``: False shows nothing (a disabled tqdm, whose methods do nothing); None or True shows the job's
     progress on ``file`` (default: ``sys.stderr`` at the time of the call) as suits it: tqdm's bar on a terminal
     (``desc``, ``unit``, ``unit_scale``, ``initial``, ``leave`` as tqdm takes them), plain lines elsewhere
-    (:class:`PlainProgress`: counts in full, ``every`` and ``clock`` its own). Either has ``update``,
+    (:class:`PlainProgress`: counts in full, ``every``, ``clock`` and ``started`` its own). Either has ``update``,
     ``set_postfix``, ``write``, ``close`` and works as a context manager."""
     if enabled is False:
         return tqdm(total=total, disable=True)
     file = sys.stderr if file is None else file
     if is_terminal(file):
         return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, initial=initial, leave=leave, file=file)
-    return PlainProgress(total, desc, unit=unit, units=units, initial=initial, file=file, every=every, clock=clock)
+    return PlainProgress(
+        total, desc, unit=unit, units=units, initial=initial, file=file, every=every, clock=clock, started=started
+    )
 
 
 class PlainProgress:
@@ -91,7 +95,10 @@ class PlainProgress:
     A line says the items done of the total and the share, the time since the start, the rate (items per second
     since the start, not counting ``initial``: a resumed job's rate is its own), and the time left at that rate;
     then the postfix (``set_postfix``), as tqdm's ``key=value``. The last line says ``done in`` (or ``stopped
-    after``, closed before the total)."""
+    after``, closed before the total).
+
+    ``started``: when the job began on ``clock``, if before this display (a display made once the job's first
+    tasks are done, ``initial`` then counting them): the time shown counts from it, the rate still from now."""
 
     def __init__(
         self,
@@ -104,6 +111,7 @@ class PlainProgress:
         file: IO[str] | None = None,
         every: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
     ) -> None:
         self.total, self.desc, self.unit = total, desc, unit
         self.units = units or (unit if unit.endswith("s") else unit + "s")
@@ -114,6 +122,7 @@ class PlainProgress:
         self.closed = False
         self._clock = clock
         self._start = self._last = clock()
+        self._origin = self._start if started is None else min(started, self._start)
         self._print(self._start)
 
     # tqdm's interface, as the jobs use it
@@ -162,7 +171,8 @@ class PlainProgress:
 
     def line(self, now: float, last: bool = False) -> str:
         """The line this progress shows at time ``now`` of its clock."""
-        elapsed = max(now - self._start, 0.0)
+        elapsed = max(now - self._start, 0.0)  # the rate's
+        shown = max(now - self._origin, 0.0)
         done = self.n - self.initial
         parts = [f"{self._count(self.n)}"]
         if self.total is not None:
@@ -172,9 +182,9 @@ class PlainProgress:
             parts[0] += f" ({100 * self.n / self.total:.1f} %)"
         if last:
             finished = self.total is not None and self.n >= self.total
-            parts[0] += f", {'done in' if finished else 'stopped after'} {tqdm.format_interval(elapsed)}"
-        elif elapsed > 0:
-            parts[0] += f" in {tqdm.format_interval(elapsed)}"
+            parts[0] += f", {'done in' if finished else 'stopped after'} {tqdm.format_interval(shown)}"
+        elif shown > 0:
+            parts[0] += f" in {tqdm.format_interval(shown)}"
         rate = done / elapsed if elapsed > 0 and done > 0 else None
         if rate is not None:
             parts.append(f"{self._rate(rate)} {self.units}/s" if rate >= 1 else f"{self._rate(1 / rate)} s/{self.unit}")
@@ -191,3 +201,90 @@ class PlainProgress:
         self.file.write(self.line(now, last) + "\n")
         self.file.flush()
         self._last = now
+
+
+class FileReadProgress:
+    """The progress of a library reading the file at ``path`` itself (gensim's word-vector parser), ``passes``
+    times over: a thread looks, every ``interval`` seconds, at how far this process's open file descriptors on
+    ``path`` are (Linux's ``/proc/self/fdinfo``), and shows it as :func:`progress_bar` in MB, with its rate and the
+    time left. Where there is no ``/proc`` it shows a line when it starts and one when it ends (no estimate).
+    A context manager: ``with FileReadProgress(path, "word vectors"): load(path)``."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        desc: str,
+        *,
+        passes: int = 1,
+        enabled: bool | None = None,
+        interval: float = 0.5,
+    ) -> None:
+        self.path, self.desc, self.passes, self.enabled, self.interval = (
+            os.path.realpath(path),
+            desc,
+            passes,
+            enabled,
+            interval,
+        )
+        self.size = os.path.getsize(self.path)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.bar: Any = None
+        self._started = time.monotonic()
+
+    def position(self) -> int | None:
+        """How far the furthest open descriptor on the file is, in bytes; None where it cannot be seen (no
+        ``/proc``) and -1 when no descriptor is open on it now."""
+        try:
+            fds = os.listdir("/proc/self/fd")
+        except OSError:
+            return None
+        best = -1
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}") != self.path:
+                    continue
+                with open(f"/proc/self/fdinfo/{fd}") as f:
+                    for line in f:
+                        if line.startswith("pos:"):
+                            best = max(best, int(line.split()[1]))
+            except (OSError, ValueError):
+                continue
+        return best
+
+    def _watch(self) -> None:
+        done_passes, last, shown = 0, -1, 0
+        while not self._stop.wait(self.interval):
+            pos = self.position()
+            if pos is None or pos < 0:
+                continue
+            if pos < last:  # the file opened again: the next pass
+                done_passes += 1
+            last = pos
+            mb = (done_passes * self.size + pos) // 1_000_000
+            if mb > shown:
+                self.bar.update(mb - shown)
+                shown = mb
+
+    def __enter__(self) -> FileReadProgress:
+        if self.enabled is False:
+            return self
+        total = max(self.passes * self.size // 1_000_000, 1)
+        if self.position() is None:
+            sys.stderr.write(f"{self.desc}: reading {self.size / 1e6:,.0f} MB (no estimate on this system) ...\n")
+            return self
+        self.bar = progress_bar(total, self.desc, unit="MB", units="MB", enabled=self.enabled)
+        self._thread = threading.Thread(target=self._watch, name="labeldist-file-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.bar is not None:
+            if exc[0] is None:
+                self.bar.update(max(self.bar.total - self.bar.n, 0))
+            self.bar.close()
+        elif self.enabled is not False:
+            sys.stderr.write(f"{self.desc}: read in {time.monotonic() - self._started:.1f} s\n")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -306,11 +307,29 @@ def run_precompute_blocks(
             compute_upper,
             upper_todo,
             f"{distance.kind} upper",
+            work=upper_work(len(labels), job.block_rows),  # strip b: rows x the columns from its first row on
+            unit="pair",
             labels=job.scatter(labels),
             distance=job.scatter(distance),
             **common,
         )
-    job.run(compute_mirrored, todo, f"{distance.kind} rows", n_items=len(labels), k=k, **common)
+    job.run(compute_mirrored, todo, f"{distance.kind} rows", loads=False, n_items=len(labels), k=k, **common)
+
+
+def upper_work(n_items: int, block_rows: int) -> Callable[[int], int]:
+    """The pairs upper strip ``b`` computes: its rows against the columns from its first row to the last, fewer
+    from one strip to the next (the first has ``n_items`` columns, the last one block's).
+
+    >>> work = upper_work(10, 4)
+    >>> [work(b) for b in range(3)], sum(work(b) for b in range(3))
+    ([40, 24, 4], 68)
+    """
+
+    def work(block: int) -> int:
+        start = block * block_rows
+        return max(0, min(block_rows, n_items - start)) * (n_items - start)
+
+    return work
 
 
 def log_todo(url: str, action: str, total: int, upper_todo: list[int], todo: list[int], symmetric: bool) -> None:

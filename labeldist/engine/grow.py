@@ -556,7 +556,7 @@ def run_append_blocks(
             old_url=url,
             **common,
         )
-    job.run(compute_mirrored, todo, f"{kind} rows", n_items=len(union), k=layout.k, **common)
+    job.run(compute_mirrored, todo, f"{kind} rows", loads=False, n_items=len(union), k=layout.k, **common)
 
 
 def _publish_and_swap(

@@ -281,21 +281,38 @@ class BlockJob:
         """The rows of row block ``block`` (the last may be short)."""
         return min(self.block_rows, self.n_items - block * self.block_rows)
 
-    def run(self, task: Callable[..., int], todo: list[int], desc: str, **kwargs: Any) -> None:
+    def run(
+        self,
+        task: Callable[..., int],
+        todo: list[int],
+        desc: str,
+        *,
+        work: Callable[[int], int] | None = None,
+        unit: str = "item",
+        loads: bool = True,
+        **kwargs: Any,
+    ) -> None:
         """Run ``task(block, **kwargs)`` for every block of ``todo``; return once all have finished, raising the
         first task error (the other tasks cancelled). The progress counts items, not blocks: a user knows how many
-        items the job has. It is tqdm's bar on a terminal and plain lines every few seconds off one
-        (:mod:`labeldist.core.progress`)."""
+        items the job has; or, with ``work`` (a block's work in ``unit``: the pairs of an upper strip, fewer from
+        one strip to the next), that, so that the rate and the time left follow the work done. It is tqdm's bar on
+        a terminal and plain lines every few seconds off one (:mod:`labeldist.core.progress`).
+
+        Each worker's first task also loads and compiles what the distance needs (numba kernels, a model: up to a
+        minute), which later tasks do not: a rate measured over them would promise many times the time left. So
+        the estimate starts once every worker has finished one task (:class:`FirstTasks`); until then a line
+        says why there is none yet, and a line as each of those tasks ends. ``loads=False``: tasks that run no
+        distance (phase 2 of the symmetric mode), estimated from the start."""
         from distributed import as_completed
         from distributed.client import FutureCancelledError
 
-        from labeldist.core.progress import progress_bar
-
         futures = self.client.map(run_block_task, todo, pure=False, task=task, **kwargs)
         blocks = dict(zip(futures, todo))
-        sizes = {future: self.rows(block) for future, block in blocks.items()}
+        sizes = {future: (work or self.rows)(block) for future, block in blocks.items()}
         resubmitted = 0
-        bar = progress_bar(sum(sizes.values()), desc, unit="item", unit_scale=True, enabled=self.progress)
+        workers = len(self.client.scheduler_info().get("workers", {})) or 1
+        first = min(workers, len(todo)) if loads else 0
+        bar = FirstTasks(sum(sizes.values()), desc, unit, first, workers, self.progress)
         try:
             pending = as_completed(futures)
             for future in pending:
@@ -321,6 +338,73 @@ class BlockJob:
             raise
         finally:
             bar.close()
+
+
+class FirstTasks:
+    """The progress of a job whose first ``first`` tasks (one per worker) also load and compile what the job needs:
+    a line saying so at the start, a line as each of them ends (the work done and the time, no estimate), then the
+    display of :func:`~labeldist.core.progress.progress_bar` from the work done, its rate (and the time left)
+    counted from there, its time from the start. ``first=0``: that display from the start. ``enabled`` as
+    ``progress_bar``'s: False shows nothing."""
+
+    def __init__(
+        self,
+        total: int,
+        desc: str,
+        unit: str,
+        first: int,
+        workers: int,
+        enabled: bool | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total, self.desc, self.unit, self.first, self.enabled = total, desc, unit, first, enabled
+        self.n, self.tasks, self.bar, self._clock = 0, 0, None, clock
+        self._start = clock()
+        self.units = unit if unit.endswith("s") else unit + "s"
+        if first == 0:  # nothing to load: the display from the start
+            self._show()
+        elif enabled is not False:
+            tqdm.write(
+                f"{desc}: {total:,} {self.units} on {workers} worker{'s' * (workers != 1)}; the first task of each "
+                "also loads what the distance needs (compiled kernels, a model), so the time left is estimated once "
+                "those are done",
+                file=sys.stderr,
+            )
+
+    def update(self, n: int) -> None:
+        self.n += n
+        self.tasks += 1
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        if self.tasks < self.first and self.n < self.total:
+            if self.enabled is not False:
+                elapsed = tqdm.format_interval(self._clock() - self._start)
+                tqdm.write(
+                    f"{self.desc}: {self.n:,}/{self.total:,} {self.units} ({100 * self.n / self.total:.1f} %) in "
+                    f"{elapsed}, {self.tasks} of the first {self.first} tasks done (loading what they need)",
+                    file=sys.stderr,
+                )
+            return
+        self._show()
+
+    def _show(self) -> None:
+        from labeldist.core.progress import progress_bar
+
+        self.bar = progress_bar(
+            self.total,
+            self.desc,
+            unit=self.unit,
+            unit_scale=True,
+            enabled=self.enabled,
+            initial=self.n,
+            clock=self._clock,
+            started=self._start if self.first else None,  # shown from the job's start
+        )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 @contextlib.contextmanager
@@ -350,13 +434,15 @@ def run_preparation(client: Any, preparation: Preparation | None, progress: bool
         return
     from distributed import as_completed
 
-    from labeldist.core.progress import progress_bar
-
     futures = client.map(
         run_prepare_task, list(preparation.items), pure=False, task=preparation.function, **preparation.kwargs
     )
     sizes = dict(zip(futures, preparation.sizes or [1] * len(futures)))
-    bar = progress_bar(sum(sizes.values()), preparation.what, unit=preparation.unit, unit_scale=True, enabled=progress)
+    workers = len(client.scheduler_info().get("workers", {})) or 1
+    # each worker's first task loads the model: the time left is estimated from the tasks after those
+    bar = FirstTasks(
+        sum(sizes.values()), preparation.what, preparation.unit, min(workers, len(futures)), workers, progress
+    )
     try:
         for future in as_completed(futures):
             future.result()

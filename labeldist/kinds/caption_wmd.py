@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 from pathlib import Path
 
 from labeldist.core.options import check_file, check_folder
@@ -63,10 +65,19 @@ def load(args: argparse.Namespace) -> tuple[CaptionSets, CaptionSetWMD, str]:
             check_folder(args.vectors)
         else:
             check_file(args.vectors)
-    vectors = load_word_vectors(args.vectors, format=args.vectors_format)
+    progress = not getattr(args, "no_progress", False)
+    started = time.perf_counter()
+    vectors = load_word_vectors(args.vectors, format=args.vectors_format, progress=None if progress else False)
+    loaded = time.perf_counter()
     labels = read_captions(
         args.input, format=args.format, tokenizer=Tokenizer(stopwords=args.stopwords), vectors=vectors, empty=args.empty
     )
+    if progress:  # what the seconds before the first block went to
+        print(
+            f"captions: {len(vectors):,} word vectors loaded in {loaded - started:.1f} s; {len(labels):,} caption "
+            f"sets ({labels.n_captions:,} captions) read in {time.perf_counter() - loaded:.1f} s",
+            file=sys.stderr,
+        )
     return labels, CaptionSetWMD(normalize=args.normalize), args.dataset or Path(args.input).stem
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +288,8 @@ def load(args: argparse.Namespace) -> tuple[Sentences, SentenceRelevance, str]:
     check_model(args.cross_model)
     if needs_train(args):  # checked before the sentences are read, which can take minutes
         stsb_file(args, "train")
+    progress = not getattr(args, "no_progress", False)
+    started = time.perf_counter()
     labels = read_sentences(
         args.input,
         format=args.format,
@@ -295,9 +299,17 @@ def load(args: argparse.Namespace) -> tuple[Sentences, SentenceRelevance, str]:
         limit=args.limit,
         needs_cbow=args.scorer != "bert",
     )
+    if progress:  # what the seconds before the first block went to (word vectors, when CBoW needs them)
+        print(f"sentences: {len(labels):,} sentences read in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     if args.dense:  # the engine checks too; here before the model is loaded and its thresholds calibrated
         check_dense_size(len(labels), args.dense_limit, "sentences")
+    started = time.perf_counter()
     distance = build_distance(args, labels)  # its prepare() embeds each sentence once, if the store needs it
+    if progress:  # a model loaded, thresholds calibrated on STS-B where not given
+        print(
+            f"sentences: the {args.scorer} scorer made in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
     dataset = args.dataset or Path(args.input).stem + (f"-first{args.limit}" if args.limit else "")
     return labels, distance, dataset
 

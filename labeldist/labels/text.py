@@ -206,7 +206,9 @@ def _guess_format(path: Path) -> str:
     return "word2vec" if len(head) == 2 and all(h.isdigit() for h in head) else "glove"
 
 
-def load_word_vectors(path: str | Path | None = None, format: str = "auto") -> WordVectors:
+def load_word_vectors(
+    path: str | Path | None = None, format: str = "auto", *, progress: bool | None = False
+) -> WordVectors:
     """Word vectors from a local source; never downloads.
 
     Parameters
@@ -217,6 +219,8 @@ def load_word_vectors(path: str | Path | None = None, format: str = "auto") -> W
     format : one of :data:`VECTOR_FORMATS`; ``"auto"`` guesses from the path (folder -> kumo, ``.bin`` ->
         word2vec-binary, ``.kv``/``.model`` -> keyedvectors, text with a ``count dim`` header -> word2vec,
         other text -> glove).
+    progress : a word2vec or GloVe file's reading shown on stderr (:class:`~labeldist.core.progress.FileReadProgress`:
+        MB read, rate, time left; gensim reads a GloVe file twice), as ``progress_bar``'s ``enabled``; default off.
     """
     if format not in VECTOR_FORMATS:
         raise ValueError(f"unknown word-vector format {format!r}; known: {', '.join(VECTOR_FORMATS)}")
@@ -248,5 +252,14 @@ def load_word_vectors(path: str | Path | None = None, format: str = "auto") -> W
             "could run any code). Convert it once, where you trust it: KeyedVectors.load(PATH)"
             ".save_word2vec_format('vectors.bin', binary=True), then pass vectors.bin"
         )
-    kv = KeyedVectors.load_word2vec_format(str(path), binary=format == "word2vec-binary", no_header=format == "glove")
+    from labeldist.core.progress import FileReadProgress
+
+    # gensim reads a GloVe file (no header line) twice: once to count its words, once for their vectors
+    reading = FileReadProgress(
+        path, f"word vectors {path.name}", passes=2 if format == "glove" else 1, enabled=progress
+    )
+    with reading:
+        kv = KeyedVectors.load_word2vec_format(
+            str(path), binary=format == "word2vec-binary", no_header=format == "glove"
+        )
     return WordVectors(list(kv.index_to_key), np.asarray(kv.vectors, dtype=np.float32), source)

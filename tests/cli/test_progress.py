@@ -16,6 +16,7 @@ import pytest
 from tqdm.std import tqdm as std_tqdm
 
 from labeldist.core.progress import DEFAULT_EVERY, EVERY_ENV, PlainProgress, progress_bar, progress_every
+from labeldist.engine.runner import FirstTasks
 from tests.conftest import DATA, ROOT
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"
@@ -99,6 +100,45 @@ def test_a_closed_early_job_says_where_it_stopped_and_postfix_rides_along() -> N
     assert lines[-1] == "fit log_ratio: 203/600 steps (33.8 %), stopped after 00:12, 4.00 s/step, loss=0.1234"
 
 
+def test_the_estimate_starts_once_each_workers_first_task_is_done(monkeypatch, capsys) -> None:
+    """Two workers whose first tasks compile for a minute: no estimate until both are done, then the rate of the
+    tasks after them (200 pairs in 10 s), the time from the start of the job."""
+    monkeypatch.setenv(EVERY_ENV, "0")
+    clock = Clock()
+    bar = FirstTasks(1000, "caption_wmd upper", "pair", first=2, workers=2, enabled=None, clock=clock)
+    for dt, n in ((60, 400), (5, 300), (10, 200), (5, 100)):
+        clock.now += dt
+        bar.update(n)
+    bar.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("caption_wmd upper: 1,000 pairs on 2 workers; the first task of each also loads what")
+    assert lines[1] == (
+        "caption_wmd upper: 400/1,000 pairs (40.0 %) in 01:00, 1 of the first 2 tasks done (loading what they need)"
+    )
+    assert lines[2] == "caption_wmd upper: 700/1,000 pairs (70.0 %) in 01:05"  # no estimate from the first tasks
+    rate = 200 / 10  # after them; 900 / 75 from the start would promise 8 s for the last 100, not 5
+    assert lines[3] == f"caption_wmd upper: 900/1,000 pairs (90.0 %) in 01:15, {rate:.1f} pairs/s, about 00:05 left"
+    assert lines[-1] == f"caption_wmd upper: 1,000/1,000 pairs (100.0 %), done in 01:20, {300 / 15:.1f} pairs/s"
+
+
+def test_tasks_that_load_nothing_are_estimated_from_the_start(monkeypatch, capsys) -> None:
+    monkeypatch.setenv(EVERY_ENV, "0")
+    clock = Clock()
+    bar = FirstTasks(100, "pose rows", "item", first=0, workers=2, enabled=None, clock=clock)
+    clock.now += 4
+    bar.update(50)
+    bar.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:2] == [
+        "pose rows: 0/100 items (0.0 %)",
+        "pose rows: 50/100 items (50.0 %) in 00:04, 12.5 items/s, about 00:04 left",
+    ]
+    bar = FirstTasks(100, "pose", "item", first=2, workers=2, enabled=False, clock=clock)
+    bar.update(100)
+    bar.close()
+    assert capsys.readouterr().err == ""
+
+
 def test_a_job_without_a_total_counts_and_rates() -> None:
     clock, log = Clock(), io.StringIO()
     bar = PlainProgress(None, "scan", unit="query", units="queries", file=log, every=0, clock=clock)
@@ -176,9 +216,12 @@ def test_a_redirected_precompute_log_has_periodic_plain_lines(tmp_path) -> None:
     assert proc.returncode == 0, text
     assert "6 of 6 blocks computed" in proc.stdout, proc.stdout
     assert "\r" not in text
-    lines = [line for line in text.splitlines() if line.startswith("pose: ")]
+    said = [line for line in text.splitlines() if line.startswith("pose: ")]
+    assert said[0].startswith("pose: 120 items on 1 worker; the first task of each also loads what"), text
+    lines = said[1:]
     counts = [int(re.match(r"pose: (\d+)/120 items", line).group(1)) for line in lines]
-    assert counts == [0, 20, 40, 60, 80, 100, 120, 120], text  # the first line, one a block, the final line
+    # the first task's line (no estimate from a task that compiles the kernels), one a block, the final line
+    assert counts == [20, 40, 60, 80, 100, 120, 120], text
     assert all(re.search(r"\d items/s|s/item", line) for line in lines[1:]), text
     assert all(re.search(r", about \d\d:\d\d left$", line) for line in lines[1:-2]), text
     assert ", done in " in lines[-1] and "left" not in lines[-1], text

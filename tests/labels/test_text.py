@@ -171,3 +171,32 @@ def test_a_pickled_keyedvectors_file_is_refused_never_unpickled(tmp_path, small)
     _kv(words, vectors).save(str(real))
     with pytest.raises(ValueError, match="save_word2vec_format"):
         load_word_vectors(real)
+
+
+def test_a_text_file_of_vectors_shows_its_reading_in_mb_and_loads_the_same(tmp_path, capsys, monkeypatch):
+    """``progress``: how far gensim's two passes over a GloVe file are, in MB (from this process's descriptors on
+    it), from 0 to the file's size twice; the vectors are those loaded without it."""
+    from labeldist.core.progress import EVERY_ENV, FileReadProgress
+
+    monkeypatch.setenv(EVERY_ENV, "0")
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(6000)]
+    path = tmp_path / "vecs.txt"
+    _kv(words, rng.normal(size=(6000, 50)).astype(np.float32)).save_word2vec_format(str(path), write_header=False)
+    quiet = load_word_vectors(path)
+    assert capsys.readouterr().err == ""  # off by default
+    shown = load_word_vectors(path, progress=None)
+    assert list(shown.words) == list(quiet.words) == words
+    np.testing.assert_array_equal(shown.vectors, quiet.vectors)
+    lines = capsys.readouterr().err.splitlines()
+    total = 2 * path.stat().st_size // 1_000_000
+    assert total >= 4 and lines[0] == f"word vectors vecs.txt: 0/{total} MB (0.0 %)"
+    assert lines[-1].startswith(f"word vectors vecs.txt: {total}/{total} MB (100.0 %), done in ")
+    counts = [int(re.match(r"word vectors vecs.txt: (\d+)/", line).group(1)) for line in lines]
+    assert counts == sorted(counts)
+
+    reading = FileReadProgress(path, "x", enabled=False)
+    assert reading.position() == -1  # no descriptor open on it
+    with open(path, "rb") as f:
+        f.seek(1234)
+        assert reading.position() == 1234
