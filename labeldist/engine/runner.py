@@ -65,6 +65,7 @@ def dask_client(
             where = f"{cluster.scheduler_address} ({spec.cluster} jobs)"
             client = stack.enter_context(Client(cluster))
         else:
+            stack.enter_context(distributed_log_levels())  # restored last, once the cluster is closed
             cluster = stack.enter_context(
                 LocalCluster(
                     n_workers=spec.n_workers or os.cpu_count() or 1,
@@ -77,9 +78,36 @@ def dask_client(
             )
             where = "a LocalCluster"
             client = stack.enter_context(Client(cluster))
+            stack.callback(quiet_shutdown)  # the first thing on leaving: the client's and cluster's close say no more
         if spec.workers_to_wait_for is not None:
             wait_for_workers(client, spec, where, cluster, quiet)
         yield client
+
+
+#: distributed's loggers that carry its own level (distributed's logging configuration): ``distributed`` itself and
+#: those set apart from it
+DISTRIBUTED_LOGGERS = ("distributed", "distributed.client", "distributed.gc")
+
+
+@contextlib.contextmanager
+def distributed_log_levels() -> Iterator[None]:
+    """distributed's loggers' levels (:data:`DISTRIBUTED_LOGGERS`) as they were, put back on leaving."""
+    levels = {name: logging.getLogger(name).level for name in DISTRIBUTED_LOGGERS}
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def quiet_shutdown() -> None:
+    """Only errors from distributed while this process's LocalCluster shuts down, the job over (done or failed,
+    said by the job itself). A nanny gives its worker process 4 s to exit, then kills it, saying "Worker process
+    still alive after 4.0 seconds, killing" as a WARNING: a worker with nothing left to do, slow to exit on a busy
+    machine (its interpreter's teardown: numba, torch), which leaves nothing undone. Such lines made a successful
+    precompute end with warnings."""
+    for name in DISTRIBUTED_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 @contextlib.contextmanager
