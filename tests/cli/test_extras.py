@@ -61,10 +61,11 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def test_the_extras_list_the_modules_of_pyprojects_extras_and_all_is_the_three() -> None:
+def test_the_extras_list_the_modules_of_pyprojects_extras_and_all_is_the_four() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     optional = project["optional-dependencies"]
-    assert optional["all"] == ["labeldist[serve,train,sts]"] and set(extras.EXTRAS) == {"serve", "train", "sts"}
+    assert optional["all"] == ["labeldist[serve,train,sts,io]"]
+    assert set(extras.EXTRAS) == {"serve", "train", "sts", "io"}
     modules_of: dict[str, set[str]] = {}  # distribution (normalised) -> its top-level import names
     for module, dists in importlib.metadata.packages_distributions().items():
         for dist in dists:

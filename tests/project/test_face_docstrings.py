@@ -1,14 +1,9 @@
 """Docstrings as the reference: every function of the Python face has a NumPy-style docstring (Parameters,
-Returns, and Examples for the library's functions), and every example in the face's docstrings runs as written,
-from a folder where ``stores/mpii-pose`` and ``data/`` lie as the examples assume."""
+Returns, and Examples for the library's functions). The examples themselves run in tests/project/test_doctests.py."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import inspect
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -79,34 +74,3 @@ def test_the_section_finder_finds_numpy_headings() -> None:
     """
     assert sections(doc) == {"Parameters", "Returns"}
     assert sections("Only prose.\n\nNo headings -- here.") == set()
-
-
-@pytest.fixture(scope="module")
-def example_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder as the examples assume: ``data/`` (the repository's) and ``stores/mpii-pose``."""
-    folder = tmp_path_factory.mktemp("examples")
-    (folder / "data").symlink_to(ROOT / "data")
-    from tests.client.conftest import build_pose_store
-
-    build_pose_store(str(folder / "stores" / "mpii-pose"), 300, k=20, dense=True)
-    return folder
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("module_name", MODULES)
-def test_the_examples_in_the_docstrings_run(module_name: str, example_folder: Path, tmp_path: Path) -> None:
-    module = importlib.import_module(module_name)
-    work = tmp_path / "work"
-    shutil.copytree(example_folder, work, symlinks=True)
-    tests = [t for t in doctest.DocTestFinder().find(module, module_name) if t.examples]
-    assert tests or module_name in ("labeldist.distances",), f"{module_name} has no examples"
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    before = os.getcwd()
-    os.chdir(work)
-    try:
-        for test in tests:
-            runner.run(test)
-    finally:
-        os.chdir(before)
-    result = runner.summarize(verbose=False)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} examples of {module_name} failed (above)"
