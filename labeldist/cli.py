@@ -11,7 +11,6 @@ labeldist split stores/mpii-pose --out stores/mpii-split
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import logging
 import sys
@@ -21,11 +20,9 @@ from typing import Any
 import numpy as np
 
 from labeldist import __version__
-from labeldist.core.clusters import add_cluster_options, cluster_spec
-from labeldist.core.dense import DENSE_LIMIT
+from labeldist.core.clusters import cluster_spec
 from labeldist.core.extras import extra_of, message, require, require_kind
 from labeldist.core.options import (
-    byte_size,
     check_folder,
     check_k,
     check_output,
@@ -48,6 +45,7 @@ def _add_kind_commands(kinds: Any) -> None:
     """One ``precompute`` sub-command per kind of the registry (built-in and plugins): the kind's options, then
     the options every kind shares."""
     from labeldist.kinds import registry
+    from labeldist.library import add_common_options
 
     taken = set(kinds.choices)
     for kind in sorted(registry().kinds.values(), key=lambda k: k.subcommand):
@@ -56,56 +54,12 @@ def _add_kind_commands(kinds: Any) -> None:
         plugin = "" if kind.origin == "built-in" else f" [{kind.origin.split(':')[0]}]"
         p = kinds.add_parser(kind.subcommand, help=kind.help + plugin, description=kind.help + plugin)
         kind.add_arguments(p)
-        _add_common(p)
+        add_common_options(p)
         p.set_defaults(loader=kind.load, kind_name=kind.name)
 
 
-def _add_common(p: argparse.ArgumentParser, default_k: int = 100) -> None:
-    p.add_argument("--out", help="output store: a path or an fsspec URL (default: stores/<dataset>-<kind>)")
-    p.add_argument("--dataset", help="dataset name recorded in the manifest (default: from the input)")
-    p.add_argument(
-        "--k",
-        type=positive_int,
-        default=default_k,
-        help="neighbours per item, fewer than the items (default: %(default)s)",
-    )
-    # one dest for two flags: each states the default in words (the formatter would print "default: True" for both)
-    dense = p.add_mutually_exclusive_group()
-    dense.add_argument(
-        "--dense",
-        dest="dense",
-        action="store_true",
-        default=True,
-        help="also store the full N x N float32 matrix (default: on, up to --dense-limit; above it "
-        "the command refuses before writing anything)",
-    )
-    dense.add_argument(
-        "--knn-only",
-        dest="dense",
-        action="store_false",
-        help="store the kNN lists only, no dense matrix (default: off; needed above --dense-limit)",
-    )
-    # a string default goes through type= as a typed value would: --help shows "1GiB", the job gets bytes
-    p.add_argument(
-        "--dense-limit",
-        type=byte_size,
-        default=f"{DENSE_LIMIT >> 30}GiB",
-        metavar="SIZE",
-        help="largest dense matrix to build, 4 N^2 bytes: 1GiB holds 16,384 items, 4GiB 32,768 (default: %(default)s)",
-    )
-    add_cluster_options(p)
-    p.add_argument("--block-rows", type=positive_int, help="rows per task (default: chosen from N)")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a store made with other labels or parameters at --out (the new store is built "
-        "beside it and swapped in once complete)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
 def _precompute(args: argparse.Namespace) -> int:
-    from labeldist.engine import precompute
+    from labeldist.library import build_store
 
     require_kind(args.kind_name, f"labeldist precompute {args.kind}")  # before anything is read
     if args.out is not None:
@@ -114,23 +68,19 @@ def _precompute(args: argparse.Namespace) -> int:
     labels, distance, dataset = args.loader(args)
     check_k(args.k, len(labels))
     out = args.out or f"stores/{dataset}-{distance.kind}"
-    check_output(out)
-    try:
-        result = precompute(
-            labels,
-            distance,
-            out,
-            dataset=dataset,
-            k=args.k,
-            dense=args.dense,
-            dense_limit=args.dense_limit,
-            block_rows=args.block_rows,
-            cluster=cluster,
-            overwrite=args.overwrite,
-            progress=False if args.no_progress else None,
-        )
-    except OSError as e:
-        raise _no_space(out, e) from e
+    result = build_store(
+        labels,
+        distance,
+        out,
+        dataset=dataset,
+        k=args.k,
+        dense=args.dense,
+        dense_limit=args.dense_limit,
+        block_rows=args.block_rows,
+        cluster=cluster,
+        overwrite=args.overwrite,
+        progress=False if args.no_progress else None,
+    )
     what = (
         "reused (same labels and parameters)"
         if result.reused
@@ -143,53 +93,10 @@ def _precompute(args: argparse.Namespace) -> int:
     return 0
 
 
-def _no_space(out: str, e: OSError) -> BaseException:
-    """A StoreError saying what a full disk left behind (raised in a worker and re-raised here by Dask, with its
-    errno); ``e`` itself for any other OSError."""
-    if e.errno != errno.ENOSPC:
-        return e
-    return StoreError(
-        f"{out}: no space left on device ({e.filename or 'while writing'}). The store is left incomplete, "
-        "so it is never served as complete, and a store it was to replace is untouched. Free some space and "
-        "rerun the same command: it resumes with the blocks not yet written."
-    )
-
-
 # ---------------------------------------------------------------- append: a store's next generation
-def append_parser(store: str, manifest: dict[str, Any]) -> argparse.ArgumentParser:
-    """The parser of ``labeldist append STORE FILE [OPTIONS]`` for the store's kind: the kind's own options, as
-    ``precompute`` takes them, those the store records (its distance's parameters and its reader's settings, under
-    the same names) defaulting to the store's values, and the options of the job."""
-    from labeldist.engine import FILE_PROVENANCE
-    from labeldist.kinds import get_kind
-
-    kind = get_kind(manifest["kind"])
-    p = argparse.ArgumentParser(
-        prog=f"labeldist append {store}",
-        description=f"Append the items of FILE to this {kind.name} store: {kind.help}. Options the store records "
-        "default to the store's values; any other setting must be the one the store was made with.",
-    )
-    kind.add_arguments(p)
-    params = dict(manifest.get("params") or {})
-    reading = {key: v for key, v in (params.pop("labels", None) or {}).items() if key not in FILE_PROVENANCE}
-    recorded = {**reading, **params}
-    p.set_defaults(**{a.dest: recorded[a.dest] for a in p._actions if a.dest in recorded and a.dest != "help"})
-    p.set_defaults(dataset=None)  # a kind's loader names a dataset; the store keeps its own
-    p.add_argument(
-        "--dense-limit",
-        type=byte_size,
-        default=f"{DENSE_LIMIT >> 30}GiB",
-        metavar="SIZE",
-        help="largest dense matrix the grown store may have (default: %(default)s)",
-    )
-    add_cluster_options(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return show_defaults(p)
-
-
 def _append(args: argparse.Namespace) -> int:
-    from labeldist.engine import append
     from labeldist.kinds import get_kind
+    from labeldist.library import append_parser, grow_store
     from labeldist.store import read_manifest, store_url
 
     check_store_path(args.store)
@@ -200,17 +107,14 @@ def _append(args: argparse.Namespace) -> int:
     options = append_parser(args.store, manifest).parse_args(args.kind_args)
     cluster = cluster_spec(options)
     labels, distance, _ = get_kind(manifest["kind"]).load(options)
-    try:
-        result = append(
-            args.store,
-            labels,
-            distance=distance,
-            dense_limit=options.dense_limit,
-            cluster=cluster,
-            progress=False if options.no_progress else None,
-        )
-    except OSError as e:
-        raise _no_space(args.store, e) from e
+    result = grow_store(
+        args.store,
+        labels,
+        distance=distance,
+        dense_limit=options.dense_limit,
+        cluster=cluster,
+        progress=False if options.no_progress else None,
+    )
     n = result.n_old + result.n_new
     if result.reused:
         print(f"{result.url}: these {result.n_new} items are already its generation {result.generation}; nothing to do")
