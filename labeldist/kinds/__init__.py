@@ -32,6 +32,21 @@ if TYPE_CHECKING:
     from labeldist.distances.base import LabelDistance
     from labeldist.labels.base import LabelSet
 
+__all__ = [
+    "ENTRY_POINTS",
+    "Kind",
+    "KindError",
+    "Registry",
+    "check_block",
+    "check_file_labels",
+    "distance_class",
+    "distance_meaning",
+    "get_kind",
+    "probe",
+    "read_label",
+    "registry",
+]
+
 log = logging.getLogger(__name__)
 ENTRY_POINTS = "labeldist.kinds"
 
@@ -98,6 +113,9 @@ class Kind:
 
 @dataclass
 class Registry:
+    """Every kind this installation knows (:func:`registry`): by name, built-in kinds first, then plugins; and the
+    plugin entry points that did not load, each with why."""
+
     kinds: dict[str, Kind]
     #: entry points that did not load: name -> why
     broken: dict[str, str]
