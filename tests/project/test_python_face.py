@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import zarr
 
@@ -98,6 +99,12 @@ def test_the_example_builds_reads_and_trains_and_its_stores_equal_the_clis(tmp_p
     reading = a["params"].pop("labels")
     assert reading["format"] == "npy"
     assert compare.without_times(a) == compare.without_times(b), json.dumps([a, b])[:2000]
+
+    # the example's store read as a table is labeldist export's file of the command line's store
+    exported = tmp_path / "cli-pose.parquet"
+    export = [sys.executable, "-m", "labeldist.cli", "export", str(cli / "mpii-pose"), "--out", str(exported)]
+    subprocess.run(export + ["--no-progress"], check=True, capture_output=True, timeout=600)
+    pd.testing.assert_frame_equal(ld.open(made / "mpii-pose").to_pandas(), pd.read_parquet(exported))
 
 
 @pytest.mark.slow
