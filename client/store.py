@@ -368,4 +368,3 @@ class Store:
 
     def _path(self, what: str) -> Path:
         return self._local(what).path(self.name)
-
