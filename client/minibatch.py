@@ -146,7 +146,11 @@ class Minibatch:
         import torch
 
         def each(value: Any) -> Any:
-            return None if value is None else fn(torch.as_tensor(value))
+            # NumPy arrays (what batches() answers) become tensors; a tensor, or inputs that behave as one (the
+            # trainer's packed image files: pin_memory, is_pinned, to), go as they are
+            if value is None:
+                return None
+            return fn(torch.as_tensor(value) if isinstance(value, np.ndarray) else value)
 
         return replace(
             self,
