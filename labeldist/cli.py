@@ -36,6 +36,7 @@ from labeldist.core.options import (
 )
 from labeldist.errors import LabeldistError
 from labeldist.store import StoreError
+from labeldist.store.outputs import check_not_inputs, command_paths
 
 log = logging.getLogger("labeldist")
 
@@ -62,12 +63,15 @@ def _precompute(args: argparse.Namespace) -> int:
     from labeldist.library import build_store
 
     require_kind(args.kind_name, f"labeldist precompute {args.kind}")  # before anything is read
+    inputs = command_paths(vars(args), skip=("out",))
     if args.out is not None:
         check_output(args.out)  # before the labels are read, which can take minutes
+        check_not_inputs([], inputs, replaced=[args.out])
     cluster = cluster_spec(args)
     labels, distance, dataset = args.loader(args)
     check_k(args.k, len(labels))
     out = args.out or f"stores/{dataset}-{distance.kind}"
+    check_not_inputs([], inputs, replaced=[out])
     result = build_store(
         labels,
         distance,
@@ -105,6 +109,7 @@ def _append(args: argparse.Namespace) -> int:
         raise StoreError(f"{store_url(args.store)}: no labeldist store there (no manifest)")
     require_kind(manifest["kind"], "labeldist append")
     options = append_parser(args.store, manifest).parse_args(args.kind_args)
+    check_not_inputs([], command_paths(vars(options)), replaced=[args.store])  # the store grows; nothing else
     cluster = cluster_spec(options)
     labels, distance, _ = get_kind(manifest["kind"]).load(options)
     result = grow_store(

@@ -495,6 +495,10 @@ def precompute(
     spec = _cluster(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
     out = os.fspath(out)
     check_output(out)  # before the labels are read, which can take minutes
+    if isinstance(labels, (str, os.PathLike)):
+        from labeldist.store.outputs import check_not_inputs
+
+        check_not_inputs([], [("the label file", labels)], replaced=[out])
     if labels is None or isinstance(labels, (str, os.PathLike)):
         if found is None:
             raise UsageError(f"kind {distance.kind!r} is not registered: give its labels as a LabelSet")  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -104,10 +105,32 @@ def _loss_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _local_store(stores: str | None, store: str | None) -> str | None:
+    """The folder of the store ``store`` read from the local folder ``stores`` (None when served)."""
+    return None if stores is None or store is None else os.path.join(stores, store)
+
+
 def _fit(args: argparse.Namespace) -> int:
-    from labeldist.trainer.training.fit import FitConfig, open_source
+    from labeldist.store.outputs import check_not_inputs
+    from labeldist.trainer.training.fit import CHECKPOINT, LOG, FitConfig, open_source
     from labeldist.trainer.training.sequence import HeldOut, fit_and_evaluate
 
+    run = Path(args.out)
+    check_not_inputs(  # the run's folder and every file a run writes there
+        [run, *(run / name for name in (CHECKPOINT, LOG, "eval.json", "eval.png"))],
+        [
+            ("the --features", args.features),
+            ("the --images folder", args.images),
+            ("the --image-index", args.image_index),
+            ("the --weights", args.weights),
+            ("the --split", args.split),
+            ("the --eval-features", args.eval_features),
+            ("the --eval-images folder", args.eval_images),
+            ("the --eval-image-index", args.eval_image_index),
+            ("the store trained on", _local_store(args.stores, args.store)),
+            ("the --eval-store", _local_store(args.stores, args.eval_store)),
+        ],
+    )
     if args.eval_store and not ((args.eval_features or args.eval_images) and args.split):
         raise SystemExit("--eval-store needs --split and --eval-features or --eval-images")
     check_crop_scale(tuple(args.crop_scale))
@@ -154,7 +177,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from labeldist.store.outputs import check_output_file, write_text
+    from labeldist.store.outputs import check_not_inputs, check_output_file, write_text
     from labeldist.trainer.results.plots import plot_format
     from labeldist.trainer.training.evaluate import (
         UNTRAINED_BACKBONE,
@@ -168,6 +191,18 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.plot:
         plot_format(args.plot)
+    check_not_inputs(
+        [args.out, args.plot],
+        [
+            ("the --features", args.features),
+            ("the --split", args.split),
+            ("the --checkpoint", args.checkpoint),
+            ("the --images folder", args.images),
+            ("the --image-index", args.image_index),
+            ("the --weights", args.weights),
+            ("the store evaluated", _local_store(args.stores, args.store)),
+        ],
+    )
     for out in filter(None, (args.out, args.plot)):  # refused before the evaluation rather than after it
         if Path(out).parent.is_dir():  # else made, with its folder, once the results are in
             check_output_file(out, args.overwrite)
@@ -246,9 +281,15 @@ def _demo_inputs(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from labeldist.trainer.render.base import read_frame, render_store
+    from labeldist.store.outputs import check_not_inputs
+    from labeldist.trainer.render.base import INDEX, META, read_frame, render_store
 
     try:
+        out = Path(args.out)
+        check_not_inputs(
+            [out, out / INDEX, out / META],
+            [("the store rendered", args.store), ("the --frame-from render", args.frame_from)],
+        )
         frame = read_frame(args.frame_from) if args.frame_from else args.frame
         meta = render_store(
             args.store,

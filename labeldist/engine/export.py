@@ -22,7 +22,7 @@ import numpy as np
 
 from labeldist.core.options import UsageError
 from labeldist.store import StoreChangedError, StoreReader
-from labeldist.store.outputs import check_output_file, replacing
+from labeldist.store.outputs import check_not_inputs, check_output_file, replacing
 
 COLUMNS = ("item_index", "item_id", "rank", "neighbor_index", "neighbor_id", "distance")
 FORMATS = ("parquet", "csv")
@@ -270,6 +270,7 @@ def export_neighbors(
     if to_stdout and fmt != "csv":
         raise UsageError("Parquet cannot be written to standard output: give --out FILE, or use --format csv")
     if not to_stdout:
+        check_not_inputs([out], [("the store exported", store)])
         check_output_file(out, overwrite)
     rows = items_per_block or block_rows(reader, k)
     blocks = _blocks(reader, k, rows)

@@ -29,7 +29,15 @@ from labeldist.errors import LabeldistError
 from labeldist.labels.base import LabelError
 from labeldist.labels.records import SPLIT_SUFFIXES, LabelRecords, read_records
 from labeldist.store import is_store
-from labeldist.store.outputs import OutputError, check_output_file, holds, make_folder, write_bytes
+from labeldist.store.outputs import (
+    OutputError,
+    check_not_inputs,
+    check_output_file,
+    holds,
+    make_folder,
+    what_is,
+    write_bytes,
+)
 
 #: what ``labeldist split`` takes, for its errors
 TAKES = (
@@ -138,6 +146,18 @@ def _read(path: Path) -> LabelRecords:
     return records
 
 
+def _check_not_input(outputs: Any, inputs: Any, replaced: Any = ()) -> None:
+    """:func:`~labeldist.store.outputs.check_not_inputs` as a SplitError: no part is the input it is split from."""
+    try:
+        check_not_inputs(outputs, inputs, replaced=replaced)
+    except OutputError as e:
+        raise SplitError(str(e)) from None
+
+
+def _store_or_empty(folder: Path) -> bool:
+    return is_store(folder) or not any(folder.iterdir())
+
+
 def _write_files(files: dict[Path, bytes], overwrite: bool) -> None:
     """Write ``files`` (path -> contents) by :mod:`labeldist.store.outputs`' rule. Files already there with other
     contents are refused (SplitError naming them) unless ``overwrite``, and then only regular files outside any
@@ -189,6 +209,7 @@ def split_labels(
     info["ids"] = {name: [records.ids[i] for i in split[name]] for name in ("train", "test")}
     files = {out / f"{name}{path.suffix}": records.part(split[name]) for name in ("train", "test")}
     files[out / "split.json"] = json.dumps(info).encode("utf-8")
+    _check_not_input(files, [("the label file being split", path)])
     make_folder(out)
     _write_files(files, overwrite)
     return info
@@ -237,11 +258,14 @@ def split_store(
             f"{path}: {reader.n_items} items leave {len(split['train'])} for the train store at "
             f"test_fraction={test_fraction}; a store needs at least 2"
         )
-    source = Path(os.path.realpath(path))
-    for part in ("train", "test"):
-        target = Path(os.path.realpath(out / part))
-        if target == source or target in source.parents:
-            raise SplitError(f"{out / part}: that is the store being split ({path}); write the parts to another folder")
+    parts = [out / part for part in ("train", "test")]
+    _check_not_input([out / "split.json"], [("the store being split", path)], replaced=parts)
+    for part in parts:  # refused before any part is built or moved: never a link, nothing split did not make
+        if os.path.islink(part) or (os.path.lexists(part) and not (os.path.isdir(part) and _store_or_empty(part))):
+            raise SplitError(
+                f"{part}: {what_is(part)}, where split writes a store of its own; split replaces only a store, "
+                "never a link or what it did not make: remove it, or give another --out"
+            )
     info = {
         "source": str(path),
         "kind": manifest["kind"],

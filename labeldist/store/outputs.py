@@ -9,7 +9,10 @@ One rule for every command that writes a file the user names (``labeldist export
 - the file goes in whole or not at all: written to a hidden file of its own beside it, created exclusively under
   an unpredictable name (never through a link planted there), then renamed over it (:func:`replacing`, by
   :func:`labeldist.core.files.written_whole`), checked again just before the rename;
-- a file that already holds exactly the bytes to be written is left as it is (:func:`write_bytes`).
+- a file that already holds exactly the bytes to be written is left as it is (:func:`write_bytes`);
+- no output is one of the command's inputs, by resolved name or by device and inode, nor lies in a folder it reads,
+  and no folder replaced whole holds one (:func:`check_not_inputs`, which every command calls before it writes or
+  moves anything).
 
 Errors are :class:`OutputError`, a :class:`~labeldist.core.options.UsageError` printed as one line naming the path.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from labeldist.core.files import written_whole
@@ -131,3 +134,107 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, overwrite: bool, opti
 def write_text(path: str | os.PathLike[str], text: str, overwrite: bool, option: str = "--overwrite") -> bool:
     """:func:`write_bytes` of ``text`` in UTF-8."""
     return write_bytes(path, text.encode("utf-8"), overwrite, option)
+
+
+# ---------------------------------------------------------------- no output is one of the command's inputs
+def what_is(path: str | os.PathLike[str]) -> str:
+    """What is at ``path``, in words, never following a link: ``"a file"``, ``"a folder"``, ``"a labeldist store"``,
+    ``"a symbolic link to TARGET"``, ``"a FIFO"``, ``"a device"``, ``"a socket"`` or ``"nothing"``."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "nothing"
+    except OSError:
+        return "something that cannot be looked at"
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link to {os.readlink(path)}"
+    if stat.S_ISDIR(mode):
+        return "a labeldist store" if is_store(path) else "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a file or a folder"
+
+
+def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)  # through links: a link to an input is that input
+    except (OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino
+
+
+def same_path(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` are one thing: the same name once links are resolved, or the same device and inode
+    (a hard link, a bind mount, a folder reached by two routes)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    ia = _identity(a)
+    return ia is not None and ia == _identity(b)
+
+
+def lies_in(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (which need not exist) lies inside the existing ``folder``, by name or by identity."""
+    if not os.path.isdir(folder):
+        return False
+    return any(same_path(parent, folder) for parent in Path(os.path.realpath(path)).parents)
+
+
+Paths = Iterable[str | os.PathLike[str] | None]
+
+
+def check_not_inputs(
+    outputs: Paths,
+    inputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+    *,
+    replaced: Paths = (),
+) -> None:
+    """Refuse (:class:`OutputError`, one line naming both) an output that is one of the command's inputs: the one
+    comparison every command makes before it writes or moves anything.
+
+    ``outputs`` are the paths the command writes (a file, or a folder it writes into); ``replaced`` the folders it
+    may replace whole (a store rebuilt by ``--overwrite`` or grown by ``append``: everything in them goes);
+    ``inputs`` are ``(what, path)`` pairs of everything it reads (``("the label file", path)``; a None path is an
+    input not given). An output is refused when it is an input (the same resolved name, or the same device and
+    inode: a hard link or a link to it counts), when it lies in a folder the command reads, and a replaced folder
+    when an input lies in it."""
+    given = [(what, Path(path)) for what, path in inputs if path is not None and "://" not in os.fspath(path)]
+    whole = [Path(p) for p in replaced if p is not None and "://" not in os.fspath(p)]
+    for out in [Path(p) for p in outputs if p is not None and "://" not in os.fspath(p)] + whole:
+        for what, path in given:
+            if same_path(out, path):
+                raise OutputError(
+                    f"{out}: that is {what} ({path}, {what_is(path)}); a command never writes over its own input: "
+                    "write it elsewhere"
+                )
+            if lies_in(out, path):
+                refuse_inside_store(out)  # a store's own words: only labeldist's engine writes there
+                raise OutputError(
+                    f"{out}: inside {what} {path} ({what_is(path)}), which this command reads; a command never "
+                    "writes into its own input: write it elsewhere"
+                )
+            if out in whole and lies_in(path, out):
+                raise OutputError(
+                    f"{out}: {what_is(out)} that holds {what} {path}, which replacing it would remove; a command "
+                    "never replaces its own input: move the input out of it, or write elsewhere"
+                )
+
+
+def command_paths(values: dict[str, object], skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The ``(what, path)`` inputs named on a command line (a parsed namespace's ``vars``): every string value, or
+    string in a list, that names something that exists (``input`` is "the label file", another option
+    "the --OPTION path"), but the keys in ``skip`` (the outputs)."""
+    found = []
+    for key, value in values.items():
+        if key in set(skip):
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (str, os.PathLike)) and "://" not in os.fspath(item) and os.path.lexists(item):
+                what = f"the --{key.replace('_', '-')} path"
+                if key == "input":
+                    what = "the label folder" if os.path.isdir(item) else "the label file"
+                found.append((what, os.fspath(item)))
+    return found

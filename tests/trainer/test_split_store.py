@@ -224,7 +224,8 @@ def test_a_split_never_replaces_its_own_input_nor_writes_through_split_json(
     assert main(["split", str(source), "--out", str(tmp_path / "sp"), "--overwrite"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
-        f"trainer split: {source}: that is the store being split ({source}); write the parts to another folder"
+        f"trainer split: {source}: that is the store being split ({source}, a labeldist store); a command never "
+        "writes over its own input: write it elsewhere"
     )
     assert {p.name: p.stat().st_mtime_ns for p in source.rglob("*")} == before
     victim, out = tmp_path / "victim.txt", tmp_path / "out"

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -30,7 +31,7 @@ from PIL import Image
 
 from labeldist.core.files import written_whole
 from labeldist.errors import LabeldistError
-from labeldist.store.outputs import make_folder
+from labeldist.store.outputs import make_folder, what_is
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
 
 #: bump when a change to the drawing changes the pixels: a render of another version is a different render
@@ -117,12 +118,36 @@ def safe_names(ids: Sequence[str], fmt: str) -> list[str]:
 
 
 def read_index(out: Path) -> dict[str, str]:
-    """id -> relative path of a render folder's index.csv (empty when there is none)."""
+    """id -> relative path of a render folder's index.csv (empty when there is none); RenderError naming it when
+    it is no render's index (not UTF-8 text, not a CSV with columns id and path)."""
     path = out / INDEX
     if not path.is_file():
         return {}
-    with open(path, newline="", encoding="utf-8") as f:
-        return {row["id"]: row["path"] for row in csv.DictReader(f)}
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return {row["id"]: row["path"] for row in csv.DictReader(f)}
+    except (UnicodeDecodeError, csv.Error, KeyError, TypeError) as e:
+        reason = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else "not a CSV with columns id and path"
+        raise RenderError(
+            f"{path}: not a render's index ({reason}); --overwrite removes the images an index lists and cannot "
+            "read this one: remove it, or render into another folder"
+        ) from None
+
+
+def _check_own_files(out: Path, names: Sequence[str]) -> None:
+    """RenderError, before anything is written or removed, when a file the render writes in ``out`` (its index,
+    render.json, an image) is there as anything but a regular file: a link is never followed or replaced."""
+    for name in (INDEX, META, *names):
+        path = out / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise RenderError(
+                f"{path}: {what_is(path)}; trainer render replaces regular files only: remove it, or render into "
+                "another folder"
+            )
 
 
 def _write_index(out: Path, ids: Sequence[str], names: Sequence[str]) -> None:
@@ -137,12 +162,14 @@ def _write_meta(out: Path, meta: dict[str, Any]) -> None:
         tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
-def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool) -> None:
+def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool, names: Sequence[str] = ()) -> None:
     """Make ``out`` ready for this render, or refuse: a file, a different render, or a folder of other files.
 
     The same render (equal IDENTITY keys) may be rerun, finished or not: it writes the same bytes. With
     ``overwrite`` the images of the old render (those its index lists, inside ``out``) are removed first, so that
-    none outlives it; other files are left alone.
+    none outlives it; other files are left alone. Everything is checked before anything is removed: a link or
+    anything but a regular file at one of the render's ``names`` (:func:`_check_own_files`), an index that cannot
+    be read.
     """
     if out.exists() and not out.is_dir():
         raise RenderError(f"{out}: is a file, not a folder for the images")
@@ -150,16 +177,21 @@ def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool) -> None:
         make_folder(out)  # refused inside a store
         return
     make_folder(out)
-    old_meta = None
+    _check_own_files(out, names)
+    old_meta, unreadable = None, ""
     if (out / META).is_file():
         try:
             old_meta = json.loads((out / META).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            old_meta = {}
+        except UnicodeDecodeError:
+            old_meta, unreadable = {}, "not UTF-8 text"
+        except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+            old_meta, unreadable = {}, f"not JSON: {type(e).__name__}"
     same = isinstance(old_meta, dict) and all(old_meta.get(k) == meta[k] for k in IDENTITY)
     if same:
         return
     if not overwrite:
+        if unreadable:
+            raise RenderError(f"{out / META}: not a render's record ({unreadable}); pass --overwrite to render over it")
         if old_meta is not None:
             diff = [k for k in IDENTITY if not isinstance(old_meta, dict) or old_meta.get(k) != meta[k]]
             raise RenderError(
@@ -169,7 +201,7 @@ def _prepare_out(out: Path, meta: dict[str, Any], overwrite: bool) -> None:
             raise RenderError(f"{out}: is a folder of other files, not a render; pass --overwrite to render into it")
         return
     root = out.resolve()
-    for rel in read_index(out).values():
+    for rel in read_index(out).values():  # read whole (or refused) before the first image is removed
         path = (out / rel).resolve()
         if path.parent == root and path.is_file():  # never follow an index outside the folder
             path.unlink()
@@ -309,7 +341,7 @@ def render_store(
         "complete": False,
     }
     out = Path(out)
-    _prepare_out(out, meta, overwrite)
+    _prepare_out(out, meta, overwrite, names)
     _write_meta(out, meta)
     workers = max(1, min(workers or os.cpu_count() or 1, -(-count // CHUNK) or 1))
     tasks = _tasks(kind, seed, size, fmt, out, names, labels, count, frame)
