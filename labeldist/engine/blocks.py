@@ -23,6 +23,8 @@ from labeldist.store import (
     StoreError,
     block_range,
     blocks_done,
+    check_store_folders,
+    is_local,
     read_upper,
     upper_done,
     write_block,
@@ -179,7 +181,10 @@ def symmetric_todo(url: str) -> tuple[list[int], list[int]]:
 
 def blocks_to_compute(url: str, symmetric: bool) -> tuple[list[int], list[int]]:
     """The upper strips and the row blocks the store at ``url`` still needs: no strips outside the symmetric mode
-    and every block not marked done; in it, :func:`symmetric_todo`."""
+    and every block not marked done; in it, :func:`symmetric_todo`. A store holding a link or a device (one that
+    a resumed job would write through) is refused first (:func:`~labeldist.store.check_store_folders`)."""
+    if is_local(url):
+        check_store_folders(url)
     if symmetric:
         return symmetric_todo(url)
     return [], np.flatnonzero(~blocks_done(url)).tolist()

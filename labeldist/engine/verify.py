@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 
 from labeldist.labels.base import LabelSet
-from labeldist.store import StoreCorruptError, StoreReader, store_generations
+from labeldist.store import (
+    StoreCorruptError,
+    StoreReader,
+    foreign_entries,
+    foreign_entry_error,
+    store_generations,
+    store_url,
+)
 
 #: stored values are float32: allow its rounding (2^-24 ~ 6e-8) with room for summation order
 RTOL = 1e-5
@@ -24,7 +31,15 @@ def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
     the ones the manifest records (:func:`generation_problems`). Returns a report with the damaged regions (array,
     rows, what is wrong), the generations, the largest absolute and relative errors, and ``ok``.
     """
-    reader = StoreReader(url)
+    try:
+        reader = StoreReader(url)
+    except StoreCorruptError:
+        url = store_url(url)
+        found = foreign_entries(url) if "://" not in url else []
+        if not found:
+            raise
+        # a link, FIFO or device inside the store (refused on opening): each one named, as damage
+        return _damage_report(url, [foreign_damage(url, path, what) for path, what in found])
     damaged = reader.damaged()
     if damaged:
         return _damage_report(reader.url, damaged)
@@ -32,6 +47,12 @@ def verify_store(url: str, sample: int = 200, seed: int = 0) -> dict[str, Any]:
         return _recompute_sample(reader, sample, seed)
     except StoreCorruptError as e:  # what the chunk scan cannot see (an array's metadata lost), or damage since
         return _damage_report(reader.url, [{"array": e.array or "?", "rows": [0, 0], "error": str(e)}])
+
+
+def foreign_damage(url: str, path: str, what: str) -> dict[str, Any]:
+    """The report's entry of ``path``, which is ``what`` (a link, a FIFO, a device) inside the store ``url``."""
+    error = foreign_entry_error(url, path, what)
+    return {"array": error.array, "rows": [0, 0], "error": str(error)}
 
 
 def _damage_report(url: str, damaged: list[dict[str, Any]]) -> dict[str, Any]:

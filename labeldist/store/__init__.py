@@ -11,9 +11,12 @@ compared, digested), :mod:`~labeldist.store.writing` (atomic creation, row block
 """
 
 from labeldist.store.damage import (
+    check_store_folders,
     checked_read,
     damage_reason,
     damaged_regions,
+    foreign_entries,
+    foreign_entry_error,
     has_checksums,
     is_checksum_error,
     missing_chunks,
@@ -125,6 +128,9 @@ __all__ = [
     "has_checksums",
     "store_has_checksums",
     "damaged_regions",
+    "foreign_entries",
+    "foreign_entry_error",
+    "check_store_folders",
     # manifest
     "build_manifest",
     "generation_entry",

@@ -8,11 +8,18 @@ chunk that is missing (Zarr would silently answer the fill value: -1, NaN, "") o
 checksum, its compression, its UTF-8) raises :class:`StoreCorruptError` naming the array and the rows, so
 damage is refused, never served as data. Zarr's LocalStore writes each chunk file aside and renames it into
 place, so a chunk is either old or new, never half-written; the manifest flag is the store-level publish.
+
+A store is also its own folders, all the way down: :func:`foreign_entries` is the one walk of a store's folders
+that finds a link, a FIFO or a device anywhere inside it (a link to another store's ``knn/`` would pass every
+checksum), and :func:`check_store_folders` refuses such a store when it is opened (:class:`StoreReader`) or
+resumed (a precompute or append job).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,9 +27,80 @@ import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec
 from zarr.core.sync import sync
+from zarr.storage import LocalStore
 
+from labeldist.core.options import file_kind
 from labeldist.store.errors import StoreCorruptError, StoreError
 from labeldist.store.layout import chunk_keys, open_group, store_arrays, stored_chunk_shape
+
+#: stores walked whole and found clean in this process, by path: the identity they had (:func:`check_store_folders`)
+_walked_clean: dict[str, object] = {}
+#: the most stores remembered as walked clean (the cache is emptied when full)
+WALKED_CLEAN_MAX = 256
+
+
+def foreign_entries(root: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Everything inside the local store folder ``root`` that is neither a plain folder nor a regular file, sorted,
+    each with what it is ("a symbolic link", "a FIFO (named pipe), not a regular file", ...): the one walk of a
+    store's folders, none of them followed through a link. labeldist writes every folder and file of a store itself,
+    so anything else there (a link to another store's ``knn/``, a FIFO or a device at a chunk) is damage: reading
+    through it would serve or merge another store's numbers, or block. ``root`` itself may be a link (a store
+    linked into a stores folder); a root that cannot be listed answers nothing (its opener says why).
+
+    One ``scandir`` per folder and no ``stat`` per entry (the kind comes with the listing): about 30 folders for a
+    small store, one per chunk row of each array for a big one.
+    """
+    found: list[tuple[str, str]] = []
+    top = os.fspath(root)
+    todo = [top]
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as e:
+            if folder != top:
+                found.append((folder, f"a folder that cannot be listed ({os.strerror(e.errno or 0)})"))
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(entry.path)
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    continue
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:  # removed while listed
+                continue
+            what = "a symbolic link" if stat.S_ISLNK(mode) else f"{file_kind(mode)}, not a regular file"
+            found.append((entry.path, what))
+    return sorted(found)
+
+
+def foreign_entry_error(url: str, path: str, what: str, more: int = 0) -> StoreCorruptError:
+    """The error of a store holding ``path`` (:func:`foreign_entries`), named by its path and what it is."""
+    others = f" (and {more} more such: `labeldist verify {url}` lists them)" if more else ""
+    return StoreCorruptError(
+        f"{path}: {what}, inside the store {url}{others}, whose folders and files labeldist makes itself: the "
+        "store is damaged and refused (never read, appended to or written over); remove it and rebuild the store",
+        array=os.path.relpath(path, url),
+    )
+
+
+def check_store_folders(url: str, identity: object | None = None) -> None:
+    """StoreCorruptError naming the first of :func:`foreign_entries` of the local store ``url``, if any. Given
+    ``identity`` (the store's :data:`~labeldist.store.StoreIdentity`), a store already walked clean with that
+    identity in this process is not walked again: a reader opened once per row block (an append's tasks) walks a
+    big store once."""
+    if identity is not None and _walked_clean.get(url) == identity:
+        return
+    found = foreign_entries(url)
+    if found:
+        raise foreign_entry_error(url, *found[0], more=len(found) - 1)
+    if identity is not None:
+        if len(_walked_clean) >= WALKED_CLEAN_MAX:
+            _walked_clean.clear()
+        _walked_clean[url] = identity
 
 
 def is_checksum_error(error: BaseException) -> bool:
@@ -91,13 +169,30 @@ def read_rows(url: str, path: str, array: zarr.Array, start: int = 0, stop: int 
         return array[...] if array.ndim == 0 else array[start:stop]
 
 
+def _chunk_file_kind(array: zarr.Array, coords: tuple[int, ...]) -> str | None:
+    """What is at the file of chunk ``coords`` of a local ``array`` when something that is not a regular file is
+    there ("a symbolic link", "a FIFO (named pipe)", ...), else None (absent, or not a local store)."""
+    store = array.store_path.store
+    if not isinstance(store, LocalStore):
+        return None
+    path = os.path.join(store.root, array.store_path.path, array.metadata.encode_chunk_key(coords))
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return "a symbolic link" if stat.S_ISLNK(mode) else None if stat.S_ISREG(mode) else file_kind(mode)
+
+
 def missing_chunk_error(
     url: str, path: str, array: zarr.Array, coords: tuple[int, ...], count: int, start: int, stop: int
 ) -> StoreCorruptError:
     a, b = _rows_of(array, coords)
+    there = _chunk_file_kind(array, coords)
+    state = "is missing" if there is None else f"is {there}, not a chunk file (damaged on disk)"
+    lost = "missing" if there is None else "missing or not chunk files"
     return StoreCorruptError(
-        f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, coords))} is missing ({count} "
-        f"missing in rows {start}:{stop}): refusing to read fill values as data; `labeldist "
+        f"{url}: {path} rows {a}:{b}: chunk {'/'.join(map(str, coords))} {state} ({count} "
+        f"{lost} in rows {start}:{stop}): refusing to read fill values as data; `labeldist "
         f"verify {url}` lists every damaged chunk",
         array=path,
     )

@@ -102,6 +102,8 @@ def read_manifest(url: str) -> dict[str, Any] | None:
         group = open_group(url, mode="r")
     except (FileNotFoundError, NotADirectoryError, zarr.errors.GroupNotFoundError, zarr.errors.NodeTypeValidationError):
         return None
+    except zarr.errors.ContainsArrayError:  # an array's folder (a store's ids/): no store, and not a damaged one
+        return None
     except ValueError as e:  # zarr.json that is not JSON, or not Zarr metadata
         raise StoreCorruptError(
             f"{store_url(url)}: its metadata (zarr.json) cannot be read ({e}): the store is damaged; rebuild it"

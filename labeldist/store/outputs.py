@@ -87,8 +87,11 @@ def refuse_inside_store(path: str | os.PathLike[str]) -> None:
     """:class:`OutputError` naming ``path`` when it is, or lies in, a labeldist store (:func:`store_holding`)."""
     store = store_holding(path)
     if store is not None:
+        part = os.path.relpath(os.path.realpath(path), store)
+        where = "" if part == "." or part.startswith("..") else f" (at {part} in it)"
         raise OutputError(
-            f"{path}: inside the labeldist store {store}, whose files only labeldist's engine writes; write elsewhere"
+            f"{path}: inside the labeldist store {store}{where}, whose files only labeldist's engine writes; "
+            "write elsewhere"
         )
 
 

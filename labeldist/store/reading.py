@@ -19,7 +19,14 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from labeldist.labels.base import LabelError, LabelSet, as_str_array
 from labeldist.store.checkedfiles import read_regular
-from labeldist.store.damage import checked_read, damaged_regions, has_checksums, missing_chunk_error, read_rows
+from labeldist.store.damage import (
+    check_store_folders,
+    checked_read,
+    damaged_regions,
+    has_checksums,
+    missing_chunk_error,
+    read_rows,
+)
 from labeldist.store.errors import StoreChangedError, StoreCorruptError, StoreError, StoreIncompleteError
 from labeldist.store.identity import StoreIdentity, metadata_identity, root_metadata_path, store_identity
 from labeldist.store.layout import MANIFEST_KEY, is_local, open_group, store_url, stored_chunk_shape
@@ -186,6 +193,11 @@ class StoreReader:
             zarr.errors.NodeTypeValidationError,
         ) as e:
             raise StoreError(f"{self.url}: no store there") from e
+        except zarr.errors.ContainsArrayError as e:  # an array's folder, such as a store's ids/
+            raise StoreError(
+                f"{self.url}: a Zarr array's folder (one array of a store), not a labeldist store: give the store's "
+                "own folder"
+            ) from e
         except ValueError as e:  # zarr.json that is not JSON, or not Zarr metadata
             raise StoreCorruptError(
                 f"{self.url}: its metadata (zarr.json) cannot be read ({e}): the store is damaged; rebuild it",
@@ -196,6 +208,8 @@ class StoreReader:
             raise StoreError(f"{self.url}: not a labeldist store (no '{MANIFEST_KEY}' manifest)")
         if man.get("complete") is not True:
             raise StoreIncompleteError(f"{self.url}: store is not complete (still being written or abandoned)")
+        if is_local(self.url):  # a link or a device anywhere inside: another store's numbers, or a read that blocks
+            check_store_folders(self.url, self.identity)
         self.manifest: dict[str, Any] = dict(man)
         for path in ("ids", "knn/indices", "knn/distances"):
             self._array(path)  # missing, or its metadata damaged: StoreCorruptError
