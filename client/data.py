@@ -30,6 +30,7 @@ from labeldist.client.inputs import InputError, Inputs
 from labeldist.client.loader import steps_in_processes
 from labeldist.client.minibatch import Minibatch
 from labeldist.client.prefetch import Prefetcher
+from labeldist.core.reading import open_regular
 from labeldist.labels.base import LabelError, read_npy
 
 
@@ -116,13 +117,28 @@ class FeatureInputs:
 
 
 def _open_npy(path: str | Path) -> np.ndarray:
-    """A ``.npy`` file memory-mapped; InputError naming it when it cannot be (no ``.npy`` file, Python objects,
-    which are never unpickled: :func:`labeldist.labels.base.read_npy` says which)."""
+    """A ``.npy`` file memory-mapped; InputError naming it when it cannot be (a FIFO or a device, refused before it
+    could block: :func:`~labeldist.core.reading.open_regular`; no ``.npy`` file, Python objects, which are never
+    unpickled: :func:`labeldist.labels.base.read_npy` says which). The map is made of the file opened and
+    checked, not of its name opened again."""
+    from numpy.lib import format as npy
+
     try:
-        return np.load(path, mmap_mode="r")
-    except (ValueError, EOFError, OSError) as e:
+        with open_regular(path, "features file") as f:
+            headers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+            header = headers.get(npy.read_magic(f))
+            if header is None:
+                raise ValueError("a .npy version this reader does not know")
+            shape, fortran, dtype = header(f)
+            if dtype.hasobject:
+                raise ValueError("Python objects")
+            order = "F" if fortran else "C"
+            return np.memmap(f, dtype=dtype, mode="r", shape=shape, order=order, offset=f.tell())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read as features: {e.strerror or e}") from None
+    except (ValueError, EOFError) as e:
         try:
-            read_npy(path)
+            read_npy(path, "features file")
         except LabelError as why:
             raise InputError(str(why)) from None
         raise InputError(f"{path}: cannot read as features: {e}") from None

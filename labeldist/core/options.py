@@ -100,13 +100,23 @@ def check_k(k: int, n_items: int) -> None:
 # ---------------------------------------------------------------- paths, checked before any work
 # A missing or wrong path is an OSError naming it; main() prints any OSError as one line `labeldist: error: PATH:
 # reason`, exit status 2, never a traceback.
-def check_file(path: str | os.PathLike[str]) -> None:
-    """An OSError naming ``path`` unless it is a file this process may read."""
+def check_file(path: str | os.PathLike[str], what: str = "label file") -> None:
+    """An OSError naming ``path`` unless it is a regular file (links followed) this process may read: a FIFO, a
+    device or a socket is refused here, before anything could block on it or read it without end (each reader
+    opens it through :func:`labeldist.core.reading.open_regular`, which checks again on the opened file)."""
     name = os.fspath(path)
     if not os.path.exists(name):
         raise FileNotFoundError(errno.ENOENT, "no such file", name)
     if os.path.isdir(name):
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", name)
+    mode = os.stat(name).st_mode
+    if not stat.S_ISREG(mode):
+        raise OSError(
+            errno.EINVAL,
+            f"{file_kind(mode)}, not a regular file: a {what} is read only from a regular file (this could block or "
+            "never end)",
+            name,
+        )
     if not os.access(name, os.R_OK):
         raise PermissionError(errno.EACCES, "permission denied (cannot read it)", name)
 
@@ -117,7 +127,7 @@ def check_regular_file(path: str | os.PathLike[str], what: str = "file") -> None
     For the paths a store's manifest names (word vectors, a sentence model's files, cached embeddings), which are
     input like any other: a FIFO there blocks whoever opens it, and a device or socket is nothing to read, so a
     search of a served store would hold a computation slot until someone wrote to the FIFO. A path the user types
-    on the command line is checked by :func:`check_file` instead, which lets a pipe through (``<(...)``)."""
+    on the command line is checked by :func:`check_file`, which refuses the same."""
     name = os.fspath(path)
     try:
         mode = os.stat(name).st_mode

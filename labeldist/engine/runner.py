@@ -23,6 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from labeldist.core.clusters import JOB_QUEUES, ClusterError, ClusterSpec, check_job_queue
+from labeldist.core.reading import SMALL_FILE_BYTES, read_regular
 from labeldist.core.threads import limited_threads
 from labeldist.distances.base import LabelDistance, Preparation
 from labeldist.labels.base import LabelSet
@@ -50,15 +51,17 @@ def dask_client(
     spec = ClusterSpec.of(spec, scheduler, n_workers)
     # The scheduler and nannies log every connection at INFO; keep the command's output to progress and errors.
     logging.getLogger("distributed").setLevel(logging.WARNING)
+    # --wait-timeout bounds the whole wait, whatever it waits for: the scheduler file, the scheduler, the workers
+    deadline = time.monotonic() + spec.wait_timeout
     with contextlib.ExitStack() as stack:
         where, cluster = "", None
         if spec.scheduler:
             where = spec.scheduler
-            client = stack.enter_context(connect(spec.scheduler, spec.scheduler))
+            client = stack.enter_context(connect(spec.scheduler, spec.scheduler, deadline, spec.wait_timeout, quiet))
         elif spec.scheduler_file:
-            address = scheduler_address(spec.scheduler_file, spec.wait_timeout)
+            address = scheduler_address(spec.scheduler_file, spec.wait_timeout, deadline)
             where = f"{address} (from {spec.scheduler_file})"
-            client = stack.enter_context(connect(address, where))
+            client = stack.enter_context(connect(address, where, deadline, spec.wait_timeout, quiet))
         elif spec.cluster:
             cluster = stack.enter_context(job_queue_cluster(spec.cluster))
             cluster.scale(spec.n_workers)
@@ -80,7 +83,7 @@ def dask_client(
             client = stack.enter_context(Client(cluster))
             stack.callback(quiet_shutdown)  # the first thing on leaving: the client's and cluster's close say no more
         if spec.workers_to_wait_for is not None:
-            wait_for_workers(client, spec, where, cluster, quiet)
+            wait_for_workers(client, spec, where, cluster, quiet, deadline)
         yield client
 
 
@@ -111,33 +114,65 @@ def quiet_shutdown() -> None:
 
 
 @contextlib.contextmanager
-def connect(address: str, where: str) -> Iterator[Any]:
-    """A Client on the scheduler at ``address``; ClusterError naming ``where`` if it cannot be reached."""
+def connect(
+    address: str,
+    where: str,
+    deadline: float | None = None,
+    wait_timeout: float | None = None,
+    quiet: bool = True,
+) -> Iterator[Any]:
+    """A Client on the scheduler at ``address``, tried until ``deadline`` (``time.monotonic()``; None: distributed's
+    connect timeout alone); ClusterError naming ``where`` and the wait (``wait_timeout`` s) if it cannot be reached.
+
+    The first try is bounded by distributed's connect timeout too (``distributed.comm.timeouts.connect``, 30 s),
+    so that a mistyped address is said soon; if the wait has time left, a line says so (unless ``quiet``) and the
+    job waits for the scheduler the rest of it, as a batch script starts it just before the job."""
+    import dask
+    from dask.utils import parse_timedelta
     from distributed import Client
 
+    usual = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    left = usual if deadline is None else deadline - time.monotonic()
     try:
-        client = Client(address)
+        client = Client(address, timeout=max(min(left, usual), 0.001))
     except OSError as e:  # distributed's own TimeoutError is an OSError too
-        raise ClusterError(
-            f"cannot reach the Dask scheduler at {where}: {e}; is it running, and is its port open to this host?"
-        ) from e
+        left = 0 if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            raise _unreachable(where, e, wait_timeout) from e
+        if not quiet:
+            tqdm.write(f"cannot reach the Dask scheduler at {where} yet; waiting up to {left:.0f} s", file=sys.stderr)
+        try:
+            client = Client(address, timeout=left)
+        except OSError as e:
+            raise _unreachable(where, e, wait_timeout) from e
+    # The timeout given is the client's default for later calls too (a scatter of the labels): put back the usual
+    client._timeout = usual
     with client:
         yield client
 
 
-def scheduler_address(path: str, timeout: float) -> str:
+def _unreachable(where: str, e: OSError, wait_timeout: float | None) -> ClusterError:
+    waited = f" in {wait_timeout:g} s (--wait-timeout)" if wait_timeout is not None else ""
+    return ClusterError(
+        f"cannot reach the Dask scheduler at {where}{waited}: {e}; is it running, and is its port open to this host?"
+    )
+
+
+def scheduler_address(path: str, timeout: float, deadline: float | None = None) -> str:
     """The address in the scheduler file at ``path``, once a scheduler has written it: up to ``timeout`` seconds
-    (a batch script starts the scheduler just before the job); ClusterError if none comes, or it has no address."""
-    deadline = time.monotonic() + timeout
+    (or until ``deadline``, ``time.monotonic()``), as a batch script starts the scheduler just before the job;
+    ClusterError if none comes, or it has no address. The file is read only if it is a regular file of at most
+    :data:`~labeldist.core.reading.SMALL_FILE_BYTES` (a FIFO would block, ``/dev/zero`` never end)."""
+    deadline = time.monotonic() + timeout if deadline is None else deadline
     while True:
         try:
-            with open(path) as f:
-                address = json.load(f).get("address")
+            raw = read_regular(path, "scheduler file", limit=SMALL_FILE_BYTES)
+            address = json.loads(raw).get("address")
             if isinstance(address, str) and address:
                 return address
         except FileNotFoundError:
             pass
-        except (ValueError, AttributeError):  # being written, or not a scheduler file
+        except (ValueError, AttributeError, RecursionError):  # being written, or not a scheduler file
             pass
         except OSError as e:
             raise ClusterError(f"{path}: cannot read the scheduler file: {os_error_text(e)}") from e
@@ -173,15 +208,18 @@ def job_queue_cluster(name: str) -> Iterator[Any]:
         yield cluster
 
 
-def wait_for_workers(client: Any, spec: ClusterSpec, where: str, cluster: Any | None, quiet: bool) -> None:
+def wait_for_workers(
+    client: Any, spec: ClusterSpec, where: str, cluster: Any | None, quiet: bool, deadline: float | None = None
+) -> None:
     """Return once :attr:`ClusterSpec.workers_to_wait_for` workers have joined ``client``'s scheduler, saying in one
-    line what it waits for unless ``quiet``; ClusterError after ``spec.wait_timeout`` seconds, naming how many came
-    and what to check."""
+    line what it waits for unless ``quiet``; ClusterError after ``spec.wait_timeout`` seconds (at ``deadline``,
+    ``time.monotonic()``, when given: the job's whole wait), naming how many came and what to check."""
     from distributed.exceptions import WorkerStartTimeoutError
 
     wanted = spec.workers_to_wait_for or 1
     joined = running_workers(client)
     started = time.perf_counter()
+    left = spec.wait_timeout if deadline is None else max(deadline - time.monotonic(), 0.001)
     if joined < wanted and not quiet:
         tqdm.write(
             f"waiting for {wanted} Dask worker{'s' if wanted > 1 else ''} on {where}: {joined} joined; "
@@ -189,7 +227,7 @@ def wait_for_workers(client: Any, spec: ClusterSpec, where: str, cluster: Any | 
             file=sys.stderr,
         )
     try:
-        client.wait_for_workers(wanted, timeout=spec.wait_timeout)
+        client.wait_for_workers(wanted, timeout=left)
     except (WorkerStartTimeoutError, TimeoutError) as e:
         joined = getattr(e, "available_workers", None)
         joined = running_workers(client) if joined is None else joined
@@ -331,9 +369,10 @@ class BlockJob:
         the estimate starts once every worker has finished one task (:class:`FirstTasks`); until then a line
         says why there is none yet, and a line as each of those tasks ends. ``loads=False``: tasks that run no
         distance (phase 2 of the symmetric mode), estimated from the start."""
-        from distributed import as_completed
+        from distributed import KilledWorker, as_completed
         from distributed.client import FutureCancelledError
 
+        started_with = worker_addresses(self.client)
         futures = self.client.map(run_block_task, todo, pure=False, task=task, **kwargs)
         blocks = dict(zip(futures, todo))
         sizes = {future: (work or self.rows)(block) for future, block in blocks.items()}
@@ -348,24 +387,55 @@ class BlockJob:
                     future.result()  # re-raises a task's error here, with its traceback
                 except FutureCancelledError:
                     # cancelled by the scheduler, not by this job: a worker died while its result was being
-                    # gathered ("Couldn't gather ... rescheduling", then "cancelled for reason: unknown"). A block
-                    # task is idempotent: submitted again, a bounded number of times.
+                    # gathered ("Couldn't gather ... rescheduling", then "cancelled for reason: unknown"), or with
+                    # the job's scattered inputs (its only copy). A block task is idempotent: submitted again, a
+                    # bounded number of times; then the cluster cannot run the job, said in one line.
                     resubmitted += 1
-                    if resubmitted > RESUBMITS:
-                        raise
                     block = blocks[future]
+                    if resubmitted > RESUBMITS:
+                        raise cannot_run(
+                            self.client,
+                            block,
+                            started_with,
+                            f"its task was cancelled by the cluster after {RESUBMITS} tasks were submitted again",
+                        ) from None
                     log.warning("block %d: its task was cancelled by the cluster; submitting it again", block)
                     again = self.client.submit(run_block_task, block, pure=False, task=task, **kwargs)
                     blocks[again], sizes[again] = block, sizes[future]
                     futures.append(again)
                     pending.add(again)
                     continue
+                except KilledWorker as e:  # the scheduler's own bound: every worker that ran the task died
+                    what = f"{e.allowed_failures + 1} workers died running its task (the last: {e.last_worker.address})"
+                    raise cannot_run(self.client, blocks[future], started_with, what) from None
                 bar.update(sizes[future])
         except BaseException:
             self.client.cancel(futures)  # finished blocks are marked in the store; the rest is redone on resume
             raise
         finally:
             bar.close()
+
+
+def worker_addresses(client: Any) -> set[str]:
+    """The addresses of the workers that have joined ``client``'s scheduler now."""
+    return set(client.scheduler_info(n_workers=-1).get("workers", {}))
+
+
+def cannot_run(client: Any, block: int, started_with: set[str], what: str) -> ClusterError:
+    """The one line of a job its cluster cannot run: the block that failed and ``what`` happened to it, the workers
+    lost since the job began (of ``started_with``), those left, and what to do."""
+    try:
+        now = worker_addresses(client)
+    except Exception:  # noqa: BLE001 - the scheduler gone too: the line says what is known
+        now = set()
+    lost = sorted(started_with - now)
+    named = f" ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''})" if lost else ""
+    return ClusterError(
+        f"block {block}: {what}; the cluster lost {len(lost)} of the {len(started_with)} "
+        f"worker{'s' * (len(started_with) != 1)} the job began with{named} and has {len(now)} now: the blocks "
+        "done are kept in the store; run the same command again once the cluster has workers that stay (a worker "
+        "that dies may lack memory: see its log), and it resumes at the first block not done"
+    )
 
 
 class FirstTasks:

@@ -64,7 +64,7 @@ def load(args: argparse.Namespace) -> tuple[CaptionSets, CaptionSetWMD, str]:
         if args.vectors_format == "kumo" or (args.vectors_format == "auto" and os.path.isdir(args.vectors)):
             check_folder(args.vectors)
         else:
-            check_file(args.vectors)
+            check_file(args.vectors, "word-vector file")
     progress = not getattr(args, "no_progress", False)
     started = time.perf_counter()
     vectors = load_word_vectors(args.vectors, format=args.vectors_format, progress=None if progress else False)

@@ -90,7 +90,7 @@ def stsb_file(args: argparse.Namespace, option: str) -> str:
             "(an installation without the package data of labeldist.sts); "
             f"pass --{option} FILE"
         )
-    check_file(path)
+    check_file(path, "STS-B file")
     return path
 
 

@@ -17,6 +17,7 @@ from typing import ClassVar
 import numpy as np
 from typing_extensions import Self
 
+from labeldist.core.reading import open_regular
 from labeldist.errors import LabeldistError
 
 log = logging.getLogger("labeldist.labels")
@@ -143,12 +144,14 @@ def report_repeated(labels: Sequence[Hashable], ids: Sequence[str], source: str,
     return len(repeats)
 
 
-def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
-    """The array of a ``.npy`` file, never unpickled; LabelError naming the file for one that cannot be read, is no
-    ``.npy`` file, or holds Python objects (dtype object: reading them would mean unpickling the file, which
-    could run any code)."""
+def read_npy(path: str | os.PathLike[str], what: str = "label file") -> np.ndarray:
+    """The array of a ``.npy`` file, never unpickled; LabelError naming the file for one that cannot be read (a
+    FIFO or device refused before it could block: :func:`~labeldist.core.reading.open_regular`), is no ``.npy``
+    file, or holds Python objects (dtype object: reading them would mean unpickling the file, which could run any
+    code). ``what`` the file is, in the message."""
     try:
-        return np.load(path, allow_pickle=False)
+        with open_regular(path, what) as f:
+            return np.load(f, allow_pickle=False)
     except OSError as e:
         raise LabelError(f"{path}: cannot read as .npy ({e.strerror or e})") from None
     except (ValueError, EOFError) as e:
@@ -170,7 +173,7 @@ def _npy_header(path: str | os.PathLike[str]) -> np.dtype | str | None:
     from numpy.lib import format as npy
 
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             try:
                 version = npy.read_magic(f)
             except (ValueError, EOFError):

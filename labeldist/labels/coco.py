@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from labeldist.core.reading import TextFileError, decode_utf8, read_regular
 from labeldist.labels.base import NESTED_TOO_DEEPLY, LabelError, check_json_value, item_id
 
 #: names accepted by ``read_captions(format=...)``: ``auto`` tells the two layouts apart (an object is COCO, a
@@ -30,15 +31,14 @@ _IMAGE_ID = re.compile(r"(\d+)\.[A-Za-z]+$")
 
 
 def load_json(path: Path) -> Any:
-    """The parsed JSON file ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it if unreadable."""
+    """The parsed JSON file ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it if unreadable (a
+    FIFO or device refused before it could block) or not UTF-8 (its line named)."""
     try:
-        raw = path.read_bytes()
+        text = decode_utf8(read_regular(path, "label file"), str(path))
     except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        text = raw.decode("utf-8-sig")  # -sig: tolerate a byte-order mark
-    except UnicodeDecodeError as e:
-        raise LabelError(f"{path}: not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
+        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
+    except TextFileError as e:
+        raise LabelError(str(e)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from typing_extensions import Self
 
+from labeldist.core.reading import SMALL_FILE_BYTES, open_regular, read_regular_text
 from labeldist.labels.base import LabelError, LabelSet, read_npy
 
 SURFACES = ("floor", "middle_wall", "right_wall", "left_wall", "ceiling")
@@ -57,8 +58,8 @@ def load_layout_types(path: str | os.PathLike[str] | None = None) -> dict[int, L
     """The LSUN layout types by id, read from ``lsun_layout_types.json`` beside this module (or ``path``)."""
     path = Path(path) if path is not None else LSUN_TYPES_PATH
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+        spec = json.loads(read_regular_text(path, "layout-types file", limit=SMALL_FILE_BYTES))
+    except (OSError, ValueError) as e:  # ValueError: not UTF-8 (named), not JSON
         raise LabelError(f"{path}: cannot read the LSUN layout types ({e})") from None
     if tuple(spec.get("surfaces", ())) != SURFACES:
         raise LabelError(f"{path}: surfaces {spec.get('surfaces')} are not {list(SURFACES)}")
@@ -200,7 +201,7 @@ def _read_map_file(path: Path) -> np.ndarray:
         arr = read_npy(path)
     else:
         try:
-            with Image.open(path) as img:
+            with open_regular(path, "label map") as f, Image.open(f) as img:
                 if img.mode not in _LABEL_PNG_MODES:
                     raise LabelError(
                         f"{path}: PNG mode {img.mode!r} is not a label image; save one channel of label values "

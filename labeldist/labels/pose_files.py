@@ -14,7 +14,6 @@ joints). Fewer joints are read when asked for by name (``joints``).
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 import os
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.core.reading import TextFileError, read_csv
 from labeldist.labels.base import LabelError, check_header, json_number, json_repr, unique_ids
 from labeldist.labels.poses import (
     COCO_JOINTS,
@@ -201,12 +201,9 @@ def _template_joints(template: str, header: Sequence[str]) -> dict[str, str]:
 # ---------------------------------------------------------------- CSV
 def _read_rows(path: str) -> list[list[str]]:
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except UnicodeDecodeError as e:
-        raise LabelError(f"{path}: not UTF-8 text ({e})") from None
-    except csv.Error as e:
-        raise LabelError(f"{path}: not a CSV file ({e})") from None
+        rows = read_csv(path, "label file")  # UTF-8 (a byte-order mark dropped), long fields, regular files only
+    except TextFileError as e:
+        raise LabelError(str(e)) from None
     except OSError as e:  # missing, a folder, no permission: one line naming the path, not a traceback
         raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
     if not rows:

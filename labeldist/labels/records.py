@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from labeldist.core.reading import TextFileError, decode_utf8, open_regular, read_csv, read_regular
 from labeldist.labels.base import LabelError, read_npy
 
 #: the suffixes a label file is split by, and what each holds
@@ -141,7 +142,11 @@ class _Rows:
             return read_npy(self.path)
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path)
+        try:
+            with open_regular(self.path, "label file") as f:
+                return pq.read_table(f)
+        except OSError as e:
+            raise LabelError(f"{self.path}: cannot read: {e.strerror or e}") from None
 
     def part(self, positions: Sequence[int]) -> bytes:
         buffer = io.BytesIO()
@@ -219,10 +224,11 @@ def _keypoint_records(path: Path, data: dict[str, Any]) -> _CocoKeypoints:
 
 def _table_records(path: Path, delimiter: str) -> _Table:
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = [row for row in csv.reader(f, delimiter=delimiter) if row]
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise LabelError(f"{path}: cannot read it as a table ({type(e).__name__}: {e})") from None
+        rows = [row for row in read_csv(path, "label file", delimiter=delimiter) if row]
+    except OSError as e:
+        raise LabelError(f"{path}: cannot read it as a table: {e.strerror or e}") from None
+    except TextFileError as e:
+        raise LabelError(str(e)) from None
     if not rows:
         raise LabelError(f"{path}: empty, no header and no rows")
     header, body = rows[0], rows[1:]
@@ -244,5 +250,5 @@ def _line_records(path: Path, kind: str) -> _Lines:
     from labeldist.labels.sentence_files import file_lines, read_plain_sentences
 
     ids, _, lines, _ = read_plain_sentences(path, kind, None, None, empty="drop", limit=None)
-    raw = file_lines(path.read_bytes().decode("utf-8-sig"))
+    raw = file_lines(decode_utf8(read_regular(path, "label file"), str(path)))
     return _Lines(kind, ids, [raw[n - 1] for n in lines])

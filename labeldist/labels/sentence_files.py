@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labeldist.core.reading import TextFileError, allow_long_csv_fields, csv_error, decode_utf8, read_regular
 from labeldist.labels.base import NESTED_TOO_DEEPLY, LabelError, check_header, check_json_value, item_id
 
 #: the suffixes ``format="auto"`` reads as a plain file; any other suffix is read as COCO/Karpathy JSON
@@ -34,17 +35,14 @@ class _Item:
 
 
 def _read_text(path: Path) -> str:
-    """The text of ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it, and the line of a
-    byte that is not UTF-8."""
+    """The text of ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it (a FIFO or device refused
+    before it could block), and the line of a byte that is not UTF-8."""
     try:
-        raw = path.read_bytes()
+        return decode_utf8(read_regular(path, "label file"), str(path))
     except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise LabelError(f"{path}, line {line}: not UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})") from None
+        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
+    except TextFileError as e:
+        raise LabelError(str(e)) from None
 
 
 def file_lines(text: str) -> list[str]:
@@ -67,6 +65,7 @@ def _table_items(
 ) -> tuple[list[_Item], dict[str, Any]]:
     """The rows of a CSV (or TSV) with a header row, standard quoting (a quoted field may hold the delimiter, a
     quote as ``""`` and line breaks); ids from the id column, else the row numbers 0, 1, ... below the header."""
+    allow_long_csv_fields()
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows: list[tuple[int, list[str]]] = []
     end = 0
@@ -75,7 +74,7 @@ def _table_items(
             rows.append((end + 1, row))  # a quoted field may span lines: the row starts after the last one's end
             end = reader.line_num
     except csv.Error as e:
-        raise LabelError(f"{path}, line {reader.line_num}: not {'CSV' if delimiter == ',' else 'TSV'}: {e}") from None
+        raise LabelError(str(csv_error(str(path), reader.line_num, e, delimiter))) from None
     if not rows:
         raise LabelError(f"{path}: no sentences: the file is empty (a header row naming the columns comes first)")
     header_line, header = rows[0][0], [h.strip() for h in rows[0][1]]

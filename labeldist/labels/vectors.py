@@ -9,7 +9,6 @@ NaN, and nothing of it would be written.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any, ClassVar
 import numpy as np
 from typing_extensions import Self
 
+from labeldist.core.reading import TextFileError, open_regular
+from labeldist.core.reading import read_csv as read_csv_rows
 from labeldist.labels.base import LabelError, LabelSet, check_header, json_number, json_repr, read_npy, unique_ids
 
 FORMATS = ("auto", "npy", "csv", "parquet")
@@ -137,8 +138,12 @@ def _pick(
 
 
 def read_csv(path: Path, columns: Sequence[str] | None, id_column: str | None) -> Vectors:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
+    try:
+        rows = read_csv_rows(path, "label file")
+    except OSError as e:
+        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
+    except TextFileError as e:
+        raise LabelError(str(e)) from None
     if not rows:
         raise LabelError(f"{path}: empty file")
     header, body = [h.strip() for h in rows[0]], rows[1:]
@@ -173,8 +178,9 @@ def read_parquet(path: Path, columns: Sequence[str] | None, id_column: str | Non
     import pyarrow.parquet as pq
 
     try:
-        check_header(pq.read_schema(path).names, str(path), "the table")  # before pyarrow refuses them unnamed
-        table = pq.read_table(path)
+        with open_regular(path, "label file") as f:  # a FIFO or device refused before it could block
+            check_header(pq.read_schema(f).names, str(path), "the table")  # before pyarrow refuses them unnamed
+            table = pq.read_table(f)
     except (pa.ArrowException, OSError) as e:
         raise LabelError(f"{path}: cannot read as Parquet: {str(e).splitlines()[0]}") from None
     value_columns, id_column = _pick(table.column_names, columns, id_column, path)

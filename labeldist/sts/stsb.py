@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from labeldist.core.reading import TextFileError, decode_utf8, read_regular
 from labeldist.labels.base import LabelError
 
 #: gold scores lie in [0, MAX_SCORE]
@@ -74,13 +75,12 @@ def read_sts(path: str | Path) -> StsPairs:
     """All pairs of an STS-B file (UTF-8, one pair per line, blank lines skipped)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, "STS-B file")
+        text = decode_utf8(raw, str(path))
     except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise LabelError(f"{path}: not UTF-8 (byte {e.start})") from None
+        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
+    except TextFileError as e:
+        raise LabelError(str(e)) from None
     scores, first, second, lines = [], [], [], []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():

@@ -138,7 +138,7 @@ def test_coco_format_gives_the_same_caption_sets(tmp_path, raw, coco):
 def test_non_utf8_file_names_the_file(tmp_path):
     path = tmp_path / "latin1.json"
     path.write_bytes('[{"image": "COCO_val2014_000000000001.jpg", "caption": ["café"]}]'.encode("latin-1"))
-    with pytest.raises(LabelError, match=r"latin1\.json: not UTF-8"):
+    with pytest.raises(LabelError, match=r"latin1\.json, line 1: not UTF-8 \(byte 0xe9 at offset 60\)"):
         read_captions(path)
 
 

@@ -102,7 +102,7 @@ def test_empty_and_non_utf8_files(tmp_path):
         read_mpii_csv(empty)
     latin = tmp_path / "latin.csv"
     latin.write_bytes(_rows()[0].encode() + b"\n\xe9\xff\n")
-    with pytest.raises(LabelError, match="latin.csv: not UTF-8"):
+    with pytest.raises(LabelError, match="latin.csv, line 2: not UTF-8 .byte 0xe9"):
         read_mpii_csv(latin)
 
 

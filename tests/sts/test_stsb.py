@@ -53,7 +53,7 @@ def test_empty_and_undecodable_files(tmp_path):
         read_sts(empty)
     latin = tmp_path / "latin.csv"
     latin.write_bytes(GOOD.format(score="1.0", a="caf\xe9", b="x").encode("latin-1"))
-    with pytest.raises(LabelError, match="latin.csv: not UTF-8"):
+    with pytest.raises(LabelError, match="latin.csv, line 1: not UTF-8 .byte 0xe9"):
         read_sts(latin)
     with pytest.raises(LabelError, match="cannot read"):
         read_sts(tmp_path / "missing.csv")

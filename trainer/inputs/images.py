@@ -14,7 +14,6 @@ They stay uint8 ``(3, size, size)``, a quarter of float's bytes, and the model n
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 
 from labeldist.client import InputError
+from labeldist.core.reading import TextFileError, open_regular, read_csv, read_regular
 from labeldist.trainer.inputs import decoding
 from labeldist.trainer.inputs.augment import EVALS, eval_transform
 
@@ -56,16 +56,18 @@ def read_index(path: Path, ids: Sequence[str]) -> list[Path]:
     Refuses an index without those columns, an id the store does not have, an id listed twice, and a store item
     the index does not list."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or not {"id", "path"} <= set(reader.fieldnames):
-                raise ImageInputError(
-                    f"image index {path}: needs the columns id,path, found "
-                    f"{','.join(reader.fieldnames or []) or 'nothing'}"
-                )
-            rows = [(row["id"], row["path"]) for row in reader]
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise ImageInputError(f"image index {path}: cannot read: {e}") from None
+        table = [row for row in read_csv(path, "image index") if row]  # csv.DictReader's rows: blank lines skipped
+    except OSError as e:
+        raise ImageInputError(f"image index {path}: cannot read: {e.strerror or e}") from None
+    except TextFileError as e:
+        raise ImageInputError(f"image index {e}") from None
+    header = table[0] if table else []
+    if not {"id", "path"} <= set(header):
+        raise ImageInputError(f"image index {path}: needs the columns id,path, found {','.join(header) or 'nothing'}")
+    at_id, at_path = header.index("id"), header.index("path")
+    rows = [
+        (row[at_id] if at_id < len(row) else None, row[at_path] if at_path < len(row) else None) for row in table[1:]
+    ]
     known = set(ids)
     found: dict[str, str] = {}
     unknown, repeated = [], []
@@ -132,7 +134,7 @@ def check_images(paths: Sequence[Path], *, progress: bool = False) -> dict[tuple
     with progress_bar(len(paths), "checking images", unit="img", units="images", enabled=progress, leave=False) as bar:
         for path in paths:
             try:
-                with Image.open(path) as image:
+                with open_regular(path, "image") as f, Image.open(f) as image:
                     size = image.size
             except (OSError, UnidentifiedImageError, ValueError) as e:
                 raise ImageInputError(f"image {path}: unreadable ({type(e).__name__}: {e})") from None
@@ -169,8 +171,9 @@ def _decode_error(name: object, error: BaseException) -> ImageInputError:
 
 
 def read_bytes(path: Path) -> torch.Tensor:
-    """A file's bytes as a uint8 1-D tensor (what the decoders take)."""
-    return torch.frombuffer(bytearray(Path(path).read_bytes()), dtype=torch.uint8)
+    """A file's bytes as a uint8 1-D tensor (what the decoders take); only a regular file is read (a FIFO among the
+    images would block the loader)."""
+    return torch.frombuffer(bytearray(read_regular(path, "image")), dtype=torch.uint8)
 
 
 def decode(path: Path) -> torch.Tensor:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from labeldist.client import FeatureInputs, InputError, LabelDistClient
+from labeldist.core.reading import SPLIT_FILE_BYTES, read_regular
 from labeldist.trainer.training.checkpoints import CheckpointError, describe_model
 from labeldist.trainer.training.fit import autocast, default_loader_workers, pick_device
 from labeldist.trainer.training.metrics import retrieval_metrics
@@ -307,7 +308,7 @@ def load_split(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     a string) or is negative, a position twice on one side, and an item on both sides (it would find itself at
     rank 1: nDCG@1 = 1.0 whatever the model)."""
     try:
-        split = json.loads(Path(path).read_text(encoding="utf-8"))
+        split = json.loads(read_regular(path, "split file", limit=SPLIT_FILE_BYTES).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         why = _why(e)
         raise InputError(f"{path}: not a split file ({why}): give the split.json that trainer split writes") from None
@@ -350,7 +351,7 @@ def check_split_store(path: str | Path, info: dict[str, Any], store: str) -> Non
     positions index: its ``test`` list (the items that store holds), its ``kind``, and, for a store's split, the
     test store's path (``stores``); a store of another size or kind is refused naming both."""
     try:
-        split = json.loads(Path(path).read_text(encoding="utf-8"))
+        split = json.loads(read_regular(path, "split file", limit=SPLIT_FILE_BYTES).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return  # load_split has refused it already, naming why
     if not isinstance(split, dict):
