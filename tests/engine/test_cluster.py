@@ -144,10 +144,11 @@ def test_an_unreachable_scheduler_is_one_line(small_csv, tmp_path, capsys) -> No
 
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         rc, _, err = run_cli(
-            capsys, "precompute", "pose", small_csv, "--out", tmp_path / "s", "--scheduler", "tcp://127.0.0.1:9", *JOB
-        )
+            capsys, "precompute", "pose", small_csv, "--out", tmp_path / "s", "--scheduler", "tcp://127.0.0.1:9",
+            "--wait-timeout", "1", *JOB,
+        )  # fmt: skip
     assert rc == 2
-    assert err.count("\n") == 1 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err, err
+    assert err.count("\n") == 1 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9 in 1 s" in err, err
 
 
 def test_a_scheduler_file_that_never_comes_is_named(small_csv, tmp_path, capsys) -> None:
