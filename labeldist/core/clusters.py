@@ -174,7 +174,8 @@ def add_cluster_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         type=positive_float,
         default=f"{DEFAULT_WAIT_TIMEOUT:g}",  # a string goes through type=: --help shows 600
         metavar="SECONDS",
-        help="how long to wait for them; then the job stops, saying how many joined (default: %(default)s)",
+        help="how long to wait for the scheduler (its file, its address) and the workers, in all; then the job stops, "
+        "saying what did not come (default: %(default)s)",
     )
 
 

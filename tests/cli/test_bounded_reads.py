@@ -143,6 +143,15 @@ def test_a_fifo_as_the_features_or_split_of_the_trainer(pose_store, fifo, tmp_pa
     one_line(done, str(split), FIFO_SAYS)
 
 
+def test_a_fifo_given_to_trainer_plot(fifo, tmp_path: Path) -> None:
+    result, log = fifo("eval.json"), fifo("log.jsonl")
+    done = command("plot", result, "--out", tmp_path / "p.png", module="labeldist.trainer.cli")
+    one_line(done, f"cannot read {result}: {FIFO_SAYS}")
+    done = command("plot", "--loss-curves", log, "--out", tmp_path / "p.png", module="labeldist.trainer.cli")
+    one_line(done, f"cannot read {log}: {FIFO_SAYS}")
+    assert not (tmp_path / "p.png").exists()
+
+
 # ---------------------------------------------------------------- scheduler files
 def test_a_fifo_as_the_scheduler_file(fifo, tmp_path: Path) -> None:
     path = fifo("scheduler.json")

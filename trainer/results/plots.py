@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from labeldist.core.options import UsageError
+from labeldist.core.reading import read_regular
 from labeldist.store.outputs import make_parent, replacing
 
 #: files that the trainer writes into a run folder: a curve read from one is named after the folder
@@ -69,6 +70,8 @@ def _why(error: Exception) -> str:
         return "not UTF-8 text"
     if isinstance(error, RecursionError):
         return "JSON nested too deeply"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
     return str(error)
 
 
@@ -110,7 +113,7 @@ def read_eval(path: str | Path) -> dict[str, Any]:
     if path.suffix == ".jsonl":
         raise PlotError(f"{path} is a log, not an eval result: plot its losses with --loss-curves")
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
+        result = json.loads(read_regular(path, "eval result").decode("utf-8"))  # a FIFO refused, never waited on
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise PlotError(f"cannot read {path}: {_why(e)}") from None
     if not isinstance(result, dict) or not all(key in result for key in ("k", "ndcg", "mean_label_distance")):
@@ -258,7 +261,7 @@ def read_log(path: str | Path) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     config: dict[str, Any] = {}
     steps: dict[int, float] = {}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_regular(path, "trainer log").decode("utf-8").splitlines()  # a FIFO refused, never waited on
     except (OSError, UnicodeDecodeError) as e:
         raise PlotError(f"cannot read {path}: {_why(e)}") from None
     for n, line in enumerate(lines, start=1):
