@@ -671,6 +671,9 @@ def append(
     distance = None
     if isinstance(labels, (str, os.PathLike)):
         args = _kind_namespace(kind, labels, options, append_parser(path, manifest, _Refusing))
+        from labeldist.store.outputs import check_not_inputs, command_paths
+
+        check_not_inputs([], command_paths(vars(args)), replaced=[path])  # the store grows; nothing else
         read, distance, _ = kind.load(args)
     else:
         if options:

@@ -121,3 +121,17 @@ def test_read_labels_reads_as_precompute_does_and_refuses_unknown_options() -> N
         ld.read_labels("pose", MPII, metric="manhattan")
     with pytest.raises(ld.UsageError, match="labels for a pose store: a label file's path, a LabelSet"):
         ld.precompute("pose", [[1, 2]], "unused")
+
+
+@pytest.mark.slow
+def test_the_face_refuses_a_label_file_inside_the_store_it_would_replace_or_grow(tmp_path: Path) -> None:
+    """ld.append and ld.precompute check their inputs against what they replace, as the commands do."""
+    store = ld.precompute("vectors", np.eye(6), tmp_path / "st", k=2, workers=1, progress=False)
+    inside = tmp_path / "st" / "more.npy"
+    np.save(inside, np.ones((2, 6)))
+    with pytest.raises(ld.LabeldistError, match="more.npy") as appended:
+        ld.append(store, inside, workers=1, progress=False)
+    with pytest.raises(ld.LabeldistError, match="more.npy") as rebuilt:
+        ld.precompute("vectors", inside, tmp_path / "st", k=1, overwrite=True, workers=1, progress=False)
+    assert "\n" not in str(appended.value) and "\n" not in str(rebuilt.value)
+    assert inside.is_file() and len(ld.open(tmp_path / "st")) == 6
