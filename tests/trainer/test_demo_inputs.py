@@ -131,11 +131,13 @@ def test_split_labels_never_replaces_another_split_without_overwrite(tmp_path: P
     second = split_labels(source, out, seed=1, overwrite=True)
     assert second["test"] != first["test"] and json.loads((out / "split.json").read_text())["seed"] == 1
     (out / "test.csv").unlink()
-    (out / "test.csv").symlink_to(source)  # --overwrite replaces regular files only, never what a link points to
-    original = source.read_text()
+    elsewhere = tmp_path / "elsewhere.csv"  # not the input (a link to the input is refused as the input itself)
+    elsewhere.write_text(source.read_text())
+    (out / "test.csv").symlink_to(elsewhere)  # --overwrite replaces regular files only, never what a link points to
+    original = elsewhere.read_text()
     with pytest.raises(SplitError, match="test.csv: a symbolic link; --overwrite replaces regular files only"):
         split_labels(source, out, seed=2, overwrite=True)
-    assert source.read_text() == original
+    assert elsewhere.read_text() == original
 
 
 def test_a_split_with_few_queries_warns_and_says_what_to_ask(tmp_path: Path, capsys) -> None:
