@@ -21,10 +21,14 @@ TINY = 12  # fewer items than k: neighbour lists padded with -1
 DENSE, KNN, TINY_STORE, INCOMPLETE = "pose-dense", "pose-knn", "pose-tiny", "pose-incomplete"
 
 
-def make_settings(**values: object) -> Settings:
+def make_settings(*, default_warm: bool = False, **values: object) -> Settings:
     """Settings with exactly these values and the defaults: none read from LABELDIST_* variables that the
-    environment running the tests may set."""
+    environment running the tests may set. Not warmed unless asked (``warm=True``, or ``default_warm=True`` for the
+    service's own default): a warm-up loads labels and runs searches in a background thread, which would race with
+    what a test looks at (labels not loaded for a refused request, the distances computed)."""
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("LABELDIST_")}
+    if not default_warm:
+        values.setdefault("warm", False)
     try:
         return Settings(**values)
     finally:

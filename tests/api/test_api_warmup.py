@@ -76,7 +76,7 @@ def wait_ready(client: TestClient) -> dict:
 
 
 def test_the_service_warms_up_by_default() -> None:
-    assert make_settings().warm is True
+    assert make_settings(default_warm=True).warm is True
     assert make_settings(warm="false").warm is False  # LABELDIST_WARM=false, as the environment spells it
 
 
@@ -115,7 +115,7 @@ def test_warm_and_no_warm_cannot_both_be_given(capsys) -> None:
 
 def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
     load_bi_encoder.cache_clear()
-    with TestClient(create_app(make_settings(stores=stores))) as client:  # warm: the default
+    with TestClient(create_app(make_settings(stores=stores, default_warm=True))) as client:  # warm: the default
         assert client.get("/healthz").json() == {"status": "ok"}  # up, whatever the warm-up's state
         ready = wait_ready(client)
         assert ready == {"status": "ready", "warmed": ["pose", "sentences"], "failed": {}}
