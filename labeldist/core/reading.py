@@ -27,6 +27,7 @@ import os
 import stat
 from typing import BinaryIO
 
+from labeldist.core.options import file_kind
 from labeldist.errors import LabeldistError
 
 #: the most bytes read of a file that is small by nature: a scheduler file, a split, a JSON record, a configuration
@@ -37,14 +38,6 @@ SPLIT_FILE_BYTES = 256 * 2**20
 #: the longest CSV field read, in characters (Python's csv module stops at 131,072 by default: a long sentence,
 #: caption list or path cell can be longer)
 CSV_FIELD_LIMIT = 64 * 2**20
-
-_KINDS = {
-    stat.S_IFDIR: "a folder",
-    stat.S_IFIFO: "a FIFO (named pipe)",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
 
 
 class TextFileError(LabeldistError, ValueError):
@@ -66,7 +59,7 @@ def size_words(n: int) -> str:
 def _refuse(mode: int, name: str, what: str) -> None:
     if stat.S_ISREG(mode):
         return
-    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    kind = file_kind(mode)
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, f"{kind}, not a {what}", name)
     raise OSError(
