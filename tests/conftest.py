@@ -22,6 +22,16 @@ def check_store(path: str | Path) -> str:
     return proc.stdout
 
 
+def run_main(main, capsys, *args) -> tuple[int, str]:
+    """Exit status and stderr of a command's ``main`` (``labeldist``'s, ``trainer``'s) run with ``args`` in this
+    process, as pytest's ``capsys`` captured them."""
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:
+        rc = e.code
+    return rc, capsys.readouterr().err
+
+
 def write_store(url: str | Path, labels, distance, *, dataset: str, k: int, dense: bool, block_rows: int) -> Path:
     """A complete store written in this process, block by block, by the engine's own task function (no Dask, and
     no check of k against N: a store with padded lists can be made on purpose)."""

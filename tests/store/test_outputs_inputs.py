@@ -19,16 +19,12 @@ import pytest
 from labeldist.cli import main
 from labeldist.distances.vectors import VectorDistance
 from labeldist.labels.vectors import Vectors
-from tests.conftest import write_store
+from tests.conftest import run_main, write_store
 
 
 def labeldist(capsys, *args) -> tuple[int, str]:
     """Exit status and stderr of ``labeldist ARGS`` in this process."""
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    return rc, capsys.readouterr().err
+    return run_main(main, capsys, *args)
 
 
 def refused(result: tuple[int, str], *words: str) -> str:

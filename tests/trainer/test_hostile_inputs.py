@@ -17,15 +17,8 @@ import pytest
 
 from labeldist.cli import main as labeldist_main
 from labeldist.trainer.cli import main as trainer_main
+from tests.conftest import run_main as run
 from tests.trainer.conftest import STORE
-
-
-def run(main, capsys, *args) -> tuple[int, str]:
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    return rc, capsys.readouterr().err
 
 
 def one_line(result: tuple[int, str], *words: str) -> None:

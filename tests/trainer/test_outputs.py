@@ -15,16 +15,13 @@ import numpy as np
 import pytest
 
 from labeldist.trainer.cli import main
+from tests.conftest import run_main
 from tests.trainer.conftest import N_ITEMS, STORE
 
 
 def trainer(capsys, *args) -> tuple[int, str]:
     """Exit status and stderr of ``trainer ARGS`` in this process."""
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    return rc, capsys.readouterr().err
+    return run_main(main, capsys, *args)
 
 
 def refused(result: tuple[int, str], message: str) -> None:

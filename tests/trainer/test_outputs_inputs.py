@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from labeldist.trainer.cli import main
+from tests.conftest import run_main
 from tests.trainer.conftest import STORE
 
 RENDER = ("--size", "32", "--items", "4", "--workers", "1", "--no-progress")
@@ -26,11 +27,7 @@ RENDER = ("--size", "32", "--items", "4", "--workers", "1", "--no-progress")
 
 def trainer(capsys, *args) -> tuple[int, str]:
     """Exit status and stderr of ``trainer ARGS`` in this process."""
-    try:
-        rc = main([str(a) for a in args])
-    except SystemExit as e:
-        rc = e.code
-    return rc, capsys.readouterr().err
+    return run_main(main, capsys, *args)
 
 
 def refused(result: tuple[int, str], *words: str) -> str:
