@@ -24,7 +24,6 @@ from labeldist.core.clusters import cluster_spec
 from labeldist.core.extras import extra_of, message, require, require_kind
 from labeldist.core.options import (
     check_folder,
-    check_k,
     check_output,
     check_store_path,
     nonnegative_int,
@@ -69,7 +68,6 @@ def _precompute(args: argparse.Namespace) -> int:
         check_not_inputs([], inputs, replaced=[args.out])
     cluster = cluster_spec(args)
     labels, distance, dataset = args.loader(args)
-    check_k(args.k, len(labels))
     out = args.out or f"stores/{dataset}-{distance.kind}"
     check_not_inputs([], inputs, replaced=[out])
     result = build_store(

@@ -291,12 +291,12 @@ def build_store(
     progress: bool | None = None,
 ) -> PrecomputeResult:
     """Build the store at ``out`` (:func:`labeldist.engine.precompute`): what ``labeldist precompute`` and
-    :func:`precompute` run once they have the labels and the distance. ``out`` and ``k`` are checked first; a full
+    :func:`precompute` run once they have the labels and the distance. ``k`` and ``out`` are checked first; a full
     disk is said as such."""
     from labeldist.engine import precompute as engine_precompute
 
-    check_output(out)
     check_k(k, len(labels))
+    check_output(out)
     try:
         return engine_precompute(
             labels,
@@ -495,14 +495,14 @@ def precompute(
     spec = _cluster(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
     out = os.fspath(out)
     check_output(out)  # before the labels are read, which can take minutes
-    if isinstance(labels, (str, os.PathLike)):
-        from labeldist.store.outputs import check_not_inputs
-
-        check_not_inputs([], [("the label file", labels)], replaced=[out])
     if labels is None or isinstance(labels, (str, os.PathLike)):
+        from labeldist.store.outputs import check_not_inputs, command_paths
+
         if found is None:
             raise UsageError(f"kind {distance.kind!r} is not registered: give its labels as a LabelSet")  # type: ignore[union-attr]
         args = _kind_namespace(found, labels, options, _precompute_parser(found))
+        # every file the kind reads (the label file, its word vectors, ...), as the command checks them
+        check_not_inputs([], command_paths(vars(args), skip=("out",)), replaced=[out])
         args.dataset, args.dense, args.dense_limit, args.k = dataset, dense, dense_limit, k
         read, made, named = found.load(args)
         if distance is not None and options:
