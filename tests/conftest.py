@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
+# The sentence model's ONNX export (labeldist.sts.onnx_backend) depends on the model alone: one folder for the whole
+# run, both xdist processes and every test's own LABELDIST_CACHE, so the model is exported once, not once a cache.
+# A test of the export itself points LABELDIST_ONNX_CACHE elsewhere.
+os.environ.setdefault("LABELDIST_ONNX_CACHE", os.path.join(tempfile.gettempdir(), f"labeldist-test-onnx-{os.getuid()}"))
 # The contract's own checker lives in ../shared; the repo keeps an identical copy for a clone without it.
 _SHARED_CHECKER = ROOT.parent / "shared" / "tools" / "check_store.py"
 CHECK_STORE = _SHARED_CHECKER if _SHARED_CHECKER.exists() else ROOT / "tools" / "check_store.py"

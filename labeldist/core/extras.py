@@ -31,7 +31,19 @@ OWNER: dict[str, str] = {
     **{m: "io" for m in EXTRAS["io"]},
     **{m: "train" for m in EXTRAS["train"]},
     **{m: "serve" for m in (*EXTRAS["serve"], "starlette", "pydantic_core")},
-    **{m: "sts" for m in (*EXTRAS["sts"], "torch", "tokenizers", "huggingface_hub", "safetensors", "sklearn")},
+    **{
+        m: "sts"
+        for m in (
+            *EXTRAS["sts"],
+            "torch",
+            "tokenizers",
+            "huggingface_hub",
+            "safetensors",
+            "sklearn",
+            "onnxruntime",
+            "onnx",
+        )
+    },
 }
 
 #: the built-in kinds that need an extra: kind name -> (extra, the modules checked before any input is read)

@@ -86,6 +86,12 @@ class LabelDistance(ABC):
         person (the service's store info, the /ui): a kind says what its numbers measure; the default names it."""
         return f"the {cls.kind} distance"
 
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> LabelDistance:
+        """The distance a store's manifest records (its ``params``, less the labels' reading record): by default
+        ``cls(**params)``; a kind whose parameters grew says here what a store made before meant."""
+        return cls(**params)
+
     @abstractmethod
     def params(self) -> dict[str, Any]:
         """Every parameter that changes a number, JSON-serialisable; ``type(self)(**params())`` rebuilds it."""

@@ -36,6 +36,7 @@ from labeldist.sts.models import (
     resolve_model,
     weights_sha256,
 )
+from labeldist.sts.onnx_backend import LEGACY_BACKEND, check_backend, default_backend
 from labeldist.sts.scorers import (
     ENCODE_CHUNK,
     MAX_LENGTH,
@@ -102,6 +103,11 @@ class SentenceRelevance(LabelDistance):
         retrained since cannot silently be reused or verified).
     calibration : dict or None
         How the thresholds were found (recorded only).
+    backend : str or None
+        What runs the bi-encoder (:data:`~labeldist.sts.onnx_backend.BACKENDS`): ``"onnx"`` (ONNX Runtime, about
+        2x torch on a CPU) or ``"torch"``; None: :func:`~labeldist.sts.onnx_backend.default_backend` (onnx on a
+        machine without CUDA). Used by a scorer that embeds with a bi-encoder, None otherwise (CBoW and the
+        cross-encoder always run as they do); recorded in params when it is not torch.
 
     Examples
     --------
@@ -132,6 +138,7 @@ class SentenceRelevance(LabelDistance):
         model_sha256: str | None = None,
         cross_model_sha256: str | None = None,
         calibration: dict[str, Any] | None = None,
+        backend: str | None = None,
     ) -> None:
         if scorer not in SCORERS:
             raise ValueError(f"unknown scorer {scorer!r}; known: {', '.join(SCORERS)}")
@@ -163,8 +170,20 @@ class SentenceRelevance(LabelDistance):
             self.cross_model, self.cross_model_sha256 = _checked_model(cross_model, cross_model_sha256)
             if architecture(resolve_model(self.cross_model)) != "cross":
                 raise ValueError(f"the cascade's cross_model must be a cross-encoder; {self.cross_model} is not")
+        self.backend = None
+        if scorer != "cbow" and architecture(resolve_model(self.model)) == "bi":
+            self.backend = check_backend(backend or default_backend())
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> SentenceRelevance:
+        """A store's distance from its manifest's params: one that records no backend was embedded by torch (the
+        only backend before there were two), and is rebuilt so."""
+        return cls(**{"backend": LEGACY_BACKEND, **params})
 
     def params(self) -> dict[str, Any]:
+        """The parameters; ``backend`` only where it is not torch, so that a store embedded by torch records what
+        every store before backends recorded (and is still reused and resumed)."""
+        backend = {} if self.backend in (None, LEGACY_BACKEND) else {"backend": self.backend}
         return {
             "scorer": self.scorer,
             "model": self.model,
@@ -176,6 +195,7 @@ class SentenceRelevance(LabelDistance):
             "model_sha256": self.model_sha256,
             "cross_model_sha256": self.cross_model_sha256,
             "calibration": self.calibration,
+            **backend,
         }
 
     @classmethod
@@ -219,14 +239,14 @@ class SentenceRelevance(LabelDistance):
     def _store_embedded(self, labels: Sentences, model: str) -> bool:
         """Whether the embeddings of every sentence of ``labels`` under the bi-encoder ``model`` are in its
         scorer's memory, after loading them from the embedding cache where a precompute left them."""
-        scorer = bi_encoder_scorer(resolve_model(model), self.max_length)
+        scorer = bi_encoder_scorer(resolve_model(model), self.max_length, self.backend)
         texts = sorted(set(labels.texts))
         return scorer.has(texts) or self._load_cached(scorer, model, texts)
 
     def _cache_file(self, model: str, texts: list[str]) -> Path:
         """Where the embeddings of ``texts`` (in this order) under ``model`` are kept between processes."""
         digest = self.model_sha256 if model == self.model else self.cross_model_sha256
-        return embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts)}.npy"
+        return embedding_cache_dir() / f"{embedding_key(digest or '', self.max_length, texts, self.backend)}.npy"
 
     def _load_cached(self, scorer: BiEncoderScorer, model: str, texts: list[str]) -> bool:
         """Load the embeddings of ``texts`` into ``scorer`` from :meth:`_cache_file`; whether the file was there."""
@@ -294,7 +314,7 @@ class SentenceRelevance(LabelDistance):
         if architecture(path) == "bi":
             r, c = np.flatnonzero(gate.any(axis=1)), np.flatnonzero(gate.any(axis=0))
             if len(r):
-                scorer = bi_encoder_scorer(path, self.max_length)
+                scorer = bi_encoder_scorer(path, self.max_length, self.backend)
                 # One embedding per sentence, all texts of both sides in one canonical order: the engine asks
                 # (row block, all items), so every worker embeds the same batches and a store is reproducible
                 # to the bit. A pair under the gate costs no transformer call either way, only a dot product.
@@ -335,7 +355,7 @@ class SentenceRelevance(LabelDistance):
             return None
         texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
-        if load_checked(file, texts, resolve_model(self.model), self.max_length) is not None:
+        if load_checked(file, texts, resolve_model(self.model), self.max_length, backend=self.backend) is not None:
             self.checked_files[str(file)] = file_sha256(file)  # the workers take it by its digest
             return None
         chunks = [texts[i : i + ENCODE_CHUNK] for i in range(0, len(texts), ENCODE_CHUNK)]
@@ -348,7 +368,7 @@ class SentenceRelevance(LabelDistance):
             what=f"{self.kind}: embedding",
             function=encode_chunk,
             items=chunks,
-            kwargs={"path": resolve_model(self.model), "max_length": self.max_length},
+            kwargs={"path": resolve_model(self.model), "max_length": self.max_length, "backend": self.backend},
             sizes=[len(c) for c in chunks],
             unit="sentence",
             finish=finish,
@@ -366,8 +386,9 @@ class SentenceRelevance(LabelDistance):
         texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
         known = self.checked_files.get(str(file))
-        if load_checked(file, texts, resolve_model(self.model), self.max_length, known) is None:
-            save_embeddings(encode_texts(resolve_model(self.model), self.max_length, texts), file)
+        path = resolve_model(self.model)
+        if load_checked(file, texts, path, self.max_length, known, self.backend) is None:
+            save_embeddings(encode_texts(path, self.max_length, texts, backend=self.backend), file)
             self.checked_files[str(file)] = file_sha256(file)
         elif known is None:  # checked just now by the model: the workers take it by its digest
             self.checked_files[str(file)] = file_sha256(file)
@@ -378,16 +399,15 @@ class SentenceRelevance(LabelDistance):
         file the job's preparation left; where this process cannot see it, embedded here, saying so."""
         file = self._cache_file(self.model, texts)
         there = os.path.lexists(file)
-        values = load_checked(
-            file, texts, resolve_model(self.model), self.max_length, self.checked_files.get(str(file))
-        )
+        path = resolve_model(self.model)
+        values = load_checked(file, texts, path, self.max_length, self.checked_files.get(str(file)), self.backend)
         if values is not None:
             return values
         if not there:
             from labeldist.distances.sts_knn import warn_embedding_here
 
             warn_embedding_here(len(texts), file)
-        values = encode_texts(resolve_model(self.model), self.max_length, texts)
+        values = encode_texts(path, self.max_length, texts, backend=self.backend)
         save_quietly(values, file)
         return values
 
@@ -413,7 +433,7 @@ class SentenceRelevance(LabelDistance):
         path = resolve_model(model)
         if architecture(path) == "cross":
             return cross_encoder_scorer(path, self.max_length).pair_relevance(a, b)
-        scorer = bi_encoder_scorer(path, self.max_length)
+        scorer = bi_encoder_scorer(path, self.max_length, self.backend)
         scorer.embed(sorted(set(a) | set(b)))
         out = np.clip(np.sum(scorer.embed(a) * scorer.embed(b), axis=1), 0.0, 1.0) if a else np.zeros(0)
         out[np.array([x == y for x, y in zip(a, b)], dtype=bool)] = 1.0

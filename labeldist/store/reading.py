@@ -384,7 +384,7 @@ class StoreReader:
         from labeldist.kinds import distance_class
 
         params = {key: value for key, value in self.manifest["params"].items() if key != "labels"}
-        return distance_class(self.manifest["kind"])(**params)
+        return distance_class(self.manifest["kind"]).from_params(params)
 
     @pinned
     def damaged(self) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -88,8 +89,22 @@ def same_text(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
 ENCODE_CHUNK = 1024
 
 
-def encode_texts(path: Path, max_length: int, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-    """Unit-norm float32 embeddings (len(texts), d) of ``texts`` under the bi-encoder at ``path``.
+def bi_encoder(path: Path, max_length: int, backend: str = "torch") -> Any:
+    """The process's bi-encoder at ``path`` for ``backend``: a SentenceTransformer (``"torch"``) or an
+    :class:`~labeldist.sts.onnx_backend.OnnxEncoder` on the threads the task at hand may use (``"onnx"``); both
+    have ``encode`` and ``tokenizer``."""
+    if backend == "onnx":
+        from labeldist.sts.onnx_backend import load_onnx_encoder, onnx_threads
+
+        return load_onnx_encoder(path, max_length, onnx_threads())
+    return load_bi_encoder(path, max_length)
+
+
+def encode_texts(
+    path: Path, max_length: int, texts: Sequence[str], batch_size: int = 64, backend: str = "torch"
+) -> np.ndarray:
+    """Unit-norm float32 embeddings (len(texts), d) of ``texts`` under the bi-encoder at ``path``, run by
+    ``backend`` (:func:`bi_encoder`).
 
     The model is called on consecutive chunks of :data:`ENCODE_CHUNK` texts, each in batches of ``batch_size``:
     the values depend on the batches a text falls in (in their last bits), so the chunks are part of the
@@ -97,23 +112,24 @@ def encode_texts(path: Path, max_length: int, texts: Sequence[str], batch_size: 
     (:func:`encode_chunk`) gets exactly the values of one process embedding them all. The unit rows are kept as
     float32, the model's own precision: a relevance is the float64 product of two such rows.
     """
-    model = load_bi_encoder(path, max_length)
+    model = bi_encoder(path, max_length, backend)
     out = []
     for start in range(0, len(texts), ENCODE_CHUNK):
         chunk = list(texts[start : start + ENCODE_CHUNK])
         with model_lock(model):
-            warn_truncated(model.tokenizer, chunk, max_length, "bi-encoder")
+            if backend == "torch":  # the ONNX encoder tokenizes once and warns itself
+                warn_truncated(model.tokenizer, chunk, max_length, "bi-encoder")
             emb = model.encode(chunk, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
         out.append(unit_rows(emb).astype(np.float32))
     return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
 
 
-def encode_chunk(texts: Sequence[str], *, path: Path, max_length: int) -> np.ndarray:
+def encode_chunk(texts: Sequence[str], *, path: Path, max_length: int, backend: str = "torch") -> np.ndarray:
     """One task of a job's embedding (:meth:`labeldist.distances.sts.SentenceRelevance.preparation`):
     :func:`encode_texts` of one chunk of at most :data:`ENCODE_CHUNK` of the job's sorted texts."""
     if len(texts) > ENCODE_CHUNK:
         raise ValueError(f"a chunk holds at most {ENCODE_CHUNK} texts, got {len(texts)}")
-    return encode_texts(path, max_length, texts)
+    return encode_texts(path, max_length, texts, backend=backend)
 
 
 def save_embeddings(values: np.ndarray | Sequence[np.ndarray], path: Path) -> None:
@@ -168,14 +184,16 @@ SPOT_CHECK_ROWS = 4
 SPOT_CHECK_TOLERANCE = 1e-3
 
 
-def spot_check(values: np.ndarray, texts: Sequence[str], model_path: Path, max_length: int, path: Path) -> None:
+def spot_check(
+    values: np.ndarray, texts: Sequence[str], model_path: Path, max_length: int, path: Path, backend: str = "torch"
+) -> None:
     """ValueError naming ``path`` unless :data:`SPOT_CHECK_ROWS` rows of ``values``, drawn afresh each time, equal
     the model's embeddings of their texts (:func:`encode_texts`, the few texts alone) within
     :data:`SPOT_CHECK_TOLERANCE`: a file of other numbers, of the right shape and unit rows, is not trusted."""
     if not len(texts):
         return
     rows = np.sort(np.random.default_rng().choice(len(texts), min(SPOT_CHECK_ROWS, len(texts)), replace=False))
-    fresh = encode_texts(model_path, max_length, [texts[r] for r in rows])
+    fresh = encode_texts(model_path, max_length, [texts[r] for r in rows], backend=backend)
     cached = np.asarray(values[rows], dtype=np.float64)
     if cached.shape != fresh.shape or not np.allclose(cached, fresh, rtol=0, atol=SPOT_CHECK_TOLERANCE):
         raise ValueError(
@@ -194,7 +212,12 @@ def file_sha256(path: Path) -> str:
 
 
 def load_checked(
-    path: Path, texts: Sequence[str], model_path: Path, max_length: int, sha256: str | None = None
+    path: Path,
+    texts: Sequence[str],
+    model_path: Path,
+    max_length: int,
+    sha256: str | None = None,
+    backend: str = "torch",
 ) -> np.ndarray | None:
     """The embeddings of ``texts`` cached at ``path`` (:func:`load_embeddings`), spot-checked against the model
     (:func:`spot_check`); None, with a warning naming the file and what is wrong, when the file is not
@@ -208,7 +231,7 @@ def load_checked(
     try:
         values = load_embeddings(path, len(texts))
         if sha256 is None or file_sha256(path) != sha256:
-            spot_check(values, texts, model_path, max_length, path)
+            spot_check(values, texts, model_path, max_length, path, backend)
     except (ValueError, OSError) as err:
         warnings.warn(f"{err}; embedding the {len(texts):,} texts again", stacklevel=2)
         return None
@@ -240,8 +263,8 @@ class BiEncoderScorer:
     least recently asked dropped first (a service answering searches for months must not keep every one).
     """
 
-    def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64) -> None:
-        self.path, self.max_length, self.batch_size = path, max_length, batch_size
+    def __init__(self, path: Path, max_length: int = MAX_LENGTH, batch_size: int = 64, backend: str = "torch") -> None:
+        self.path, self.max_length, self.batch_size, self.backend = path, max_length, batch_size, backend
         self.calls = 0
         #: the files :meth:`load` read
         self.loaded: set[Path] = set()
@@ -275,7 +298,7 @@ class BiEncoderScorer:
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if not todo:
             return {}
-        emb = encode_texts(self.path, self.max_length, todo, self.batch_size)
+        emb = encode_texts(self.path, self.max_length, todo, self.batch_size, self.backend)
         fresh = dict(zip(todo, emb))
         self.calls += len(todo)
         for text, value in fresh.items():
@@ -293,7 +316,7 @@ class BiEncoderScorer:
         :func:`load_checked` spot check, unless the file has the digest ``sha256`` its job checked); whether the
         file was there and right. A file that is not is written again from fresh embeddings
         (:func:`save_quietly`), with a warning."""
-        values = load_checked(path, texts, self.path, self.max_length, sha256)
+        values = load_checked(path, texts, self.path, self.max_length, sha256, self.backend)
         if values is None:
             if os.path.lexists(path):
                 save_quietly(self.embed(texts).astype(np.float32), path)
@@ -368,12 +391,18 @@ def warn_truncated(tokenizer: object, inputs: Sequence[str | tuple[str, str]], m
     ]
     long = [i for i, n in enumerate(lengths) if n > max_length]
     if long:
-        first = inputs[long[0]]
-        warnings.warn(
-            f"{what}: {len(long)} input(s) longer than max_length={max_length} word pieces are truncated "
-            f"(first: {str(first)[:80]!r}..., {lengths[long[0]]} pieces)",
-            stacklevel=3,
-        )
+        warnings.warn(truncation_warning(len(long), max_length, inputs[long[0]], lengths[long[0]], what), stacklevel=3)
+
+
+def truncation_warning(
+    count: int, max_length: int, first: str | tuple[str, str], pieces: int, what: str = "bi-encoder"
+) -> str:
+    """The words of the warning that ``count`` inputs, the first ``first`` of ``pieces`` word pieces, are
+    truncated to ``max_length``."""
+    return (
+        f"{what}: {count} input(s) longer than max_length={max_length} word pieces are truncated "
+        f"(first: {str(first)[:80]!r}..., {pieces} pieces)"
+    )
 
 
 def embedding_cache_dir() -> Path:
@@ -382,17 +411,20 @@ def embedding_cache_dir() -> Path:
     return Path(os.environ.get("LABELDIST_CACHE", Path.home() / ".cache" / "labeldist")) / "embeddings"
 
 
-def embedding_key(model_sha256: str, max_length: int, texts: Sequence[str]) -> str:
-    """Digest naming the embeddings of ``texts`` (in this order) under one model and truncation."""
-    h = hashlib.sha256(f"{model_sha256}:{max_length}:{ENCODE_CHUNK}:".encode())
+def embedding_key(model_sha256: str, max_length: int, texts: Sequence[str], backend: str = "torch") -> str:
+    """Digest naming the embeddings of ``texts`` (in this order) under one model, truncation and backend (torch's
+    keys are those of the releases before backends, so their files are still found)."""
+    runner = "" if backend == "torch" else f"{backend}:"
+    h = hashlib.sha256(f"{runner}{model_sha256}:{max_length}:{ENCODE_CHUNK}:".encode())
     h.update("\x00".join(texts).encode())
     return h.hexdigest()
 
 
 @cached_once(maxsize=8)
-def bi_encoder_scorer(path: Path, max_length: int = MAX_LENGTH) -> BiEncoderScorer:
-    """The process-wide scorer of a bi-encoder (so its embedding cache lives as long as the worker)."""
-    scorer = BiEncoderScorer(path, max_length)
+def bi_encoder_scorer(path: Path, max_length: int = MAX_LENGTH, backend: str = "torch") -> BiEncoderScorer:
+    """The process-wide scorer of a bi-encoder run by ``backend`` (so its embedding cache lives as long as the
+    worker)."""
+    scorer = BiEncoderScorer(path, max_length, backend=backend)
     _PROCESS_SCORERS.append(scorer)
     return scorer
 

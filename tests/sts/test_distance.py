@@ -144,8 +144,9 @@ def test_embed_once_leaves_what_workers_load_without_a_transformer_call(labels, 
     file = distance.embed_once(labels)
     assert file is not None and file.parent == tmp_path / "embeddings"
     texts = sorted(set(labels.texts))
-    np.testing.assert_array_equal(np.load(file), bi_encoder_scorer(resolve_model(PACKAGED)).embed(texts))
-    fresh = BiEncoderScorer(resolve_model(PACKAGED))
+    scorer = bi_encoder_scorer(resolve_model(PACKAGED), distance.max_length, distance.backend)
+    np.testing.assert_array_equal(np.load(file), scorer.embed(texts))
+    fresh = BiEncoderScorer(resolve_model(PACKAGED), backend=distance.backend)
     distance._embed_all(fresh, distance.model, texts)
     assert fresh.calls == 0 and len(fresh._cache) == len(texts)
     assert SentenceRelevance("cbow").embed_once(labels) is None

@@ -58,7 +58,9 @@ def test_blocked_search_equals_a_float64_brute_force(captions):
     distance = SentenceRelevance("bert")
     distance.embed_once(captions)
     texts, inverse = captions.text_ids
-    unit = encode_texts(resolve_model(PACKAGED), distance.max_length, texts).astype(np.float64)
+    unit = encode_texts(resolve_model(PACKAGED), distance.max_length, texts, backend=distance.backend).astype(
+        np.float64
+    )
     e = unit[inverse]
     rows = np.arange(0, len(captions), 37)
     brute = (1.0 - np.clip(e[rows] @ e.T, 0.0, 1.0)).astype(np.float32)
@@ -120,7 +122,7 @@ def test_the_engine_embeds_on_its_workers_once(dask_client, tmp_path):
 
     np.testing.assert_array_equal(
         load_embeddings(file, len(labels.text_ids[0])),
-        encode_texts(resolve_model(PACKAGED), distance.max_length, labels.text_ids[0]),
+        encode_texts(resolve_model(PACKAGED), distance.max_length, labels.text_ids[0], backend=distance.backend),
     )
     reader = StoreReader(str(out))
     _, want_indices, want_dists = block_kernel(labels, distance, 0, len(labels), 10)
@@ -162,14 +164,14 @@ def test_a_tampered_embedding_cache_is_embedded_again_not_trusted(tmp_path, monk
     labels = sentences_from_texts([str(i) for i in range(4)], texts)
     distance = SentenceRelevance("bert")
     file = distance.embed_once(labels)
-    right = encode_texts(resolve_model(PACKAGED), distance.max_length, labels.text_ids[0])
+    right = encode_texts(resolve_model(PACKAGED), distance.max_length, labels.text_ids[0], backend=distance.backend)
     _tamper(file, how, right)
     with pytest.warns(UserWarning, match=f"{file.name}.*embedding the 4 texts again"):
         values = distance.text_embeddings(labels.text_ids[0])
     np.testing.assert_allclose(values, right, atol=1e-6)
     np.testing.assert_allclose(load_embeddings(file, 4), right, atol=1e-6)  # written again, right
     _tamper(file, how, right)
-    scorer = bi_encoder_scorer(resolve_model(distance.model), distance.max_length)
+    scorer = bi_encoder_scorer(resolve_model(distance.model), distance.max_length, distance.backend)
     with pytest.warns(UserWarning, match="embedding the 4 texts again"):  # the service's path: the scorer's load
         assert distance._load_cached(scorer, distance.model, texts) is False
     np.testing.assert_allclose(load_embeddings(file, 4), right, atol=1e-6)
