@@ -150,9 +150,10 @@ def sentence_exactness(store: Path, txt: Path, cache: Path) -> tuple[int, float]
 
     labels = read_sentences(txt, needs_cbow=False)
     texts, inverse = labels.text_ids
-    distance = SentenceRelevance("bert")
-    e = np.asarray(load_embeddings(distance._cache_file(distance.model, texts), len(texts)), dtype=np.float64)
     reader = StoreReader(str(store))
+    distance = reader.distance()  # the store's backend: its job's embeddings file
+    assert isinstance(distance, SentenceRelevance)
+    e = np.asarray(load_embeddings(distance._cache_file(distance.model, texts), len(texts)), dtype=np.float64)
     indices, dists = reader.knn()
     rows = np.random.default_rng(0).choice(len(labels), SAMPLE_ROWS, replace=False)
     same, gap = 0, 0.0

@@ -56,14 +56,14 @@ def onnx_installed() -> bool:
 
 
 def cuda_present() -> bool:
-    """Whether torch sees a CUDA device (without importing torch where it is not installed)."""
-    import importlib.util
+    """Whether a CUDA device is here: torch's answer where torch is imported already, else whether the NVIDIA
+    driver's device files are there (importing torch costs seconds a process that embeds by ONNX never needs)."""
+    import glob
+    import sys
 
-    if importlib.util.find_spec("torch") is None:
-        return False
-    import torch
-
-    return bool(torch.cuda.is_available())
+    if "torch" in sys.modules:
+        return bool(sys.modules["torch"].cuda.is_available())
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def default_backend() -> str:
@@ -236,40 +236,78 @@ def lower_case(path: Path) -> bool:
     return bool(json.loads(config.read_text()).get("do_lower_case")) if config.is_file() else False
 
 
+#: the inputs a BERT-like export takes, and the field of a ``tokenizers.Encoding`` that fills each
+ENCODING_FIELDS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+
+
+class FastTokenizer:
+    """The model folder's ``tokenizer.json`` run by the ``tokenizers`` library itself: what transformers' fast
+    tokenizer wraps, without importing transformers (and so torch) in a worker that only embeds.
+
+    Two copies of the Rust tokenizer, each set once and never changed (so threads may share them): one truncating
+    to ``max_length`` word pieces (longest first, as transformers does), one not, to count a long text's pieces
+    for the warning. The file's own padding and truncation settings are replaced.
+    """
+
+    def __init__(self, path: Path, max_length: int) -> None:
+        from tokenizers import Tokenizer
+
+        file = path / "tokenizer.json"
+        if not file.is_file():
+            raise ValueError(
+                f"{path}: no tokenizer.json, which the onnx backend reads (a model saved by sentence-transformers "
+                "with a fast tokenizer has one); embed with --backend torch"
+            )
+        check_regular_file(file, "tokenizer file of a sentence model")
+        self.cut, self.whole = Tokenizer.from_file(str(file)), Tokenizer.from_file(str(file))
+        for tokenizer in (self.cut, self.whole):
+            tokenizer.no_padding()
+            tokenizer.no_truncation()
+        self.cut.enable_truncation(max_length)
+        self.max_length = max_length
+        self.pad_id = pad_id(path, self.cut)
+
+    def encode(self, texts: list[str]) -> list[Any]:
+        """The ``tokenizers.Encoding`` of each text, special tokens added, truncated to ``max_length`` with a
+        warning naming the first text that was (:func:`~labeldist.sts.scorers.truncation_warning`)."""
+        from labeldist.sts.scorers import truncation_warning
+
+        encoded = self.cut.encode_batch(texts)
+        long = [i for i, e in enumerate(encoded) if e.overflowing]
+        if long:
+            pieces = len(self.whole.encode(texts[long[0]]).ids)
+            warnings.warn(truncation_warning(len(long), self.max_length, texts[long[0]], pieces), stacklevel=4)
+        return encoded
+
+
+def pad_id(path: Path, tokenizer: Any) -> int:
+    """The id of the model's padding token: tokenizer_config.json's ``pad_token``, else ``[PAD]``, else 0 (the
+    attention mask hides padding either way; the same id keeps the inputs those of transformers)."""
+    config = path / "tokenizer_config.json"
+    token = json.loads(config.read_text()).get("pad_token") if config.is_file() else None
+    if isinstance(token, dict):
+        token = token.get("content")
+    found = tokenizer.token_to_id(token) if isinstance(token, str) else tokenizer.token_to_id("[PAD]")
+    return int(found) if found is not None else 0
+
+
 class OnnxEncoder:
-    """A bi-encoder run by ONNX Runtime, with ``encode`` and ``tokenizer`` as a SentenceTransformer has them.
+    """A bi-encoder run by ONNX Runtime, with ``encode`` as a SentenceTransformer has it.
 
     ``encode`` does what sentence-transformers' does before the model: strips each text (lower-cases it where
-    the model does), tokenizes with truncation to ``max_length`` word pieces, and batches texts of equal length
-    (sorted by their number of word pieces: almost no padding), then puts the rows back in order.
+    the model does), tokenizes with truncation to ``max_length`` word pieces (:class:`FastTokenizer`), and
+    batches texts of equal length (sorted by their number of word pieces: almost no padding), then puts the rows
+    back in order.
     """
 
     def __init__(self, path: Path, max_length: int, session: Any) -> None:
         self.path, self.max_length, self.session = path, max_length, session
-        self.tokenizer = load_tokenizer(path)
+        self.tokenizer = FastTokenizer(path, max_length)
         self.lower = lower_case(path)
-        self.inputs = model_inputs(path)
-        self.pad = int(self.tokenizer.pad_token_id or 0)
-
-    def tokenize(self, texts: list[str]) -> dict[str, list[list[int]]]:
-        """The model's inputs for each text, unpadded, truncated to ``max_length`` word pieces with a warning
-        naming the first text that was (:func:`~labeldist.sts.scorers.truncation_warning`). Tokenized whole
-        once (the Rust tokenizer's batch call); only the texts that are too long are tokenized again."""
-        from labeldist.sts.scorers import truncation_warning
-
-        whole = self.tokenizer(texts, padding=False, truncation=False, verbose=False)
-        columns = {name: list(whole[name]) for name in self.inputs}
-        long = [i for i, ids in enumerate(columns["input_ids"]) if len(ids) > self.max_length]
-        if long:
-            warnings.warn(
-                truncation_warning(len(long), self.max_length, texts[long[0]], len(columns["input_ids"][long[0]])),
-                stacklevel=4,
-            )
-            cut = self.tokenizer([texts[i] for i in long], truncation=True, max_length=self.max_length, verbose=False)
-            for name in self.inputs:
-                for i, values in zip(long, cut[name]):
-                    columns[name][i] = values
-        return columns
+        self.inputs = [i.name for i in session.get_inputs()]
+        unknown = set(self.inputs) - set(ENCODING_FIELDS)
+        if unknown:
+            raise ValueError(f"{path}: its ONNX export takes {sorted(unknown)}, which no tokenizer gives")
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, **_: Any) -> np.ndarray:
         """(len(texts), d) float32 embeddings, the model's output for each text (the keyword arguments of
@@ -279,18 +317,20 @@ class OnnxEncoder:
             texts = [t.lower() for t in texts]
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        columns = self.tokenize(texts)
-        lengths = np.array([len(ids) for ids in columns["input_ids"]])
+        encoded = self.tokenizer.encode(texts)
+        lengths = np.array([len(e.ids) for e in encoded])
         order = np.argsort(-lengths, kind="stable")
         out: np.ndarray | None = None
         for start in range(0, len(texts), batch_size):
             rows = order[start : start + batch_size]
             width = int(lengths[rows].max())
             feed = {}
-            for name, values in columns.items():
-                array = np.full((len(rows), width), self.pad if name == "input_ids" else 0, dtype=np.int64)
+            for name in self.inputs:
+                field = ENCODING_FIELDS[name]
+                fill = self.tokenizer.pad_id if name == "input_ids" else 0
+                array = np.full((len(rows), width), fill, dtype=np.int64)
                 for r, t in enumerate(rows):
-                    array[r, : lengths[t]] = values[t]
+                    array[r, : lengths[t]] = getattr(encoded[t], field)
                 feed[name] = array
             emb = self.session.run(None, feed)[0]
             if out is None:
