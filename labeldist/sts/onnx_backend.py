@@ -32,7 +32,14 @@ import numpy as np
 from labeldist.core.files import written_whole
 from labeldist.core.options import check_regular_file
 from labeldist.core.threads import thread_budget
-from labeldist.sts.models import cached_once, files_sha256, load_bi_encoder, offline
+from labeldist.sts.models import (
+    cached_once,
+    file_sha256,
+    files_sha256,
+    load_bi_encoder,
+    offline,
+    truncation_warning,
+)
 
 #: the backends a bi-encoder can embed with
 BACKENDS = ("onnx", "torch")
@@ -117,8 +124,6 @@ def record_file(file: Path) -> Path:
 
 def cached_export_problem(file: Path) -> str | None:
     """What is wrong with the cached export ``file`` (not a regular file, no record, another digest), or None."""
-    from labeldist.sts.scorers import file_sha256
-
     if os.path.islink(file) or os.path.islink(record_file(file)):
         return "a link, not a file an export wrote (never read through)"
     try:
@@ -188,8 +193,6 @@ def export_onnx(path: Path, file: Path) -> None:
             f"{path}: its ONNX export differs from the torch model by {difference:.2g} on test sentences (more than "
             f"{EXPORT_TOLERANCE:g}); embed with --backend torch"
         )
-    from labeldist.sts.scorers import file_sha256
-
     record = {"sha256": file_sha256(file), "model": str(path), "max_difference": difference, "opset": OPSET}
     with written_whole(record_file(file)) as aside:
         aside.write_text(json.dumps(record, indent=1))
@@ -269,9 +272,7 @@ class FastTokenizer:
 
     def encode(self, texts: list[str]) -> list[Any]:
         """The ``tokenizers.Encoding`` of each text, special tokens added, truncated to ``max_length`` with a
-        warning naming the first text that was (:func:`~labeldist.sts.scorers.truncation_warning`)."""
-        from labeldist.sts.scorers import truncation_warning
-
+        warning naming the first text that was (:func:`~labeldist.sts.models.truncation_warning`)."""
         encoded = self.cut.encode_batch(texts)
         long = [i for i, e in enumerate(encoded) if e.overflowing]
         if long:

@@ -31,7 +31,14 @@ import numpy as np
 
 from labeldist.core.files import written_whole
 from labeldist.core.options import check_regular_file
-from labeldist.sts.models import cached_once, load_bi_encoder, load_cross_encoder, model_lock
+from labeldist.sts.models import (
+    cached_once,
+    file_sha256,
+    load_bi_encoder,
+    load_cross_encoder,
+    model_lock,
+    truncation_warning,
+)
 
 #: word pieces per model input unless told otherwise (all-MiniLM-L6-v2's own limit)
 MAX_LENGTH = 256
@@ -200,15 +207,6 @@ def spot_check(
             f"{path}: cached embeddings that are not the model's embeddings of their texts (rows {rows.tolist()} "
             "checked against fresh ones)"
         )
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of the file at ``path`` (read 4 MiB at a time)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_checked(
@@ -392,17 +390,6 @@ def warn_truncated(tokenizer: object, inputs: Sequence[str | tuple[str, str]], m
     long = [i for i, n in enumerate(lengths) if n > max_length]
     if long:
         warnings.warn(truncation_warning(len(long), max_length, inputs[long[0]], lengths[long[0]], what), stacklevel=3)
-
-
-def truncation_warning(
-    count: int, max_length: int, first: str | tuple[str, str], pieces: int, what: str = "bi-encoder"
-) -> str:
-    """The words of the warning that ``count`` inputs, the first ``first`` of ``pieces`` word pieces, are
-    truncated to ``max_length``."""
-    return (
-        f"{what}: {count} input(s) longer than max_length={max_length} word pieces are truncated "
-        f"(first: {str(first)[:80]!r}..., {pieces} pieces)"
-    )
 
 
 def embedding_cache_dir() -> Path:

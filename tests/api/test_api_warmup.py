@@ -22,7 +22,7 @@ from labeldist.distances.pose import PoseDistance
 from labeldist.distances.sts import SentenceRelevance
 from labeldist.labels.pose_files import read_mpii_csv
 from labeldist.labels.sentences import read_caption_sentences
-from labeldist.sts.models import load_bi_encoder
+from labeldist.sts.onnx_backend import load_onnx_encoder
 from tests.api.api_helpers import MPII_CSV, REPO, make_settings
 from tests.conftest import write_store
 from tests.logs import LogFollower, wait_until
@@ -114,17 +114,18 @@ def test_warm_and_no_warm_cannot_both_be_given(capsys) -> None:
 
 
 def test_warm_loads_every_store_before_the_first_request(stores: Path) -> None:
-    load_bi_encoder.cache_clear()
+    """The sentence store embeds by ONNX Runtime (the CPU default): its encoder is what the warm-up loads."""
+    load_onnx_encoder.cache_clear()
     with TestClient(create_app(make_settings(stores=stores, default_warm=True))) as client:  # warm: the default
         assert client.get("/healthz").json() == {"status": "ok"}  # up, whatever the warm-up's state
         ready = wait_ready(client)
         assert ready == {"status": "ready", "warmed": ["pose", "sentences"], "failed": {}}
         registry = client.app.state.registry
         assert all(registry.entries[name].warmed for name in ("pose", "sentences"))
-        assert load_bi_encoder.cache_info().currsize == 1, "the sentence model was loaded by the warm-up"
+        assert load_onnx_encoder.cache_info().currsize == 1, "the sentence model was loaded by the warm-up"
         hits = client.post("/v1/stores/sentences/search", json={"label": "A dog runs on a beach.", "k": 3})
         assert hits.status_code == 200 and len(hits.json()["indices"]) == 3
-        assert load_bi_encoder.cache_info().misses == 1, "the first search loaded no model"
+        assert load_onnx_encoder.cache_info().misses == 1, "the first search loaded no model"
 
 
 def test_without_warm_the_service_is_ready_at_once_and_loads_on_first_need(stores: Path) -> None:
