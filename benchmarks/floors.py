@@ -251,7 +251,7 @@ def model_flops_per_token(file: Path, length: float) -> float:
     matrices = [i for i in model.graph.initializer if len(i.dims) == 2 and "embeddings" not in i.name]
     macs = sum(int(np.prod(i.dims)) for i in matrices)
     hidden = min(min(i.dims) for i in matrices)
-    layers = sum(1 for i in matrices if "intermediate" in i.name or "ffn" in i.name.lower()) or 1
+    layers = max(1, sum(1 for i in matrices if max(i.dims) > 2 * hidden) // 2)  # a feed-forward's two matrices
     return 2.0 * macs + layers * 4.0 * hidden * length
 
 
