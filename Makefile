@@ -70,6 +70,7 @@ bench-tools:
 # sentence benchmarks read the main job's stores and model: run `make run` first. bench_trainer.py needs a running
 # service and features (RESULTS.md has its command).
 bench: $(STAMP) bench-tools
+	$(BIN)/python benchmarks/floors.py
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_layout.py
 	$(BIN)/python benchmarks/bench_registry.py
