@@ -353,6 +353,7 @@ class SentenceRelevance(LabelDistance):
         (:meth:`_cache_file`); None when the scorer reads no embeddings or the file is there already."""
         if not self._embeds():
             return None
+        self._exported()
         texts = labels.text_ids[0]
         file = self._cache_file(self.model, texts)
         if load_checked(file, texts, resolve_model(self.model), self.max_length, backend=self.backend) is not None:
@@ -376,6 +377,14 @@ class SentenceRelevance(LabelDistance):
             unseen=f"cannot see {file}: it will embed all {len(texts):,} sentences itself (point LABELDIST_CACHE "
             "at a folder every worker sees)",
         )
+
+    def _exported(self) -> None:
+        """Under the onnx backend, the model's export made here, once, before any worker needs it: workers that
+        found none would each export it at once (torch loaded in each, tens of seconds on a busy machine)."""
+        if self.backend == "onnx":
+            from labeldist.sts.onnx_backend import onnx_model_file
+
+            onnx_model_file(resolve_model(self.model))
 
     def embed_once(self, labels: Sentences) -> Path | None:
         """Embed every distinct sentence of ``labels`` here, once (:func:`~labeldist.sts.scorers.encode_texts`,

@@ -143,3 +143,17 @@ def test_precompute_records_the_backend_and_a_torch_store_resumes_as_before(tmp_
     before = (tmp_path / "torch" / "zarr.json").stat().st_mtime_ns
     assert main([*common, "--backend", "torch", "--out", str(tmp_path / "torch"), "--no-progress"]) == 0
     assert (tmp_path / "torch" / "zarr.json").stat().st_mtime_ns == before
+
+
+def test_the_job_exports_the_model_before_its_workers_embed(coco_sentences, packaged_path, tmp_path, monkeypatch):
+    """The preparation (run in the job's own process before any task) leaves the export in the cache: the workers
+    only load it, instead of each exporting it at once."""
+    monkeypatch.setenv("LABELDIST_ONNX_CACHE", str(tmp_path / "onnx"))
+    monkeypatch.setenv("LABELDIST_CACHE", str(tmp_path / "cache"))
+    assert not (tmp_path / "onnx").exists()
+    preparation = SentenceRelevance("bert").preparation(coco_sentences)
+    assert preparation is not None and preparation.kwargs["backend"] == "onnx"
+    exports = list((tmp_path / "onnx").glob("*/model.onnx"))
+    assert len(exports) == 1 and record_file(exports[0]).is_file()
+    assert SentenceRelevance("bert", backend="torch").preparation(coco_sentences) is not None
+    assert list((tmp_path / "onnx").glob("*/model.onnx")) == exports  # torch exports nothing
