@@ -167,14 +167,17 @@ def files_sha256(path: Path) -> str:
 
 @cached_once(maxsize=4)
 def load_bi_encoder(path: Path, max_length: int) -> Any:
-    """A SentenceTransformer on CPU that truncates each sentence to ``max_length`` word pieces."""
+    """A SentenceTransformer that truncates each sentence to ``max_length`` word pieces, on the GPU where torch
+    sees one (the torch backend's reason to be the default there), else on the CPU."""
     offline()
     with needed("sts", "a sentence model"):
+        import torch
         from sentence_transformers import SentenceTransformer
 
     t = time.perf_counter()
-    log.info("loading the sentence model %s", path)
-    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    log.info("loading the sentence model %s on %s", path, device)
+    model = SentenceTransformer(str(path), device=device, local_files_only=True)
     model.max_seq_length = max_length
     model.eval()
     log.info("loaded the sentence model %s in %.1f s", path, time.perf_counter() - t)

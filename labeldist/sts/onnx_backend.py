@@ -36,7 +36,6 @@ from labeldist.sts.models import (
     cached_once,
     file_sha256,
     files_sha256,
-    load_bi_encoder,
     offline,
     truncation_warning,
 )
@@ -149,9 +148,13 @@ def export_onnx(path: Path, file: Path) -> None:
     renamed: two processes exporting at once each leave a whole file). Attention is traced in its eager form,
     the pattern ONNX Runtime fuses; batch and sequence axes are dynamic."""
     import torch
+    from sentence_transformers import SentenceTransformer
 
     started = time.perf_counter()
-    model = load_bi_encoder(path, EXPORT_LENGTH)
+    offline()
+    # a copy of its own on the CPU: the process's shared model may be on a GPU, and its attention is switched here
+    model = SentenceTransformer(str(path), device="cpu", local_files_only=True).eval()
+    model.max_seq_length = EXPORT_LENGTH
     names = model_inputs(path)
 
     class Embed(torch.nn.Module):
