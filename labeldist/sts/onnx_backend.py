@@ -372,5 +372,5 @@ def load_onnx_encoder(path: Path, max_length: int, threads: int) -> OnnxEncoder:
     started = time.perf_counter()
     file = onnx_model_file(path)
     encoder = OnnxEncoder(path, max_length, start_session(file, threads))
-    log.info("loaded the ONNX sentence model %s in %.1f s", file, time.perf_counter() - started)
+    log.info("loaded the sentence model %s in %.1f s (ONNX Runtime: %s)", path, time.perf_counter() - started, file)
     return encoder
