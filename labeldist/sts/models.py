@@ -201,6 +201,12 @@ def load_cross_encoder(path: Path, max_length: int) -> Any:
     return model
 
 
+def cache_root() -> Path:
+    """Where labeldist keeps what it computes once for reuse (embeddings, model exports): ``$LABELDIST_CACHE``,
+    default ``~/.cache/labeldist``."""
+    return Path(os.environ.get("LABELDIST_CACHE", Path.home() / ".cache" / "labeldist"))
+
+
 def file_sha256(path: Path) -> str:
     """SHA-256 of the file at ``path`` (read 4 MiB at a time)."""
     h = hashlib.sha256()

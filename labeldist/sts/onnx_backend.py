@@ -33,6 +33,7 @@ from labeldist.core.files import written_whole
 from labeldist.core.options import check_regular_file
 from labeldist.core.threads import thread_budget
 from labeldist.sts.models import (
+    cache_root,
     cached_once,
     file_sha256,
     files_sha256,
@@ -98,7 +99,7 @@ def onnx_cache_dir() -> Path:
     may share one folder of exports."""
     if os.environ.get("LABELDIST_ONNX_CACHE"):
         return Path(os.environ["LABELDIST_ONNX_CACHE"])
-    return Path(os.environ.get("LABELDIST_CACHE", Path.home() / ".cache" / "labeldist")) / "onnx"
+    return cache_root() / "onnx"
 
 
 def onnx_model_file(path: Path) -> Path:

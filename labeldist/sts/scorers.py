@@ -32,6 +32,7 @@ import numpy as np
 from labeldist.core.files import written_whole
 from labeldist.core.options import check_regular_file
 from labeldist.sts.models import (
+    cache_root,
     cached_once,
     file_sha256,
     load_bi_encoder,
@@ -402,7 +403,7 @@ def warn_truncated(tokenizer: object, inputs: Sequence[str | tuple[str, str]], m
 def embedding_cache_dir() -> Path:
     """Where embeddings computed once per job are left for the workers: ``$LABELDIST_CACHE/embeddings``
     (default ``~/.cache/labeldist/embeddings``); one ``.npy`` per model and set of texts (38 MB for 25k)."""
-    return Path(os.environ.get("LABELDIST_CACHE", Path.home() / ".cache" / "labeldist")) / "embeddings"
+    return cache_root() / "embeddings"
 
 
 def embedding_key(model_sha256: str, max_length: int, texts: Sequence[str], backend: str = "torch") -> str:
