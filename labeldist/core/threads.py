@@ -8,10 +8,19 @@ on a Dask worker (:func:`labeldist.engine.runner.run_block_task`). The kernel ne
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from contextvars import ContextVar
 
 _budget: ContextVar[int | None] = ContextVar("labeldist_thread_budget", default=None)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity; the machine's count where that is not known)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def thread_budget() -> int | None:

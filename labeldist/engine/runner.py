@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from labeldist.core.clusters import JOB_QUEUES, ClusterError, ClusterSpec, check_job_queue
 from labeldist.core.reading import SMALL_FILE_BYTES, read_regular
-from labeldist.core.threads import limited_threads
+from labeldist.core.threads import limited_threads, usable_cores
 from labeldist.distances.base import LabelDistance, Preparation
 from labeldist.labels.base import LabelSet
 
@@ -314,7 +314,7 @@ def worker_threads() -> int | None:
         worker = get_worker()
     except (ImportError, ValueError):  # ValueError: not in a worker
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     setting = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()  # "4,2": 4 at the outer level
     budget = int(setting) if setting.isdigit() and int(setting) > 0 else cores
     return max(1, budget // max(1, int(getattr(worker.state, "nthreads", 1))))

@@ -31,7 +31,7 @@ import numpy as np
 
 from labeldist.core.files import written_whole
 from labeldist.core.options import check_regular_file
-from labeldist.core.threads import thread_budget
+from labeldist.core.threads import thread_budget, usable_cores
 from labeldist.sts.models import (
     cache_root,
     cached_once,
@@ -362,9 +362,7 @@ def onnx_threads() -> int:
     """The threads one ONNX Runtime session may run: the engine's budget for the task at hand
     (:func:`~labeldist.core.threads.thread_budget`), else every core this process may run on."""
     budget = thread_budget()
-    if budget is not None:
-        return budget
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores() if budget is None else budget
 
 
 @cached_once(maxsize=8)

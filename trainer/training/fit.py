@@ -34,6 +34,7 @@ from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient,
 from labeldist.client.local import StoreMovedOn
 from labeldist.core.files import written_whole
 from labeldist.core.progress import progress_bar
+from labeldist.core.threads import usable_cores
 from labeldist.store.outputs import OutputError, check_output_file, make_folder
 from labeldist.trainer.inputs.augment import augment, check_crop_scale, resolve_augmentation, step_generator
 from labeldist.trainer.inputs.images import device_images
@@ -438,14 +439,6 @@ class Run:
     @property
     def checkpoint_path(self) -> Path:
         return self.out / CHECKPOINT
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity; the machine's count where that is not known)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def default_threads(images: bool) -> int:
