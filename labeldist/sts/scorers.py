@@ -379,22 +379,22 @@ class CrossEncoderScorer:
         return out
 
 
-def warn_truncated(tokenizer: object, inputs: Sequence[str | tuple[str, str]], max_length: int, what: str) -> None:
-    """Warn (naming the first one) when inputs exceed ``max_length`` word pieces and will be truncated.
+def warn_truncated(
+    tokenizer: object, inputs: Sequence[str] | Sequence[tuple[str, str]], max_length: int, what: str
+) -> None:
+    """Warn (naming the first one) when inputs, all texts or all pairs, exceed ``max_length`` word pieces and will
+    be truncated.
 
     The caller holds the model's lock: a tokenizer call resets the padding the model's own call relies on.
     """
     if not inputs:
         return
     # one batch call (the Rust tokenizer's), not one call a text: a call a text cost the torch path 10-20 %
-    pairs = [x for x in inputs if isinstance(x, tuple)]
-    if pairs and len(pairs) == len(inputs):
-        ids = tokenizer([a for a, _ in pairs], [b for _, b in pairs], verbose=False)["input_ids"]  # type: ignore[operator]
-    elif not pairs:
-        ids = tokenizer(list(inputs), verbose=False)["input_ids"]  # type: ignore[operator]
+    if isinstance(inputs[0], tuple):  # a cross-encoder's pairs, all of them
+        columns = ([a for a, _ in inputs], [b for _, b in inputs])  # type: ignore[misc]
     else:
-        ids = [tokenizer(*x if isinstance(x, tuple) else (x,), verbose=False)["input_ids"] for x in inputs]  # type: ignore[operator]
-    lengths = [len(x) for x in ids]
+        columns = (list(inputs),)
+    lengths = [len(x) for x in tokenizer(*columns, verbose=False)["input_ids"]]  # type: ignore[operator]
     long = [i for i, n in enumerate(lengths) if n > max_length]
     if long:
         warnings.warn(truncation_warning(len(long), max_length, inputs[long[0]], lengths[long[0]], what), stacklevel=3)
