@@ -104,8 +104,8 @@ class SentenceRelevance(LabelDistance):
     calibration : dict or None
         How the thresholds were found (recorded only).
     backend : str or None
-        What runs the bi-encoder (:data:`~labeldist.sts.onnx_backend.BACKENDS`): ``"onnx"`` (ONNX Runtime, about
-        2x torch on a CPU) or ``"torch"``; None: :func:`~labeldist.sts.onnx_backend.default_backend` (onnx on a
+        What runs the bi-encoder (:data:`~labeldist.sts.onnx_backend.BACKENDS`): ``"onnx"`` (ONNX Runtime, 1.4-1.65x
+        torch on a CPU) or ``"torch"``; None: :func:`~labeldist.sts.onnx_backend.default_backend` (onnx on a
         machine without CUDA). Used by a scorer that embeds with a bi-encoder, None otherwise (CBoW and the
         cross-encoder always run as they do); recorded in params when it is not torch.
 

@@ -254,7 +254,7 @@ def add_scorer_options(p: argparse.ArgumentParser) -> None:
         "--backend",
         choices=BACKENDS,
         help="what runs the bi-encoder: onnx (ONNX Runtime; the model exported once to $LABELDIST_CACHE/onnx, "
-        "about 2x torch's speed on a CPU, the same embeddings to 1e-6) or torch (default: onnx on a machine "
+        "1.4-1.65x torch's speed on a CPU, the same embeddings to 1e-6) or torch (default: onnx on a machine "
         "without CUDA where onnxruntime is installed, else torch on the GPU)",
     )
     p.add_argument("--cross-model", help="cascade: the cross-encoder folder")

@@ -3,8 +3,9 @@
 A sentence embedding is :math:`f(s)`, the bi-encoder's pooled (and, for all-MiniLM-L6-v2, normalised) output
 (Sentence-BERT, Reimers and Gurevych, EMNLP 2019). The whole ``SentenceTransformer`` (transformer, pooling,
 normalisation: whatever its modules.json lists) is traced once with ``torch.onnx.export`` and run by ONNX Runtime,
-whose fused CPU kernels embed COCO captions about 2x as fast as torch's ``encode`` on two cores
-(``benchmarks/floors.py``). The values equal torch's to about 3e-7 a component (other kernels, other roundings).
+whose fused CPU kernels embed COCO captions 1.4x as fast as torch's ``encode`` in one process on two cores, 1.65x
+on a job's two one-core workers (``benchmarks/floors.py``). The values equal torch's to about 3e-7 a component
+(other kernels, other roundings).
 
 The export is cached under :func:`onnx_cache_dir` ``/<model digest>-v<ONNX_FORMAT>/model.onnx``, keyed by
 :func:`~labeldist.sts.models.files_sha256` of the model folder, so a model retrained in place is exported again;

@@ -100,7 +100,7 @@ ENCODE_CHUNK = 1024
 def bi_encoder(path: Path, max_length: int, backend: str = "torch") -> Any:
     """The process's bi-encoder at ``path`` for ``backend``: a SentenceTransformer (``"torch"``) or an
     :class:`~labeldist.sts.onnx_backend.OnnxEncoder` on the threads the task at hand may use (``"onnx"``); both
-    have ``encode`` and ``tokenizer``."""
+    have ``encode``."""
     if backend == "onnx":
         from labeldist.sts.onnx_backend import load_onnx_encoder, onnx_threads
 
