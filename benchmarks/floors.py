@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import make_inputs, stage_seconds  # noqa: E402  (a sibling script)
+from bench_scale import make_inputs, stage_seconds  # noqa: E402  (sibling scripts)
+from timing import timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELDIST = str(Path(sys.executable).with_name("labeldist"))
@@ -72,13 +73,6 @@ def row(stage: str, measured: str, floor: str, ratio: str, goal: str) -> None:
     """One line of the final table, printed now too."""
     ROWS.append((stage, measured, floor, ratio, goal))
     print(f"  {stage}: {measured} | floor {floor} | {ratio} (goal {goal})", flush=True)
-
-
-def timed(function: Any) -> tuple[float, Any]:
-    """Wall seconds of one call and its result."""
-    started = time.perf_counter()
-    out = function()
-    return time.perf_counter() - started, out
 
 
 def run_labeldist(args: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -142,7 +136,7 @@ def sentences_stage(work: Path, n: int, k: int) -> None:
     cache = work / "cache-sentences"
     os.environ["LABELDIST_CACHE"] = str(cache)
     path = resolve_model(PACKAGED)
-    export_s, _ = timed(lambda: onnx_model_file(path))  # once per model and machine: not part of a job
+    export_s, _ = timed(lambda: onnx_model_file(path), 1)  # once per model and machine: not part of a job
     txt = sentence_file(work, n)
     labels = read_sentences(txt, needs_cbow=False)
     texts, inverse = labels.text_ids
@@ -150,9 +144,9 @@ def sentences_stage(work: Path, n: int, k: int) -> None:
 
     model = load_bi_encoder(path, MAX_LENGTH)
     load_onnx_encoder(path, MAX_LENGTH, onnx_threads())
-    torch_s, torch_emb = timed(lambda: model.encode(texts, batch_size=64, convert_to_numpy=True))
-    onnx_s, onnx_emb = timed(lambda: encode_texts(path, MAX_LENGTH, texts, backend="onnx"))
-    engine_torch_s, _ = timed(lambda: encode_texts(path, MAX_LENGTH, texts[: min(len(texts), 5120)]))
+    torch_s, torch_emb = timed(lambda: model.encode(texts, batch_size=64, convert_to_numpy=True), 1)
+    onnx_s, onnx_emb = timed(lambda: encode_texts(path, MAX_LENGTH, texts, backend="onnx"), 1)
+    engine_torch_s, _ = timed(lambda: encode_texts(path, MAX_LENGTH, texts[: min(len(texts), 5120)]), 1)
     torch_unit = torch_emb / np.linalg.norm(torch_emb, axis=1, keepdims=True)
     tokens = np.array([len(e.ids) for e in load_onnx_encoder(path, MAX_LENGTH, onnx_threads()).tokenizer.encode(texts)])
     flops = model_flops_per_token(onnx_model_file(path), float(tokens.mean())) * tokens.sum()
@@ -166,7 +160,7 @@ def sentences_stage(work: Path, n: int, k: int) -> None:
         index.add(onnx_emb[inverse])
         return index.search(onnx_emb[inverse], k + 1)
 
-    faiss_s, _ = timed(search)
+    faiss_s, _ = timed(search, 1)
     floor = onnx_s + faiss_s
 
     shutil.rmtree(cache / "embeddings", ignore_errors=True)
@@ -268,7 +262,7 @@ def vectors_stage(work: Path, n: int, k: int) -> None:
         index.add(x)
         return index.search(x, k + 1)
 
-    faiss_s, _ = timed(search)
+    faiss_s, _ = timed(search, 1)
     store = work / f"vectors{n}-store"
     shutil.rmtree(store, ignore_errors=True)
     job_s, _ = run_labeldist(
