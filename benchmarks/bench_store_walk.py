@@ -1,4 +1,4 @@
-"""The walk of a store's folders on opening (``labeldist.store.foreign_entries``, issue 45) against its floor, a bare
+"""The walk of a store's folders on opening (``labeldist.store.foreign_entries``) against its floor, a bare
 ``os.walk`` of the same tree that looks at nothing, measured side by side in one run, at N, 2N and 4N chunk-row
 folders (a kNN-only store has one folder per chunk row of each of its two arrays).
 
