@@ -111,14 +111,20 @@ def check_file(path: str | os.PathLike[str], what: str = "label file") -> None:
         raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", name)
     mode = os.stat(name).st_mode
     if not stat.S_ISREG(mode):
-        raise OSError(
-            errno.EINVAL,
-            f"{file_kind(mode)}, not a regular file: a {what} is read only from a regular file (this could block or "
-            "never end)",
-            name,
-        )
+        raise irregular_file_error(mode, name, what)
     if not os.access(name, os.R_OK):
         raise PermissionError(errno.EACCES, "permission denied (cannot read it)", name)
+
+
+def irregular_file_error(mode: int, name: str, what: str) -> OSError:
+    """The error of ``name``, a file of ``st_mode`` ``mode`` that is not regular, where a ``what`` is read: a
+    FIFO, a device or a socket could block or never end."""
+    return OSError(
+        errno.EINVAL,
+        f"{file_kind(mode)}, not a regular file: a {what} is read only from a regular file (this could block or "
+        "never end)",
+        name,
+    )
 
 
 def check_regular_file(path: str | os.PathLike[str], what: str = "file") -> None:

@@ -27,7 +27,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from labeldist.core.options import file_kind
+from labeldist.core.options import file_kind, irregular_file_error
 from labeldist.errors import LabeldistError
 
 #: the most bytes read of a file that is small by nature: a scheduler file, a split, a JSON record, a configuration
@@ -59,14 +59,9 @@ def size_words(n: int) -> str:
 def _refuse(mode: int, name: str, what: str) -> None:
     if stat.S_ISREG(mode):
         return
-    kind = file_kind(mode)
     if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, f"{kind}, not a {what}", name)
-    raise OSError(
-        errno.EINVAL,
-        f"{kind}, not a regular file: a {what} is read only from a regular file (this could block or never end)",
-        name,
-    )
+        raise IsADirectoryError(errno.EISDIR, f"{file_kind(mode)}, not a {what}", name)
+    raise irregular_file_error(mode, name, what)
 
 
 def open_regular(path: str | os.PathLike[str], what: str = "file", *, limit: int | None = None) -> BinaryIO:
