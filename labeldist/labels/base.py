@@ -6,18 +6,19 @@ blocks to Dask workers; the store keeps it as plain arrays so that any entry can
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
 from typing_extensions import Self
 
-from labeldist.core.reading import open_regular
+from labeldist.core.reading import TextFileError, open_regular
 from labeldist.errors import LabeldistError
 
 log = logging.getLogger("labeldist.labels")
@@ -31,6 +32,19 @@ def as_str_array(values: object) -> np.ndarray:
 
 class LabelError(LabeldistError, ValueError):
     """Bad label input: the message names the file, row or item at fault."""
+
+
+@contextlib.contextmanager
+def label_file_errors(path: str | os.PathLike[str], cannot: str = "cannot read") -> Iterator[None]:
+    """The errors of reading the file ``path`` in the ``with`` block as a LabelError: an OSError (missing, a
+    folder, a FIFO, no permission) as ``PATH: cannot read: reason``, a
+    :class:`~labeldist.core.reading.TextFileError` (not UTF-8, not CSV) as its own message, which names the file."""
+    try:
+        yield
+    except OSError as e:
+        raise LabelError(f"{path}: {cannot}: {e.strerror or e}") from None
+    except TextFileError as e:
+        raise LabelError(str(e)) from None
 
 
 def json_number(value: object, where: str) -> float:

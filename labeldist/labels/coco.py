@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from labeldist.core.reading import TextFileError, decode_utf8, read_regular
-from labeldist.labels.base import NESTED_TOO_DEEPLY, LabelError, check_json_value, item_id
+from labeldist.core.reading import read_regular_text
+from labeldist.labels.base import NESTED_TOO_DEEPLY, LabelError, check_json_value, item_id, label_file_errors
 
 #: names accepted by ``read_captions(format=...)``: ``auto`` tells the two layouts apart (an object is COCO, a
 #: list Karpathy)
@@ -33,12 +33,8 @@ _IMAGE_ID = re.compile(r"(\d+)\.[A-Za-z]+$")
 def load_json(path: Path) -> Any:
     """The parsed JSON file ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it if unreadable (a
     FIFO or device refused before it could block) or not UTF-8 (its line named)."""
-    try:
-        text = decode_utf8(read_regular(path, "label file"), str(path))
-    except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
-    except TextFileError as e:
-        raise LabelError(str(e)) from None
+    with label_file_errors(path):
+        text = read_regular_text(path, "label file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

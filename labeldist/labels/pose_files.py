@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.core.reading import TextFileError, read_csv
-from labeldist.labels.base import LabelError, check_header, json_number, json_repr, unique_ids
+from labeldist.core.reading import read_csv
+from labeldist.labels.base import LabelError, check_header, json_number, json_repr, label_file_errors, unique_ids
 from labeldist.labels.poses import (
     COCO_JOINTS,
     MPII_JOINTS,
@@ -200,12 +200,8 @@ def _template_joints(template: str, header: Sequence[str]) -> dict[str, str]:
 
 # ---------------------------------------------------------------- CSV
 def _read_rows(path: str) -> list[list[str]]:
-    try:
+    with label_file_errors(path):  # missing, a folder, no permission: one line naming the path, not a traceback
         rows = read_csv(path, "label file")  # UTF-8 (a byte-order mark dropped), long fields, regular files only
-    except TextFileError as e:
-        raise LabelError(str(e)) from None
-    except OSError as e:  # missing, a folder, no permission: one line naming the path, not a traceback
-        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
     if not rows:
         raise LabelError(f"{path}: empty file")
     return rows

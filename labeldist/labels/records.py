@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from labeldist.core.reading import TextFileError, decode_utf8, open_regular, read_csv, read_regular
-from labeldist.labels.base import LabelError, read_npy
+from labeldist.core.reading import open_regular, read_csv, read_regular_text
+from labeldist.labels.base import LabelError, label_file_errors, read_npy
 
 #: the suffixes a label file is split by, and what each holds
 SPLIT_SUFFIXES = {
@@ -142,11 +142,8 @@ class _Rows:
             return read_npy(self.path)
         import pyarrow.parquet as pq
 
-        try:
-            with open_regular(self.path, "label file") as f:
-                return pq.read_table(f)
-        except OSError as e:
-            raise LabelError(f"{self.path}: cannot read: {e.strerror or e}") from None
+        with label_file_errors(self.path), open_regular(self.path, "label file") as f:
+            return pq.read_table(f)
 
     def part(self, positions: Sequence[int]) -> bytes:
         buffer = io.BytesIO()
@@ -223,12 +220,8 @@ def _keypoint_records(path: Path, data: dict[str, Any]) -> _CocoKeypoints:
 
 
 def _table_records(path: Path, delimiter: str) -> _Table:
-    try:
+    with label_file_errors(path, "cannot read it as a table"):
         rows = [row for row in read_csv(path, "label file", delimiter=delimiter) if row]
-    except OSError as e:
-        raise LabelError(f"{path}: cannot read it as a table: {e.strerror or e}") from None
-    except TextFileError as e:
-        raise LabelError(str(e)) from None
     if not rows:
         raise LabelError(f"{path}: empty, no header and no rows")
     header, body = rows[0], rows[1:]
@@ -250,5 +243,5 @@ def _line_records(path: Path, kind: str) -> _Lines:
     from labeldist.labels.sentence_files import file_lines, read_plain_sentences
 
     ids, _, lines, _ = read_plain_sentences(path, kind, None, None, empty="drop", limit=None)
-    raw = file_lines(decode_utf8(read_regular(path, "label file"), str(path)))
+    raw = file_lines(read_regular_text(path, "label file"))
     return _Lines(kind, ids, [raw[n - 1] for n in lines])

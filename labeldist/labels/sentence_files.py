@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labeldist.core.reading import TextFileError, allow_long_csv_fields, csv_error, decode_utf8, read_regular
-from labeldist.labels.base import NESTED_TOO_DEEPLY, LabelError, check_header, check_json_value, item_id
+from labeldist.core.reading import allow_long_csv_fields, csv_error, read_regular_text
+from labeldist.labels.base import (
+    NESTED_TOO_DEEPLY,
+    LabelError,
+    check_header,
+    check_json_value,
+    item_id,
+    label_file_errors,
+)
 
 #: the suffixes ``format="auto"`` reads as a plain file; any other suffix is read as COCO/Karpathy JSON
 PLAIN_SUFFIXES = {".txt": "txt", ".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -37,12 +44,8 @@ class _Item:
 def _read_text(path: Path) -> str:
     """The text of ``path`` (UTF-8, a byte-order mark tolerated); a LabelError naming it (a FIFO or device refused
     before it could block), and the line of a byte that is not UTF-8."""
-    try:
-        return decode_utf8(read_regular(path, "label file"), str(path))
-    except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
-    except TextFileError as e:
-        raise LabelError(str(e)) from None
+    with label_file_errors(path):
+        return read_regular_text(path, "label file")
 
 
 def file_lines(text: str) -> list[str]:

@@ -17,9 +17,18 @@ from typing import Any, ClassVar
 import numpy as np
 from typing_extensions import Self
 
-from labeldist.core.reading import TextFileError, open_regular
+from labeldist.core.reading import open_regular
 from labeldist.core.reading import read_csv as read_csv_rows
-from labeldist.labels.base import LabelError, LabelSet, check_header, json_number, json_repr, read_npy, unique_ids
+from labeldist.labels.base import (
+    LabelError,
+    LabelSet,
+    check_header,
+    json_number,
+    json_repr,
+    label_file_errors,
+    read_npy,
+    unique_ids,
+)
 
 FORMATS = ("auto", "npy", "csv", "parquet")
 
@@ -138,12 +147,8 @@ def _pick(
 
 
 def read_csv(path: Path, columns: Sequence[str] | None, id_column: str | None) -> Vectors:
-    try:
+    with label_file_errors(path):
         rows = read_csv_rows(path, "label file")
-    except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
-    except TextFileError as e:
-        raise LabelError(str(e)) from None
     if not rows:
         raise LabelError(f"{path}: empty file")
     header, body = [h.strip() for h in rows[0]], rows[1:]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldist.core.reading import TextFileError, decode_utf8, read_regular
-from labeldist.labels.base import LabelError
+from labeldist.core.reading import decode_utf8, read_regular
+from labeldist.labels.base import LabelError, label_file_errors
 
 #: gold scores lie in [0, MAX_SCORE]
 MAX_SCORE = 5.0
@@ -74,13 +74,9 @@ def parse_sts_line(line: str, where: str) -> tuple[float, str, str]:
 def read_sts(path: str | Path) -> StsPairs:
     """All pairs of an STS-B file (UTF-8, one pair per line, blank lines skipped)."""
     path = Path(path)
-    try:
+    with label_file_errors(path):
         raw = read_regular(path, "STS-B file")
         text = decode_utf8(raw, str(path))
-    except OSError as e:
-        raise LabelError(f"{path}: cannot read: {e.strerror or e}") from None
-    except TextFileError as e:
-        raise LabelError(str(e)) from None
     scores, first, second, lines = [], [], [], []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
