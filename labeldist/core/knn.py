@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numba
 import numpy as np
@@ -441,30 +441,33 @@ def widened(tau: np.ndarray) -> np.ndarray:
 
 def cascaded_topk(
     cheap: np.ndarray,
-    refine: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    refine: Callable[[np.ndarray, np.ndarray], np.ndarray] | Sequence[Callable[[np.ndarray, np.ndarray], np.ndarray]],
     exact: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
     k: int,
     exclude: np.ndarray | None,
     refine_first: int = 4,
     first_round: int = 2,
+    step: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
-    r"""Exact k nearest per row through two lower bounds, a cheap one for every pair and a tight one for few:
-    :math:`B_{ij} \le L_{ij} \le D_{ij}`.
+    r"""Exact k nearest per row through a cascade of lower bounds, a cheap one for every pair and tighter ones for
+    fewer: :math:`B_{ij} \le L^{(1)}_{ij}, \dots, L^{(t)}_{ij} \le D_{ij}`.
 
-    Row :math:`i` first gets the tight bound of about ``refine_first * k`` columns of smallest :math:`B`, and exact
-    distances for the ``first_round * k`` of smallest :math:`L` among them (the first k, then the others against
-    the k-th of those); :math:`\tau_i` is the k-th smallest of them, widened to the next float32 up
-    (:func:`widened`). A column with :math:`B_{ij} > \tau_i` or :math:`L_{ij} > \tau_i` cannot enter (or tie
-    with) the top k, so the tight bound is then computed where :math:`B_{ij} \le \tau_i`, and the exact distance
-    where :math:`L_{ij} \le \tau_i` as well (Kusner et al., ICML 2015, §4 "prefetch and prune", with a cascade of
-    bounds). Selection is on float32 values, ties broken by index, as :func:`topk_rows`, from the computed pairs
+    Row :math:`i` first gets the first tight bound of about ``refine_first * k`` columns of smallest :math:`B`, each
+    further bound for the ``first_round * k`` of smallest bound so far, and exact distances for the k of smallest
+    bound; :math:`\tau_i` is the k-th smallest of them, widened to the next float32 up (:func:`widened`). A column
+    whose bound is above :math:`\tau_i` cannot enter (or tie with) the top k, so each bound is then computed where
+    the bounds before it are at most :math:`\tau_i`, and exact distances where all of them are: ``step`` a row at a
+    time (k / 8 by default), in increasing order of the tightest bound, :math:`\tau_i` lowered after each round and
+    the columns it rules out dropped (Kusner et al., ICML 2015, §4 "prefetch and prune", with a cascade of bounds).
+    The exact distances computed are then those whose bound is below the row's k-th distance, and at most a round
+    more. Selection is on float32 values, ties broken by index, as :func:`topk_rows`, from the computed pairs
     alone: no (n, N) array beyond ``cheap`` is made, none is sorted.
 
     Parameters
     ----------
     cheap : (n, N) the cheap bounds; the row's own column is set to +inf here (``exclude``), in place.
     refine : ``refine(rows, cols)`` -> float64 tight bounds of the index pairs ``(rows[t], cols[t])``; ``rows``
-        index the block's rows (0..n-1), ``cols`` the columns.
+        index the block's rows (0..n-1), ``cols`` the columns. Or a sequence of them, from cheaper to tighter.
     exact : ``exact(rows, cols, limits)`` -> float64 exact distances of those pairs, except where one is above
         ``limits[t]``: there any value above ``limits[t]`` will do (a solver may stop early).
     k : neighbours per row.  exclude : (n,) column of each row's own item, or None.
@@ -472,8 +475,9 @@ def cascaded_topk(
     Returns
     -------
     indices (n, k) int32, distances (n, k) float32 (-1 / +inf padded), the number of exact distances computed and
-    the number of tight bounds computed.
+    the number of tight bounds computed (all of the tiers).
     """
+    refiners = [refine] if callable(refine) else list(refine)
     n, m = cheap.shape
     if exclude is not None and n:
         cheap[np.arange(n), exclude] = np.inf
@@ -483,31 +487,56 @@ def cascaded_topk(
     dists = np.full((n, k), np.inf, dtype=np.float32)
     if kk <= 0 or n == 0:
         return indices, dists, 0, 0
-    r1, c1 = smallest_entries(cheap, min(avail, refine_first * kk))
-    t1 = refine(r1, c1)
-    ranked = smallest_per_row(r1, c1, t1, n, first_round * kk)  # by row, then tight bound
-    starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(r1[ranked], minlength=n), out=starts[1:])
-    early = (np.arange(len(ranked)) - starts[r1[ranked]]) < kk
-    er, ec = r1[ranked], c1[ranked]
-    ev = np.empty(len(ranked), dtype=np.float32)
-    ev[early] = exact(er[early], ec[early], np.full(int(early.sum()), np.inf))
-    tau = kth_per_row(er[early], ev[early].astype(np.float64), n, kk)
-    ev[~early] = exact(er[~early], ec[~early], widened(tau)[er[~early]])
-    tau = kth_per_row(er, ev.astype(np.float64), n, kk)
-    limit = widened(tau)
+    step = max(1, kk // 8) if step is None else step
+    # the seed: every tier for the columns of smallest bound so far, exact distances for k a row
+    rows, cols = smallest_entries(cheap, min(avail, refine_first * kk))
+    bound = refiners[0](rows, cols)
+    level = np.zeros(len(rows), dtype=np.int64)  # the tightest tier each bound has been through
+    refined = len(rows)
+    for tier, tighter in enumerate(refiners[1:], 1):
+        sel = smallest_per_row(rows, cols, bound, n, first_round * kk)
+        bound[sel] = np.maximum(bound[sel], tighter(rows[sel], cols[sel]))
+        level[sel] = tier
+        refined += len(sel)
+    first = smallest_per_row(rows, cols, bound, n, kk)
+    er, ec = rows[first], cols[first]
+    ev = exact(er, ec, np.full(len(first), np.inf)).astype(np.float32)
+    limit = widened(kth_per_row(er, ev.astype(np.float64), n, kk))
+
+    def settle(limit: np.ndarray) -> np.ndarray:
+        """Every tier for the pairs within the limit, then their exact distances by increasing bound, step a row a
+        round, the limit lowered after each round. Returns the last limit."""
+        nonlocal er, ec, ev, refined
+        for tier, tighter in enumerate(refiners[1:], 1):
+            todo = np.flatnonzero((level < tier) & (bound <= limit[rows]))
+            bound[todo] = np.maximum(bound[todo], tighter(rows[todo], cols[todo]))
+            level[todo] = tier
+            refined += len(todo)
+        pending = np.flatnonzero((bound <= limit[rows]) & ~np.isin(rows * m + cols, er * m + ec))
+        while len(pending):
+            take = pending[smallest_per_row(rows[pending], cols[pending], bound[pending], n, step)]
+            tr, tc = rows[take], cols[take]
+            er, ec = np.concatenate([er, tr]), np.concatenate([ec, tc])
+            ev = np.concatenate([ev, exact(tr, tc, limit[tr]).astype(np.float32)])
+            limit = widened(kth_per_row(er, ev.astype(np.float64), n, kk))
+            pending = np.setdiff1d(pending, take, assume_unique=True)
+            pending = pending[bound[pending] <= limit[rows[pending]]]
+        return limit
+
+    # the seed's columns first: the limit falls close to the row's k-th distance before the rest are looked at
+    limit = settle(limit)
     r2, c2 = entries_at_most(cheap, limit)
-    fresh = ~np.isin(r2 * m + c2, r1 * m + c1)
+    fresh = ~np.isin(r2 * m + c2, rows * m + cols)
     r2, c2 = r2[fresh], c2[fresh]
-    rows, cols = np.concatenate([r1, r2]), np.concatenate([c1, c2])
-    tight = np.concatenate([t1, refine(r2, c2)])
-    more = (tight <= limit[rows]) & ~np.isin(rows * m + cols, er * m + ec)
-    mr, mc = rows[more], cols[more]
-    rows, cols = np.concatenate([er, mr]), np.concatenate([ec, mc])
-    values = np.concatenate([ev, exact(mr, mc, limit[mr]).astype(np.float32)])
-    best = smallest_per_row(rows, cols, values, n, kk)
-    r, c, v = rows[best], cols[best], values[best]
+    rows, cols = np.concatenate([rows, r2]), np.concatenate([cols, c2])
+    bound = np.concatenate([bound, refiners[0](r2, c2)])
+    level = np.concatenate([level, np.zeros(len(r2), dtype=np.int64)])
+    refined += len(r2)
+    settle(limit)
+    best = smallest_per_row(er, ec, ev, n, kk)
+    r, c, v = er[best], ec[best], ev[best]
+    starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=n), out=starts[1:])
     slot = np.arange(len(r)) - starts[r]
     indices[r, slot], dists[r, slot] = c, v
-    return indices, dists, len(er) + len(mr), len(r1) + len(r2)
+    return indices, dists, len(er), refined

@@ -1,4 +1,4 @@
-"""Two lower bounds of the caption-set WMD for an exact kNN search: a cheap one over all pairs, a tight one over few.
+"""Three lower bounds of the caption-set WMD for an exact kNN search: a cheap one for all pairs, tighter ones for few.
 
 Kim et al., CVPR 2019, Eq. 13 sums, over the captions of each image, the WMD to the nearest caption of the other:
 
@@ -16,8 +16,11 @@ Kim et al., CVPR 2019, Eq. 13 sums, over the captions of each image, the WMD to 
 - :func:`pair_set_rwmd`, the tight one, for the pairs that :math:`B` does not rule out: Eq. 13 over caption-pair
   relaxed WMDs :math:`R = \\max(\\ell_1, \\ell_2) \\le WMD` (the bound ``CaptionSetWMD.lower_bound_block`` computes
   for whole rows), pair by pair.
+- :func:`pair_set_reduction`, the tightest, for the pairs that :math:`R` does not rule out: Eq. 13 over each
+  caption pair's Hungarian reduction bound (:func:`~labeldist.distances.wmd_bounds.reduction_bound`, at least
+  :math:`R`), from each caption pair's whole cost matrix.
 
-Both read word distances from one table per chunk of row images (:class:`ChunkTables`): lower bounds on the
+All read word distances from one table per chunk of row images (:class:`ChunkTables`): lower bounds on the
 distances between the chunk's words and every column word (one BLAS product, rounded down), so the bounds stay
 bounds after rounding.
 """
@@ -30,7 +33,7 @@ import numba
 import numpy as np
 
 from labeldist.distances.nbow import Bags
-from labeldist.distances.wmd_bounds import euclidean_lower_bounds, nearest_in_texts
+from labeldist.distances.wmd_bounds import euclidean_lower_bounds, nearest_in_texts, reduction_bound
 
 # the bounds are shrunk by this relative margin before they are compared with exact values: float32 tables and
 # sums in another order than the exact kernel's stay far below it (each under 1e-6 relative)
@@ -249,3 +252,94 @@ def pair_set_rwmd(
         np.asarray(j, dtype=np.int64),
         1.0 - BOUND_MARGIN,
     )
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_set_reduction(  # pragma: no cover - compiled
+    dist_t, ids_a, w_a, off_a, cap_a, local_a, words_a, word_off_a, ids_b, w_b, off_b, cap_b, pi, pj, shrink
+):
+    n_words = dist_t.shape[0]
+    widest, most_a, most_b, longest = 1, 1, 1, 1
+    for i in range(len(word_off_a) - 1):
+        widest = max(widest, word_off_a[i + 1] - word_off_a[i])
+        most_a = max(most_a, cap_a[i + 1] - cap_a[i])
+    for j in range(len(cap_b) - 1):
+        most_b = max(most_b, cap_b[j + 1] - cap_b[j])
+    for x in range(len(off_a) - 1):
+        longest = max(longest, off_a[x + 1] - off_a[x])
+    for y in range(len(off_b) - 1):
+        longest = max(longest, off_b[y + 1] - off_b[y])
+    # the word distances of one row image, column word by column word, as in _pair_set_rwmd
+    table = np.empty((n_words, widest), dtype=dist_t.dtype)
+    filled = np.full(n_words, -1, dtype=np.int64)
+    cost = np.empty((longest, longest))
+    u = np.empty(longest)
+    v = np.empty(longest)
+    m = np.empty((most_a, most_b))
+    out = np.empty(len(pi))
+    for t in range(len(pi)):
+        i, j = pi[t], pj[t]
+        x0, x1, y0, y1 = cap_a[i], cap_a[i + 1], cap_b[j], cap_b[j + 1]
+        u0, u1 = word_off_a[i], word_off_a[i + 1]
+        for f in range(off_b[y0], off_b[y1]):
+            w = ids_b[f]
+            if filled[w] != i:
+                filled[w] = i
+                for e in range(u1 - u0):
+                    table[w, e] = dist_t[w, words_a[u0 + e]]
+        for x in range(x0, x1):
+            a0, a1 = off_a[x], off_a[x + 1]
+            for y in range(y0, y1):
+                b0, b1 = off_b[y], off_b[y + 1]
+                for r in range(a1 - a0):
+                    for s in range(b1 - b0):
+                        cost[r, s] = table[ids_b[b0 + s], local_a[a0 + r]]
+                m[x - x0, y - y0] = reduction_bound(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1], u, v)
+        total = 0.0  # Eq. 13 over the caption-pair bounds
+        for x in range(x1 - x0):
+            low = np.inf
+            for y in range(y1 - y0):
+                low = min(low, m[x, y])
+            total += low
+        for y in range(y1 - y0):
+            low = np.inf
+            for x in range(x1 - x0):
+                low = min(low, m[x, y])
+            total += low
+        out[t] = total * shrink
+    return out
+
+
+def pair_set_reduction(
+    tables: ChunkTables, cols: Bags, col_caption_offsets: np.ndarray, i: np.ndarray, j: np.ndarray
+) -> np.ndarray:
+    """The tightest bound of the search, for the pairs that :func:`pair_set_rwmd` leaves: Eq. 13 over each caption
+    pair's Hungarian reduction bound (:func:`~labeldist.distances.wmd_bounds.reduction_bound`, never below its
+    relaxed WMD), :math:`\\sum_x \\min_y H(x, y) + \\sum_y \\min_x H(x, y) \\le W`, for the pairs (row image ``i[t]``
+    of the chunk, column image ``j[t]``): (len(i),) float64, shrunk by :data:`BOUND_MARGIN`.
+
+    Each caption pair's cost matrix is read from ``dist_t`` (lower bounds of the word distances, so the bound stays
+    one), through a copy of the row image's columns made once per run of pairs with the same row image: pairs are
+    visited by row image. About 2.5x :func:`pair_set_rwmd`'s time a pair (4.7 us at 40,000 images), a fifth of an exact W's."""
+    i = np.asarray(i, dtype=np.int64)
+    j = np.asarray(j, dtype=np.int64)
+    by_row = np.argsort(i, kind="stable")
+    out = np.empty(len(i))
+    out[by_row] = _pair_set_reduction(
+        tables.dist_t,
+        tables.ids,
+        tables.weights,
+        tables.offsets,
+        tables.caption_offsets,
+        tables.local,
+        tables.words,
+        tables.word_offsets,
+        cols.ids,
+        cols.weights,
+        cols.offsets,
+        np.asarray(col_caption_offsets, dtype=np.int64),
+        i[by_row],
+        j[by_row],
+        1.0 - BOUND_MARGIN,
+    )
+    return out

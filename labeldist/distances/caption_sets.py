@@ -24,6 +24,7 @@ from labeldist.distances.caption_bounds import (
     chunk_tables,
     image_word_bounds,
     image_words,
+    pair_set_reduction,
     pair_set_rwmd,
 )
 from labeldist.distances.nbow import longest_bag, nbow, unit_rows, word_costs
@@ -32,7 +33,7 @@ from labeldist.distances.wmd import wmd_many, wmd_pairs
 from labeldist.distances.wmd_bounds import (
     euclidean_lower_bounds,
     nearest_in_texts,
-    rwmd_cost,
+    reduction_bound,
     rwmd_many,
     rwmd_to_all,
     wcd_many,
@@ -177,13 +178,16 @@ def _pruned_w(  # pragma: no cover - compiled
     cmin,
     pending,
     limit,
+    du,
+    dv,
 ):
     """Eq. 13 for one image pair, solving only the caption WMDs that can still lower a minimum.
 
     Row captions ``x0:x1`` and column captions ``y0:y1`` are bags (``off_a``/``off_b``) whose entries name
     rows (``row_word``) and columns (``col_word``) of ``table``, the word distances. Every caption pair first
-    gets its cost matrix (gathered from ``table``) and its relaxed WMD :math:`R \\le WMD` (Kusner et al.,
-    §4), shrunk by a relative 1e-9 against rounding. Pairs are then visited by increasing bound; the exact
+    gets its cost matrix (gathered from ``table``) and its Hungarian reduction bound :math:`R \\le WMD`
+    (:func:`~labeldist.distances.wmd_bounds.reduction_bound`, at least the relaxed WMD of Kusner et al., §4), shrunk
+    by a relative 1e-9 against rounding. Pairs are then visited by increasing bound; the exact
     WMD of :math:`(x, y)` is solved unless :math:`R(x, y)` already reaches both the smallest WMD found so far
     in row :math:`x` and in column :math:`y` — then :math:`WMD(x, y)` can lower neither minimum. The minima,
     hence W, are exactly those of the full table; both sums run in caption order as in :func:`_eq13`.
@@ -203,7 +207,7 @@ def _pruned_w(  # pragma: no cover - compiled
             for r in range(a1 - a0):
                 for s in range(b1 - b0):
                     cost[r, s] = table[row_word[a0 + r], col_word[b0 + s]]
-            bound[x * nc + y] = rwmd_cost(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1]) * (1.0 - 1e-9)
+            bound[x * nc + y] = reduction_bound(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1], du, dv) * (1.0 - 1e-9)
     # visiting order: by increasing bound (insertion sort of at most a few dozen entries, no allocation)
     for q in range(nr * nc):
         p = q - 1
@@ -268,6 +272,8 @@ def _scratch(mmax, cmax):  # pragma: no cover - compiled
         np.empty(cmax),
         np.empty(cmax),
         np.empty(pairs),
+        np.empty(mmax),
+        np.empty(mmax),
     )
 
 
@@ -277,7 +283,7 @@ def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj, limit
     :func:`_pruned_w`). Over each run of pairs with the same row image, the distances from its distinct words to
     the words of its partners are computed once (a column of the vocabulary-wide table at first use). Returns W
     (n,) and the number of WMDs solved."""
-    ws, cost, bound, order, rmin, cmin, pending = _scratch(longest_bag(off), longest_bag(cap))
+    ws, cost, bound, order, rmin, cmin, pending, du, dv = _scratch(longest_bag(off), longest_bag(cap))
     n_words = vectors.shape[0]
     table = np.empty((longest_bag(img_off), n_words))
     filled = np.full(n_words, -1, dtype=np.int64)  # the run whose row words column v holds
@@ -313,6 +319,8 @@ def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj, limit
             cmin,
             pending,
             limits[t],
+            du,
+            dv,
         )
         solved += n
     return out, solved
@@ -326,7 +334,7 @@ def _block_w(  # pragma: no cover - compiled
     column vocabulary once. Returns W (n_a, n_b) and the WMDs solved."""
     n_a, n_b = len(cap_a) - 1, len(cap_b) - 1
     mmax, cmax = max(longest_bag(off_a), longest_bag(off_b)), max(longest_bag(cap_a), longest_bag(cap_b))
-    ws, cost, bound, order, rmin, cmin, pending = _scratch(mmax, cmax)
+    ws, cost, bound, order, rmin, cmin, pending, du, dv = _scratch(mmax, cmax)
     table = np.empty((longest_bag(img_off_a), vb.shape[0]))
     out = np.empty((n_a, n_b))
     solved = 0
@@ -355,6 +363,8 @@ def _block_w(  # pragma: no cover - compiled
                 cmin,
                 pending,
                 np.inf,
+                du,
+                dv,
             )
             solved += n
     return out, solved
@@ -755,10 +765,11 @@ class CaptionSetWMD(LabelDistance):
         return out
 
     def knn_block(self, labels: LabelSet, start: int, stop: int, k: int) -> tuple[np.ndarray, np.ndarray, int] | None:
-        """The exact k nearest of images ``start:stop`` among all of ``labels``, through two lower bounds
+        """The exact k nearest of images ``start:stop`` among all of ``labels``, through three lower bounds
         (:mod:`labeldist.distances.caption_bounds`): the image-word bound for every pair, the caption-level bound
-        (as :meth:`lower_bound_block`'s) for the pairs it leaves, the exact W (:meth:`pairs`) for the pairs that
-        both leave (:func:`~labeldist.core.knn.cascaded_topk`). Row images go in chunks whose word tables fit
+        (as :meth:`lower_bound_block`'s) for the pairs it leaves, the reduction bound for the pairs both leave, the
+        exact W (:meth:`pairs_within`) for the pairs all three leave, by increasing bound
+        (:func:`~labeldist.core.knn.cascaded_topk`). Row images go in chunks whose word tables fit
         ``_LB_CHUNK_BYTES``. Returns indices, distances and the number of exact distances computed."""
         labels = self._check(labels, labels)[0]
         prepared = self._prepared(labels)
@@ -771,11 +782,14 @@ class CaptionSetWMD(LabelDistance):
             def tight(r: np.ndarray, c: np.ndarray, tables: ChunkTables = tables) -> np.ndarray:
                 return pair_set_rwmd(tables, bags, labels.caption_offsets, r, c)
 
+            def tighter(r: np.ndarray, c: np.ndarray, tables: ChunkTables = tables) -> np.ndarray:
+                return pair_set_reduction(tables, bags, labels.caption_offsets, r, c)
+
             def exact(r: np.ndarray, c: np.ndarray, limits: np.ndarray, i0: int = i0) -> np.ndarray:
                 return self.pairs_within(labels, r + i0, c, limits)
 
             cheap = image_word_bounds(tables, words)
-            indices, dists, count, _ = cascaded_topk(cheap, tight, exact, k, exclude=np.arange(i0, i1))
+            indices, dists, count, _ = cascaded_topk(cheap, (tight, tighter), exact, k, exclude=np.arange(i0, i1))
             found.append((indices, dists))
             computed += count
             del tables, cheap

@@ -311,12 +311,34 @@ def _slow_image_word_bound(d, labels, i, j):
     return total
 
 
+def _slow_reduction_bound(d, labels, i, j):
+    """Eq. 13 over each caption pair's Hungarian reductions (rows then columns, and the other order, the larger), by
+    NumPy on scipy's cdist of the words."""
+    b = d._prepared(labels).bags(labels)
+    co = labels.caption_offsets
+    m = np.empty((co[i + 1] - co[i], co[j + 1] - co[j]))
+    for x in range(co[i], co[i + 1]):
+        for y in range(co[j], co[j + 1]):
+            ex, ey = slice(b.offsets[x], b.offsets[x + 1]), slice(b.offsets[y], b.offsets[y + 1])
+            cost, wx, wy = cdist(b.vectors[b.ids[ex]], b.vectors[b.ids[ey]]), b.weights[ex], b.weights[ey]
+            u, v = cost.min(axis=1), cost.min(axis=0)
+            m[x - co[i], y - co[j]] = max(
+                wx @ u + wy @ (cost - u[:, None]).min(axis=0), wy @ v + wx @ (cost - v[None, :]).min(axis=1)
+            )
+    return m.min(axis=1).sum() + m.min(axis=0).sum()
+
+
 @pytest.mark.parametrize("normalize", [True, False])
 def test_the_search_bounds_are_ordered_below_the_exact_value(coco, normalize):
-    """image-word bound <= caption-level bound <= W on a block of 16 rows against 5,000 images, near pairs and
-    random ones; the caption-level bound of the search equals lower_bound_block's, and the image-word bound a
-    slow loop's."""
-    from labeldist.distances.caption_bounds import chunk_tables, image_word_bounds, pair_set_rwmd
+    """image-word bound <= caption-level bound <= reduction bound <= W on a block of 16 rows against 5,000 images,
+    near pairs and random ones; the caption-level bound of the search equals lower_bound_block's, the image-word
+    bound a slow loop's, the reduction bound NumPy's reductions of each caption pair's cost matrix."""
+    from labeldist.distances.caption_bounds import (
+        chunk_tables,
+        image_word_bounds,
+        pair_set_reduction,
+        pair_set_rwmd,
+    )
 
     d = CaptionSetWMD(normalize=normalize)
     b, words = d._prepared(coco).bags(coco), d._prepared(coco).image_words(coco)
@@ -330,8 +352,12 @@ def test_the_search_bounds_are_ordered_below_the_exact_value(coco, normalize):
     c = np.concatenate([near.ravel(), rng.integers(0, len(coco), 200)])
     tight = pair_set_rwmd(tables, b, coco.caption_offsets, r, c)
     exact = d.pairs(coco, r + i0, c)
-    assert (cheap[r, c] <= tight).all() and (tight <= exact).all()
+    tighter = pair_set_reduction(tables, b, coco.caption_offsets, r, c)
+    assert (cheap[r, c] <= tight).all() and (tight <= tighter * (1 + 1e-9)).all() and (tighter <= exact).all()
     assert np.median(tight[exact > 0] / exact[exact > 0]) > 0.9
+    assert np.mean(tighter > tight * (1 + 1e-6)) > 0.3
+    for t in rng.choice(len(r), 6, replace=False):
+        assert tighter[t] == pytest.approx(_slow_reduction_bound(d, coco, r[t] + i0, c[t]), rel=2e-6)
     old = d.lower_bound_block(coco.subset(slice(i0, i1)), coco)[r, c]
     np.testing.assert_allclose(tight, old, rtol=2e-6)
     for t in rng.choice(len(r), 12, replace=False):

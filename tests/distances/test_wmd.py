@@ -14,7 +14,9 @@ from labeldist.distances.wmd import wmd, wmd_many, wmd_pairs
 from labeldist.distances.wmd_bounds import (
     centroids,
     euclidean_lower_bounds,
+    reduction_bound,
     rwmd,
+    rwmd_cost,
     rwmd_linear_many,
     rwmd_many,
     wcd,
@@ -158,6 +160,41 @@ def _select(tok, off, which):
     new = np.concatenate([[0], np.cumsum(lengths)])
     flat = np.concatenate([np.arange(off[w], off[w + 1]) for w in which])
     return tok[flat], new
+
+
+def _slow_reduction_bound(cost, a, b):
+    """The Hungarian reductions by NumPy: row minima then column minima of what is left, and the other order."""
+    u = cost.min(axis=1)
+    first = a @ u + b @ (cost - u[:, None]).min(axis=0)
+    v = cost.min(axis=0)
+    second = b @ v + a @ (cost - v[None, :]).min(axis=1)
+    return max(first, second)
+
+
+def test_reduction_bound_lies_between_rwmd_and_pot(texts, pairs):
+    """On real caption pairs, the relaxed WMD <= the reduction bound <= POT's exact transport cost, the bound equal
+    to a NumPy computation of the same reductions; above the relaxed WMD on some pairs (words sharing a nearest
+    word), equal to the exact cost on two words sent to one."""
+    tok, off, vec = texts
+    i, j = pairs
+    above = 0
+    for k, l in zip(i[:300], j[:300]):
+        (x, dx), (y, dy) = _bag(tok, off, vec, k), _bag(tok, off, vec, l)
+        cost = cdist(x, y)
+        m, n = cost.shape
+        ours = reduction_bound(cost, m, n, dx, dy, np.empty(m), np.empty(n))
+        relaxed = rwmd_cost(cost, m, n, dx, dy)
+        exact = ot.emd2(dx, dy, cost)
+        assert relaxed <= ours * (1 + 1e-12) + 1e-15 and ours <= exact * (1 + 1e-12) + 1e-15
+        assert ours == pytest.approx(_slow_reduction_bound(cost, dx, dy), rel=1e-12, abs=1e-15)
+        above += ours > relaxed * (1 + 1e-9)
+    assert above > 10
+    # {man, person} -> {man, dog}: both words' nearest is "man"; the relaxed WMD lets both go there
+    cost = np.array([[0.0, 0.8], [0.3, 0.9]])
+    half = np.array([0.5, 0.5])
+    assert rwmd_cost(cost, 2, 2, half, half) == pytest.approx(0.4)
+    assert reduction_bound(cost, 2, 2, half, half, np.empty(2), np.empty(2)) == pytest.approx(0.45)
+    assert ot.emd2(half, half, cost) == pytest.approx(0.45)
 
 
 def test_rwmd_does_not_dominate_wcd():

@@ -186,6 +186,48 @@ def test_cascaded_topk_equals_brute_force_with_a_solver_that_gives_up(k):
     assert computed == sum(exact_calls) < 30 * 299 and refined == sum(tight_calls) < 30 * 299
 
 
+@pytest.mark.parametrize("k", [1, 7, 20])
+def test_cascaded_topk_through_several_bounds_computes_little_more_than_its_floor(k):
+    """Euclidean kNN in 6-D through bounds made of the first coordinates (3 for the cheap one, then 4 and 5): lists
+    equal brute force; each tighter bound is computed for fewer pairs; the exact distances computed are at least
+    those whose tightest bound is at most the row's k-th distance (the floor of any search with that bound), and
+    at most the seed's k and a round (``step``) more a row; fewer than with the 4-coordinate bound alone."""
+    from labeldist.core.knn import cascaded_topk
+
+    x = np.random.default_rng(k).normal(size=(400, 6))
+    rows = np.arange(50, 90)
+    full = np.linalg.norm(x[rows, None] - x[None], axis=2)
+
+    def cheap():
+        return np.linalg.norm(x[rows, None, :3] - x[None, :, :3], axis=2).astype(np.float32) * np.float32(1 - 1e-6)
+
+    calls = {4: 0, 5: 0}
+
+    def bound(dims):
+        def f(r, c):
+            calls[dims] += len(r)
+            return np.linalg.norm(x[rows[r], :dims] - x[c, :dims], axis=1)
+
+        return f
+
+    def exact(r, c, limits):
+        return np.linalg.norm(x[rows[r]] - x[c], axis=1)
+
+    idx, dist, computed, refined = cascaded_topk(cheap(), [bound(4), bound(5)], exact, k, exclude=rows)
+    ref_idx, ref_dist = topk_rows(full.astype(np.float32), k, exclude=rows)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_array_equal(dist, ref_dist)
+    assert refined == sum(calls.values()) and calls[4] > calls[5]
+    tightest = np.linalg.norm(x[rows, None, :5] - x[None, :, :5], axis=2)
+    tightest[np.arange(len(rows)), rows] = np.inf
+    kth = np.sort(np.where(np.arange(400)[None] == rows[:, None], np.inf, full), axis=1)[:, k - 1]
+    floor = int((tightest <= kth[:, None]).sum())
+    assert floor <= computed <= floor + (k + max(1, k // 8)) * len(rows)
+    one_bound = cascaded_topk(cheap(), bound(4), exact, k, exclude=rows)
+    np.testing.assert_array_equal(one_bound[0], ref_idx)
+    assert computed < one_bound[2]
+
+
 def test_cascaded_topk_keeps_ties_broken_by_index_and_pads_short_rows():
     from labeldist.core.knn import cascaded_topk
 
