@@ -320,7 +320,8 @@ def pair_set_reduction(
 
     Each caption pair's cost matrix is read from ``dist_t`` (lower bounds of the word distances, so the bound stays
     one), through a copy of the row image's columns made once per run of pairs with the same row image: pairs are
-    visited by row image. About 2.5x :func:`pair_set_rwmd`'s time a pair (4.7 us at 40,000 images), a fifth of an exact W's."""
+    visited by row image. About 2.5x :func:`pair_set_rwmd`'s time a pair (4.7 us at 40,000 images), a fifth of an
+    exact W's."""
     i = np.asarray(i, dtype=np.int64)
     j = np.asarray(j, dtype=np.int64)
     by_row = np.argsort(i, kind="stable")
