@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import TypeAdapter
 from starlette.requests import Request
@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from labeldist.api.compute import guard_for
 from labeldist.api.deps import compute_allowed
-from labeldist.api.errors import APIError, api_error_handler
+from labeldist.api.errors import APIError, api_error_handler, internal_error_handler
 from labeldist.api.registry import ServedStore
 from labeldist.api.routers.batches import batches_response
 from labeldist.api.routers.neighbors import check_neighbors, neighbors_answer
@@ -57,10 +57,15 @@ _BATCHES_BODY: TypeAdapter[BatchesByAnchors | BatchesByCount] = TypeAdapter(Batc
 
 
 class FastPath:
-    """Answers well-formed neighbour and batch requests of served stores itself; hands on all others."""
+    """Answers well-formed neighbour and batch requests of served stores itself; hands on all others.
 
-    def __init__(self, app: ASGIApp) -> None:
+    ``state``: the app's state (its ``registry`` and ``settings``), where the fast path sits in front of the app
+    (:class:`labeldist.api.main.ServiceApp`: before Starlette's middleware stack, whose layers a request that this
+    answers never needs); None: ``scope["app"].state``, as a middleware inside the app."""
+
+    def __init__(self, app: ASGIApp, state: Any = None) -> None:
         self.app = app
+        self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not scope.get("root_path"):
@@ -77,10 +82,8 @@ class FastPath:
                         return
         await self.app(scope, receive, send)
 
-    @staticmethod
-    def _state(scope: Scope) -> Any:
-        app = scope.get("app")
-        state = getattr(app, "state", None)
+    def _state(self, scope: Scope) -> Any:
+        state = self.state if self.state is not None else getattr(scope.get("app"), "state", None)
         return state if state is not None and hasattr(state, "registry") else None
 
     async def _neighbors(self, scope: Scope, send: Send, match: re.Match[str]) -> bool:
@@ -102,6 +105,8 @@ class FastPath:
             response = await neighbors_answer(store, index, k)
         except APIError as exc:
             response = await api_error_handler(Request(scope), exc)
+        except Exception as exc:
+            await _internal_error(scope, send, exc)
         await response(scope, _no_receive, send)
         return True
 
@@ -146,8 +151,19 @@ class FastPath:
             response = await batches_response(store, settings, allow, parsed, False, guard_for(state), receive)
         except APIError as exc:
             response = await api_error_handler(Request(scope), exc)
+        except Exception as exc:
+            await _internal_error(scope, send, exc)
         await response(scope, _no_receive, send)
         return None
+
+
+async def _internal_error(scope: Scope, send: Send, exc: Exception) -> NoReturn:
+    """What Starlette's ServerErrorMiddleware does with the app's handler, for the fast path in front of it: the
+    JSON 500 of :func:`~labeldist.api.errors.internal_error_handler`, then the exception raised again for the
+    server to log with its traceback."""
+    response = await internal_error_handler(Request(scope), exc)
+    await response(scope, _no_receive, send)
+    raise exc
 
 
 def _replay(body: bytes, receive: Receive, then: Message | None = None) -> Receive:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from labeldist import __version__
 from labeldist.api.compute import ComputePool
@@ -31,6 +33,28 @@ parameters (non-finite numbers echoed as strings), 503 store not complete, 500 a
 The neighbour browser is at [/ui](/ui)."""
 
 
+class ServiceApp(FastAPI):
+    """The FastAPI app with two pure-ASGI layers in front of Starlette's middleware stack: the body limits
+    (:class:`~labeldist.api.middleware.BodySizeLimit`), then the fast path (:class:`~labeldist.api.fastpath.FastPath`,
+    ``settings.fast_path``). A request the fast path answers passes no other layer: the stack's error,
+    telemetry and body-limit middlewares cost more than the answer itself (BENCHMARKS.md, "The service's layers").
+    """
+
+    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        front: ASGIApp = self._stack
+        if settings.fast_path:
+            front = FastPath(front, state=self.state)
+        self._front = BodySizeLimit(front, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self  # as Starlette sets it: the error handlers read the app's settings through the request
+        await self._front(scope, receive, send)
+
+    async def _stack(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The app serving the stores of ``settings.stores`` (default: :func:`get_settings`)."""
     settings = settings or get_settings()
@@ -44,12 +68,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
 
     # docs_url=None, redoc_url=None: add_offline_docs serves /docs and /redoc from an installed package, not a CDN
-    app = FastAPI(title="labeldist", version=__version__, description=DESCRIPTION, lifespan=lifespan, **NO_CDN_DOCS)
+    app = ServiceApp(
+        settings, title="labeldist", version=__version__, description=DESCRIPTION, lifespan=lifespan, **NO_CDN_DOCS
+    )
     app.state.settings = settings
     app.state.compute_pool = ComputePool(settings.compute_workers, settings.compute_queue_s)
-    if settings.fast_path:  # inside BodySizeLimit (the middleware added last is the outermost)
-        app.add_middleware(FastPath)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     app.add_exception_handler(APIError, api_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(Exception, internal_error_handler)  # Starlette's ServerErrorMiddleware: the last resort

@@ -13,6 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import labeldist.api.fastpath
+import labeldist.api.routers.batches
+import labeldist.api.routers.neighbors
 from labeldist.api.fastpath import FastPath
 from labeldist.api.main import create_app
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, N_ITEMS, TINY_STORE, K, make_settings
@@ -215,3 +217,36 @@ def test_the_fast_path_knows_every_input_of_the_routes_it_answers() -> None:
     }
     for key, expected in labeldist.api.fastpath.ROUTE_INPUTS.items():
         assert _route_inputs(routes[key].dependant, set()) == expected, key
+
+
+@pytest.mark.parametrize("route", ["neighbors", "batches"])
+def test_an_unexpected_error_is_answered_as_the_app_answers_it(
+    stores_dir: Path, monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
+    """A bug under the fast path (which sits in front of Starlette's ServerErrorMiddleware): the same JSON 500 as
+    the app's, saying nothing of it, and the exception raised again for the server to log."""
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug, with a secret path /srv/x")
+
+    name = "neighbors_answer" if route == "neighbors" else "batches_response"
+    monkeypatch.setattr(labeldist.api.fastpath, name, boom)
+    monkeypatch.setattr(
+        labeldist.api.routers.neighbors if route == "neighbors" else labeldist.api.routers.batches, name, boom
+    )
+
+    def request(c: TestClient) -> Any:
+        if route == "neighbors":
+            return c.get(NB.format(DENSE, 3))
+        return c.post(f"/v1/stores/{DENSE}/batches", content=json.dumps(_batch(anchors=[3])).encode(), headers=JSON)
+
+    answers = []
+    for fast_path in (True, False):
+        app = create_app(make_settings(stores=stores_dir, fast_path=fast_path))
+        with TestClient(app, raise_server_exceptions=False) as c:
+            answers.append(_answer(request(c)))
+        with TestClient(app) as c, pytest.raises(RuntimeError, match="a bug"):
+            request(c)
+    assert answers[0] == answers[1]
+    status, _, content = answers[0]
+    assert status == 500 and json.loads(content)["detail"].startswith("internal error") and b"/srv/x" not in content
