@@ -27,17 +27,34 @@ STORE = "mpii-pose"
 KILL_AFTER_BLOCKS = 5
 
 
-def wait_for_blocks(store: Path, n: int, proc, timeout: float = 180) -> int:
-    """Wait until at least ``n`` row blocks of the store are marked done; the number done."""
+def wait_for_blocks(store: Path, n: int, proc, timeout: float = 180) -> int | None:
+    """Wait until at least ``n`` row blocks of the store are marked done; the number done, or None if the job
+    ended first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (store / "progress" / "blocks" / "zarr.json").exists():
             done = int(blocks_done(str(store)).sum())
             if done >= n:
                 return done
-        assert proc.poll() is None, f"the job ended before the fault: {proc.stdout.read()}"
+        if proc.poll() is not None:
+            return None
         time.sleep(0.01)
     raise TimeoutError(f"{store}: fewer than {n} blocks done after {timeout} s")
+
+
+def job_half_way(cluster, tmp_path: Path, attempts: int = 4):
+    """The job started on a fresh store and caught with at least ``KILL_AFTER_BLOCKS`` blocks done and some not:
+    (the job's process, its store, blocks done). A job that ends before this process sees it half-way (a loaded
+    machine can keep the poll from running for the whole job) is started again on a fresh store, so that the fault
+    that follows always hits a job that is running."""
+    for attempt in range(attempts):
+        out = tmp_path / f"{STORE}-{attempt}"
+        job = spawn(["labeldist.cli", *JOB, "--out", str(out), "--scheduler", cluster.address])
+        done = wait_for_blocks(out, KILL_AFTER_BLOCKS, job)
+        if done is not None and done < blocks_done(str(out)).size:
+            return job, out, done
+        job.communicate(timeout=600)
+    raise AssertionError(f"the job ended before it could be caught half-way, {attempts} times")
 
 
 def files_digest(folder: Path) -> dict[str, str]:
@@ -51,9 +68,7 @@ def files_digest(folder: Path) -> dict[str, str]:
 # ---------------------------------------------------------------- the cluster loses a worker
 @pytest.mark.slow
 def test_a_worker_killed_mid_job_and_the_job_still_finishes_with_the_same_store(cluster, reference_store, tmp_path):
-    out = tmp_path / STORE
-    job = spawn(["labeldist.cli", *JOB, "--out", str(out), "--scheduler", cluster.address])
-    done_at_kill = wait_for_blocks(out, KILL_AFTER_BLOCKS, job)
+    job, out, done_at_kill = job_half_way(cluster, tmp_path)
     cluster.kill_worker(1)  # SIGKILL to its nanny and its worker process: nothing restarts it
     output, _ = job.communicate(timeout=600)
     assert job.returncode == 0, output
@@ -67,9 +82,7 @@ def test_a_worker_killed_mid_job_and_the_job_still_finishes_with_the_same_store(
 # ---------------------------------------------------------------- the precompute command is killed
 @pytest.mark.slow
 def test_the_precompute_killed_and_rerun_resumes_to_an_identical_store(cluster, reference_store, tmp_path):
-    out = tmp_path / STORE
-    job = spawn(["labeldist.cli", *JOB, "--out", str(out), "--scheduler", cluster.address])
-    wait_for_blocks(out, KILL_AFTER_BLOCKS, job)
+    job, out, _ = job_half_way(cluster, tmp_path)
     kill(job)  # the client dies; the workers live on (tasks already running finish on their own)
     assert read_manifest(str(out))["complete"] is False
     with pytest.raises(StoreIncompleteError):
