@@ -1,6 +1,7 @@
 """A small pose precompute run in one process, killed with SIGKILL just before its Nth write to the disk.
 
     python -m tests.system.kill_at_write N OUT [JOB]    # N = 0: no kill; prints the number of writes made
+    python -m tests.system.kill_at_write serve           # the same, once per line "N OUT JOB LOG" of stdin
 
 JOB is ``precompute`` (the default), or ``append-pose`` / ``append-vectors``: an append of items to the store
 already at OUT (made by :func:`append_base`), a plain dense one for poses, a symmetric dense one for vectors.
@@ -130,9 +131,8 @@ def count_writes(kill_at: int, folder: str) -> list[int]:
     return count
 
 
-def main() -> int:
-    kill_at, out = int(sys.argv[1]), sys.argv[2]
-    which = sys.argv[3] if len(sys.argv) > 3 else "precompute"
+def run(kill_at: int, out: str, which: str) -> int:
+    """The job of ``which`` into ``out``, killed just before write ``kill_at`` (0: never); prints the writes made."""
     import logging
 
     from distributed import Client, LocalCluster
@@ -144,6 +144,50 @@ def main() -> int:
             job(out, client) if which == "precompute" else append_job(out, client, which)
     print(f"writes={count[0]}")
     return 0
+
+
+def serve() -> int:
+    """One forked child per line ``N OUT JOB LOG`` of stdin, which runs :func:`run` with its output in LOG; each line
+    answered with the child's exit status as subprocess gives it (-9: killed). The imports (numpy, numba, zarr,
+    Dask, labeldist) are made once, here, before any thread: a child starts where a new interpreter would be after
+    a second of imports, and is killed at its write as a process of its own would be."""
+    import traceback
+
+    import distributed  # noqa: F401  (imported for the children)
+
+    import labeldist.distances.pose  # noqa: F401
+    import labeldist.distances.vectors  # noqa: F401
+    import labeldist.engine  # noqa: F401
+    import labeldist.engine.grow  # noqa: F401
+    import labeldist.labels.pose_files  # noqa: F401
+
+    for line in sys.stdin:
+        kill_at, out, which, log = line.split()
+        if threading.active_count() != 1:  # a fork keeps only the calling thread: nothing else may be running
+            raise RuntimeError(f"threads before a fork: {threading.enumerate()}")
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                code = run(int(kill_at), out, which)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1] == "serve":
+        return serve()
+    return run(int(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "precompute")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,15 +30,45 @@ from tests.system.kill_at_write import APPEND_BASE, N_ITEMS, append_base, append
 LAYOUT, SPREAD = 22, 36
 
 
-def run_killed(n: int, out: Path, which: str = "precompute") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        # faulthandler: a job that dies of anything but the kill says where, in the failure's message
-        [sys.executable, "-X", "faulthandler", "-m", "tests.system.kill_at_write", str(n), str(out), which],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+class Killer:
+    """The job of :mod:`tests.system.kill_at_write` killed at chosen writes, each run a child forked from one
+    process that made the imports once (``kill_at_write serve``), instead of a new interpreter a run."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.proc = subprocess.Popen(
+            # faulthandler: a job that dies of anything but the kill says where, in the failure's message
+            [sys.executable, "-X", "faulthandler", "-m", "tests.system.kill_at_write", "serve"],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, n: int, out: Path, which: str = "precompute") -> subprocess.CompletedProcess:
+        """The job into ``out`` killed just before write ``n`` (0: never): its exit status and output."""
+        log = self.folder / f"kill-{n}-{which}.log"
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{n} {out} {which} {log}\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        assert answer, f"the job server ended (status {self.proc.wait(timeout=60)})"
+        text = log.read_text() if log.exists() else ""
+        return subprocess.CompletedProcess([n, str(out), which], int(answer), text, "")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def killer(tmp_path: Path) -> Iterator[Killer]:
+    k = Killer(tmp_path)
+    try:
+        yield k
+    finally:
+        k.close()
 
 
 def not_killed(n: int, run: subprocess.CompletedProcess) -> str:
@@ -68,10 +99,10 @@ def state(out: Path) -> str:
 
 
 @pytest.mark.slow
-def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_client) -> None:
+def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_client, killer) -> None:
     reference = tmp_path / "reference" / "store"
     job(str(reference), dask_client)
-    dry = run_killed(0, tmp_path / "dry" / "store")
+    dry = killer.run(0, tmp_path / "dry" / "store")
     assert dry.returncode == 0, dry.stdout + dry.stderr
     writes = int(dry.stdout.strip().split("writes=")[-1])
     assert writes > 40, dry.stdout  # layout, 8 blocks of 5 arrays each, publish
@@ -80,7 +111,7 @@ def test_a_precompute_killed_at_any_write_resumes_to_the_same_store(tmp_path, da
     points = kill_points(writes)
     for n in points:
         out = tmp_path / f"kill{n}" / "store"
-        killed = run_killed(n, out)
+        killed = killer.run(n, out)
         assert killed.returncode == -9, not_killed(n, killed)
         what = state(out)
         assert what != "not a store", f"write {n}: the kill left a folder that is no store: {os.listdir(out)}"
@@ -107,7 +138,7 @@ def append_kill_points(writes: int) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["append-pose", "append-vectors"])
-def test_an_append_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_client, which) -> None:
+def test_an_append_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_client, killer, which) -> None:
     """An append (a plain dense pose store; a symmetric dense vectors store, whose append has two phases)
     killed just before any of its writes leaves a complete store at its path, the old generation or the new one,
     never an incomplete one, except between the two renames of the swap, where nothing is there for an instant (a
@@ -120,7 +151,7 @@ def test_an_append_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_
     append_job(str(reference), dask_client, which)
     dry = tmp_path / "dry" / "store"
     shutil.copytree(base, dry)
-    ran = run_killed(0, dry, which)
+    ran = killer.run(0, dry, which)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert_same_store(dry, reference)
     writes = int(ran.stdout.strip().split("writes=")[-1])
@@ -129,7 +160,7 @@ def test_an_append_killed_at_any_write_resumes_to_the_same_store(tmp_path, dask_
     for n in append_kill_points(writes):
         out = tmp_path / f"kill{n}" / "store"
         shutil.copytree(base, out)
-        killed = run_killed(n, out, which)
+        killed = killer.run(n, out, which)
         assert killed.returncode == -9, not_killed(n, killed)
         what = state(out)
         assert what in ("complete", "nothing"), f"write {n}: the kill left {what} at the store's path"
