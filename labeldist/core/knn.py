@@ -458,10 +458,11 @@ def cascaded_topk(
     whose bound is above :math:`\tau_i` cannot enter (or tie with) the top k, so each bound is then computed where
     the bounds before it are at most :math:`\tau_i`, and exact distances where all of them are: ``step`` a row at a
     time (k / 8 by default), in increasing order of the tightest bound, :math:`\tau_i` lowered after each round and
-    the columns it rules out dropped (Kusner et al., ICML 2015, §4 "prefetch and prune", with a cascade of bounds).
-    The exact distances computed are then those whose bound is below the row's k-th distance, and at most a round
-    more. Selection is on float32 values, ties broken by index, as :func:`topk_rows`, from the computed pairs
-    alone: no (n, N) array beyond ``cheap`` is made, none is sorted.
+    the columns it rules out dropped; first among the seed's columns (so that :math:`\tau_i` is close to the k-th
+    distance), then among every column whose cheap bound is within it (Kusner et al., ICML 2015, §4 "prefetch and
+    prune", with a cascade of bounds). The exact distances computed are then about those whose bound is below the
+    row's k-th distance, and a round more. Selection is on float32 values, ties broken by index, as
+    :func:`topk_rows`, from the computed pairs alone: no (n, N) array beyond ``cheap`` is made, none is sorted.
 
     Parameters
     ----------
