@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from labeldist.distances.nbow import Bags
+from labeldist.distances.nbow import Bags, longest_bag
 from labeldist.distances.wmd_bounds import euclidean_lower_bounds, nearest_in_texts, reduction_bound
 
 # the bounds are shrunk by this relative margin before they are compared with exact values: float32 tables and
@@ -56,7 +56,7 @@ def image_words(
     """:class:`ImageWords` from a caption set's bags: ``image_words_``/``image_offsets`` the distinct words of each
     image, ``local`` each bag entry's place among its image's words.
 
-    >>> from labeldist.distances.nbow import Bags
+    >>> from labeldist.distances.nbow import Bags, longest_bag
     >>> bags = Bags(np.array([3, 5, 3]), np.array([0.5, 0.5, 1.0]), np.array([0, 2, 3]), np.zeros((6, 1)))
     >>> w = image_words(bags, np.array([3, 5]), np.array([0, 2]), np.array([0, 1, 0]), np.array([0, 2]))
     >>> w.weights.tolist()
@@ -182,10 +182,7 @@ def _pair_set_rwmd(  # pragma: no cover - compiled
     dist_t, near, ids_a, w_a, off_a, cap_a, local_a, words_a, word_off_a, ids_b, w_b, off_b, cap_b, pi, pj, shrink
 ):
     n_words = dist_t.shape[0]
-    widest, most = 1, 1
-    for i in range(len(word_off_a) - 1):
-        widest = max(widest, word_off_a[i + 1] - word_off_a[i])
-        most = max(most, cap_a[i + 1] - cap_a[i])
+    widest, most = max(1, longest_bag(word_off_a)), max(1, longest_bag(cap_a))
     # the word distances of one row image, column word by column word: a pair reads a few contiguous rows
     table = np.empty((n_words, widest), dtype=dist_t.dtype)
     filled = np.full(n_words, -1, dtype=np.int64)  # the row image whose distances row v of table holds
@@ -237,6 +234,16 @@ def pair_set_rwmd(
     return _pair_set_rwmd(
         tables.dist_t,
         tables.near,
+        *_pair_arrays(tables, cols, col_caption_offsets),
+        np.asarray(i, dtype=np.int64),
+        np.asarray(j, dtype=np.int64),
+        1.0 - BOUND_MARGIN,
+    )
+
+
+def _pair_arrays(tables: ChunkTables, cols: Bags, col_caption_offsets: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The row side's bags and image words (of the chunk) and the column side's bags, as the pair kernels take them."""
+    return (
         tables.ids,
         tables.weights,
         tables.offsets,
@@ -248,9 +255,6 @@ def pair_set_rwmd(
         cols.weights,
         cols.offsets,
         np.asarray(col_caption_offsets, dtype=np.int64),
-        np.asarray(i, dtype=np.int64),
-        np.asarray(j, dtype=np.int64),
-        1.0 - BOUND_MARGIN,
     )
 
 
@@ -259,16 +263,8 @@ def _pair_set_reduction(  # pragma: no cover - compiled
     dist_t, ids_a, w_a, off_a, cap_a, local_a, words_a, word_off_a, ids_b, w_b, off_b, cap_b, pi, pj, shrink
 ):
     n_words = dist_t.shape[0]
-    widest, most_a, most_b, longest = 1, 1, 1, 1
-    for i in range(len(word_off_a) - 1):
-        widest = max(widest, word_off_a[i + 1] - word_off_a[i])
-        most_a = max(most_a, cap_a[i + 1] - cap_a[i])
-    for j in range(len(cap_b) - 1):
-        most_b = max(most_b, cap_b[j + 1] - cap_b[j])
-    for x in range(len(off_a) - 1):
-        longest = max(longest, off_a[x + 1] - off_a[x])
-    for y in range(len(off_b) - 1):
-        longest = max(longest, off_b[y + 1] - off_b[y])
+    widest, most_a, most_b = max(1, longest_bag(word_off_a)), max(1, longest_bag(cap_a)), max(1, longest_bag(cap_b))
+    longest = max(1, longest_bag(off_a), longest_bag(off_b))
     # the word distances of one row image, column word by column word, as in _pair_set_rwmd
     table = np.empty((n_words, widest), dtype=dist_t.dtype)
     filled = np.full(n_words, -1, dtype=np.int64)
@@ -328,17 +324,7 @@ def pair_set_reduction(
     out = np.empty(len(i))
     out[by_row] = _pair_set_reduction(
         tables.dist_t,
-        tables.ids,
-        tables.weights,
-        tables.offsets,
-        tables.caption_offsets,
-        tables.local,
-        tables.words,
-        tables.word_offsets,
-        cols.ids,
-        cols.weights,
-        cols.offsets,
-        np.asarray(col_caption_offsets, dtype=np.int64),
+        *_pair_arrays(tables, cols, col_caption_offsets),
         i[by_row],
         j[by_row],
         1.0 - BOUND_MARGIN,

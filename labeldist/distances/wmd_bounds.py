@@ -105,35 +105,26 @@ def reduction_bound(cost, m, n, a, b, u, v):  # pragma: no cover - compiled
     halves the image pairs the relaxed WMD leaves to an exact caption-set kNN. ``u`` (m) and ``v`` (n) are
     scratch; ``a`` and ``b`` each sum to 1.
     """
-    best = 0.0
-    for rows_first in (True, False):
-        total = 0.0
-        if rows_first:
-            for i in range(m):
-                low = np.inf
-                for j in range(n):
-                    low = min(low, cost[i, j])
-                u[i] = low
-                total += a[i] * low
-            for j in range(n):
-                low = np.inf
-                for i in range(m):
-                    low = min(low, cost[i, j] - u[i])
-                total += b[j] * low
-        else:
-            for j in range(n):
-                low = np.inf
-                for i in range(m):
-                    low = min(low, cost[i, j])
-                v[j] = low
-                total += b[j] * low
-            for i in range(m):
-                low = np.inf
-                for j in range(n):
-                    low = min(low, cost[i, j] - v[j])
-                total += a[i] * low
-        best = max(best, total)
-    return best
+    return max(0.0, _rows_then_columns(cost, m, n, a, b, u), _rows_then_columns(cost.T, n, m, b, a, v))
+
+
+@numba.njit(cache=True, nogil=True)
+def _rows_then_columns(cost, m, n, a, b, u):  # pragma: no cover - compiled
+    """:func:`reduction_bound` in one order: :math:`\\sum_i a_i u_i + \\sum_j b_j \\min_i (c_{ij} - u_i)`,
+    :math:`u_i = \\min_j c_{ij}` (``u`` scratch, m)."""
+    total = 0.0
+    for i in range(m):
+        low = np.inf
+        for j in range(n):
+            low = min(low, cost[i, j])
+        u[i] = low
+        total += a[i] * low
+    for j in range(n):
+        low = np.inf
+        for i in range(m):
+            low = min(low, cost[i, j] - u[i])
+        total += b[j] * low
+    return total
 
 
 # ------------------------------------------------------------------------------ many pairs of texts
