@@ -53,7 +53,8 @@ def job_half_way(cluster, tmp_path: Path, attempts: int = 4):
         done = wait_for_blocks(out, KILL_AFTER_BLOCKS, job)
         if done is not None and done < blocks_done(str(out)).size:
             return job, out, done
-        job.communicate(timeout=600)
+        output, _ = job.communicate(timeout=600)
+        assert job.returncode == 0, f"the job failed before the fault: {output}"
     raise AssertionError(f"the job ended before it could be caught half-way, {attempts} times")
 
 
