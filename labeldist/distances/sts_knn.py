@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numba
 import numpy as np
 
 from labeldist.core.knn import bounded_candidates, largest_candidates
@@ -125,28 +126,70 @@ def gated_bounds(
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """For each chunk of text columns, ``(start, center, radius)``: the interval of the coarse-to-fine distance of
     the texts ``row_texts`` to the chunk's texts (:func:`labeldist.core.knn.bounded_candidates`), each row's own text
-    at +inf. The BERT product's interval where the CBoW product surely passes the gate, the fill's where it surely
-    fails, both where it cannot tell."""
+    at +inf. The two float32 products per chunk, then :func:`gated_interval` entry by entry."""
     rb, rc = product_radius(m.bert.shape[1]), product_radius(m.cbow32.shape[1])
     eb, ec = np.ascontiguousarray(m.bert[row_texts]), m.cbow32[row_texts]
     row_defined = m.defined[row_texts]
     local = np.arange(len(row_texts))
     for start in range(0, len(m.texts), CHUNK_COLUMNS):
         stop = min(start + CHUNK_COLUMNS, len(m.texts))
-        sc = np.matmul(ec, m.cbow32[start:stop].T).astype(np.float64)
-        cbow_lo, cbow_hi = np.clip(sc - rc, 0.0, 1.0), np.clip(sc + rc, 0.0, 1.0)
-        below_lo, below_hi = (1.0 - cbow_hi, 1.0 - cbow_lo) if distance.below == "coarse" else (1.0, 1.0)
-        sb = np.matmul(eb, m.bert[start:stop].T).astype(np.float64)
-        fine_lo, fine_hi = 1.0 - np.clip(sb + rb, 0.0, 1.0), 1.0 - np.clip(sb - rb, 0.0, 1.0)
-        undefined = ~(row_defined[:, None] & m.defined[None, start:stop])
-        passes = undefined | (cbow_lo >= distance.cbow_threshold)
-        fails = ~undefined & (cbow_hi < distance.cbow_threshold)
-        lo = np.where(passes, fine_lo, np.where(fails, below_lo, np.minimum(fine_lo, below_lo)))
-        hi = np.where(passes, fine_hi, np.where(fails, below_hi, np.maximum(fine_hi, below_hi)))
-        center, radius = (hi + lo) / 2.0, (hi - lo) / 2.0
+        center = np.empty((len(row_texts), stop - start))
+        radius = np.empty_like(center)
+        gated_interval(
+            np.matmul(ec, m.cbow32[start:stop].T),
+            np.matmul(eb, m.bert[start:stop].T),
+            rc,
+            rb,
+            row_defined,
+            m.defined[start:stop],
+            distance.cbow_threshold,
+            distance.below == "coarse",
+            center,
+            radius,
+        )
         own = (row_texts >= start) & (row_texts < stop)
         center[local[own], row_texts[own] - start] = np.inf
         yield start, center, radius
+
+
+@numba.njit(cache=True, nogil=True)
+def gated_interval(
+    cbow: np.ndarray,
+    bert: np.ndarray,
+    cbow_radius: float,
+    bert_radius: float,
+    row_defined: np.ndarray,
+    col_defined: np.ndarray,
+    threshold: float,
+    coarse_fill: bool,
+    center: np.ndarray,
+    radius: np.ndarray,
+) -> None:
+    r"""Into ``center`` and ``radius`` (float64): the interval of :math:`1 - R` for each pair, from its float32
+    CBoW and BERT products, each within its radius of the exact product (:func:`product_radius`), both clipped to
+    [0, 1]. The gate :math:`R = R_\text{fine}` if :math:`R_\text{coarse} \ge \theta`, else the fill (the coarse
+    score, or 0; Zhou et al., AAAI 2020, §3.3): where the CBoW interval lies wholly above the threshold (or a
+    sentence has no CBoW vector) the BERT interval, wholly below it the fill's, across it the union of both.
+    One pass over the pairs (the same float64 operations as the formula written with NumPy arrays, a dozen
+    passes).
+    """
+    for i in range(cbow.shape[0]):
+        for j in range(cbow.shape[1]):
+            c = np.float64(cbow[i, j])
+            cbow_lo = min(max(c - cbow_radius, 0.0), 1.0)
+            cbow_hi = min(max(c + cbow_radius, 0.0), 1.0)
+            b = np.float64(bert[i, j])
+            fine_lo = 1.0 - min(max(b + bert_radius, 0.0), 1.0)
+            fine_hi = 1.0 - min(max(b - bert_radius, 0.0), 1.0)
+            below_lo, below_hi = (1.0 - cbow_hi, 1.0 - cbow_lo) if coarse_fill else (1.0, 1.0)
+            if not (row_defined[i] and col_defined[j]) or cbow_lo >= threshold:
+                lo, hi = fine_lo, fine_hi
+            elif cbow_hi < threshold:
+                lo, hi = below_lo, below_hi
+            else:
+                lo, hi = min(fine_lo, below_lo), max(fine_hi, below_hi)
+            center[i, j] = (hi + lo) / 2.0
+            radius[i, j] = (hi - lo) / 2.0
 
 
 def exact_relevance(distance: SentenceRelevance, m: TextMatrices, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -198,3 +198,38 @@ def test_a_worker_takes_the_jobs_checked_file_by_its_digest_without_the_model(tm
     _tamper(file, "other numbers", load_embeddings(file, 3))
     with pytest.warns(UserWarning, match="embedding the 3 texts again"):
         assert load_checked(file, texts, no_model, distance.max_length, distance.checked_files[str(file)]) is None
+
+
+def gated_interval_numpy(cbow, bert, rc, rb, row_defined, col_defined, threshold, coarse_fill):
+    """The coarse-to-fine interval written with NumPy arrays, a pass per operation (the search's former form)."""
+    sc, sb = cbow.astype(np.float64), bert.astype(np.float64)
+    cbow_lo, cbow_hi = np.clip(sc - rc, 0.0, 1.0), np.clip(sc + rc, 0.0, 1.0)
+    below_lo, below_hi = (1.0 - cbow_hi, 1.0 - cbow_lo) if coarse_fill else (1.0, 1.0)
+    fine_lo, fine_hi = 1.0 - np.clip(sb + rb, 0.0, 1.0), 1.0 - np.clip(sb - rb, 0.0, 1.0)
+    undefined = ~(row_defined[:, None] & col_defined[None, :])
+    passes = undefined | (cbow_lo >= threshold)
+    fails = ~undefined & (cbow_hi < threshold)
+    lo = np.where(passes, fine_lo, np.where(fails, below_lo, np.minimum(fine_lo, below_lo)))
+    hi = np.where(passes, fine_hi, np.where(fails, below_hi, np.maximum(fine_hi, below_hi)))
+    return (hi + lo) / 2.0, (hi - lo) / 2.0
+
+
+@pytest.mark.parametrize("coarse_fill", [False, True])
+def test_gated_interval_kernel_equals_the_numpy_formula_bit_for_bit(coarse_fill):
+    from labeldist.distances.sts_knn import gated_interval, product_radius
+
+    rng = np.random.default_rng(int(coarse_fill))
+    threshold, rc, rb = 0.728, product_radius(50), product_radius(384)
+    cbow = rng.uniform(-0.2, 1.1, size=(37, 300)).astype(np.float32)
+    cbow[:, :40] = (threshold + rng.uniform(-2, 2, size=(37, 40)) * rc).astype(np.float32)  # across the gate
+    bert = rng.uniform(-0.2, 1.1, size=(37, 300)).astype(np.float32)
+    row_defined, col_defined = rng.random(37) > 0.1, rng.random(300) > 0.1
+    center, radius = np.empty((37, 300)), np.empty((37, 300))
+    gated_interval(cbow, bert, rc, rb, row_defined, col_defined, threshold, coarse_fill, center, radius)
+    want = gated_interval_numpy(cbow, bert, rc, rb, row_defined, col_defined, threshold, coarse_fill)
+    want_center, want_radius = want
+    np.testing.assert_array_equal(center, want_center)
+    np.testing.assert_array_equal(radius, want_radius)
+    # all three cases of the gate occur
+    lo_c, hi_c = np.clip(cbow.astype(np.float64) - rc, 0, 1), np.clip(cbow.astype(np.float64) + rc, 0, 1)
+    assert (lo_c >= threshold).any() and (hi_c < threshold).any() and ((lo_c < threshold) & (hi_c >= threshold)).any()
