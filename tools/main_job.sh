@@ -11,7 +11,7 @@
 #   MIN_WORKERS  workers of SCHEDULER each job waits for before it starts (default: 1; --min-workers)
 #
 # Reruns reuse finished stores and resume unfinished ones. The sentence store's scorer is MiniLM fine-tuned on
-# STS-B (bi-encoder, cosine-similarity loss, 1 epoch, seed 0: about 10 min on 2 cores); it is trained only when
+# STS-B (bi-encoder, cosine-similarity loss, 1 epoch, seed 0: about 5 min on 2 cores); it is trained only when
 # $MODELS/sts-bi-cosine/labeldist_sts.json (written last, after the weights) is missing. The store records the
 # weights' sha256: a store made with another model, or another training of it, is refused rather than mixed;
 # remove that store (or add --overwrite to its line) to rebuild it.
