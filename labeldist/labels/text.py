@@ -39,14 +39,50 @@ _KUMO_VECTORS = "glove_6B_50d_emb.npy"
 _KUMO_INDEX = "glove_6B_index.parquet"
 
 
+def gensim_stopwords() -> frozenset[str]:
+    """gensim's English stop words, ``gensim.parsing.preprocessing.STOPWORDS``, read from that module's source: the
+    import runs gensim's package ``__init__`` (its corpora, scipy.stats), 1.8 s of every caption or sentence job's
+    start for a literal list of 337 words. A gensim whose module holds the list otherwise is imported as before;
+    no gensim at all is the [sts] extra's error."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gensim")
+    if spec is not None and spec.submodule_search_locations:
+        words = _literal_stopwords(Path(next(iter(spec.submodule_search_locations))) / "parsing" / "preprocessing.py")
+        if words is not None:
+            return words
+    with needed("sts", _TEXT_KIND):
+        from gensim.parsing.preprocessing import STOPWORDS
+    return frozenset(STOPWORDS)
+
+
+@functools.cache
+def _literal_stopwords(path: Path) -> frozenset[str] | None:
+    """The ``STOPWORDS = frozenset([...])`` literal of ``path`` (``ast.literal_eval``), or None."""
+    import ast
+
+    if not path.is_file():
+        return None
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["STOPWORDS"]
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", None) == "frozenset"
+            and len(node.value.args) == 1
+        ):
+            try:
+                return frozenset(ast.literal_eval(node.value.args[0]))
+            except ValueError:
+                return None
+    return None
+
+
 def _stopword_set(stopwords: str | tuple[str, ...]) -> frozenset[str]:
     if isinstance(stopwords, tuple):
         return frozenset(stopwords)
     if stopwords == "gensim":
-        with needed("sts", _TEXT_KIND):
-            from gensim.parsing.preprocessing import STOPWORDS
-
-        return frozenset(STOPWORDS)
+        return gensim_stopwords()
     if stopwords == "none":
         return frozenset()
     raise ValueError(f"unknown stop-word list {stopwords!r}; known: {', '.join(STOPWORD_LISTS)} or a tuple")
