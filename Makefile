@@ -27,9 +27,9 @@ setup: $(STAMP)
 # The installer: uv (from PyPI) where it installs, else pip. Both resolve the same releases (compared on this kind
 # of machine: the same 169 packages and versions); uv fetches and unpacks them in parallel: the fresh venv in 76 s
 # against pip's 3 min 52 s on 2 cores. It compiles the bytecode as pip does (--compile-bytecode): without it, where
-# PYTHONDONTWRITEBYTECODE is set (as on the CI machines), every process compiled each module it imported (torch's
-# import 28 s against 12, the test suite 37 min). uv reads no pip.conf: where the packages come only through pip's
-# configured index, uv fails and pip installs them. INSTALLER=pip skips uv.
+# PYTHONDONTWRITEBYTECODE is set (as on the development machines), every process compiled each module it imported
+# (torch's import 28 s against 12, the test suite 37 min). uv reads no pip.conf: where the packages come only
+# through pip's configured index, uv fails and pip installs them. INSTALLER=pip skips uv.
 INSTALLER ?= uv
 PIP_INSTALL := $(BIN)/python -m pip install -q
 UV_INSTALL  := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
