@@ -16,7 +16,9 @@ LABELDIST_CACHE).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -28,21 +30,16 @@ from labeldist.sts.cascade import calibrate_cbow_threshold
 from labeldist.sts.models import PACKAGED
 from labeldist.sts.stsb import read_sts
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.sts.test_knn_search import gated_interval_numpy  # noqa: E402
+
 COCO = "data/coco/coco_karpathy_test.json"
 
 
-def interval_numpy(cbow, bert, rc, rb, row_defined, col_defined, threshold, coarse_fill, center, radius) -> None:
-    """The interval as NumPy arrays, an operation a pass: the formula before the kernel."""
-    sc, sb = cbow.astype(np.float64), bert.astype(np.float64)
-    cbow_lo, cbow_hi = np.clip(sc - rc, 0.0, 1.0), np.clip(sc + rc, 0.0, 1.0)
-    below_lo, below_hi = (1.0 - cbow_hi, 1.0 - cbow_lo) if coarse_fill else (1.0, 1.0)
-    fine_lo, fine_hi = 1.0 - np.clip(sb + rb, 0.0, 1.0), 1.0 - np.clip(sb - rb, 0.0, 1.0)
-    undefined = ~(row_defined[:, None] & col_defined[None, :])
-    passes = undefined | (cbow_lo >= threshold)
-    fails = ~undefined & (cbow_hi < threshold)
-    lo = np.where(passes, fine_lo, np.where(fails, below_lo, np.minimum(fine_lo, below_lo)))
-    hi = np.where(passes, fine_hi, np.where(fails, below_hi, np.maximum(fine_hi, below_hi)))
-    center[:], radius[:] = (hi + lo) / 2.0, (hi - lo) / 2.0
+def interval_numpy(*args) -> None:
+    """:func:`sts_knn.gated_interval`'s signature (``center`` and ``radius`` filled, last) over the NumPy formula, an
+    operation a pass: the form before the kernel, the tests' oracle."""
+    args[-2][:], args[-1][:] = gated_interval_numpy(*args[:-2])
 
 
 def main() -> None:
@@ -59,6 +56,7 @@ def main() -> None:
     distance.embed_once(labels)
     print(f"{len(labels):,} captions embedded in {time.perf_counter() - started:.0f} s; CBoW threshold {threshold:.3f}")
     kernel = sts_knn.gated_interval
+
     sts_knn.search_block(distance, labels, 0, min(1024, len(labels)), 100)  # compiled, matrices made
     seconds: dict[str, list[float]] = {"numpy": [], "kernel": []}
     starts = np.linspace(1024, max(1024, len(labels) - 1024), args.blocks).astype(int)

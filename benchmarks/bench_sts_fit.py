@@ -75,8 +75,7 @@ def main() -> None:
             started = time.perf_counter()
             features = copy.preprocess(texts(batch))
             if way.startswith("groups-"):
-                sts_fit.PASS_TOKENS = int(way.split("-")[1])
-                both = sts_fit.forward_in_groups(copy, features, "sentence_embedding")
+                both = sts_fit.forward_in_groups(copy, features, "sentence_embedding", int(way.split("-")[1]))
             else:
                 both = copy(features)["sentence_embedding"]
             value = loss.compute_loss_from_embeddings([both[:16], both[16:]], y)

@@ -157,7 +157,7 @@ def length_groups(lengths: np.ndarray, pass_tokens: int) -> list[np.ndarray]:
     return groups[::-1]
 
 
-def forward_in_groups(model: Any, features: dict[str, Any], output: str) -> Any:
+def forward_in_groups(model: Any, features: dict[str, Any], output: str, pass_tokens: int = PASS_TOKENS) -> Any:
     """``model(features)[output]`` for a padded batch of tokenized texts (``model.preprocess``), computed by length
     groups (:func:`length_groups`), in the batch's order. STS-B's sentences are 14 word pieces on average, a
     batch's longest about 32: a padded batch computes 2.2 times the positions it needs."""
@@ -166,7 +166,7 @@ def forward_in_groups(model: Any, features: dict[str, Any], output: str) -> Any:
     lengths = features["attention_mask"].sum(dim=1).numpy()
     n, width = features["attention_mask"].shape
     parts, order = [], []
-    for group in length_groups(lengths, PASS_TOKENS):
+    for group in length_groups(lengths, pass_tokens):
         rows, longest = torch.as_tensor(group), int(lengths[group].max())
         sub = {
             key: value[rows][:, :longest] if torch.is_tensor(value) and value.shape[:2] == (n, width) else value

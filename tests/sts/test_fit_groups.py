@@ -1,5 +1,6 @@
 """``sts fit`` runs each batch by length groups: the cuts are the cheapest, and the outputs and gradients are the
-padded batch's (eval mode, so no dropout), for a bi-encoder and a cross-encoder."""
+padded batch's (eval mode, so no dropout), for a bi-encoder and a cross-encoder. The model tests let passes cost
+nothing (``pass_tokens=0``): their batches are cut wherever lengths differ, the case furthest from one batch."""
 
 from __future__ import annotations
 
@@ -42,14 +43,6 @@ def test_length_groups_are_the_cheapest_cuts(pass_tokens):
     assert length_groups(np.array([7, 7, 7]), 0)[0].tolist() == [0, 1, 2]  # equal lengths: no cut pays
 
 
-@pytest.fixture(autouse=True)
-def every_length_its_group(monkeypatch):
-    """Passes cost nothing: the batches below are cut wherever lengths differ, the case furthest from one batch."""
-    import labeldist.sts.fit
-
-    monkeypatch.setattr(labeldist.sts.fit, "PASS_TOKENS", 0)
-
-
 @pytest.fixture(scope="module")
 def pairs():
     train = read_sts(STS_TRAIN).head(12)
@@ -70,7 +63,7 @@ def test_bi_encoder_groups_give_the_padded_batch_and_its_gradients(pairs):
         model.zero_grad()
         batch = {key: value.clone() if torch.is_tensor(value) else value for key, value in features.items()}
         if grouped:
-            out = forward_in_groups(model, batch, "sentence_embedding")
+            out = forward_in_groups(model, batch, "sentence_embedding", pass_tokens=0)
         else:
             out = model(batch)["sentence_embedding"]
         loss = (torch.cosine_similarity(out[: len(first)], out[len(first) :]) - 0.5).pow(2).sum()
@@ -97,6 +90,6 @@ def test_cross_encoder_groups_give_the_padded_scores(pairs, tiny_cross):
     assert len(length_groups(features["attention_mask"].sum(dim=1).numpy(), 0)) > 3
     with torch.no_grad():
         padded = model({k: v.clone() if torch.is_tensor(v) else v for k, v in features.items()})["scores"]
-        grouped = forward_in_groups(model, features, "scores")
+        grouped = forward_in_groups(model, features, "scores", pass_tokens=0)
     np.testing.assert_allclose(grouped.numpy(), padded.numpy(), atol=1e-5)
     assert grouped.shape[0] == len(first)
