@@ -3,9 +3,56 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 import numba
 import numpy as np
+
+
+class KnownPairs(NamedTuple):
+    """What is known of the distances of item pairs: ``values[t]`` between ``rows[t]`` and ``cols[t]``, exact where
+    ``exact[t]`` (float32 as a store keeps them), else a lower bound (rounded down to float32). Which items the
+    indices count depends on the holder (a block's rows from 0, or the whole set's)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    values: np.ndarray
+    exact: np.ndarray
+
+    @classmethod
+    def empty(cls) -> KnownPairs:
+        return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, bool))
+
+    @classmethod
+    def joined(cls, parts: Iterable[KnownPairs]) -> KnownPairs:
+        parts = list(parts)
+        if not parts:
+            return cls.empty()
+        return cls(*(np.concatenate([np.asarray(p[f]) for p in parts]) for f in range(4)))
+
+    def taken(self, which: np.ndarray) -> KnownPairs:
+        """The pairs ``which`` selects (a mask or indices)."""
+        return KnownPairs(self.rows[which], self.cols[which], self.values[which], self.exact[which])
+
+    def moved(self, row_offset: int) -> KnownPairs:
+        """The same pairs with ``row_offset`` added to every row index."""
+        return KnownPairs(self.rows + row_offset, self.cols, self.values, self.exact)
+
+    def reversed(self) -> KnownPairs:
+        """The same pairs seen from the other item: rows and columns swapped, for a symmetric distance."""
+        return KnownPairs(self.cols, self.rows, self.values, self.exact)
+
+
+class Cascade(NamedTuple):
+    """What :func:`cascaded_topk` found: the lists, the number of exact distances and of tight bounds it computed,
+    and what it learned of the pairs it computed exactly (the exact value, or where a solver stopped early above a
+    row's limit, the lower bound it returned)."""
+
+    indices: np.ndarray
+    distances: np.ndarray
+    computed: int
+    refined: int
+    learned: KnownPairs
 
 
 def topk_rows(distances: np.ndarray, k: int, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -448,7 +495,8 @@ def cascaded_topk(
     refine_first: int = 4,
     first_round: int = 2,
     step: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, int, int]:
+    known: KnownPairs | None = None,
+) -> Cascade:
     r"""Exact k nearest per row through a cascade of lower bounds, a cheap one for every pair and tighter ones for
     fewer: :math:`B_{ij} \le L^{(1)}_{ij}, \dots, L^{(t)}_{ij} \le D_{ij}`.
 
@@ -464,19 +512,27 @@ def cascaded_topk(
     row's k-th distance, and a round more. Selection is on float32 values, ties broken by index, as
     :func:`topk_rows`, from the computed pairs alone: no (n, N) array beyond ``cheap`` is made, none is sorted.
 
+    ``known`` distances (another search computed them: the reverse pairs of a symmetric distance) are taken as
+    computed: exact ones join the exact values from the start, lower :math:`\tau_i` before any is computed, and are
+    not computed again; known lower bounds raise the pairs' bounds. The lists are the same with or without them; only
+    the work differs.
+
     Parameters
     ----------
     cheap : (n, N) the cheap bounds; the row's own column is set to +inf here (``exclude``), in place.
     refine : ``refine(rows, cols)`` -> float64 tight bounds of the index pairs ``(rows[t], cols[t])``; ``rows``
         index the block's rows (0..n-1), ``cols`` the columns. Or a sequence of them, from cheaper to tighter.
     exact : ``exact(rows, cols, limits)`` -> float64 exact distances of those pairs, except where one is above
-        ``limits[t]``: there any value above ``limits[t]`` will do (a solver may stop early).
+        ``limits[t]``: there a lower bound of it above ``limits[t]`` will do (a solver may stop early).
     k : neighbours per row.  exclude : (n,) column of each row's own item, or None.
+    known : distances and lower bounds of pairs ``(rows, cols)`` of the block (rows 0..n-1); or None.
 
     Returns
     -------
-    indices (n, k) int32, distances (n, k) float32 (-1 / +inf padded), the number of exact distances computed and
-    the number of tight bounds computed (all of the tiers).
+    A :class:`Cascade`: indices (n, k) int32, distances (n, k) float32 (-1 / +inf padded), the number of exact
+    distances computed (``known`` ones not counted), the number of tight bounds computed (all of the tiers), and
+    what was learned of the pairs computed: exact where a value is at or below the limit it was computed under,
+    else a lower bound (rounded down to float32).
     """
     refiners = [refine] if callable(refine) else list(refine)
     n, m = cheap.shape
@@ -487,11 +543,16 @@ def cascaded_topk(
     indices = np.full((n, k), -1, dtype=np.int32)
     dists = np.full((n, k), np.inf, dtype=np.float32)
     if kk <= 0 or n == 0:
-        return indices, dists, 0, 0
+        return Cascade(indices, dists, 0, 0, KnownPairs.empty())
+    known = KnownPairs.empty() if known is None else known
+    sure = np.asarray(known.exact, dtype=bool)
+    kr, kc = np.asarray(known.rows, np.int64)[sure], np.asarray(known.cols, np.int64)[sure]
+    n_known = len(kr)
+    raise_by_known = known_bounds(known.taken(~sure), m)
     step = max(1, kk // 8) if step is None else step
     # the seed: every tier for the columns of smallest bound so far, exact distances for k a row
     rows, cols = smallest_entries(cheap, min(avail, refine_first * kk))
-    bound = refiners[0](rows, cols)
+    bound = raise_by_known(rows, cols, refiners[0](rows, cols))
     level = np.zeros(len(rows), dtype=np.int64)  # the tightest tier each bound has been through
     refined = len(rows)
     for tier, tighter in enumerate(refiners[1:], 1):
@@ -500,14 +561,19 @@ def cascaded_topk(
         level[sel] = tier
         refined += len(sel)
     first = smallest_per_row(rows, cols, bound, n, kk)
-    er, ec = rows[first], cols[first]
-    ev = exact(er, ec, np.full(len(first), np.inf)).astype(np.float32)
+    first = first[~np.isin(rows[first] * m + cols[first], kr * m + kc)]
+    fr, fc = rows[first], cols[first]
+    er, ec = np.concatenate([kr, fr]), np.concatenate([kc, fc])
+    seed = exact(fr, fc, np.full(len(first), np.inf)).astype(np.float32)
+    ev = np.concatenate([np.asarray(known.values, np.float32)[sure], seed])
+    is_exact = np.ones(len(er), dtype=bool)
+    lows = ev.copy()  # what is learned of each pair: its exact value, or a lower bound
     limit = widened(kth_per_row(er, ev.astype(np.float64), n, kk))
 
     def settle(limit: np.ndarray) -> np.ndarray:
         """Every tier for the pairs within the limit, then their exact distances by increasing bound, step a row a
         round, the limit lowered after each round. Returns the last limit."""
-        nonlocal er, ec, ev, refined
+        nonlocal er, ec, ev, is_exact, lows, refined
         for tier, tighter in enumerate(refiners[1:], 1):
             todo = np.flatnonzero((level < tier) & (bound <= limit[rows]))
             bound[todo] = np.maximum(bound[todo], tighter(rows[todo], cols[todo]))
@@ -518,7 +584,11 @@ def cascaded_topk(
             take = pending[smallest_per_row(rows[pending], cols[pending], bound[pending], n, step)]
             tr, tc = rows[take], cols[take]
             er, ec = np.concatenate([er, tr]), np.concatenate([ec, tc])
-            ev = np.concatenate([ev, exact(tr, tc, limit[tr]).astype(np.float32)])
+            values = exact(tr, tc, limit[tr])
+            ev = np.concatenate([ev, values.astype(np.float32)])
+            within = values <= limit[tr]  # above it, a solver may have stopped early at a lower bound
+            is_exact = np.concatenate([is_exact, within])
+            lows = np.concatenate([lows, np.where(within, values.astype(np.float32), round_down_f32(values))])
             limit = widened(kth_per_row(er, ev.astype(np.float64), n, kk))
             pending = np.setdiff1d(pending, take, assume_unique=True)
             pending = pending[bound[pending] <= limit[rows[pending]]]
@@ -530,7 +600,7 @@ def cascaded_topk(
     fresh = ~np.isin(r2 * m + c2, rows * m + cols)
     r2, c2 = r2[fresh], c2[fresh]
     rows, cols = np.concatenate([rows, r2]), np.concatenate([cols, c2])
-    bound = np.concatenate([bound, refiners[0](r2, c2)])
+    bound = np.concatenate([bound, raise_by_known(r2, c2, refiners[0](r2, c2))])
     level = np.concatenate([level, np.zeros(len(r2), dtype=np.int64)])
     refined += len(r2)
     settle(limit)
@@ -540,4 +610,26 @@ def cascaded_topk(
     np.cumsum(np.bincount(r, minlength=n), out=starts[1:])
     slot = np.arange(len(r)) - starts[r]
     indices[r, slot], dists[r, slot] = c, v
-    return indices, dists, len(er), refined
+    mine = slice(n_known, None)
+    learned = KnownPairs(er[mine], ec[mine], lows[mine], is_exact[mine])
+    return Cascade(indices, dists, len(er) - n_known, refined, learned)
+
+
+def known_bounds(bounds: KnownPairs, n_cols: int) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """``raise_by_known(rows, cols, bound)``: ``bound`` (float64, in place) raised to the lower bounds ``bounds``
+    holds for any of the pairs ``(rows[t], cols[t])`` (column indices below ``n_cols``); the largest of two lower
+    bounds is one too."""
+    keys = np.asarray(bounds.rows, np.int64) * n_cols + np.asarray(bounds.cols, np.int64)
+    order = np.argsort(keys, kind="stable")
+    keys, values = keys[order], np.asarray(bounds.values, np.float64)[order]
+
+    def raise_by_known(rows: np.ndarray, cols: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        if len(keys) == 0 or len(rows) == 0:
+            return bound
+        want = rows.astype(np.int64) * n_cols + cols
+        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        hit = np.flatnonzero(keys[at] == want)
+        bound[hit] = np.maximum(bound[hit], values[at[hit]])
+        return bound
+
+    return raise_by_known

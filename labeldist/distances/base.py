@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from labeldist.core.knn import KnownPairs
 from labeldist.labels.base import LabelSet
 
 #: the largest distance a store holds (it keeps float32); a larger one would be stored as infinity
@@ -152,6 +153,20 @@ class LabelDistance(ABC):
         distances computed. A kNN-only store uses it before :meth:`lower_bound_block`.
         """
         return None
+
+    #: whether :meth:`knn_block_shared` takes the exact distances other row blocks computed and returns its own: a
+    #: symmetric distance whose exact values are the cost of its search and the same float from either side (caption
+    #: sets), so that a job computes each unordered pair about once (:mod:`labeldist.engine.exchange`)
+    shares_exact_pairs: ClassVar[bool] = False
+
+    def knn_block_shared(
+        self, labels: LabelSet, start: int, stop: int, k: int, known: KnownPairs
+    ) -> tuple[np.ndarray, np.ndarray, int, KnownPairs]:
+        """:meth:`knn_block` given ``known``: exact distances of pairs whose row lies in ``start:stop``, which it does
+        not compute again (rows and columns counted over all of ``labels``). Returns the same lists, the number of
+        exact distances it computed, and the pairs whose exact distance it computed (counted the same way). Only
+        where :attr:`shares_exact_pairs`."""
+        raise NotImplementedError(f"{type(self).__name__} does not share exact pairs")
 
     def knn_block_rows(self, labels: LabelSet) -> int | None:
         """Rows per task that :meth:`knn_block` works best with, or None for the engine's default (which bounds a

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, cast
 import numba
 import numpy as np
 
-from labeldist.core.knn import cascaded_topk
+from labeldist.core.knn import KnownPairs, cascaded_topk
 from labeldist.distances.base import LabelDistance
 from labeldist.distances.caption_bounds import (
     ChunkTables,
@@ -544,6 +544,8 @@ class CaptionSetWMD(LabelDistance):
     labels_class: ClassVar[type[LabelSet]] = CaptionSets
     # WMD is symmetric (optimal transport under a symmetric ground distance) and Eq. 13 sums both directions
     symmetric: ClassVar[bool] = True
+    # ... to the last bit (the transport solved in one orientation), and exact W is what a kNN search spends on
+    shares_exact_pairs: ClassVar[bool] = True
 
     def __init__(self, normalize: bool = True) -> None:
         if not isinstance(normalize, bool):
@@ -765,16 +767,28 @@ class CaptionSetWMD(LabelDistance):
         return out
 
     def knn_block(self, labels: LabelSet, start: int, stop: int, k: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """The exact k nearest of images ``start:stop`` among all of ``labels``: :meth:`knn_block_shared` with no
+        distance known beforehand."""
+        indices, dists, computed, _ = self.knn_block_shared(labels, start, stop, k, KnownPairs.empty())
+        return indices, dists, computed
+
+    def knn_block_shared(
+        self, labels: LabelSet, start: int, stop: int, k: int, known: KnownPairs
+    ) -> tuple[np.ndarray, np.ndarray, int, KnownPairs]:
         """The exact k nearest of images ``start:stop`` among all of ``labels``, through three lower bounds
         (:mod:`labeldist.distances.caption_bounds`): the image-word bound for every pair, the caption-level bound
         (as :meth:`lower_bound_block`'s) for the pairs it leaves, the reduction bound for the pairs both leave, the
         exact W (:meth:`pairs_within`) for the pairs all three leave, by increasing bound
-        (:func:`~labeldist.core.knn.cascaded_topk`). Row images go in chunks whose word tables fit
-        ``_LB_CHUNK_BYTES``. Returns indices, distances and the number of exact distances computed."""
+        (:func:`~labeldist.core.knn.cascaded_topk`), except those ``known`` (exact W of pairs whose row lies in the
+        block, computed by other blocks: W is the same float from either image, the transport being solved in one
+        orientation, :func:`~labeldist.distances.transport.emd_small`). Row images go in chunks whose word tables
+        fit ``_LB_CHUNK_BYTES``; a later chunk takes the reverse of the pairs an earlier one computed. Returns
+        indices, distances, the number of exact distances computed and the pairs whose exact W it computed."""
         labels = self._check(labels, labels)[0]
         prepared = self._prepared(labels)
         bags, words = prepared.bags(labels), prepared.image_words(labels)
         found: list[tuple[np.ndarray, np.ndarray]] = []
+        made: list[KnownPairs] = []
         computed = 0
         for i0, i1 in _row_chunks(labels.caption_offsets, bags, len(bags.vectors), start, stop):
             tables = chunk_tables(bags, words, bags.local, labels.caption_offsets, i0, i1, bags.vectors)
@@ -788,12 +802,24 @@ class CaptionSetWMD(LabelDistance):
             def exact(r: np.ndarray, c: np.ndarray, limits: np.ndarray, i0: int = i0) -> np.ndarray:
                 return self.pairs_within(labels, r + i0, c, limits)
 
+            mine = known.taken((known.rows >= i0) & (known.rows < i1))
             cheap = image_word_bounds(tables, words)
-            indices, dists, count, _ = cascaded_topk(cheap, (tight, tighter), exact, k, exclude=np.arange(i0, i1))
-            found.append((indices, dists))
-            computed += count
+            cascade = cascaded_topk(
+                cheap,
+                (tight, tighter),
+                exact,
+                k,
+                exclude=np.arange(i0, i1),
+                known=mine.moved(-i0),
+            )
+            found.append((cascade.indices, cascade.distances))
+            computed += cascade.computed
+            new = cascade.learned.moved(i0)
+            made.append(new)
+            known = KnownPairs.joined([known, new.taken((new.cols >= i1) & (new.cols < stop)).reversed()])
             del tables, cheap
-        return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]), computed
+        indices = np.concatenate([f[0] for f in found])
+        return indices, np.concatenate([f[1] for f in found]), computed, KnownPairs.joined(made)
 
     def _lower_bound_pairwise(self, rows: LabelSet, cols: LabelSet) -> np.ndarray:
         """The previous bound, kept as a test oracle: Eq. 13 over :math:`\\max(RWMD, WCD)` with a word-distance

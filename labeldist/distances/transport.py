@@ -11,6 +11,11 @@ potentials give :math:`C_{ij} - u_i - v_j \\ge 0` is optimal), in float64, compi
 given a workspace (:func:`emd_workspace`). It returns NaN when it does not finish; the caller then uses
 :func:`emd_pot`, POT's network simplex (Bonneel et al., SIGGRAPH Asia 2011; Flamary et al., JMLR 2021), also the
 tests' reference. The callers fill the cost table (:mod:`labeldist.distances.wmd`, ``caption_sets``).
+
+Both solve a problem or its transpose, whichever comes first in one fixed order (:func:`transpose_first`), so that
+the cost from X to Y and from Y to X is the same float: a simplex on the transposed table pivots in another order
+and can round the last bit differently (6 % of COCO caption pairs did), which would make a symmetric distance's
+matrix differ from its transpose and its kNN search unable to take a pair's value from the reverse pair.
 """
 
 from __future__ import annotations
@@ -22,8 +27,44 @@ from labeldist.core.extras import needed
 
 
 @numba.njit(cache=True, nogil=True)
+def transpose_first(cost, m, n, a, b):  # pragma: no cover - compiled
+    """Whether the transpose of the problem (``cost[:m, :n]``, ``a``, ``b``) comes before it in the fixed order
+    that :func:`emd_small` solves in: the fewer supplies first, then the supplies' weights, then the costs read row
+    by row (the transpose's rows being the columns), each compared in turn. Exactly one of a problem and its
+    transpose comes first unless the two are the same problem.
+
+    >>> transpose_first(np.array([[1.0, 2.0]]), 1, 2, np.array([1.0]), np.array([0.5, 0.5]))
+    False
+    """
+    if m != n:
+        return n < m
+    for i in range(m):
+        if a[i] != b[i]:
+            return b[i] < a[i]
+    for i in range(m):
+        for j in range(n):
+            if cost[i, j] != cost[j, i]:
+                return cost[j, i] < cost[i, j]
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
 def emd_small(cost, m, n, a, b, ws):  # pragma: no cover - compiled
-    """Exact transport cost for supplies a (m) and demands b (n), both summing to 1; NaN if not finished.
+    """Exact transport cost for supplies a (m) and demands b (n), both summing to 1; NaN if not finished. The
+    problem or its transpose, whichever :func:`transpose_first` puts first, is solved (:func:`_emd_oriented`): the
+    cost of (cost.T, b, a) is the same float."""
+    if transpose_first(cost, m, n, a, b):
+        t = ws[-1]
+        for i in range(m):
+            for j in range(n):
+                t[j, i] = cost[i, j]
+        return _emd_oriented(t, n, m, b, a, ws)
+    return _emd_oriented(cost, m, n, a, b, ws)
+
+
+@numba.njit(cache=True, nogil=True)
+def _emd_oriented(cost, m, n, a, b, ws):  # pragma: no cover - compiled
+    """:func:`emd_small` on the problem as given.
 
     Transportation simplex (Dantzig 1951; the MODI method; Rubner et al.'s EMD code uses the same): a basic
     solution is a spanning tree of m + n - 1 cells of the m x n table; potentials with u_i + v_j = c_ij on
@@ -31,7 +72,7 @@ def emd_small(cost, m, n, a, b, ws):  # pragma: no cover - compiled
     flow moves round the cycle it closes, and the first cell emptied leaves. No negative reduced cost left
     = optimal (LP duality). At caption size (about 5 x 5) this takes about 3 pivots from a least-cost start.
     """
-    bi, bj, fl, isb, u, v, work, sa, sb, par, pcell, depth, deg, start, adj, queue, cyc = ws
+    bi, bj, fl, isb, u, v, work, sa, sb, par, pcell, depth, deg, start, adj, queue, cyc, _ = ws
     if m == 1:  # one word on a side: everything moves to (or from) it
         s = 0.0
         for j in range(n):
@@ -186,7 +227,9 @@ def emd_small(cost, m, n, a, b, ws):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def emd_workspace(mmax, nmax):  # pragma: no cover - compiled
-    """Scratch arrays of emd_small for problems up to mmax x nmax, allocated once per batch."""
+    """Scratch arrays of emd_small for problems up to mmax x nmax, allocated once per batch (square: the problem may
+    be solved transposed)."""
+    mmax = nmax = max(mmax, nmax)
     nv = mmax + nmax
     i8 = np.int64
     return (
@@ -207,12 +250,17 @@ def emd_workspace(mmax, nmax):  # pragma: no cover - compiled
         np.empty(2 * nv, i8),  # adj
         np.empty(nv, i8),  # queue
         np.empty(nv, i8),  # cyc
+        np.empty((nmax, mmax)),  # the transposed costs
     )
 
 
 def emd_pot(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
-    """The same transport cost by POT's network simplex (``ot.emd2``): the fallback and the reference."""
+    """The same transport cost by POT's network simplex (``ot.emd2``): the fallback and the reference, oriented as
+    :func:`emd_small` orients it."""
     with needed("sts", "caption WMD"):
         import ot
 
+    m, n = cost.shape
+    if transpose_first(np.ascontiguousarray(cost, dtype=np.float64), m, n, a, b):
+        return float(ot.emd2(b, a, np.ascontiguousarray(cost.T)))
     return float(ot.emd2(a, b, cost))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labeldist.core.knn import pruned_topk, topk_rows
+from labeldist.core.knn import KnownPairs, pruned_topk, topk_rows
 from labeldist.distances.base import LabelDistance
 from labeldist.labels.base import LabelSet
 from labeldist.store import (
@@ -142,6 +142,19 @@ def compute_block(
         indices, dists, n_exact = knn_search(labels, distance, start, stop, k)
     write_block(url, start, indices, dists, rows, block, n_exact)
     return block
+
+
+def compute_knn_shared(
+    block: int, *, labels: LabelSet, distance: LabelDistance, url: str, k: int, block_rows: int, known: KnownPairs
+) -> tuple[int, KnownPairs]:
+    """One Dask task of a kNN-only store whose distance shares exact pairs (:mod:`labeldist.engine.exchange`): row
+    block ``block``'s lists by :meth:`~labeldist.distances.base.LabelDistance.knn_block_shared`, given ``known``
+    (pairs other blocks computed, rows in this block), written into the store at ``url``. Returns the block and the
+    pairs whose exact distance it computed, for the blocks not yet started."""
+    start, stop = block_range(block, len(labels), block_rows)
+    indices, dists, n_exact, made = distance.knn_block_shared(labels, start, stop, k, known)
+    write_block(url, start, indices, dists, None, block, n_exact)
+    return block, made
 
 
 def compute_upper(block: int, *, labels: LabelSet, distance: LabelDistance, url: str, block_rows: int) -> int:

@@ -26,10 +26,12 @@ from labeldist.distances.base import LabelDistance
 from labeldist.engine.blocks import (
     blocks_to_compute,
     compute_block,
+    compute_knn_shared,
     compute_mirrored,
     compute_upper,
     default_block_rows,
 )
+from labeldist.engine.exchange import PairExchange
 from labeldist.engine.lock import store_lock
 from labeldist.engine.runner import BlockJob, block_job
 from labeldist.engine.staging import finish_replacement, occupied, replace_with_staged, staging_url
@@ -284,10 +286,26 @@ def run_precompute_blocks(
     dense: bool,
     symmetric: bool,
 ) -> None:
-    """The tasks of a precompute. The plain mode: one :func:`compute_block` per row block of ``todo``. The
-    symmetric dense mode: phase 1 (:func:`compute_upper`) for the upper strips of ``upper_todo``, then, once all
-    are written, phase 2 (:func:`compute_mirrored`) for the row blocks of ``todo``."""
+    """The tasks of a precompute. The plain mode: one :func:`compute_block` per row block of ``todo``; a kNN-only store
+    of a distance that shares exact pairs, :func:`compute_knn_shared` with the pairs passed between blocks
+    (:mod:`labeldist.engine.exchange`). The symmetric dense mode: phase 1 (:func:`compute_upper`) for the upper
+    strips of ``upper_todo``, then, once all are written, phase 2 (:func:`compute_mirrored`) for the row blocks of
+    ``todo``."""
     common = {"url": url, "block_rows": job.block_rows}
+    if not dense and distance.shares_exact_pairs:
+        exchange = PairExchange(len(labels), job.block_rows, todo)
+        job.run(
+            compute_knn_shared,
+            todo,
+            distance.kind,
+            labels=job.scatter(labels),
+            distance=job.scatter(distance),
+            k=k,
+            exchange=exchange,
+            **common,
+        )
+        log.info("exact pairs passed between row blocks: at most %d held at once", exchange.peak)
+        return
     if not symmetric:
         job.run(
             compute_block,

@@ -26,6 +26,7 @@ from labeldist.core.clusters import JOB_QUEUES, ClusterError, ClusterSpec, check
 from labeldist.core.reading import SMALL_FILE_BYTES, read_regular
 from labeldist.core.threads import limited_threads, usable_cores
 from labeldist.distances.base import LabelDistance, Preparation
+from labeldist.engine.exchange import PairExchange
 from labeldist.labels.base import LabelSet
 
 log = logging.getLogger(__name__)
@@ -356,6 +357,7 @@ class BlockJob:
         work: Callable[[int], int] | None = None,
         unit: str = "item",
         loads: bool = True,
+        exchange: PairExchange | None = None,
         **kwargs: Any,
     ) -> None:
         """Run ``task(block, **kwargs)`` for every block of ``todo``; return once all have finished, raising the
@@ -368,23 +370,47 @@ class BlockJob:
         minute), which later tasks do not: a rate measured over them would promise many times the time left. So
         the estimate starts once every worker has finished one task (:class:`FirstTasks`); until then a line
         says why there is none yet, and a line as each of those tasks ends. ``loads=False``: tasks that run no
-        distance (phase 2 of the symmetric mode), estimated from the start."""
+        distance (phase 2 of the symmetric mode), estimated from the start.
+
+        ``exchange``: tasks that share exact pairs (:mod:`labeldist.engine.exchange`); each returns ``(block, pairs
+        it computed)`` and is given ``known=`` the pairs kept for its block; they are submitted a few at a time
+        (:meth:`window`) instead of all at once."""
         from distributed import KilledWorker, as_completed
         from distributed.client import FutureCancelledError
 
         started_with = worker_addresses(self.client)
-        futures = self.client.map(run_block_task, todo, pure=False, task=task, **kwargs)
-        blocks = dict(zip(futures, todo))
-        sizes = {future: (work or self.rows)(block) for future, block in blocks.items()}
-        resubmitted = 0
+        size = work or self.rows
         workers = len(self.client.scheduler_info().get("workers", {})) or 1
         first = min(workers, len(todo)) if loads else 0
-        bar = FirstTasks(sum(sizes.values()), desc, unit, first, workers, self.progress)
+        bar = FirstTasks(sum(size(block) for block in todo), desc, unit, first, workers, self.progress)
+        # the tasks not finished, each with its block and what it was given beyond kwargs (the exchange's pairs); a
+        # finished one is dropped, so that the cluster drops its result
+        blocks: dict[Any, int] = {}
+        given: dict[Any, dict[str, Any]] = {}
+        queue = list(todo)
+
+        def submit(block: int, extra: dict[str, Any]) -> Any:
+            future = self.client.submit(run_block_task, block, pure=False, task=task, **kwargs, **extra)
+            blocks[future], given[future] = block, extra
+            return future
+
+        if exchange is None:
+            futures = self.client.map(run_block_task, queue, pure=False, task=task, **kwargs)
+            blocks.update(zip(futures, queue))
+            given.update((future, {}) for future in futures)
+            queue = []
+        else:
+            # a few tasks a worker thread at a time: a block starts once most of those before it have finished and
+            # is given what they computed
+            futures = [submit(block, {"known": exchange.take(block)}) for block in queue[: self.window()]]
+            del queue[: len(futures)]
+        resubmitted = 0
         try:
             pending = as_completed(futures)
+            del futures
             for future in pending:
                 try:
-                    future.result()  # re-raises a task's error here, with its traceback
+                    result = future.result()  # re-raises a task's error here, with its traceback
                 except FutureCancelledError:
                     # cancelled by the scheduler, not by this job: a worker died while its result was being
                     # gathered ("Couldn't gather ... rescheduling", then "cancelled for reason: unknown"), or with
@@ -400,20 +426,29 @@ class BlockJob:
                             f"its task was cancelled by the cluster after {RESUBMITS} tasks were submitted again",
                         ) from None
                     log.warning("block %d: its task was cancelled by the cluster; submitting it again", block)
-                    again = self.client.submit(run_block_task, block, pure=False, task=task, **kwargs)
-                    blocks[again], sizes[again] = block, sizes[future]
-                    futures.append(again)
-                    pending.add(again)
+                    pending.add(submit(block, given.pop(future)))
+                    del blocks[future]
                     continue
                 except KilledWorker as e:  # the scheduler's own bound: every worker that ran the task died
                     what = f"{e.allowed_failures + 1} workers died running its task (the last: {e.last_worker.address})"
                     raise cannot_run(self.client, blocks[future], started_with, what) from None
-                bar.update(sizes[future])
+                bar.update(size(blocks.pop(future)))
+                del given[future]
+                if exchange is not None:
+                    exchange.add(result[1])
+                    if queue:
+                        block = queue.pop(0)
+                        pending.add(submit(block, {"known": exchange.take(block)}))
+                del future, result
         except BaseException:
-            self.client.cancel(futures)  # finished blocks are marked in the store; the rest is redone on resume
+            self.client.cancel(list(blocks))  # finished blocks are marked in the store; the rest is redone on resume
             raise
         finally:
             bar.close()
+
+    def window(self) -> int:
+        """How many tasks a job that passes exact pairs between blocks keeps submitted: two a worker thread."""
+        return max(2, 2 * sum(self.client.nthreads().values()))
 
 
 def worker_addresses(client: Any) -> set[str]:

@@ -199,6 +199,17 @@ def test_pairs_equal_block_to_the_last_bit_and_the_reference(coco, normalize):
     assert same.sum() >= 3 and (got[same] == 0).all()
 
 
+def test_w_from_either_image_is_the_same_float(coco):
+    """W(i, j) and W(j, i) to the last bit, by pairs and by blocks (each caption WMD solved in one orientation, Eq.
+    13's two sums added in either order): what lets a kNN search take a pair's value from the reverse pair."""
+    d = CaptionSetWMD()
+    rng = np.random.default_rng(21)
+    i, j = rng.integers(0, len(coco), 2000), rng.integers(0, len(coco), 2000)
+    np.testing.assert_array_equal(d.pairs(coco, i, j), d.pairs(coco, j, i))
+    a, b = coco.subset(rng.choice(len(coco), 12, replace=False)), coco.subset(rng.choice(len(coco), 40, replace=False))
+    np.testing.assert_array_equal(d.block(a, b), d.block(b, a).T)
+
+
 def test_pairs_in_any_order_and_chunk(coco, monkeypatch):
     rows, cols, i, j = _pair_grid(coco, 6, 30, seed=12)
     d = CaptionSetWMD()
@@ -395,3 +406,35 @@ def test_knn_block_equals_whole_rows(coco, monkeypatch):
     chunked = CaptionSetWMD().knn_block(labels, 40, 60, 25)
     np.testing.assert_array_equal(chunked[0], expected[0])
     np.testing.assert_array_equal(chunked[1], expected[1])
+    assert chunked[2] < computed  # a later chunk took the reverse of the pairs the earlier ones computed
+
+
+def test_a_block_given_the_pairs_of_another_computes_fewer_and_finds_the_same(coco):
+    """knn_block_shared: block B given the reverse of what block A learned (rows in B) finds its whole rows' lists,
+    computes fewer, never one whose W it was given; what each block learned is W as pairs() has it, or a bound."""
+    from labeldist.core.knn import KnownPairs, topk_rows
+
+    labels = coco.subset(slice(0, 700))
+    d = CaptionSetWMD()
+    _, _, _, made_a = d.knn_block_shared(labels, 0, 60, 25, KnownPairs.empty())
+    _check_learned(d, labels, made_a)
+    alone = d.knn_block(labels, 60, 120, 25)
+    to_b = made_a.taken((made_a.cols >= 60) & (made_a.cols < 120)).reversed()
+    assert len(to_b.rows) > 50
+    indices, dists, computed, made_b = d.knn_block_shared(labels, 60, 120, 25, to_b)
+    expected = topk_rows(d.block(labels.subset(slice(60, 120)), labels).astype(np.float32), 25, np.arange(60, 120))
+    np.testing.assert_array_equal(indices, expected[0])
+    np.testing.assert_array_equal(dists, expected[1])
+    np.testing.assert_array_equal(alone[0], expected[0])
+    assert len(made_b.rows) == computed < alone[2]
+    given = to_b.taken(to_b.exact)  # a pair given as a lower bound may still need its exact W
+    assert not np.isin(made_b.rows * 700 + made_b.cols, given.rows * 700 + given.cols).any()
+    _check_learned(d, labels, made_b)
+
+
+def _check_learned(d, labels, learned):
+    """What a search learned: W as pairs() has it where it says exact, else a lower bound of W; some of each."""
+    w = d.pairs(labels, learned.rows, learned.cols)
+    sure = learned.exact
+    np.testing.assert_array_equal(learned.values[sure], w[sure].astype(np.float32))
+    assert (learned.values[~sure] <= w[~sure]).all() and 0 < sure.sum() < len(sure)

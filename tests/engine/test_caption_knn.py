@@ -74,3 +74,29 @@ def test_dense_store_of_200_images_equals_block(coco, dask_client, tmp_path):
     expected_idx, expected_dist = _brute_force(labels, np.arange(200), 20)
     np.testing.assert_array_equal(indices, expected_idx)
     np.testing.assert_array_equal(distances, expected_dist)
+
+
+def test_blocks_pass_exact_pairs_to_those_after_them(coco, dask_client, tmp_path):
+    """The job passes each finished block's exact pairs to the blocks not yet started (labeldist.engine.exchange):
+    every list equals the one each block finds alone (``knn_block``, itself equal to whole rows above), and the
+    store's count of exact pairs is below the sum of the blocks' counts alone."""
+    labels = coco.subset(np.random.default_rng(2).choice(len(coco), 500, replace=False))
+    out = tmp_path / "coco500"
+    precompute(
+        labels,
+        CaptionSetWMD(),
+        out,
+        dataset="c500",
+        k=50,
+        dense=False,
+        client=dask_client,
+        block_rows=40,
+        progress=False,
+    )
+    indices, distances = StoreReader(str(out)).knn()
+    alone = [CaptionSetWMD().knn_block(labels, start, min(start + 40, 500), 50) for start in range(0, 500, 40)]
+    np.testing.assert_array_equal(indices, np.concatenate([a[0] for a in alone]))
+    np.testing.assert_array_equal(distances, np.concatenate([a[1] for a in alone]))
+    shared = zarr.open_group(str(out), mode="r")["progress/exact_pairs"][:]
+    assert shared.sum() < 0.9 * sum(a[2] for a in alone), (shared.tolist(), [a[2] for a in alone])
+    assert "ok" in check_store(out)

@@ -179,7 +179,7 @@ def test_cascaded_topk_equals_brute_force_with_a_solver_that_gives_up(k):
         d = np.linalg.norm(x[rows[r]] - x[c], axis=1)
         return np.where(d <= limits, d, np.nextafter(limits, np.inf))
 
-    idx, dist, computed, refined = cascaded_topk(cheap, tight, exact, k, exclude=rows)
+    idx, dist, computed, refined, _ = cascaded_topk(cheap, tight, exact, k, exclude=rows)
     ref_idx, ref_dist = topk_rows(full.astype(np.float32), k, exclude=rows)
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_array_equal(dist, ref_dist)
@@ -213,7 +213,7 @@ def test_cascaded_topk_through_several_bounds_computes_little_more_than_its_floo
     def exact(r, c, limits):
         return np.linalg.norm(x[rows[r]] - x[c], axis=1)
 
-    idx, dist, computed, refined = cascaded_topk(cheap(), [bound(4), bound(5)], exact, k, exclude=rows)
+    idx, dist, computed, refined, _ = cascaded_topk(cheap(), [bound(4), bound(5)], exact, k, exclude=rows)
     ref_idx, ref_dist = topk_rows(full.astype(np.float32), k, exclude=rows)
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_array_equal(dist, ref_dist)
@@ -228,15 +228,63 @@ def test_cascaded_topk_through_several_bounds_computes_little_more_than_its_floo
     assert computed < one_bound[2]
 
 
+@pytest.mark.parametrize("k", [1, 9])
+def test_cascaded_topk_takes_known_distances_without_computing_them(k):
+    """Euclidean kNN in 4-D through one bound, with a solver that stops early above the limit (at a lower bound).
+    Given back half of what a first search learned (exact values and the bounds it stopped at) and exact values it
+    never needed: the same lists, no known exact pair asked of the exact function, fewer computed; what it learns is
+    exact where it says so and a lower bound elsewhere, and holds none of what it was given."""
+    from labeldist.core.knn import KnownPairs, cascaded_topk
+
+    x = np.random.default_rng(k).normal(size=(300, 4))
+    rows = np.arange(100, 140)
+    full = np.linalg.norm(x[rows, None] - x[None], axis=2)
+    asked: list[np.ndarray] = []
+
+    def cheap():
+        return np.abs(x[rows, None, 0] - x[None, :, 0]).astype(np.float32) * np.float32(1 - 1e-6)
+
+    def tight(r, c):
+        return np.linalg.norm(x[rows[r], :2] - x[c, :2], axis=1)
+
+    def exact(r, c, limits):
+        asked.append(r * 300 + c)
+        d = full[r, c]
+        return np.where(d <= limits, d, np.nextafter(limits, np.inf))
+
+    def check(learned):
+        truth = full[learned.rows, learned.cols]
+        sure = learned.exact
+        np.testing.assert_array_equal(learned.values[sure], truth[sure].astype(np.float32))
+        assert (learned.values[~sure] <= truth[~sure]).all()
+
+    first = cascaded_topk(cheap(), tight, exact, k, exclude=rows)
+    check(first.learned)
+    assert first.computed == len(first.learned.rows) and not first.learned.exact.all()  # some stopped early
+    half = np.random.default_rng(0).permutation(first.computed)[: first.computed // 2]
+    far_r, far_c = np.arange(40), np.argsort(full, axis=1)[:, -1]  # each row's farthest item: never needed
+    never = KnownPairs(far_r, far_c, full[far_r, far_c].astype(np.float32), np.ones(40, bool))
+    known = KnownPairs.joined([first.learned.taken(half), never])
+    asked.clear()
+    again = cascaded_topk(cheap(), tight, exact, k, exclude=rows, known=known)
+    np.testing.assert_array_equal(again.indices, first.indices)
+    np.testing.assert_array_equal(again.distances, first.distances)
+    keys = known.rows * 300 + known.cols
+    assert not np.isin(np.concatenate(asked), keys[known.exact]).any() and again.computed == sum(map(len, asked))
+    assert again.computed <= first.computed - len(half) // 2
+    check(again.learned)
+    assert not np.isin(again.learned.rows * 300 + again.learned.cols, keys[known.exact]).any()
+
+
 def test_cascaded_topk_keeps_ties_broken_by_index_and_pads_short_rows():
     from labeldist.core.knn import cascaded_topk
 
     values = np.array([[0.0, 1.0, 1.0, 1.0, 2.0, 1.0]])
-    idx, dist, _, _ = cascaded_topk(
+    idx, dist, _, _, _ = cascaded_topk(
         np.zeros((1, 6), np.float32), lambda r, c: np.zeros(len(r)), lambda r, c, lim: values[r, c], 3, np.array([0])
     )
     assert idx.tolist() == [[1, 2, 3]] and dist.tolist() == [[1.0, 1.0, 1.0]]
-    idx, dist, _, _ = cascaded_topk(
+    idx, dist, _, _, _ = cascaded_topk(
         np.zeros((1, 3), np.float32), lambda r, c: np.zeros(len(r)), lambda r, c, lim: values[r, c], 4, np.array([0])
     )
     assert idx.tolist() == [[1, 2, -1, -1]] and np.isinf(dist[0, 2:]).all()
