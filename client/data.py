@@ -31,6 +31,7 @@ from labeldist.client.loader import steps_in_processes
 from labeldist.client.minibatch import Minibatch
 from labeldist.client.prefetch import Prefetcher
 from labeldist.core.reading import open_regular
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, read_npy
 
 
@@ -128,10 +129,10 @@ def _open_npy(path: str | Path) -> np.ndarray:
             headers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
             header = headers.get(npy.read_magic(f))
             if header is None:
-                raise ValueError("a .npy version this reader does not know")
+                raise UsageError("a .npy version this reader does not know")
             shape, fortran, dtype = header(f)
             if dtype.hasobject:
-                raise ValueError("Python objects")
+                raise UsageError("Python objects")
             order = "F" if fortran else "C"
             return np.memmap(f, dtype=dtype, mode="r", shape=shape, order=order, offset=f.tell())
     except OSError as e:
@@ -242,9 +243,9 @@ class MinibatchStream(IterableDataset):
     ) -> None:
         super().__init__()
         if processes is None and getattr(inputs, "needs_processes", False):
-            raise ValueError("image inputs are decoded in DataLoader processes: give processes (0: in this one)")
+            raise UsageError("image inputs are decoded in DataLoader processes: give processes (0: in this one)")
         if anchors_per_request % batches_per_step:
-            raise ValueError(
+            raise UsageError(
                 f"anchors_per_request={anchors_per_request} must be a multiple of batches_per_step={batches_per_step}"
             )
         self.client, self.store, self.inputs = client, store, inputs
@@ -262,7 +263,7 @@ class MinibatchStream(IterableDataset):
         self.processes, self.pin_memory = processes, pin_memory
         self.steps_per_epoch = len(self.anchors) // batches_per_step
         if self.steps_per_epoch < 1:
-            raise ValueError(f"{len(self.anchors)} anchors are fewer than batches_per_step={batches_per_step}")
+            raise UsageError(f"{len(self.anchors)} anchors are fewer than batches_per_step={batches_per_step}")
         self.requests_per_epoch = math.ceil(self.steps_per_epoch * batches_per_step / anchors_per_request)
         #: seconds the consumer spent waiting for a step that was not ready yet
         self.waited = 0.0
@@ -272,7 +273,7 @@ class MinibatchStream(IterableDataset):
         """The items minibatch members are drawn from, sorted and distinct; None: the whole store."""
         if isinstance(pool, str):
             if pool != "anchors":
-                raise ValueError(f"pool={pool!r}: give 'anchors' (the default), an array of items, or None")
+                raise UsageError(f"pool={pool!r}: give 'anchors' (the default), an array of items, or None")
             if anchors is None:
                 return None
             items, what = np.unique(anchors), "the anchors"
@@ -282,12 +283,12 @@ class MinibatchStream(IterableDataset):
             items, what = np.unique(np.asarray(pool, dtype=np.int64)), "the pool"
             if anchors is not None and np.setdiff1d(anchors, items).size:
                 a = int(np.setdiff1d(anchors, items)[0])
-                raise ValueError(
+                raise UsageError(
                     f"anchor {a} is not in the pool: every member of a minibatch, its anchor included, "
                     "is drawn from the pool"
                 )
         if items.size and (items[0] < 0 or items[-1] >= n_items):
-            raise ValueError(
+            raise UsageError(
                 f"{what} name item {int(items[0] if items[0] < 0 else items[-1])}, not one of the "
                 f"inputs' {n_items} items"
             )
@@ -298,7 +299,7 @@ class MinibatchStream(IterableDataset):
                 if what == "the anchors"
                 else "members are drawn from it"
             )
-            raise ValueError(
+            raise UsageError(
                 f"{what} hold {items.size} items, fewer than size={size}: {why}; pass pool=None to "
                 "draw members from the whole store"
             )

@@ -30,6 +30,7 @@ from labeldist.client.answers import (
     StoreNotFound,
 )
 from labeldist.client.minibatch import Minibatch
+from labeldist.errors import UsageError
 
 if TYPE_CHECKING:
     from labeldist.client.store import Store
@@ -79,7 +80,7 @@ class LabelDistClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if retries < 0 or backoff < 0:
-            raise ValueError(f"retries and backoff must be >= 0, got {retries}, {backoff}")
+            raise UsageError(f"retries and backoff must be >= 0, got {retries}, {backoff}")
         self.url = url.rstrip("/")
         self.retries, self.backoff = retries, backoff
         self._settings = {"timeout": timeout, "retries": retries, "backoff": backoff, "api_key": api_key}
@@ -210,7 +211,7 @@ class LabelDistClient:
         (the items every member is drawn from) or ``exclude`` (the items no minibatch contains), anchors,
         nearest (within the pool) and random others are all items of the pool."""
         if (anchors is None) == (count is None):
-            raise ValueError("give exactly one of anchors= and count=")
+            raise UsageError("give exactly one of anchors= and count=")
         body: dict[str, Any] = {"size": int(size), "neighbors": int(neighbors), "pairwise": bool(pairwise)}
         if anchors is not None:
             body["anchors"] = np.asarray(anchors, dtype=np.int64).tolist()

@@ -54,7 +54,7 @@ def binary_split(distances: torch.Tensor, positives: int) -> tuple[torch.Tensor,
 def check_positives(positives: int, m: int) -> None:
     """ValueError unless ``positives`` leaves at least one negative among a minibatch's ``m`` items."""
     if not 0 < positives < m:
-        raise ValueError(f"positives={positives} must lie in 1..{m - 1} (batch items - 1)")
+        raise UsageError(f"positives={positives} must lie in 1..{m - 1} (batch items - 1)")
 
 
 def _parts(minibatch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -72,7 +72,7 @@ def _parts(minibatch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | N
         indices, distances = indices[None], distances[None]
         pairwise = None if pairwise is None else pairwise[None]
     if indices.dim() != 2 or distances.shape != (indices.shape[0], indices.shape[1] - 1):
-        raise ValueError(
+        raise UsageError(
             f"a minibatch has indices (B, n) and distances (B, n - 1), got {tuple(indices.shape)} "
             f"and {tuple(distances.shape)}"
         )
@@ -175,7 +175,7 @@ def pml_triplets(
         d = distances[:, None, :]  # (B, A, m)
     elif anchors == "all":
         if pairwise is None:
-            raise ValueError(
+            raise UsageError(
                 'anchors="all" needs the minibatch\'s pairwise label distances (a stream with pairwise=True)'
             )
         anchor_rows = torch.arange(n, device=device)
@@ -183,7 +183,7 @@ def pml_triplets(
         candidates = others[~torch.eye(n, dtype=torch.bool, device=device)].reshape(n, n - 1)
         d = pairwise.to(device)[:, anchor_rows[:, None], candidates]
     else:
-        raise ValueError(f'anchors must be "first" or "all", got {anchors!r}')
+        raise UsageError(f'anchors must be "first" or "all", got {anchors!r}')
     m = candidates.shape[1]
     if positives is not None:
         check_positives(positives, m)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
+from labeldist.errors import UsageError
+
 T = TypeVar("T")
 
 
@@ -34,7 +36,7 @@ class Prefetcher(Generic[T]):
         self, produce: Callable[[int], T], *, depth: int = 4, workers: int = 2, start: int = 0, stop: int | None = None
     ) -> None:
         if depth < 1 or workers < 1:
-            raise ValueError(f"depth and workers must be >= 1, got depth={depth}, workers={workers}")
+            raise UsageError(f"depth and workers must be >= 1, got depth={depth}, workers={workers}")
         self._produce, self._depth = produce, depth
         self._next, self._stop = start, stop
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prefetch")

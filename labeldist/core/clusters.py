@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from labeldist.core.options import positive_float, worker_count
-from labeldist.errors import LabeldistError
+from labeldist.errors import LabeldistError, UsageError
 
 
 def check_workers(n_workers: int | None) -> None:
     """ValueError unless ``n_workers`` is None (one per core) or at least 1."""
     if n_workers is not None and n_workers < 1:
-        raise ValueError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
+        raise UsageError(f"n_workers must be at least 1 (or None for one per core), got {n_workers}")
 
 
 #: the job queues ``--cluster`` names, through dask-jobqueue: its cluster class, the command that submits a job
@@ -74,29 +74,29 @@ class ClusterSpec:
         queue this machine cannot use (dask-jobqueue missing, its submit command not on PATH)."""
         given = [flag for flag, value in self._routes() if value]
         if len(given) > 1:
-            raise ValueError(
+            raise UsageError(
                 f"{' and '.join(given)} exclude each other: give one of --scheduler, --scheduler-file, --cluster"
             )
         check_workers(self.n_workers)
         if self.min_workers is not None and self.min_workers < 1:
-            raise ValueError(f"min_workers must be at least 1, got {self.min_workers}")
+            raise UsageError(f"min_workers must be at least 1, got {self.min_workers}")
         if not (self.wait_timeout > 0 and math.isfinite(self.wait_timeout)):
-            raise ValueError(f"wait_timeout must be a number of seconds above 0, got {self.wait_timeout}")
+            raise UsageError(f"wait_timeout must be a number of seconds above 0, got {self.wait_timeout}")
         if (self.scheduler or self.scheduler_file) and self.n_workers is not None:
-            raise ValueError(
+            raise UsageError(
                 f"{given[0]} names a cluster whose workers are started elsewhere: --workers (n_workers) starts "
                 "workers only on a LocalCluster or a job queue (--cluster); --min-workers waits for some"
             )
         if self.cluster is not None:
             if self.cluster not in JOB_QUEUES:
-                raise ValueError(f"cluster must be one of {', '.join(JOB_QUEUES)}, got {self.cluster!r}")
+                raise UsageError(f"cluster must be one of {', '.join(JOB_QUEUES)}, got {self.cluster!r}")
             if self.n_workers is None:
-                raise ValueError(f"--cluster {self.cluster} needs --workers N: the worker processes to ask it for")
+                raise UsageError(f"--cluster {self.cluster} needs --workers N: the worker processes to ask it for")
             check_job_queue(self.cluster)
         if self.min_workers is not None and not (self.scheduler or self.scheduler_file):
             most = self.n_workers or os.cpu_count() or 1  # a LocalCluster's default: one per core
             if self.min_workers > most:
-                raise ValueError(
+                raise UsageError(
                     f"--min-workers {self.min_workers} is more than the {most} workers this job starts (--workers)"
                 )
 
@@ -119,7 +119,7 @@ class ClusterSpec:
         if cluster is None:
             return cls(scheduler=scheduler, n_workers=n_workers)
         if scheduler is not None or n_workers is not None:
-            raise ValueError("give the cluster as cluster=ClusterSpec(...) or as scheduler=/n_workers=, not both")
+            raise UsageError("give the cluster as cluster=ClusterSpec(...) or as scheduler=/n_workers=, not both")
         return cluster
 
 

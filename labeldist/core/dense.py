@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from labeldist.errors import UsageError
+
 #: the largest dense matrix (N x N float32: 4 N^2 bytes) a store gets unless told otherwise: 1 GiB, 16,384 items.
 #: Above it precompute refuses before writing anything (``dense_limit=``, ``--dense-limit`` raise it; ``--knn-only``
 #: stores the kNN lists alone): at 50,000 items a dense matrix is 10 GB
@@ -27,7 +29,7 @@ def check_dense_size(n_items: int, limit: int | None, what: str = "items") -> No
     size = dense_bytes(n_items)
     if limit is not None and size > limit:
         most = math.isqrt(limit // 4)
-        raise ValueError(
+        raise UsageError(
             f"a dense matrix of {n_items:,} {what} (N x N float32) takes {format_bytes(size)}, over "
             f"the dense limit of {format_bytes(limit)} ({most:,} {what} at most); nothing was written. "
             f"Pass --knn-only to store the kNN lists alone (dense=False), or --dense-limit "

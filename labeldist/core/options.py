@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labeldist.errors import UsageError  # noqa: F401 - commands import it from here too
+from labeldist.errors import UsageError
 
 
 # ---------------------------------------------------------------- option values, checked as they are parsed
@@ -91,7 +91,7 @@ def byte_size(text: str) -> int:
 def check_k(k: int, n_items: int) -> None:
     """ValueError naming ``--k`` when a kNN list of ``k`` cannot be filled: an item has only N - 1 others."""
     if n_items >= 2 and k >= n_items:  # fewer than 2 items: precompute() says that itself
-        raise ValueError(
+        raise UsageError(
             f"--k {k}: each of the {n_items} items has only {n_items - 1} others to be its neighbours; "
             f"ask for --k {n_items - 1} or fewer"
         )

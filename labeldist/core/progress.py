@@ -23,6 +23,8 @@ from typing import IO, Any
 
 from tqdm.auto import tqdm
 
+from labeldist.errors import UsageError
+
 #: the environment variable that sets the seconds between two plain lines (0: a line at every update)
 EVERY_ENV = "LABELDIST_PROGRESS_EVERY"
 #: seconds between two plain progress lines by default
@@ -43,7 +45,7 @@ def progress_every(every: float | None = None) -> float:
         except ValueError:
             every = math.nan
     if not (math.isfinite(every) and every >= 0):
-        raise ValueError(f"{source} must be a number of seconds >= 0 (0: a line at every update), got {every!r}")
+        raise UsageError(f"{source} must be a number of seconds >= 0 (0: a line at every update), got {every!r}")
     return float(every)
 
 

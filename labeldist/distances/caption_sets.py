@@ -38,6 +38,7 @@ from labeldist.distances.wmd_bounds import (
     rwmd_to_all,
     wcd_many,
 )
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelSet
 from labeldist.labels.captions import CaptionSets
 
@@ -549,7 +550,7 @@ class CaptionSetWMD(LabelDistance):
 
     def __init__(self, normalize: bool = True) -> None:
         if not isinstance(normalize, bool):
-            raise ValueError(f"normalize must be a bool, got {normalize!r}")
+            raise UsageError(f"normalize must be a bool, got {normalize!r}")
         self.normalize = normalize
         self._init_cache()
 
@@ -598,7 +599,7 @@ class CaptionSetWMD(LabelDistance):
                 raise TypeError(f"{self.kind} needs CaptionSets, got {type(labels).__name__} for {name}")
         rows, cols = cast(CaptionSets, rows), cast(CaptionSets, cols)
         if rows.vectors.shape[1] != cols.vectors.shape[1]:
-            raise ValueError(
+            raise UsageError(
                 f"word vectors differ in size: {rows.vectors.shape[1]} (rows) vs {cols.vectors.shape[1]} (cols)"
             )
         return rows, cols
@@ -685,7 +686,7 @@ class CaptionSetWMD(LabelDistance):
         i = np.asarray(i, dtype=np.int64).reshape(-1)
         j = np.asarray(j, dtype=np.int64).reshape(-1)
         if i.shape != j.shape:
-            raise ValueError(f"i and j must have equal length, got {i.shape} and {j.shape}")
+            raise UsageError(f"i and j must have equal length, got {i.shape} and {j.shape}")
         n = len(labels)
         if len(i) and (min(i.min(), j.min()) < 0 or max(i.max(), j.max()) >= n):
             raise IndexError(f"image index outside [0, {n})")

@@ -16,6 +16,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from labeldist.distances.base import LabelDistance
+from labeldist.errors import UsageError
 from labeldist.labels.layouts import LayoutMaps
 
 #: columns of a block handled together: their packed masks (a few hundred kB) stay in cache while every row
@@ -37,10 +38,10 @@ def _flat_maps(x: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[np.ndarray
     """(N, P) views of two stacks of maps; ValueError unless they share a map size and labels fit n_classes."""
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim != 3 or y.ndim != 3 or x.shape[1:] != y.shape[1:]:
-        raise ValueError(f"layout maps must be (N, H, W) stacks of one size, got {x.shape} and {y.shape}")
+        raise UsageError(f"layout maps must be (N, H, W) stacks of one size, got {x.shape} and {y.shape}")
     for m in (x, y):
         if m.size and int(m.max()) > n_classes:
-            raise ValueError(f"label value {int(m.max())} in the maps exceeds n_classes={n_classes}")
+            raise UsageError(f"label value {int(m.max())} in the maps exceeds n_classes={n_classes}")
     return x.reshape(len(x), -1), y.reshape(len(y), -1)
 
 
@@ -190,7 +191,7 @@ class LayoutMIoU(LabelDistance):
 
     def __init__(self, n_classes: int = 5) -> None:
         if not isinstance(n_classes, (int, np.integer)) or not 1 <= n_classes <= 255:
-            raise ValueError(f"n_classes must be an integer in 1..255, got {n_classes!r}")
+            raise UsageError(f"n_classes must be an integer in 1..255, got {n_classes!r}")
         self.n_classes = int(n_classes)
 
     def params(self) -> dict[str, Any]:

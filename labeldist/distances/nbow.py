@@ -20,6 +20,8 @@ import numba
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from labeldist.errors import UsageError
+
 # --------------------------------------------------------------------------------------- bags of words
 
 
@@ -60,7 +62,7 @@ def nbow(tokens: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarra
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     lengths = np.diff(offsets)
     if np.any(lengths <= 0):
-        raise ValueError(f"text {int(np.flatnonzero(lengths <= 0)[0])} has no tokens; WMD needs at least one")
+        raise UsageError(f"text {int(np.flatnonzero(lengths <= 0)[0])} has no tokens; WMD needs at least one")
     ids, weights, bag_offsets = _nbow(tokens, offsets)
     return ids[: bag_offsets[-1]], weights[: bag_offsets[-1]], bag_offsets
 
@@ -120,7 +122,7 @@ def _float_table(vectors: np.ndarray) -> np.ndarray:
 def check_weights(d: np.ndarray, name: str) -> np.ndarray:
     d = np.asarray(d, dtype=np.float64)
     if d.ndim != 1 or np.any(d < 0) or abs(d.sum() - 1.0) > 1e-9:
-        raise ValueError(f"{name} must be non-negative weights summing to 1, got {d}")
+        raise UsageError(f"{name} must be non-negative weights summing to 1, got {d}")
     return d
 
 

@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 from labeldist.distances.base import STORED_MAX, LabelDistance, past_stored
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError
 from labeldist.labels.poses import Poses
 
@@ -82,9 +83,9 @@ class PoseDistance(LabelDistance):
 
     def __init__(self, metric: Metric = "euclidean", missing: Missing = "rescale") -> None:
         if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+            raise UsageError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
         if missing not in MISSING:
-            raise ValueError(f"unknown missing-joint rule {missing!r}; known: {', '.join(MISSING)}")
+            raise UsageError(f"unknown missing-joint rule {missing!r}; known: {', '.join(MISSING)}")
         self.metric, self.missing = metric, missing
 
     def params(self) -> dict[str, Any]:
@@ -132,7 +133,7 @@ class PoseDistance(LabelDistance):
 
     def block(self, rows: Poses, cols: Poses) -> np.ndarray:
         if rows.n_joints != cols.n_joints:
-            raise ValueError(f"poses have {rows.n_joints} and {cols.n_joints} joints: cannot compare")
+            raise UsageError(f"poses have {rows.n_joints} and {cols.n_joints} joints: cannot compare")
         return _pose_block(
             np.ascontiguousarray(rows.xy),
             np.ascontiguousarray(rows.present),

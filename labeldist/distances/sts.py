@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.distances.base import LabelDistance, Preparation
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError
 from labeldist.labels.sentences import Sentences
 from labeldist.sts.cascade import DEFAULT_BELOW, DEFAULT_SCORER, check_below
@@ -141,7 +142,7 @@ class SentenceRelevance(LabelDistance):
         backend: str | None = None,
     ) -> None:
         if scorer not in SCORERS:
-            raise ValueError(f"unknown scorer {scorer!r}; known: {', '.join(SCORERS)}")
+            raise UsageError(f"unknown scorer {scorer!r}; known: {', '.join(SCORERS)}")
         if scorer in DEFAULT_BELOW:  # only the gated scorers have pairs under a threshold
             below = below or DEFAULT_BELOW[scorer]
             check_below(below)
@@ -149,11 +150,11 @@ class SentenceRelevance(LabelDistance):
             check_below(below)
             below = None
         if scorer in ("coarse_to_fine", "cascade") and cbow_threshold is None:
-            raise ValueError(f"scorer {scorer!r} needs cbow_threshold (calibrate it: labeldist sts calibrate)")
+            raise UsageError(f"scorer {scorer!r} needs cbow_threshold (calibrate it: labeldist sts calibrate)")
         if scorer == "cascade" and (cross_model is None or bert_threshold is None):
-            raise ValueError("scorer 'cascade' needs cross_model and bert_threshold")
+            raise UsageError("scorer 'cascade' needs cross_model and bert_threshold")
         if max_length < 8:
-            raise ValueError(f"max_length must be at least 8 word pieces, got {max_length}")
+            raise UsageError(f"max_length must be at least 8 word pieces, got {max_length}")
         self.scorer, self.below, self.max_length = scorer, below, int(max_length)
         self.cbow_threshold = None if cbow_threshold is None else float(cbow_threshold)
         self.bert_threshold = None if bert_threshold is None else float(bert_threshold)
@@ -165,11 +166,11 @@ class SentenceRelevance(LabelDistance):
         if scorer != "cbow":
             self.model, self.model_sha256 = _checked_model(model, model_sha256)
             if scorer == "cascade" and architecture(resolve_model(self.model)) != "bi":
-                raise ValueError(f"the cascade's first model must be a bi-encoder; {self.model} is a cross-encoder")
+                raise UsageError(f"the cascade's first model must be a bi-encoder; {self.model} is a cross-encoder")
         if scorer == "cascade":
             self.cross_model, self.cross_model_sha256 = _checked_model(cross_model, cross_model_sha256)
             if architecture(resolve_model(self.cross_model)) != "cross":
-                raise ValueError(f"the cascade's cross_model must be a cross-encoder; {self.cross_model} is not")
+                raise UsageError(f"the cascade's cross_model must be a cross-encoder; {self.cross_model} is not")
         self.backend = None
         if scorer != "cbow" and architecture(resolve_model(self.model)) == "bi":
             self.backend = check_backend(backend or default_backend())
@@ -487,7 +488,7 @@ def _checked_model(model: str | None, sha256: str | None) -> tuple[str, str]:
         return spec, digest
     if sha256 == weights_sha256(path):
         return spec, sha256
-    raise ValueError(
+    raise UsageError(
         f"model {spec}: its files changed (sha256 {digest[:12]}..., expected {sha256[:12]}...): the weights, the "
         "tokenizer, the pooling or another of its files is not what the store was built with; rebuild the store"
     )

@@ -28,6 +28,7 @@ from scipy.spatial.distance import cdist
 from labeldist.core.knn import rerank_topk, topk_rows
 from labeldist.core.threads import thread_budget
 from labeldist.distances.base import STORED_MAX, LabelDistance, past_stored
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.labels.vectors import Vectors
 
@@ -245,7 +246,7 @@ class VectorDistance(LabelDistance):
 
     def __init__(self, metric: str = "euclidean") -> None:
         if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+            raise UsageError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
         self.metric = metric
 
     def params(self) -> dict[str, Any]:
@@ -317,7 +318,7 @@ class VectorDistance(LabelDistance):
 
     def block(self, rows: Vectors, cols: Vectors) -> np.ndarray:
         if rows.dim != cols.dim:
-            raise ValueError(f"vectors of {rows.dim} and {cols.dim} numbers cannot be compared")
+            raise UsageError(f"vectors of {rows.dim} and {cols.dim} numbers cannot be compared")
         if self.metric in ("euclidean", "sqeuclidean", "cosine"):
             return product_block(rows.values, cols.values, self.metric)
         return cdist(rows.values, cols.values, self.metric)

@@ -34,6 +34,7 @@ from labeldist.distances.nbow import (
     word_costs,
 )
 from labeldist.distances.transport import emd_pot, emd_small, emd_workspace
+from labeldist.errors import UsageError
 
 #: unit_rows lives in labeldist.distances.nbow; importing it from here still works
 __all__ = ["unit_rows", "wmd", "wmd_many", "wmd_pairs"]
@@ -188,10 +189,10 @@ def wmd_pairs(
     i = np.asarray(i, dtype=np.int64)
     j = np.asarray(j, dtype=np.int64)
     if i.shape != j.shape or i.ndim != 1:
-        raise ValueError(f"i and j must be 1-d of equal length, got {i.shape} and {j.shape}")
+        raise UsageError(f"i and j must be 1-d of equal length, got {i.shape} and {j.shape}")
     for name, idx, off in (("i", i, offsets_a), ("j", j, offsets_b)):
         if len(idx) and (idx.min() < 0 or idx.max() >= len(off) - 1):
-            raise ValueError(f"{name} holds a text index outside [0, {len(off) - 1})")
+            raise UsageError(f"{name} holds a text index outside [0, {len(off) - 1})")
     a, i = prepare_listed_bags(tokens_a, offsets_a, vectors_a, i)
     b, j = prepare_listed_bags(tokens_b, offsets_b, vectors_b, j)
     out = _listed_pairs(*a, *b, i, j)

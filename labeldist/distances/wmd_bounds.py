@@ -28,6 +28,7 @@ from labeldist.distances.nbow import (
     pair_cost,
     prepare_bags,
 )
+from labeldist.errors import UsageError
 
 # ----------------------------------------------------------------------------------- one pair of texts
 
@@ -237,7 +238,7 @@ def euclidean_lower_bounds(x: np.ndarray, y: np.ndarray, dtype: type = np.float6
     [[5.0], [0.0]]
     """
     if dtype not in (np.float64, np.float32):
-        raise ValueError(f"dtype must be float64 or float32, got {dtype}")
+        raise UsageError(f"dtype must be float64 or float32, got {dtype}")
     x = np.ascontiguousarray(x, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     k = x.shape[1]

@@ -35,6 +35,7 @@ from labeldist.engine.exchange import PairExchange
 from labeldist.engine.lock import store_lock
 from labeldist.engine.runner import BlockJob, block_job
 from labeldist.engine.staging import finish_replacement, occupied, replace_with_staged, staging_url
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelSet
 from labeldist.store import (
     StoreError,
@@ -221,20 +222,20 @@ def check_precompute_arguments(
     one named: k, the number of items, ``block_rows``, ``n_workers``, the labels' class for ``distance``,
     ``dense_limit``, and a dense matrix over it (:func:`labeldist.core.dense.check_dense_size`). Nothing is written."""
     if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+        raise UsageError(f"k must be at least 1, got {k}")
     if len(labels) < 2:
-        raise ValueError(f"need at least 2 items to compute distances, got {len(labels)}")
+        raise UsageError(f"need at least 2 items to compute distances, got {len(labels)}")
     if k >= len(labels):  # the lists would be padded with -1 / inf: nothing a caller asking for k can use
-        raise ValueError(
+        raise UsageError(
             f"k={k} neighbours asked of {len(labels)} items, each of which has only {len(labels) - 1} "
             f"others; ask for k <= {len(labels) - 1}"
         )
     if block_rows is not None and block_rows < 1:  # 0 must not quietly mean "default"
-        raise ValueError(f"block_rows must be at least 1 (or None for the default), got {block_rows}")
+        raise UsageError(f"block_rows must be at least 1 (or None for the default), got {block_rows}")
     check_workers(n_workers)
     check_labels_class(labels, distance)
     if dense_limit is not None and dense_limit < 0:
-        raise ValueError(f"dense_limit must be at least 0 bytes (or None for no limit), got {dense_limit}")
+        raise UsageError(f"dense_limit must be at least 0 bytes (or None for no limit), got {dense_limit}")
     if dense:
         check_dense_size(len(labels), dense_limit)
 

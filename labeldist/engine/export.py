@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from labeldist.core.options import UsageError
+from labeldist.errors import UsageError
 from labeldist.store import StoreChangedError, StoreReader
 from labeldist.store.outputs import check_not_inputs, check_output_file, replacing
 

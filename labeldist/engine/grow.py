@@ -29,6 +29,7 @@ from labeldist.engine.build import check_labels_class
 from labeldist.engine.lock import store_lock
 from labeldist.engine.runner import BlockJob, block_job
 from labeldist.engine.staging import append_url, finish_replacement, replace_with_staged
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, LabelSet
 from labeldist.store import (
     StoreError,
@@ -407,7 +408,7 @@ def check_append_arguments(labels: LabelSet, n_workers: int | None) -> None:
     """Refuse (ValueError) the arguments of :func:`append` that cannot make a generation, before the store is
     looked at: no items, and ``n_workers`` below 1."""
     if len(labels) < 1:
-        raise ValueError("no items to append")
+        raise UsageError("no items to append")
     check_workers(n_workers)
 
 
@@ -465,7 +466,7 @@ def _check_dense_growth(url: str, n_new: int, n: int, dense: bool, dense_limit: 
     if dense and dense_limit is not None and dense_bytes(n) > dense_limit:
         from dask.utils import format_bytes
 
-        raise ValueError(
+        raise UsageError(
             f"{url}: appending {n_new:,} items grows its dense matrix to {n:,} x {n:,} "
             f"float32, {format_bytes(dense_bytes(n))}, over the dense limit of "
             f"{format_bytes(dense_limit)}; nothing was written. Raise --dense-limit (dense_limit=), "

@@ -25,7 +25,7 @@ import numpy as np
 
 from labeldist.core.clusters import ClusterError, ClusterSpec, add_cluster_options, cluster_spec
 from labeldist.core.options import part_float, seed_int
-from labeldist.errors import LabeldistError
+from labeldist.errors import LabeldistError, UsageError
 from labeldist.labels.base import LabelError
 from labeldist.labels.records import SPLIT_SUFFIXES, LabelRecords, read_records
 from labeldist.store import is_store
@@ -64,13 +64,13 @@ def split_indices(
     """
     for name, value in (("test_fraction", test_fraction), ("query_fraction", query_fraction)):
         if not 0.0 < value < 1.0:
-            raise ValueError(f"{name} must lie in (0, 1), got {value}")
+            raise UsageError(f"{name} must lie in (0, 1), got {value}")
     rng = np.random.default_rng(seed)
     perm = rng.permutation(n)
     n_test = round(n * test_fraction)
     n_query = round(n_test * query_fraction)
     if n_test < 2 or n - n_test < 1 or n_query < 1 or n_test - n_query < 1:
-        raise ValueError(f"{n} items are too few for test_fraction={test_fraction}, query_fraction={query_fraction}")
+        raise UsageError(f"{n} items are too few for test_fraction={test_fraction}, query_fraction={query_fraction}")
     test = np.sort(perm[:n_test])
     in_test = rng.permutation(n_test)
     return {

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from labeldist.core.options import UsageError, check_folder, number_option, seed_int
+from labeldist.core.options import check_folder, number_option, seed_int
 from labeldist.distances.layout import LayoutMIoU
+from labeldist.errors import UsageError
 from labeldist.kinds import Kind
 from labeldist.labels.layouts import LayoutMaps, read_layout_maps
 from labeldist.labels.lsun_rooms import generate_layouts

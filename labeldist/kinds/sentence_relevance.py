@@ -20,7 +20,6 @@ import numpy as np
 
 from labeldist.core.dense import check_dense_size
 from labeldist.core.options import (
-    UsageError,
     check_file,
     check_folder,
     finite_float,
@@ -29,6 +28,7 @@ from labeldist.core.options import (
     share_float,
 )
 from labeldist.distances.sts import SentenceRelevance, cbow_gate, cbow_units
+from labeldist.errors import UsageError
 from labeldist.kinds import Kind
 from labeldist.labels.sentences import (
     EMPTY_SENTENCE_POLICIES,

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 from typing_extensions import Self
 
+from labeldist.errors import UsageError
 from labeldist.labels.base import (
     LabelError,
     LabelSet,
@@ -248,7 +249,7 @@ class CaptionSets(LabelSet):
 def check_empty_policy(empty: str, what: str = "caption") -> None:
     """ValueError unless ``empty`` is one of :data:`EMPTY_POLICIES`; ``what`` names the texts in the message."""
     if empty not in EMPTY_POLICIES:
-        raise ValueError(f"unknown empty-{what} policy {empty!r}; known: {', '.join(EMPTY_POLICIES)}")
+        raise UsageError(f"unknown empty-{what} policy {empty!r}; known: {', '.join(EMPTY_POLICIES)}")
 
 
 class TokenizedTexts:
@@ -489,7 +490,7 @@ def read_captions(
     tokenizer, vectors, empty : see :func:`caption_sets_from_texts`.
     """
     if format not in CAPTION_FORMATS:
-        raise ValueError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
+        raise UsageError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
     check_empty_policy(empty)
     path = Path(path)
     data = load_json(path)

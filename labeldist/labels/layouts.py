@@ -22,6 +22,7 @@ from PIL import Image, UnidentifiedImageError
 from typing_extensions import Self
 
 from labeldist.core.reading import SMALL_FILE_BYTES, open_regular, read_regular_text
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, LabelSet, read_npy
 
 SURFACES = ("floor", "middle_wall", "right_wall", "left_wall", "ceiling")
@@ -252,13 +253,13 @@ def read_layout_maps(folder: str | os.PathLike[str], n_classes: int = 5) -> Layo
 def write_layout_maps(labels: LayoutMaps, folder: str | os.PathLike[str], fmt: str = "png") -> list[Path]:
     """Write one ``<id>.png`` (8-bit grey, value = label) or ``<id>.npy`` per map; returns the paths."""
     if fmt not in ("png", "npy"):
-        raise ValueError(f"unknown format {fmt!r}; known: png, npy")
+        raise UsageError(f"unknown format {fmt!r}; known: png, npy")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for item, m in zip(labels.ids.tolist(), labels.maps):
         if not item or Path(item).name != item or item in (".", ".."):
-            raise ValueError(f"item id {item!r} cannot be a file name")
+            raise UsageError(f"item id {item!r} cannot be a file name")
         path = folder / f"{item}.{fmt}"
         if fmt == "png":
             Image.fromarray(m).save(path)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from labeldist.errors import UsageError
 from labeldist.labels.layouts import (
     CEILING,
     FLOOR,
@@ -252,9 +253,9 @@ def generate_layouts(
     """
     types = load_layout_types(types_path)
     if layout_type not in types:
-        raise ValueError(f"unknown layout type {layout_type!r}; known: {', '.join(map(str, sorted(types)))}")
+        raise UsageError(f"unknown layout type {layout_type!r}; known: {', '.join(map(str, sorted(types)))}")
     if n < 0 or height < 8 or width < 8:
-        raise ValueError(f"need n >= 0 and a map of at least 8 x 8 pixels, got n={n}, {height} x {width}")
+        raise UsageError(f"need n >= 0 and a map of at least 8 x 8 pixels, got n={n}, {height} x {width}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     lut = type_by_mask(types)
     prior = prior if prior is not None else TYPE_PRIORS.get(layout_type, LayoutPrior())

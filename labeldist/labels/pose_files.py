@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.core.reading import read_csv
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, check_header, json_number, json_repr, label_file_errors, unique_ids
 from labeldist.labels.poses import (
     COCO_JOINTS,
@@ -90,7 +91,7 @@ def _missing_text(missing: Sequence[Missing], joint_note: str = "") -> str:
 
 def _check_normalization(normalization: str) -> None:
     if normalization not in NORMALIZATIONS:
-        raise ValueError(f"unknown normalization {normalization!r}; known: {', '.join(NORMALIZATIONS)}")
+        raise UsageError(f"unknown normalization {normalization!r}; known: {', '.join(NORMALIZATIONS)}")
 
 
 # ---------------------------------------------------------------- which joints to read, and their columns
@@ -803,7 +804,7 @@ def read_poses(
     CSV as ``mpii`` does). Options a format does not take are refused."""
     path = os.fspath(path)
     if format not in FORMATS:
-        raise ValueError(f"unknown pose format {format!r}; known: {', '.join(FORMATS)}")
+        raise UsageError(f"unknown pose format {format!r}; known: {', '.join(FORMATS)}")
     if format == "auto":
         format = "coco" if path.lower().endswith(".json") else "csv"
     given = {"columns": columns, "joint columns": joint_columns, "category": category}

@@ -22,6 +22,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from typing_extensions import Self
 
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, LabelSet, as_str_array, json_number, json_repr
 
 MPII_JOINTS = (
@@ -517,4 +518,4 @@ def normalize_poses(
         box = np.asarray(box, dtype=np.float64)
         middle = box[:, :2] + box[:, 2:] / 2
         return (xy - middle[:, None, :]) / np.maximum(box[:, 2], box[:, 3])[:, None, None]
-    raise ValueError(f"unknown normalization {how!r}; known: {', '.join(NORMALIZATIONS)}")
+    raise UsageError(f"unknown normalization {how!r}; known: {', '.join(NORMALIZATIONS)}")

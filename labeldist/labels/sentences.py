@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, LabelSet, report_repeated
 from labeldist.labels.captions import CaptionSets, TokenizedTexts
 from labeldist.labels.coco import CAPTION_FORMATS, load_json, parse_coco, parse_karpathy
@@ -34,7 +35,7 @@ EMPTY_SENTENCE_POLICIES = ("error", "drop", "zero")
 def check_empty_sentence_policy(empty: str) -> None:
     """ValueError unless ``empty`` is one of :data:`EMPTY_SENTENCE_POLICIES`."""
     if empty not in EMPTY_SENTENCE_POLICIES:
-        raise ValueError(f"unknown empty-sentence policy {empty!r}; known: {', '.join(EMPTY_SENTENCE_POLICIES)}")
+        raise UsageError(f"unknown empty-sentence policy {empty!r}; known: {', '.join(EMPTY_SENTENCE_POLICIES)}")
 
 
 class Sentences(CaptionSets):
@@ -209,7 +210,7 @@ def sentences_from_texts(
     if len(ids) != len(texts):
         raise LabelError(f"{source}: {len(ids)} ids but {len(texts)} sentences")
     if lines is not None and len(lines) != len(ids):
-        raise ValueError(f"{len(lines)} line numbers for {len(ids)} sentences")
+        raise UsageError(f"{len(lines)} line numbers for {len(ids)} sentences")
     kept = _SentenceTexts(tokenizer, vectors, empty)
     keep_without_words = empty == "zero" or (empty == "error" and not needs_cbow)
     kept_ids: list[str] = []
@@ -251,7 +252,7 @@ def read_caption_sentences(
     file, before any is dropped); ``empty`` and ``needs_cbow`` as :func:`sentences_from_texts`.
     """
     if format not in CAPTION_FORMATS:
-        raise ValueError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
+        raise UsageError(f"unknown caption format {format!r}; known: {', '.join(CAPTION_FORMATS)}")
     path = Path(path)
     data = load_json(path)
     if format == "auto":
@@ -314,7 +315,7 @@ def read_sentences(
     and ``needs_cbow`` as :func:`sentences_from_texts`. Bad input is a LabelError naming the file and line.
     """
     if format not in SENTENCE_FORMATS:
-        raise ValueError(f"unknown sentence format {format!r}; known: {', '.join(SENTENCE_FORMATS)}")
+        raise UsageError(f"unknown sentence format {format!r}; known: {', '.join(SENTENCE_FORMATS)}")
     check_empty_sentence_policy(empty)
     path = Path(path)
     kind = PLAIN_SUFFIXES.get(path.suffix.lower()) if format == "auto" else format

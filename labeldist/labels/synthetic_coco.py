@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.core.progress import progress_bar
+from labeldist.errors import UsageError
 from labeldist.labels.coco import load_json, parse_karpathy
 from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
 
@@ -223,7 +224,7 @@ def id_offset(ids: Sequence[str]) -> int:
 def synthetic_name(number: int) -> str:
     """The file name of synthetic image ``number``, in COCO's style (12 digits)."""
     if not 0 <= number < 10**12:
-        raise ValueError(f"synthetic image number {number} does not fit in 12 digits")
+        raise UsageError(f"synthetic image number {number} does not fit in 12 digits")
     return SYNTHETIC_NAME.format(number)
 
 
@@ -360,7 +361,7 @@ def prepare_source(
     ids, captions = parse_karpathy(list(source_images), "source images")
     for n, caps in enumerate(captions):
         if not caps or not all(isinstance(c, str) for c in caps):
-            raise ValueError(f"source image {n} ({source_images[n]['image']}): needs a list of caption strings")
+            raise UsageError(f"source image {n} ({source_images[n]['image']}): needs a list of caption strings")
     names = [item["image"] for item in source_images]
     words = content_words([c for caps in captions for c in caps], tokenizer, vectors)
     extra = frequent_words(vectors, tokenizer, top_words) if top_words else []
@@ -394,11 +395,11 @@ def make_coco_like(
     source's own words). ``tokenizer`` and ``vectors`` default to the caption kind's (GloVe 6B 50-d).
     ``progress``: a progress display on stderr."""
     if n_images < 0:
-        raise ValueError(f"n_images must be >= 0, got {n_images}")
+        raise UsageError(f"n_images must be >= 0, got {n_images}")
     if not 0.0 <= word_swap <= 1.0:
-        raise ValueError(f"word_swap must be in [0, 1], got {word_swap}")
+        raise UsageError(f"word_swap must be in [0, 1], got {word_swap}")
     if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+        raise UsageError(f"seed must be >= 0, got {seed}")
     entries = [dict(item) for item in source_images[:n_images]]
     n_children = n_images - len(entries)
     if n_children <= 0:

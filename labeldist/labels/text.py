@@ -25,6 +25,7 @@ import numpy as np
 
 from labeldist.core.extras import needed
 from labeldist.core.options import check_regular_file
+from labeldist.errors import UsageError
 
 #: what a missing gensim or GloVe package is needed for (labeldist.core.extras)
 _TEXT_KIND = "a text kind (captions, sentences)"
@@ -85,7 +86,7 @@ def _stopword_set(stopwords: str | tuple[str, ...]) -> frozenset[str]:
         return gensim_stopwords()
     if stopwords == "none":
         return frozenset()
-    raise ValueError(f"unknown stop-word list {stopwords!r}; known: {', '.join(STOPWORD_LISTS)} or a tuple")
+    raise UsageError(f"unknown stop-word list {stopwords!r}; known: {', '.join(STOPWORD_LISTS)} or a tuple")
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class Tokenizer:
         try:
             regex = re.compile(self.pattern)
         except re.error as e:
-            raise ValueError(f"bad token pattern {self.pattern!r}: {e}") from None
+            raise UsageError(f"bad token pattern {self.pattern!r}: {e}") from None
         # frozen: set the derived fields once, here
         object.__setattr__(self, "_stop", _stopword_set(self.stopwords))
         object.__setattr__(self, "_regex", regex)
@@ -149,7 +150,7 @@ class WordVectors:
 
     def __init__(self, words: Sequence[str], vectors: np.ndarray, source: str) -> None:
         if vectors.ndim != 2 or vectors.shape[0] != len(words):
-            raise ValueError(f"{source}: {len(words)} words but vectors of shape {vectors.shape}")
+            raise UsageError(f"{source}: {len(words)} words but vectors of shape {vectors.shape}")
         self.words = words
         self.vectors = vectors
         self.source = source
@@ -259,10 +260,10 @@ def load_word_vectors(
         MB read, rate, time left; gensim reads a GloVe file twice), as ``progress_bar``'s ``enabled``; default off.
     """
     if format not in VECTOR_FORMATS:
-        raise ValueError(f"unknown word-vector format {format!r}; known: {', '.join(VECTOR_FORMATS)}")
+        raise UsageError(f"unknown word-vector format {format!r}; known: {', '.join(VECTOR_FORMATS)}")
     if path is None:
         if format not in ("auto", "kumo"):
-            raise ValueError(f"format {format!r} needs a path")
+            raise UsageError(f"format {format!r} needs a path")
         return default_word_vectors()
     path = Path(path)
     if not path.exists():
@@ -283,7 +284,7 @@ def load_word_vectors(
     if format == "keyedvectors":
         # KeyedVectors.load is pickle.load: a file can name any function to run. A store's manifest names its
         # word-vector file, which the service loads for a search, so a shared store could make it run code.
-        raise ValueError(
+        raise UsageError(
             f"{path}: a gensim KeyedVectors.save file is a Python pickle, and labeldist never unpickles a file (it "
             "could run any code). Convert it once, where you trust it: KeyedVectors.load(PATH)"
             ".save_word2vec_format('vectors.bin', binary=True), then pass vectors.bin"

@@ -14,6 +14,7 @@ from typing import Any
 import zarr
 
 from labeldist import __version__
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelSet
 from labeldist.store.checkedfiles import read_regular
 from labeldist.store.errors import StoreCorruptError, StoreError
@@ -44,7 +45,7 @@ def build_manifest(
     default the store's first: all its items. ``generation`` names the last.
     """
     if symmetric and not dense:
-        raise ValueError("symmetric applies to dense stores only")
+        raise UsageError("symmetric applies to dense stores only")
     manifest = {
         "format": FORMAT,
         "dataset": dataset,

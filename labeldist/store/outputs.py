@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from labeldist.core.files import written_whole
-from labeldist.core.options import UsageError
+from labeldist.errors import UsageError
 from labeldist.store.manifest import is_store
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
+from labeldist.errors import UsageError
 from labeldist.labels.base import LabelError, LabelSet, as_str_array
 from labeldist.store.checkedfiles import read_regular
 from labeldist.store.damage import (
@@ -91,7 +92,7 @@ class ChunkFiles:
         try:
             body = data[:-4]
             if len(data) < 4 or self._crc32c(body) != int.from_bytes(data[-4:], "little"):
-                raise ValueError("Stored and computed checksum do not match")
+                raise UsageError("Stored and computed checksum do not match")
             return np.frombuffer(self._zstd.decode(body), dtype=self.dtype).reshape(self.chunk)
         except Exception as e:  # named as read_rows names it: damage, or a read that failed for another reason
             a, b = c * self.chunk[0], min((c + 1) * self.chunk[0], self.shape[0])

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.errors import UsageError
 from labeldist.labels.text import Tokenizer, WordVectors, default_word_vectors
 from labeldist.sts.scorers import cosine_relevance, mean_vectors, unit_rows
 from labeldist.sts.stsb import StsPairs
@@ -46,7 +47,7 @@ DEFAULT_BELOW = {"coarse_to_fine": "zero", "cascade": "coarse"}
 
 def check_below(below: str) -> None:
     if below not in BELOW:
-        raise ValueError(f"unknown below-threshold rule {below!r}; known: {', '.join(BELOW)}")
+        raise UsageError(f"unknown below-threshold rule {below!r}; known: {', '.join(BELOW)}")
 
 
 def combine(coarse: np.ndarray, fine: np.ndarray, threshold: float, below: str = "coarse") -> np.ndarray:
@@ -77,7 +78,7 @@ def threshold_for_share(scores: np.ndarray, pass_share: float) -> float:
     2.0
     """
     if not 0.0 < pass_share <= 1.0:
-        raise ValueError(f"pass share must lie in (0, 1], got {pass_share}")
+        raise UsageError(f"pass share must lie in (0, 1], got {pass_share}")
     x = np.asarray(scores, dtype=np.float64).ravel()
     x = x[~np.isnan(x)]  # -inf stays: a pair an earlier stage filtered counts, and does not pass
     k = max(1, math.ceil(pass_share * len(x) - 1e-9))  # the k-th largest score: k of them pass (more on ties)
@@ -141,7 +142,7 @@ def threshold_for_candidates(
     """
     n = len(embeddings)
     if not 0 < candidates < n - 1:
-        raise ValueError(f"candidates per item must lie in (0, {n - 1}), got {candidates}")
+        raise UsageError(f"candidates per item must lie in (0, {n - 1}), got {candidates}")
     unit = unit_rows(embeddings)
     rows = np.arange(n) if n <= sample else np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
     values = []
@@ -167,7 +168,7 @@ def topk_recall(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
     """
     reference, candidate = np.asarray(reference), np.asarray(candidate)
     if reference.shape[0] != candidate.shape[0]:
-        raise ValueError(f"{reference.shape[0]} reference rows against {candidate.shape[0]} candidate rows")
+        raise UsageError(f"{reference.shape[0]} reference rows against {candidate.shape[0]} candidate rows")
     out = np.ones(len(reference), dtype=np.float64)
     for r, (ref, cand) in enumerate(zip(reference, candidate)):
         ref = ref[ref >= 0]

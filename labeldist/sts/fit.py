@@ -30,8 +30,8 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from labeldist.core.files import written_whole
-from labeldist.core.options import UsageError
 from labeldist.core.progress import progress_bar
+from labeldist.errors import UsageError
 from labeldist.sts.models import ARCHITECTURES, FIT_INFO, PACKAGED, model_spec, offline, resolve_model
 from labeldist.sts.stsb import StsPairs
 
@@ -61,21 +61,21 @@ class FitConfig:
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
-            raise ValueError(f"unknown architecture {self.architecture!r}; known: {', '.join(ARCHITECTURES)}")
+            raise UsageError(f"unknown architecture {self.architecture!r}; known: {', '.join(ARCHITECTURES)}")
         losses = LOSSES[self.architecture]
         if self.loss is None:
             object.__setattr__(self, "loss", losses[0])
         elif self.loss not in losses:
-            raise ValueError(
+            raise UsageError(
                 f"unknown loss {self.loss!r} for a {self.architecture}-encoder; known: {', '.join(losses)}"
             )
         if self.swap and self.architecture != "cross":
-            raise ValueError("swap (both pair orders) only applies to a cross-encoder")
+            raise UsageError("swap (both pair orders) only applies to a cross-encoder")
         for name in ("epochs", "batch_size", "max_length"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise UsageError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 <= self.warmup < 1.0:
-            raise ValueError(f"warmup must lie in [0, 1), got {self.warmup}")
+            raise UsageError(f"warmup must lie in [0, 1), got {self.warmup}")
 
 
 @dataclass

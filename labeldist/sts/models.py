@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from labeldist.core.extras import needed
 from labeldist.core.options import check_regular_tree
+from labeldist.errors import UsageError
 
 #: name of the packaged model (sentence-transformers/all-MiniLM-L6-v2)
 PACKAGED = "all-MiniLM-L6-v2"
@@ -196,7 +197,7 @@ def load_cross_encoder(path: Path, max_length: int) -> Any:
     model = CrossEncoder(str(path), device="cpu", max_length=max_length, local_files_only=True)
     log.info("loaded the cross-encoder %s in %.1f s", path, time.perf_counter() - t)
     if model.num_labels != 1:
-        raise ValueError(f"{path}: a relevance cross-encoder needs one output, this one has {model.num_labels}")
+        raise UsageError(f"{path}: a relevance cross-encoder needs one output, this one has {model.num_labels}")
     model.eval()
     return model
 

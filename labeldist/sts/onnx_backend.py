@@ -33,6 +33,7 @@ import numpy as np
 from labeldist.core.files import written_whole
 from labeldist.core.options import check_regular_file
 from labeldist.core.threads import thread_budget, usable_cores
+from labeldist.errors import UsageError
 from labeldist.sts.models import (
     cache_root,
     cached_once,
@@ -85,9 +86,9 @@ def default_backend() -> str:
 def check_backend(backend: str) -> str:
     """``backend`` if it is one of :data:`BACKENDS` and can run here; a ValueError saying what to do otherwise."""
     if backend not in BACKENDS:
-        raise ValueError(f"unknown sentence model backend {backend!r}; known: {', '.join(BACKENDS)}")
+        raise UsageError(f"unknown sentence model backend {backend!r}; known: {', '.join(BACKENDS)}")
     if backend == "onnx" and not onnx_installed():
-        raise ValueError(
+        raise UsageError(
             "backend 'onnx' needs onnxruntime (pip install onnxruntime, part of the [sts] extra); or choose "
             "--backend torch"
         )
@@ -194,7 +195,7 @@ def export_onnx(path: Path, file: Path) -> None:
     difference = export_difference(path, file, model)
     if not difference <= EXPORT_TOLERANCE:
         os.unlink(file)
-        raise ValueError(
+        raise UsageError(
             f"{path}: its ONNX export differs from the torch model by {difference:.2g} on test sentences (more than "
             f"{EXPORT_TOLERANCE:g}); embed with --backend torch"
         )
@@ -262,7 +263,7 @@ class FastTokenizer:
 
         file = path / "tokenizer.json"
         if not file.is_file():
-            raise ValueError(
+            raise UsageError(
                 f"{path}: no tokenizer.json, which the onnx backend reads (a model saved by sentence-transformers "
                 "with a fast tokenizer has one); embed with --backend torch"
             )
@@ -313,7 +314,7 @@ class OnnxEncoder:
         self.inputs = [i.name for i in session.get_inputs()]
         unknown = set(self.inputs) - set(ENCODING_FIELDS)
         if unknown:
-            raise ValueError(f"{path}: its ONNX export takes {sorted(unknown)}, which no tokenizer gives")
+            raise UsageError(f"{path}: its ONNX export takes {sorted(unknown)}, which no tokenizer gives")
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, **_: Any) -> np.ndarray:
         """(len(texts), d) float32 embeddings, the model's output for each text (the keyword arguments of

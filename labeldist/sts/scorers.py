@@ -31,6 +31,7 @@ import numpy as np
 
 from labeldist.core.files import written_whole
 from labeldist.core.options import check_regular_file
+from labeldist.errors import UsageError
 from labeldist.sts.models import (
     cache_root,
     cached_once,
@@ -136,7 +137,7 @@ def encode_chunk(texts: Sequence[str], *, path: Path, max_length: int, backend: 
     """One task of a job's embedding (:meth:`labeldist.distances.sts.SentenceRelevance.preparation`):
     :func:`encode_texts` of one chunk of at most :data:`ENCODE_CHUNK` of the job's sorted texts."""
     if len(texts) > ENCODE_CHUNK:
-        raise ValueError(f"a chunk holds at most {ENCODE_CHUNK} texts, got {len(texts)}")
+        raise UsageError(f"a chunk holds at most {ENCODE_CHUNK} texts, got {len(texts)}")
     return encode_texts(path, max_length, texts, backend=backend)
 
 
@@ -167,15 +168,15 @@ def load_embeddings(path: Path, n_texts: int, dim: int | None = None) -> np.ndar
     try:
         values = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
-        raise ValueError(f"{path}: not a readable embeddings file ({err})") from err
+        raise UsageError(f"{path}: not a readable embeddings file ({err})") from err
     if values.ndim != 2 or values.dtype.kind != "f" or values.shape[0] != n_texts or not values.shape[1]:
-        raise ValueError(f"{path}: {values.shape} {values.dtype} embeddings, expected {n_texts} rows of floats")
+        raise UsageError(f"{path}: {values.shape} {values.dtype} embeddings, expected {n_texts} rows of floats")
     if dim is not None and values.shape[1] != dim:
-        raise ValueError(f"{path}: embeddings of width {values.shape[1]}, the model's are {dim}")
+        raise UsageError(f"{path}: embeddings of width {values.shape[1]}, the model's are {dim}")
     values = np.asarray(values, dtype=np.float32)  # a plain array on the same pages (a copy only from float64)
     probe = np.asarray(values[:: max(1, n_texts // 64)], dtype=np.float64)
     if not np.isfinite(probe).all() or not np.allclose(np.linalg.norm(probe, axis=1), 1.0, atol=1e-3):
-        raise ValueError(f"{path}: embeddings that are not unit rows; delete the file to embed again")
+        raise UsageError(f"{path}: embeddings that are not unit rows; delete the file to embed again")
     return values
 
 
@@ -204,7 +205,7 @@ def spot_check(
     fresh = encode_texts(model_path, max_length, [texts[r] for r in rows], backend=backend)
     cached = np.asarray(values[rows], dtype=np.float64)
     if cached.shape != fresh.shape or not np.allclose(cached, fresh, rtol=0, atol=SPOT_CHECK_TOLERANCE):
-        raise ValueError(
+        raise UsageError(
             f"{path}: cached embeddings that are not the model's embeddings of their texts (rows {rows.tolist()} "
             "checked against fresh ones)"
         )

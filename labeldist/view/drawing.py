@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.errors import LabeldistError
+from labeldist.errors import LabeldistError, UsageError
 from labeldist.view.rowcache import KnnRows
 
 
@@ -145,7 +145,7 @@ def draw_batch_items(
         return draw_items(rng, n_items, anchors, rows, size, neighbors)
 
     def no_distances(anchor: int, items: np.ndarray) -> np.ndarray:
-        raise ValueError(f"anchor {anchor}'s kNN list runs out within the pool: give distances= to rank the rest")
+        raise UsageError(f"anchor {anchor}'s kNN list runs out within the pool: give distances= to rank the rest")
 
     nearest = nearest_in_pool(anchors, rows, pool, neighbors, distances or no_distances)
     return draw_items_in_pool(rng, pool, anchors, nearest, size)

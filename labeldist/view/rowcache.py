@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from labeldist.errors import UsageError
+
 #: what ``read(start, stop)`` returns: one array of rows ``start:stop``, or several arrays of those rows (the kNN
 #: lists' indices and distances)
 Block = np.ndarray | tuple[np.ndarray, ...]
@@ -43,9 +45,9 @@ class RowBlockCache:
 
     def __init__(self, read: Callable[[int, int], Block], n_items: int, block_rows: int, max_bytes: int) -> None:
         if block_rows < 1:
-            raise ValueError(f"block_rows must be at least 1, got {block_rows}")
+            raise UsageError(f"block_rows must be at least 1, got {block_rows}")
         if max_bytes < 0:
-            raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+            raise UsageError(f"max_bytes must be at least 0, got {max_bytes}")
         self._read = read
         self.n_items, self.block_rows, self.max_bytes = n_items, block_rows, max_bytes
         self.n_blocks = -(-n_items // block_rows)
@@ -171,7 +173,7 @@ class KnnRows:
         distances = np.ascontiguousarray(distances, dtype=np.float32)
         for name, arr in (("indices", indices), ("distances", distances)):
             if arr.shape != (stop - start, self.k):
-                raise ValueError(
+                raise UsageError(
                     f"kNN {name} rows {start}:{stop} have shape {arr.shape}, expected ({stop - start}, {self.k})"
                 )
         return indices, distances

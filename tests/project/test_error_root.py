@@ -53,3 +53,23 @@ def test_each_command_catches_the_root_in_one_place() -> None:
     for module in (cli, trainer_cli):
         source = inspect.getsource(module.main)
         assert "except (LabeldistError" in source or "except LabeldistError" in source, module.__name__
+
+
+def test_product_code_raises_no_bare_value_error() -> None:
+    """Input errors are the project's own: ``UsageError`` (a ``ValueError``) or a more specific class under the root,
+    so that every command prints them as one line; no module of the product raises a bare ``ValueError``. Read from
+    the sources' syntax trees, so that a docstring or a comment that quotes one is not counted."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    bare = []
+    for folder in ("labeldist", "api", "trainer", "client"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                raised = node.exc if isinstance(node, ast.Raise) else None
+                if isinstance(raised, ast.Call):
+                    raised = raised.func
+                if isinstance(raised, ast.Name) and raised.id == "ValueError":
+                    bare.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert bare == [], bare

@@ -125,7 +125,7 @@ def test_verify_refuses_rather_than_reporting_damage(monkeypatch, store, staged)
 
 
 def test_info_is_of_one_generation(monkeypatch, store, staged) -> None:
-    from labeldist.cli import store_summary
+    from labeldist.commands.stores import store_summary
 
     how, reference = staged
     swap_before_read(monkeypatch, store, how, 2)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.errors import UsageError
 from labeldist.trainer.inputs.augment import kind_augmentation
 from labeldist.trainer.kinds import load, trainer_kind
 from labeldist.trainer.training.metrics import mean_label_distance, ndcg
@@ -108,7 +109,7 @@ def pose_views(labels, seeing: Seeing) -> tuple[list[Any], int, str]:
     jitter = bool(seeing.scale or seeing.shift)
     if seeing.view == "bbox":
         if jitter:
-            raise ValueError("the bounding-box view undoes any scale and shift: it takes no jitter")
+            raise UsageError("the bounding-box view undoes any scale and shift: it takes no jitter")
         note = (
             "render version 1: each pose normalised by its own bounding box, its position and size lost; "
             "the ranking is the pose distance between the normalised poses"
@@ -117,7 +118,7 @@ def pose_views(labels, seeing: Seeing) -> tuple[list[Any], int, str]:
     if not jitter:
         return [labels], 1, "no jitter: the ranking is the label distance's own (the oracle's), so nDCG is 1 at every K"
     if seeing.frame is None:
-        raise ValueError("a jitter needs the frame (cx, cy, half): its centre and side")
+        raise UsageError("a jitter needs the frame (cx, cy, half): its centre and side")
     note = (
         f"the label's frame {tuple(float(v) for v in seeing.frame)} with the training jitter: scale 1 ± "
         f"{seeing.scale} about the centre, shift ± {seeing.shift} of the side, one draw per item, {seeing.draws} draws"
@@ -134,12 +135,12 @@ def painted_views(labels, seeing: Seeing) -> tuple[list[Any], int, str]:
     """Labels painted in their own frame with no jitter (a layout's map is its picture): the labels themselves, so
     the ceiling is 1 by construction. Refuses a jitter, a view and a mirror, which such a picture has none of."""
     if seeing.scale or seeing.shift or seeing.view != "label":
-        raise ValueError(
+        raise UsageError(
             f"{type(labels).__name__} are painted in their own frame with no jitter: a ceiling "
             "takes no scale, shift or view for them"
         )
     if seeing.mirror:
-        raise ValueError("mirror is a pose ceiling: a layout's flip is its own label's")
+        raise UsageError("mirror is a pose ceiling: a layout's flip is its own label's")
     note = (
         "drawn in the label's own frame with no jitter (a layout's map is its picture): a perfect model "
         "ranks by the label distance itself, so the ceiling is 1 by construction"
@@ -182,14 +183,14 @@ def ceiling(
     one-line ``note``.
     """
     if view not in VIEWS:
-        raise ValueError(f"unknown view {view!r}; known: {', '.join(VIEWS)}")
+        raise UsageError(f"unknown view {view!r}; known: {', '.join(VIEWS)}")
     if scale < 0 or shift < 0 or scale >= 1:
-        raise ValueError(f"jitter must have 0 <= scale < 1 and shift >= 0, got scale={scale}, shift={shift}")
+        raise UsageError(f"jitter must have 0 <= scale < 1 and shift >= 0, got scale={scale}, shift={shift}")
     if draws < 1:
-        raise ValueError(f"draws must be >= 1, got {draws}")
+        raise UsageError(f"draws must be >= 1, got {draws}")
     declared = trainer_kind(distance.kind).ceiling
     if declared is None:
-        raise ValueError(f"the {distance.kind} kind is not drawn: it has no ceiling of a rendered picture")
+        raise UsageError(f"the {distance.kind} kind is not drawn: it has no ceiling of a rendered picture")
     queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
     k_max = min(int(k_max), len(gallery))
     true = distance.block(labels.subset(queries), labels.subset(gallery))

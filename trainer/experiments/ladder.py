@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.client import FeatureInputs, LabelDistClient
+from labeldist.errors import UsageError
 from labeldist.labels.coco import load_json, parse_karpathy
 from labeldist.trainer.losses import LadderLoss
 from labeldist.trainer.training.evaluate import embed, evaluate, label_distance_matrix
@@ -104,7 +105,7 @@ def sentence_split(
     gallery = np.array([i for i, m in enumerate(image) if m in gallery_images], dtype=np.int64)
     unknown = set(image) - query_images - gallery_images
     if unknown:
-        raise ValueError(
+        raise UsageError(
             f"{len(unknown)} images of the test store are in neither queries nor gallery "
             f"(e.g. {sorted(unknown)[0]!r}): the split is not the store's"
         )

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from labeldist.errors import LabeldistError
+from labeldist.errors import LabeldistError, UsageError
 from labeldist.trainer.kinds import load, trainer_kind
 
 Flip = Literal["none", "batch", "image"]
@@ -367,7 +367,7 @@ def draw_augmentation(
 
 def _check_block(what: str, leading: tuple[int, ...], params: AugmentParams) -> None:
     if tuple(leading) != params.shape:
-        raise ValueError(f"{what} of leading shape {tuple(leading)} do not match the parameters' {params.shape}")
+        raise UsageError(f"{what} of leading shape {tuple(leading)} do not match the parameters' {params.shape}")
 
 
 def apply_augmentation(images: torch.Tensor, params: AugmentParams, size: int) -> torch.Tensor:
@@ -378,7 +378,7 @@ def apply_augmentation(images: torch.Tensor, params: AugmentParams, size: int) -
     are first resized with antialiasing, since a bilinear sample of a larger image aliases. A block of flips
     alone is done exactly, by mirroring (the sample of a flip lands on pixel centres anyway)."""
     if images.dtype != torch.uint8 or images.ndim != 5:
-        raise ValueError(f"images must be uint8 (B, n, 3, H, W), got {images.dtype} {tuple(images.shape)}")
+        raise UsageError(f"images must be uint8 (B, n, 3, H, W), got {images.dtype} {tuple(images.shape)}")
     _check_block("images", images.shape[:2], params)
     B, n, C, H, W = images.shape
     params = params.to(images.device)

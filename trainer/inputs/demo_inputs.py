@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from labeldist.errors import UsageError
 from labeldist.store import StoreReader
 from labeldist.store.outputs import write_bytes
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
@@ -37,7 +38,7 @@ def caption_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device: 
     """(N, 384) float32: the MiniLM embedding of one randomly chosen caption per image of a caption store."""
     reader = StoreReader(store)
     if reader.manifest["kind"] != "caption_wmd":  # sentence stores hold captions too: their inputs differ
-        raise ValueError(
+        raise UsageError(
             f"{store}: not a caption store (kind {reader.manifest['kind']!r}; sentence stores: sentence_inputs)"
         )
     labels = reader.labels()
@@ -70,7 +71,7 @@ def sibling_captions(ids: list[str], *, seed: int = 0) -> np.ndarray:
     for i, item in enumerate(ids):
         image, sep, _ = str(item).rpartition("#")
         if not sep:
-            raise ValueError(f"sentence id {item!r} is not <image id>#<n>: the store's items are not image captions")
+            raise UsageError(f"sentence id {item!r} is not <image id>#<n>: the store's items are not image captions")
         images.setdefault(image, []).append(i)
     rng = np.random.default_rng(seed)
     out = np.arange(len(ids), dtype=np.int64)
@@ -86,7 +87,7 @@ def sentence_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device:
     of its image (:func:`sibling_captions`)."""
     reader = StoreReader(store)
     if reader.manifest["kind"] != "sentence_relevance":
-        raise ValueError(f"{store}: not a sentence store (kind {reader.manifest['kind']!r})")
+        raise UsageError(f"{store}: not a sentence store (kind {reader.manifest['kind']!r})")
     labels = reader.labels()
     texts = labels.texts  # type: ignore[attr-defined]
     pick = sibling_captions([str(i) for i in labels.ids], seed=seed)
@@ -126,7 +127,7 @@ def pose_inputs(store: str, *, hide: float = 0.25, jitter: float = 0.1, seed: in
     reader = StoreReader(store)
     labels = reader.labels()
     if not hasattr(labels, "present"):
-        raise ValueError(f"{store}: not a pose store (kind {reader.manifest['kind']!r})")
+        raise UsageError(f"{store}: not a pose store (kind {reader.manifest['kind']!r})")
     return corrupt_poses(labels.xy, labels.present, hide=hide, jitter=jitter, seed=seed)  # type: ignore[attr-defined]
 
 
@@ -140,11 +141,11 @@ def write_demo_inputs(
     declared = trainer_kind(kind).demo_inputs  # labeldist.trainer.kinds
     if declared is None:
         known = ", ".join(kinds_with("demo_inputs"))
-        raise ValueError(f"no demo inputs for store kind {kind!r}; known: {known}")
+        raise UsageError(f"no demo inputs for store kind {kind!r}; known: {known}")
     make = load(declared)
     taken = set(inspect.signature(make).parameters)
     if set(options) - taken:
-        raise ValueError(f"the demo inputs of a {kind} store take no {', '.join(sorted(set(options) - taken))}")
+        raise UsageError(f"the demo inputs of a {kind} store take no {', '.join(sorted(set(options) - taken))}")
     features = make(store, seed=seed, **options)
     buffer = io.BytesIO()
     np.save(buffer, features)

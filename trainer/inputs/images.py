@@ -26,6 +26,7 @@ import torch
 
 from labeldist.client import InputError
 from labeldist.core.reading import TextFileError, open_regular, read_csv, read_regular
+from labeldist.errors import UsageError
 from labeldist.trainer.inputs import decoding
 from labeldist.trainer.inputs.augment import EVALS, eval_transform
 
@@ -287,7 +288,7 @@ class CachedImages:
     def __post_init__(self) -> None:
         shape = tuple(self.data.shape)
         if self.data.dtype != torch.uint8 or len(shape) != 4 or shape[1] != 3 or shape[2] != shape[3]:
-            raise ValueError(f"a cache is uint8 (N, 3, size, size), got {self.data.dtype} {tuple(self.data.shape)}")
+            raise UsageError(f"a cache is uint8 (N, 3, size, size), got {self.data.dtype} {tuple(self.data.shape)}")
         self.n_items = int(self.data.shape[0])
         self.size = int(self.data.shape[-1])
         self.item_shape = (3, self.size, self.size)
@@ -417,7 +418,7 @@ class PackedImages:
     def _rows(self, key: slice, *, squeeze: bool) -> PackedImages:
         start, stop, step = key.indices(len(self))
         if step != 1:
-            raise ValueError("PackedImages take slices of step 1 only")
+            raise UsageError("PackedImages take slices of step 1 only")
         stop = max(stop, start)
         per_row = int(np.prod(self.shape[1:], dtype=np.int64))
         lo, hi = start * per_row, stop * per_row

@@ -1,5 +1,6 @@
 """Losses over dense-triplet minibatches, one per file; each docstring gives its formula and paper."""
 
+from labeldist.errors import UsageError
 from labeldist.trainer.losses.base import BatchLoss
 from labeldist.trainer.losses.binary_triplet import BinaryTripletLoss, binary_pairs, binary_triplets
 from labeldist.trainer.losses.dense_triplet import DenseTripletLoss
@@ -30,7 +31,7 @@ def make_loss(
     try:
         cls = LOSSES[name]
     except KeyError:
-        raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}") from None
+        raise UsageError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}") from None
     if n_items is not None and embedding_dim is not None:
         return cls.for_run(n_items=n_items, embedding_dim=embedding_dim, **kwargs)
     return cls(**kwargs)  # type: ignore[arg-type]

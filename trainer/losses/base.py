@@ -8,6 +8,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from labeldist.errors import UsageError
+
 REDUCTIONS = ("mean", "sum", "none")
 #: which members of a minibatch a loss takes as anchors: the first (the authors' code), or every one
 ANCHORS = ("first", "all")
@@ -92,10 +94,10 @@ class BatchLoss(nn.Module):
     def __init__(self, reduction: str = "mean", anchors: str | None = None) -> None:
         super().__init__()
         if reduction not in REDUCTIONS:
-            raise ValueError(f"unknown reduction {reduction!r}; known: {', '.join(REDUCTIONS)}")
+            raise UsageError(f"unknown reduction {reduction!r}; known: {', '.join(REDUCTIONS)}")
         anchors = self.default_anchors if anchors is None else anchors
         if anchors not in ANCHORS:
-            raise ValueError(f"unknown anchors {anchors!r}; known: {', '.join(ANCHORS)}")
+            raise UsageError(f"unknown anchors {anchors!r}; known: {', '.join(ANCHORS)}")
         self.reduction, self.anchors = reduction, anchors
 
     @property
@@ -136,29 +138,29 @@ class BatchLoss(nn.Module):
             pairwise = None if pairwise is None else pairwise[None]
             indices = None if indices is None else indices[None]
         if embeddings.dim() != 3 or embeddings.shape[1] < 3:
-            raise ValueError(f"embeddings must have shape (B, n, d) with n >= 3, got {tuple(embeddings.shape)}")
+            raise UsageError(f"embeddings must have shape (B, n, d) with n >= 3, got {tuple(embeddings.shape)}")
         b, n, _ = embeddings.shape
         if tuple(distances.shape) != (b, n - 1):
-            raise ValueError(f"distances must have shape (B, n - 1) = {(b, n - 1)}, got {tuple(distances.shape)}")
+            raise UsageError(f"distances must have shape (B, n - 1) = {(b, n - 1)}, got {tuple(distances.shape)}")
         if self.needs_pairwise:
             if pairwise is None:
                 why = "every member an anchor" if self.anchors == "all" else "every member a query"
-                raise ValueError(
+                raise UsageError(
                     f"{type(self).__name__} ({why}) needs the batch's pairwise label distances (pairwise=True)"
                 )
             if tuple(pairwise.shape) != (b, n, n):
-                raise ValueError(f"pairwise must have shape (B, n, n) = {(b, n, n)}, got {tuple(pairwise.shape)}")
+                raise UsageError(f"pairwise must have shape (B, n, n) = {(b, n, n)}, got {tuple(pairwise.shape)}")
             if not torch.isfinite(pairwise).all():
                 bad = int((~torch.isfinite(pairwise)).sum())
-                raise ValueError(f"{bad} pairwise label distances are not finite (e.g. poses with no joint in common)")
+                raise UsageError(f"{bad} pairwise label distances are not finite (e.g. poses with no joint in common)")
         if self.needs_indices:
             if indices is None:
-                raise ValueError(f"{type(self).__name__} needs the minibatch's store indices (indices=)")
+                raise UsageError(f"{type(self).__name__} needs the minibatch's store indices (indices=)")
             if tuple(indices.shape) != (b, n):
-                raise ValueError(f"indices must have shape (B, n) = {(b, n)}, got {tuple(indices.shape)}")
+                raise UsageError(f"indices must have shape (B, n) = {(b, n)}, got {tuple(indices.shape)}")
         if not torch.isfinite(distances).all():
             bad = int((~torch.isfinite(distances)).sum())
-            raise ValueError(f"{bad} label distances are not finite (e.g. poses with no joint in common)")
+            raise UsageError(f"{bad} label distances are not finite (e.g. poses with no joint in common)")
         return embeddings, distances, pairwise, indices
 
     def _views(self, distances: torch.Tensor, pairwise: torch.Tensor | None) -> tuple[torch.Tensor, int]:
@@ -166,7 +168,7 @@ class BatchLoss(nn.Module):
         if self.anchors == "first":
             return distances, 1
         if pairwise is None:
-            raise ValueError(
+            raise UsageError(
                 f"{type(self).__name__} (every member an anchor) needs the batch's pairwise label distances"
             )
         return anchor_distances(pairwise), pairwise.shape[-1]

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from labeldist.errors import UsageError
 from labeldist.trainer.losses.base import BatchLoss
 
 RELEVANCE = ("one_minus", "inverse")
@@ -185,25 +186,25 @@ class LadderLoss(BatchLoss):
         super().__init__(reduction, anchors)
         if calibrate == "percentile":
             if not len(percentiles) == len(margins) == len(betas) >= 1:
-                raise ValueError(
+                raise UsageError(
                     f"percentiles, margins and betas need one value per rung, got {percentiles}, {margins}, {betas}"
                 )
             if not all(0 < p < 100 for p in percentiles) or list(percentiles) != sorted(set(percentiles))[::-1]:
-                raise ValueError(
+                raise UsageError(
                     f"percentiles must be decreasing (most relevant level first), in (0, 100); got {percentiles}"
                 )
         elif not len(thresholds) == len(margins) == len(betas) >= 1:
-            raise ValueError(
+            raise UsageError(
                 f"thresholds, margins and betas need one value per rung, got {thresholds}, {margins}, {betas}"
             )
         if list(thresholds) != sorted(thresholds, reverse=True):
-            raise ValueError(f"thresholds must be decreasing (most relevant level first), got {thresholds}")
+            raise UsageError(f"thresholds must be decreasing (most relevant level first), got {thresholds}")
         if relevance not in RELEVANCE:
-            raise ValueError(f"unknown relevance {relevance!r}; known: {', '.join(RELEVANCE)}")
+            raise UsageError(f"unknown relevance {relevance!r}; known: {', '.join(RELEVANCE)}")
         if calibrate not in CALIBRATE:
-            raise ValueError(f"unknown calibrate {calibrate!r}; known: {', '.join(CALIBRATE)}")
+            raise UsageError(f"unknown calibrate {calibrate!r}; known: {', '.join(CALIBRATE)}")
         if list(shares) != sorted(shares) or not all(0 < s < 1 for s in shares):
-            raise ValueError(f"shares must be increasing, in (0, 1); got {shares}")
+            raise UsageError(f"shares must be increasing, in (0, 1); got {shares}")
         self.thresholds, self.margins, self.betas = list(thresholds), list(margins), list(betas)
         self.relevance, self.calibrate, self.shares = relevance, calibrate, list(shares)
         self.percentiles = [float(p) for p in percentiles]
@@ -274,18 +275,18 @@ class LadderLoss(BatchLoss):
         )
         if self.calibrate == "off" or (self.calibrate == "auto" and in_range and forms):
             if why:
-                raise ValueError(
+                raise UsageError(
                     f"ladder: no rung can be formed: {seen}{why}; calibrate the thresholds on the "
                     "distances (--ladder-calibrate quantile) or give thresholds in that range"
                 )
             self.mode, self.reason = "given", "relevances in [0, 1] and the given thresholds form rungs"
             return
         if len(self.shares) != len(self.margins):  # checked only here: a run on given thresholds needs no shares
-            raise ValueError(f"ladder: calibrating needs one share per rung ({len(self.margins)}), got {self.shares}")
+            raise UsageError(f"ladder: calibrating needs one share per rung ({len(self.margins)}), got {self.shares}")
         dist = quantile_thresholds(pairwise, self.shares)
         thresholds = relevance(torch.tensor(dist, dtype=r.dtype, device=r.device), self.relevance).tolist()
         if not bool(rungs_formed(ladder_levels(r, thresholds), len(self.margins)).any()):
-            raise ValueError(
+            raise UsageError(
                 f"ladder: no rung can be formed: the first batch's {d.numel()} label distances between "
                 f"distinct items take {d.unique().numel()} distinct value(s), so the {self.shares} "
                 f"quantiles ({dist}) split no query's items"
@@ -317,7 +318,7 @@ class LadderLoss(BatchLoss):
         elif self.mode is None:
             self._decide(pairwise, r)
         elif self.mode == "given" and not bool(((r >= -RANGE_TOLERANCE) & (r <= 1 + RANGE_TOLERANCE)).all()):
-            raise ValueError(
+            raise UsageError(
                 f"ladder: relevance {self.relevance} of this batch lies in [{float(r.min()):.4g}, "
                 f"{float(r.max()):.4g}], outside the [0, 1] of thresholds {self.thresholds}"
             )

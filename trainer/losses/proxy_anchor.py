@@ -6,6 +6,7 @@ import torch
 from pytorch_metric_learning import losses as pml
 
 from labeldist.client.pml import binary_split
+from labeldist.errors import UsageError
 from labeldist.trainer.losses.base import BatchLoss
 from labeldist.trainer.losses.binary_triplet import positives_among
 
@@ -76,7 +77,7 @@ class ProxyAnchorLoss(BatchLoss):
     ) -> torch.Tensor:
         positives = positives_among(self.positives, distances.shape[1])
         if int(indices.min()) < 0 or int(indices.max()) >= self.num_classes:
-            raise ValueError(
+            raise UsageError(
                 f"store indices must lie in 0..{self.num_classes - 1} (one proxy per store item), got "
                 f"{int(indices.min())}..{int(indices.max())}"
             )

@@ -21,8 +21,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from labeldist.core.options import UsageError
 from labeldist.core.reading import read_regular
+from labeldist.errors import UsageError
 from labeldist.store.outputs import make_parent, replacing
 
 #: files that the trainer writes into a run folder: a curve read from one is named after the folder

@@ -19,6 +19,7 @@ import torch
 
 from labeldist.client import FeatureInputs, InputError, LabelDistClient
 from labeldist.core.reading import SPLIT_FILE_BYTES, read_regular
+from labeldist.errors import UsageError
 from labeldist.trainer.training.checkpoints import CheckpointError, describe_model
 from labeldist.trainer.training.fit import autocast, default_loader_workers, pick_device
 from labeldist.trainer.training.metrics import retrieval_metrics
@@ -238,7 +239,7 @@ def evaluate(
     ``progress``: the images embedded and the queries' label distances fetched, as tqdm's bar on a terminal and
     plain lines every few seconds off one (:func:`labeldist.core.progress.progress_bar`); False: none."""
     if (features is None) == (images is None):
-        raise ValueError("give exactly one of --features or --images")
+        raise UsageError("give exactly one of --features or --images")
     queries, gallery = np.asarray(queries, dtype=np.int64), np.asarray(gallery, dtype=np.int64)
     check_split_items(queries, gallery, int(client.store(store)["n_items"]), store)
     if images is not None:

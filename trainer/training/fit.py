@@ -35,6 +35,7 @@ from labeldist.client.local import StoreMovedOn
 from labeldist.core.files import written_whole
 from labeldist.core.progress import progress_bar
 from labeldist.core.threads import usable_cores
+from labeldist.errors import UsageError
 from labeldist.store.outputs import OutputError, check_output_file, make_folder
 from labeldist.trainer.inputs.augment import augment, check_crop_scale, resolve_augmentation, step_generator
 from labeldist.trainer.inputs.images import device_images
@@ -168,7 +169,7 @@ def autocast(
     """The forward pass's mixed precision: ``auto`` is bfloat16 on CUDA where supported, else float16 with a
     gradient scaler, and float32 on CPU; ``fp32`` never casts. The loss is computed outside, in float32."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
         return contextlib.nullcontext(), None
     if precision == "auto":
@@ -176,7 +177,7 @@ def autocast(
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16), None
     if device.type != "cuda":
-        raise ValueError("--precision fp16 needs CUDA (use bf16 or fp32 on the CPU)")
+        raise UsageError("--precision fp16 needs CUDA (use bf16 or fp32 on the CPU)")
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 
 
@@ -220,7 +221,7 @@ def make_optimizer(config: FitConfig, groups: list[dict[str, Any]]) -> torch.opt
         return torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
     if config.optimizer == "adam":
         return torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay)
-    raise ValueError(f"unknown optimizer {config.optimizer!r}; known: adam, sgd")
+    raise UsageError(f"unknown optimizer {config.optimizer!r}; known: adam, sgd")
 
 
 def make_scheduler(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from labeldist.errors import UsageError
+
 METRICS = ("euclidean", "cosine")
 
 
@@ -22,7 +24,7 @@ def retrieve(queries: np.ndarray, gallery: np.ndarray, k: int, metric: str = "eu
     [[1, 2], [0, 1]]
     """
     if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+        raise UsageError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
     q, g = np.asarray(queries, dtype=np.float64), np.asarray(gallery, dtype=np.float64)
     if metric == "cosine":
         q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from labeldist.errors import LabeldistError
+from labeldist.errors import LabeldistError, UsageError
 from labeldist.trainer.training.checkpoints import CheckpointError, load_weights, read_checkpoint, read_torch_file
 
 BACKBONES = ("resnet18", "resnet34", "resnet50", "resnet101")
@@ -129,7 +129,7 @@ class ResNetEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         if arch not in BACKBONES:
-            raise ValueError(f"unknown backbone {arch!r}; known: {', '.join(BACKBONES)}")
+            raise UsageError(f"unknown backbone {arch!r}; known: {', '.join(BACKBONES)}")
         try:
             import torchvision
         except ImportError as e:
@@ -162,7 +162,7 @@ def build_model(config: dict[str, Any]) -> nn.Module:
         return EmbeddingMLP(config["in_dim"], config["out_dim"], config["hidden"], config.get("dropout", 0.0))
     if kind in BACKBONES:
         return ResNetEmbedding(kind, config["out_dim"])
-    raise ValueError(f"unknown model kind {kind!r}; known: mlp, {', '.join(BACKBONES)}")
+    raise UsageError(f"unknown model kind {kind!r}; known: mlp, {', '.join(BACKBONES)}")
 
 
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from labeldist.errors import UsageError
+
 #: mean pairwise cosine above which a minibatch's embeddings count as collapsed. An untrained ImageNet-style
 #: ResNet already gives 0.96-0.97 (the pooled ReLU features share a large positive mean, which the linear head
 #: maps to a common direction); a collapsed dense-triplet run sat at 0.996-0.999 (RESULTS.md). Embeddings that
@@ -171,7 +173,7 @@ def embedding_spread(embeddings: torch.Tensor) -> dict[str, float]:
     if e.dim() == 2:
         e = e[None]
     if e.dim() != 3 or e.shape[1] < 2:
-        raise ValueError(f"embeddings must have shape (B, n, d) or (n, d) with n >= 2, got {tuple(embeddings.shape)}")
+        raise UsageError(f"embeddings must have shape (B, n, d) or (n, d) with n >= 2, got {tuple(embeddings.shape)}")
     n = e.shape[1]
     norms = e.norm(dim=-1)  # (B, n)
     f = e / norms.clamp_min(1e-12)[..., None]
@@ -222,7 +224,7 @@ class TrainingWatch:
         chance_tol: float = CHANCE_TOL,
     ) -> None:
         if window < 2 or chance_window < 2:
-            raise ValueError(f"windows must be at least 2 steps, got {window} and {chance_window}")
+            raise UsageError(f"windows must be at least 2 steps, got {window} and {chance_window}")
         self.loss, self.window, self.warmup = loss, window, warmup
         self.advice = advice or ", or ".join(filter(None, (ADVICE.get(loss), GENERIC_ADVICE)))
         self.collapse_cosine = collapse_cosine

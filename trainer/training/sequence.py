@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labeldist.errors import UsageError
 from labeldist.trainer.training.fit import FitConfig, fit, open_source
 
 
@@ -29,7 +30,7 @@ class HeldOut:
 
     def __post_init__(self) -> None:
         if (self.features is None) == (self.images is None):
-            raise ValueError("a held-out evaluation needs exactly one of features or images")
+            raise UsageError("a held-out evaluation needs exactly one of features or images")
 
 
 def evaluate_run(config: FitConfig, held_out: HeldOut, checkpoint: str | None) -> dict[str, Any]:
