@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from labeldist.core.knn import KnownPairs
+from labeldist.core.cascade import KnownPairs
 from labeldist.labels.base import LabelSet
 
 #: the largest distance a store holds (it keeps float32); a larger one would be stored as infinity

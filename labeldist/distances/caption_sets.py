@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
-import numba
 import numpy as np
 
-from labeldist.core.knn import KnownPairs, cascaded_topk
+from labeldist.core.cascade import KnownPairs, cascaded_topk
 from labeldist.distances.base import LabelDistance
 from labeldist.distances.caption_bounds import (
     ChunkTables,
@@ -27,15 +26,19 @@ from labeldist.distances.caption_bounds import (
     pair_set_reduction,
     pair_set_rwmd,
 )
-from labeldist.distances.nbow import longest_bag, nbow, unit_rows, word_costs
-from labeldist.distances.transport import emd_small, emd_workspace
+from labeldist.distances.caption_kernels import (
+    block_w,
+    caption_set_distance,
+    pairs_w,
+    ragged_set_distances,
+    set_rwmd,
+)
+from labeldist.distances.nbow import nbow, unit_rows
 from labeldist.distances.wmd import wmd_many, wmd_pairs
 from labeldist.distances.wmd_bounds import (
     euclidean_lower_bounds,
     nearest_in_texts,
-    reduction_bound,
     rwmd_many,
-    rwmd_to_all,
     wcd_many,
 )
 from labeldist.errors import UsageError
@@ -59,316 +62,6 @@ _PAIRS_CHUNK = 1 << 16
 _CACHE_ENTRIES = 4
 
 TextKernel = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-
-
-def caption_set_distance(m: np.ndarray, row_offsets: np.ndarray, col_offsets: np.ndarray) -> np.ndarray:
-    """Set distances from the matrix of caption-pair distances (Kim et al., CVPR 2019, Eq. 13).
-
-    .. math::  W(X, Y) = \\sum_{x \\in X} \\min_{y \\in Y} d(x, y) + \\sum_{y \\in Y} \\min_{x \\in X} d(x, y)
-
-    :math:`X` the captions of a row image, :math:`Y` those of a column image, :math:`d` the caption distance
-    (WMD). The same reduction applied to a lower bound of :math:`d` gives a lower bound of :math:`W`
-    (min and sum are monotone).
-
-    Parameters
-    ----------
-    m : (K_r, K_c) distances between every row caption and every column caption.
-    row_offsets : (N_r+1,) row image ``i`` owns rows ``row_offsets[i]:row_offsets[i+1]`` (none empty).
-    col_offsets : (N_c+1,) the same for columns.
-
-    Returns
-    -------
-    (N_r, N_c) float64.
-
-    >>> caption_set_distance(np.array([[0.0, 3.0], [1.0, 5.0]]), np.array([0, 2]), np.array([0, 1, 2])).tolist()
-    [[1.0, 11.0]]
-    """
-    m = np.ascontiguousarray(m, dtype=np.float64)
-    row_offsets = np.ascontiguousarray(row_offsets, dtype=np.int64)
-    col_offsets = np.ascontiguousarray(col_offsets, dtype=np.int64)
-    return _set_distances(m, row_offsets, col_offsets)
-
-
-@numba.njit(cache=True, nogil=True)
-def _eq13(m, r0, r1, c0, c1):  # pragma: no cover - compiled
-    """Eq. 13 on the sub-matrix ``m[r0:r1, c0:c1]``; both sums run in caption order, one addition at a time.
-
-    Every path (``block``, ``pairs``, the bounds) reduces through this one function, so that ``pairs`` and
-    ``block`` agree to the last bit: NumPy's ``add.reduce`` may sum pairwise or sequentially by layout.
-    """
-    x_to_y = 0.0
-    for r in range(r0, r1):
-        best = np.inf
-        for c in range(c0, c1):
-            best = min(best, m[r, c])
-        x_to_y += best
-    y_to_x = 0.0
-    for c in range(c0, c1):
-        best = np.inf
-        for r in range(r0, r1):
-            best = min(best, m[r, c])
-        y_to_x += best
-    return x_to_y + y_to_x
-
-
-@numba.njit(cache=True, nogil=True)
-def _set_distances(m, row_offsets, col_offsets):  # pragma: no cover - compiled
-    n_r, n_c = len(row_offsets) - 1, len(col_offsets) - 1
-    out = np.empty((n_r, n_c))
-    for i in range(n_r):
-        for j in range(n_c):
-            out[i, j] = _eq13(m, row_offsets[i], row_offsets[i + 1], col_offsets[j], col_offsets[j + 1])
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _ragged_set_distances(values, starts, n_rows, n_cols):  # pragma: no cover - compiled
-    """Eq. 13 for each image pair ``t`` from its caption-pair values ``values[starts[t]:starts[t+1]]``, an
-    ``n_rows[t] x n_cols[t]`` block in row-major order."""
-    out = np.empty(len(n_rows))
-    for t in range(len(n_rows)):
-        block = values[starts[t] : starts[t + 1]].reshape((n_rows[t], n_cols[t]))
-        out[t] = _eq13(block, 0, n_rows[t], 0, n_cols[t])
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _set_rwmd(dist_t, near, ids_a, w_a, off_a, cap_a, ids_b, w_b, off_b, cap_b):  # pragma: no cover - compiled
-    """Eq. 13 over caption-pair RWMDs, one column image at a time: (n_a, n_b) float64.
-
-    For each caption of column image ``j``, :func:`~labeldist.distances.wmd_bounds.rwmd_to_all` gives its RWMD to
-    every row caption (linear in the bag sizes); the few columns of ``j`` are then reduced per row image. No
-    (captions x captions) matrix is ever held.
-    """
-    n_a, n_b, k_a = len(cap_a) - 1, len(cap_b) - 1, len(off_a) - 1
-    qmax = 1
-    for j in range(n_b):
-        qmax = max(qmax, cap_b[j + 1] - cap_b[j])
-    m = np.empty((qmax, k_a))
-    z = np.empty(dist_t.shape[1], dtype=dist_t.dtype)
-    acc = np.empty(k_a)
-    out = np.empty((n_a, n_b))
-    for j in range(n_b):
-        q0, q1 = cap_b[j], cap_b[j + 1]
-        for q in range(q0, q1):
-            rwmd_to_all(dist_t, near, ids_a, w_a, off_a, ids_b, w_b, off_b[q], off_b[q + 1], z, acc, m[q - q0])
-        mt = m[: q1 - q0].T
-        for i in range(n_a):
-            out[i, j] = _eq13(mt, cap_a[i], cap_a[i + 1], 0, q1 - q0)
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _pruned_w(  # pragma: no cover - compiled
-    table,
-    row_word,
-    w_a,
-    off_a,
-    x0,
-    x1,
-    col_word,
-    w_b,
-    off_b,
-    y0,
-    y1,
-    ws,
-    cost,
-    bound,
-    order,
-    rmin,
-    cmin,
-    pending,
-    limit,
-    du,
-    dv,
-):
-    """Eq. 13 for one image pair, solving only the caption WMDs that can still lower a minimum.
-
-    Row captions ``x0:x1`` and column captions ``y0:y1`` are bags (``off_a``/``off_b``) whose entries name
-    rows (``row_word``) and columns (``col_word``) of ``table``, the word distances. Every caption pair first
-    gets its cost matrix (gathered from ``table``) and its Hungarian reduction bound :math:`R \\le WMD`
-    (:func:`~labeldist.distances.wmd_bounds.reduction_bound`, at least the relaxed WMD of Kusner et al., §4), shrunk
-    by a relative 1e-9 against rounding. Pairs are then visited by increasing bound; the exact
-    WMD of :math:`(x, y)` is solved unless :math:`R(x, y)` already reaches both the smallest WMD found so far
-    in row :math:`x` and in column :math:`y` — then :math:`WMD(x, y)` can lower neither minimum. The minima,
-    hence W, are exactly those of the full table; both sums run in caption order as in :func:`_eq13`.
-
-    With a finite ``limit`` (a kNN search's threshold), the pair is given up once W is known to exceed it: a row's
-    minimum is at least the smaller of its minimum so far and the bounds of its pairs not yet visited, and so for a
-    column; when the sum of those is above ``limit`` it is returned instead of W (a lower bound of W, above it).
-
-    Returns (W, number of WMDs solved); W is NaN when the small solver gave up on a pair (the caller
-    recomputes such pairs the plain way).
-    """
-    nr, nc = x1 - x0, y1 - y0
-    for x in range(nr):
-        a0, a1 = off_a[x0 + x], off_a[x0 + x + 1]
-        for y in range(nc):
-            b0, b1 = off_b[y0 + y], off_b[y0 + y + 1]
-            for r in range(a1 - a0):
-                for s in range(b1 - b0):
-                    cost[r, s] = table[row_word[a0 + r], col_word[b0 + s]]
-            bound[x * nc + y] = reduction_bound(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1], du, dv) * (1.0 - 1e-9)
-    # visiting order: by increasing bound (insertion sort of at most a few dozen entries, no allocation)
-    for q in range(nr * nc):
-        p = q - 1
-        while p >= 0 and bound[order[p]] > bound[q]:
-            order[p + 1] = order[p]
-            p -= 1
-        order[p + 1] = q
-    rmin[:nr] = np.inf
-    cmin[:nc] = np.inf
-    pending[: nr * nc] = bound[: nr * nc]  # the bounds of the pairs not visited yet; +inf once visited
-    solved = 0
-    for k in range(nr * nc):
-        q = order[k]
-        x, y = q // nc, q % nc
-        if bound[q] >= rmin[x] and bound[q] >= cmin[y]:
-            pending[q] = np.inf
-            continue
-        if limit < np.inf:
-            below = 0.0
-            for r in range(nr):
-                low = rmin[r]
-                for c in range(nc):
-                    low = min(low, pending[r * nc + c])
-                below += low
-            for c in range(nc):
-                low = cmin[c]
-                for r in range(nr):
-                    low = min(low, pending[r * nc + c])
-                below += low
-            if below > limit:
-                return below, solved
-        pending[q] = np.inf
-        a0, a1 = off_a[x0 + x], off_a[x0 + x + 1]
-        b0, b1 = off_b[y0 + y], off_b[y0 + y + 1]
-        for r in range(a1 - a0):
-            for s in range(b1 - b0):
-                cost[r, s] = table[row_word[a0 + r], col_word[b0 + s]]
-        v = emd_small(cost, a1 - a0, b1 - b0, w_a[a0:a1], w_b[b0:b1], ws)
-        solved += 1
-        if np.isnan(v):
-            return np.nan, solved
-        rmin[x] = min(rmin[x], v)
-        cmin[y] = min(cmin[y], v)
-    x_to_y = 0.0
-    for x in range(nr):
-        x_to_y += rmin[x]
-    y_to_x = 0.0
-    for y in range(nc):
-        y_to_x += cmin[y]
-    return x_to_y + y_to_x, solved
-
-
-@numba.njit(cache=True, nogil=True)
-def _scratch(mmax, cmax):  # pragma: no cover - compiled
-    """Scratch arrays of :func:`_pruned_w` for bags of up to ``mmax`` words and up to ``cmax`` captions."""
-    pairs = cmax * cmax
-    return (
-        emd_workspace(mmax, mmax),
-        np.empty((mmax, mmax)),
-        np.empty(pairs),
-        np.empty(pairs, np.int64),
-        np.empty(cmax),
-        np.empty(cmax),
-        np.empty(pairs),
-        np.empty(mmax),
-        np.empty(mmax),
-    )
-
-
-@numba.njit(cache=True, nogil=True)
-def _pairs_w(vectors, ids, w, off, cap, img_words, img_off, local, pi, pj, limits):  # pragma: no cover - compiled
-    """W for the image pairs (pi[t], pj[t]) of one caption set, or a bound above ``limits[t]`` where W is (see
-    :func:`_pruned_w`). Over each run of pairs with the same row image, the distances from its distinct words to
-    the words of its partners are computed once (a column of the vocabulary-wide table at first use). Returns W
-    (n,) and the number of WMDs solved."""
-    ws, cost, bound, order, rmin, cmin, pending, du, dv = _scratch(longest_bag(off), longest_bag(cap))
-    n_words = vectors.shape[0]
-    table = np.empty((longest_bag(img_off), n_words))
-    filled = np.full(n_words, -1, dtype=np.int64)  # the run whose row words column v holds
-    out = np.empty(len(pi))
-    solved = 0
-    for t in range(len(pi)):
-        i, j = pi[t], pj[t]
-        if t == 0 or i != pi[t - 1]:
-            run = t
-        for e in range(img_off[j], img_off[j + 1]):
-            v = img_words[e]
-            if filled[v] != run:
-                filled[v] = run
-                for a in range(img_off[i + 1] - img_off[i]):
-                    table[a, v] = word_costs(vectors, img_words[img_off[i] + a], vectors, v)
-        out[t], n = _pruned_w(
-            table,
-            local,
-            w,
-            off,
-            cap[i],
-            cap[i + 1],
-            ids,
-            w,
-            off,
-            cap[j],
-            cap[j + 1],
-            ws,
-            cost,
-            bound,
-            order,
-            rmin,
-            cmin,
-            pending,
-            limits[t],
-            du,
-            dv,
-        )
-        solved += n
-    return out, solved
-
-
-@numba.njit(cache=True, nogil=True)
-def _block_w(  # pragma: no cover - compiled
-    va, w_a, off_a, cap_a, words_a, img_off_a, local_a, vb, ids_b, w_b, off_b, cap_b
-):
-    """W for every row image and column image; each row image's words get their distances to the whole
-    column vocabulary once. Returns W (n_a, n_b) and the WMDs solved."""
-    n_a, n_b = len(cap_a) - 1, len(cap_b) - 1
-    mmax, cmax = max(longest_bag(off_a), longest_bag(off_b)), max(longest_bag(cap_a), longest_bag(cap_b))
-    ws, cost, bound, order, rmin, cmin, pending, du, dv = _scratch(mmax, cmax)
-    table = np.empty((longest_bag(img_off_a), vb.shape[0]))
-    out = np.empty((n_a, n_b))
-    solved = 0
-    for i in range(n_a):
-        for a in range(img_off_a[i + 1] - img_off_a[i]):
-            for v in range(vb.shape[0]):
-                table[a, v] = word_costs(va, words_a[img_off_a[i] + a], vb, v)
-        for j in range(n_b):
-            out[i, j], n = _pruned_w(
-                table,
-                local_a,
-                w_a,
-                off_a,
-                cap_a[i],
-                cap_a[i + 1],
-                ids_b,
-                w_b,
-                off_b,
-                cap_b[j],
-                cap_b[j + 1],
-                ws,
-                cost,
-                bound,
-                order,
-                rmin,
-                cmin,
-                pending,
-                np.inf,
-                du,
-                dv,
-            )
-            solved += n
-    return out, solved
 
 
 @dataclass(frozen=True)
@@ -633,15 +326,16 @@ class CaptionSetWMD(LabelDistance):
 
         Per row image, the distances from its distinct words to the column vocabulary are computed once;
         per image pair, the caption pairs' cost matrices are gathered from them, and only the caption WMDs
-        that can lower a row or column minimum of Eq. 13 are solved (see :func:`_pruned_w`: a relaxed WMD at
-        or above both minima rules a pair out). On COCO about 2/3 of the caption WMDs of random image pairs
-        are solved; the values equal those of the full caption table (:meth:`_block_plain`) to the last bit.
+        that can lower a row or column minimum of Eq. 13 are solved
+        (:func:`~labeldist.distances.caption_kernels.pruned_w`: a relaxed WMD at or above both minima rules a pair
+        out). On COCO about 2/3 of the caption WMDs of random image pairs are solved; the values equal those of
+        the full caption table (:meth:`_block_plain`) to the last bit.
         """
         rows, cols = self._check(rows, cols)
         if len(rows) == 0 or len(cols) == 0:
             return np.empty((len(rows), len(cols)))
         a, b = self._prepared(rows).bags(rows), self._prepared(cols).bags(cols)
-        out, _ = _block_w(
+        out, _ = block_w(
             a.vectors,
             a.weights,
             a.offsets,
@@ -678,8 +372,9 @@ class CaptionSetWMD(LabelDistance):
         Pairs are taken by row image (a stable sort, undone on return); over each run of one row image, the
         distances from its distinct words to its partners' words are computed once. Per image pair, the
         caption pairs' cost matrices are gathered from them and only the caption WMDs that can lower a row
-        or column minimum of Eq. 13 are solved (:func:`_pruned_w`; about 60 % of them for the near pairs a
-        pruned kNN asks for). The image word lists of ``labels`` are built once and cached on this instance.
+        or column minimum of Eq. 13 are solved (:func:`~labeldist.distances.caption_kernels.pruned_w`; about 60 %
+        of them for the near pairs a pruned kNN asks for). The image word lists of ``labels`` are built once and
+        cached on this instance.
         A pair the small solver cannot finish is recomputed by :meth:`_pairs_plain`.
         """
         labels = self._check(labels, labels)[0]
@@ -696,7 +391,7 @@ class CaptionSetWMD(LabelDistance):
         limits = np.full(len(i), np.inf) if limits is None else np.asarray(limits, dtype=np.float64).reshape(-1)
         b = self._prepared(labels).bags(labels)
         by_row = np.argsort(i, kind="stable")  # runs of one row image share their word distances
-        out[by_row] = _pairs_w(
+        out[by_row] = pairs_w(
             b.vectors,
             b.ids,
             b.weights,
@@ -725,7 +420,7 @@ class CaptionSetWMD(LabelDistance):
             t1 = min(t0 + _PAIRS_CHUNK, len(i))
             x, y, starts, n_rows, n_cols = _caption_pairs(labels.caption_offsets, i[t0:t1], j[t0:t1])
             values = wmd_pairs(tok, off, vec, tok, off, vec, texts.inverse[x], texts.inverse[y])
-            out[t0:t1] = _ragged_set_distances(values, starts, n_rows, n_cols)
+            out[t0:t1] = ragged_set_distances(values, starts, n_rows, n_cols)
         return out
 
     def lower_bound_block(self, rows: LabelSet, cols: LabelSet) -> np.ndarray:
@@ -760,7 +455,7 @@ class CaptionSetWMD(LabelDistance):
             ids = ids.reshape(-1).astype(np.int64)
             near = nearest_in_texts(dist_t, ids, offsets)
             cap = rows.caption_offsets[i0 : i1 + 1] - c0
-            out[i0:i1] = _set_rwmd(
+            out[i0:i1] = set_rwmd(
                 dist_t, near, ids, a.weights[e0:e1], offsets, cap, b.ids, b.weights, b.offsets, cols.caption_offsets
             )
             del dist_t, near
@@ -780,7 +475,7 @@ class CaptionSetWMD(LabelDistance):
         (:mod:`labeldist.distances.caption_bounds`): the image-word bound for every pair, the caption-level bound
         (as :meth:`lower_bound_block`'s) for the pairs it leaves, the reduction bound for the pairs both leave, the
         exact W (:meth:`pairs_within`) for the pairs all three leave, by increasing bound
-        (:func:`~labeldist.core.knn.cascaded_topk`), except those ``known`` (exact W of pairs whose row lies in the
+        (:func:`~labeldist.core.cascade.cascaded_topk`), except those ``known`` (exact W of pairs whose row lies in the
         block, computed by other blocks: W is the same float from either image, the transport being solved in one
         orientation, :func:`~labeldist.distances.transport.emd_small`). Row images go in chunks whose word tables
         fit ``_LB_CHUNK_BYTES``; a later chunk takes the reverse of the pairs an earlier one computed. Returns

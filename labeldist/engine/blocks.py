@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from labeldist.core.knn import KnownPairs, pruned_topk, topk_rows
+from labeldist.core.cascade import KnownPairs
+from labeldist.core.knn import pruned_topk, topk_rows
 from labeldist.distances.base import LabelDistance
 from labeldist.labels.base import LabelSet
 from labeldist.store import (

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from labeldist.core.knn import KnownPairs
+from labeldist.core.cascade import KnownPairs
 
 
 class PairExchange:

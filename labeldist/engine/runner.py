@@ -23,6 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from labeldist.core.clusters import JOB_QUEUES, ClusterError, ClusterSpec, check_job_queue
+from labeldist.core.progress import FirstTasks
 from labeldist.core.reading import SMALL_FILE_BYTES, read_regular
 from labeldist.core.threads import limited_threads, usable_cores
 from labeldist.distances.base import LabelDistance, Preparation
@@ -471,73 +472,6 @@ def cannot_run(client: Any, block: int, started_with: set[str], what: str) -> Cl
         "done are kept in the store; run the same command again once the cluster has workers that stay (a worker "
         "that dies may lack memory: see its log), and it resumes at the first block not done"
     )
-
-
-class FirstTasks:
-    """The progress of a job whose first ``first`` tasks (one per worker) also load and compile what the job needs:
-    a line saying so at the start, a line as each of them ends (the work done and the time, no estimate), then the
-    display of :func:`~labeldist.core.progress.progress_bar` from the work done, its rate (and the time left)
-    counted from there, its time from the start. ``first=0``: that display from the start. ``enabled`` as
-    ``progress_bar``'s: False shows nothing."""
-
-    def __init__(
-        self,
-        total: int,
-        desc: str,
-        unit: str,
-        first: int,
-        workers: int,
-        enabled: bool | None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.total, self.desc, self.unit, self.first, self.enabled = total, desc, unit, first, enabled
-        self.n, self.tasks, self.bar, self._clock = 0, 0, None, clock
-        self._start = clock()
-        self.units = unit if unit.endswith("s") else unit + "s"
-        if first == 0:  # nothing to load: the display from the start
-            self._show()
-        elif enabled is not False:
-            tqdm.write(
-                f"{desc}: {total:,} {self.units} on {workers} worker{'s' * (workers != 1)}; the first task of each "
-                "also loads what the distance needs (compiled kernels, a model), so the time left is estimated once "
-                "those are done",
-                file=sys.stderr,
-            )
-
-    def update(self, n: int) -> None:
-        self.n += n
-        self.tasks += 1
-        if self.bar is not None:
-            self.bar.update(n)
-            return
-        if self.tasks < self.first and self.n < self.total:
-            if self.enabled is not False:
-                elapsed = tqdm.format_interval(self._clock() - self._start)
-                tqdm.write(
-                    f"{self.desc}: {self.n:,}/{self.total:,} {self.units} ({100 * self.n / self.total:.1f} %) in "
-                    f"{elapsed}, {self.tasks} of the first {self.first} tasks done (loading what they need)",
-                    file=sys.stderr,
-                )
-            return
-        self._show()
-
-    def _show(self) -> None:
-        from labeldist.core.progress import progress_bar
-
-        self.bar = progress_bar(
-            self.total,
-            self.desc,
-            unit=self.unit,
-            unit_scale=True,
-            enabled=self.enabled,
-            initial=self.n,
-            clock=self._clock,
-            started=self._start if self.first else None,  # shown from the job's start
-        )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 @contextlib.contextmanager

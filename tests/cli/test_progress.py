@@ -15,8 +15,7 @@ import sys
 import pytest
 from tqdm.std import tqdm as std_tqdm
 
-from labeldist.core.progress import DEFAULT_EVERY, EVERY_ENV, PlainProgress, progress_bar, progress_every
-from labeldist.engine.runner import FirstTasks
+from labeldist.core.progress import DEFAULT_EVERY, EVERY_ENV, FirstTasks, PlainProgress, progress_bar, progress_every
 from tests.conftest import DATA, ROOT
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"

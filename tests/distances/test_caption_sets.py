@@ -230,7 +230,7 @@ def test_unfinished_caption_problems_fall_back_to_the_plain_path(coco, monkeypat
     rows, cols, i, j = _pair_grid(coco, 4, 10, seed=13)
     d = CaptionSetWMD()
     pairs, block = d.pairs(coco, i, j), d.block(coco.subset(rows), coco.subset(cols))
-    real_pairs, real_block = caption_sets_module._pairs_w, caption_sets_module._block_w
+    real_pairs, real_block = caption_sets_module.pairs_w, caption_sets_module.block_w
 
     def failing_pairs(*args):
         out, n = real_pairs(*args)
@@ -242,8 +242,8 @@ def test_unfinished_caption_problems_fall_back_to_the_plain_path(coco, monkeypat
         out[::2, ::3] = np.nan
         return out, n
 
-    monkeypatch.setattr(caption_sets_module, "_pairs_w", failing_pairs)
-    monkeypatch.setattr(caption_sets_module, "_block_w", failing_block)
+    monkeypatch.setattr(caption_sets_module, "pairs_w", failing_pairs)
+    monkeypatch.setattr(caption_sets_module, "block_w", failing_block)
     np.testing.assert_array_equal(d.pairs(coco, i, j), pairs)
     np.testing.assert_array_equal(d.block(coco.subset(rows), coco.subset(cols)), block)
 
@@ -412,7 +412,8 @@ def test_knn_block_equals_whole_rows(coco, monkeypatch):
 def test_a_block_given_the_pairs_of_another_computes_fewer_and_finds_the_same(coco):
     """knn_block_shared: block B given the reverse of what block A learned (rows in B) finds its whole rows' lists,
     computes fewer, never one whose W it was given; what each block learned is W as pairs() has it, or a bound."""
-    from labeldist.core.knn import KnownPairs, topk_rows
+    from labeldist.core.cascade import KnownPairs
+    from labeldist.core.knn import topk_rows
 
     labels = coco.subset(slice(0, 700))
     d = CaptionSetWMD()

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from labeldist.core.knn import KnownPairs
+from labeldist.core.cascade import KnownPairs
 from labeldist.engine.exchange import PairExchange
 
 

@@ -162,7 +162,7 @@ def test_kth_per_row_against_a_sort():
 def test_cascaded_topk_equals_brute_force_with_a_solver_that_gives_up(k):
     """Euclidean kNN in 4-D through two bounds, |x0 - y0| <= ||(x0, x1) - (y0, y1)|| <= ||x - y||, with an exact
     function that answers just above the limit where the distance is above it (as a solver that stops early)."""
-    from labeldist.core.knn import cascaded_topk
+    from labeldist.core.cascade import cascaded_topk
 
     x = np.random.default_rng(k).normal(size=(300, 4))
     rows = np.arange(100, 130)
@@ -192,7 +192,7 @@ def test_cascaded_topk_through_several_bounds_computes_little_more_than_its_floo
     equal brute force; each tighter bound is computed for fewer pairs; the exact distances computed are at least
     those whose tightest bound is at most the row's k-th distance (the floor of any search with that bound), and
     at most the seed's k and a round (``step``) more a row; fewer than with the 4-coordinate bound alone."""
-    from labeldist.core.knn import cascaded_topk
+    from labeldist.core.cascade import cascaded_topk
 
     x = np.random.default_rng(k).normal(size=(400, 6))
     rows = np.arange(50, 90)
@@ -234,7 +234,7 @@ def test_cascaded_topk_takes_known_distances_without_computing_them(k):
     Given back half of what a first search learned (exact values and the bounds it stopped at) and exact values it
     never needed: the same lists, no known exact pair asked of the exact function, fewer computed; what it learns is
     exact where it says so and a lower bound elsewhere, and holds none of what it was given."""
-    from labeldist.core.knn import KnownPairs, cascaded_topk
+    from labeldist.core.cascade import KnownPairs, cascaded_topk
 
     x = np.random.default_rng(k).normal(size=(300, 4))
     rows = np.arange(100, 140)
@@ -277,7 +277,7 @@ def test_cascaded_topk_takes_known_distances_without_computing_them(k):
 
 
 def test_cascaded_topk_keeps_ties_broken_by_index_and_pads_short_rows():
-    from labeldist.core.knn import cascaded_topk
+    from labeldist.core.cascade import cascaded_topk
 
     values = np.array([[0.0, 1.0, 1.0, 1.0, 2.0, 1.0]])
     idx, dist, _, _, _ = cascaded_topk(
@@ -291,7 +291,7 @@ def test_cascaded_topk_keeps_ties_broken_by_index_and_pads_short_rows():
 
 
 def test_smallest_entries_holds_at_least_the_count_asked_for():
-    from labeldist.core.knn import smallest_entries
+    from labeldist.core.cascade import smallest_entries
 
     values = np.random.default_rng(3).random((20, 5000)).astype(np.float32)
     values[3, :] = np.inf  # a row with nothing finite
