@@ -20,13 +20,8 @@ import pytest
 
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.base import LabelError
-from labeldist.labels.pose_files import (
-    parse_columns,
-    read_coco_keypoints,
-    read_mpii_csv,
-    read_pose_csv,
-    read_poses,
-)
+from labeldist.labels.pose_columns import parse_columns
+from labeldist.labels.pose_files import read_coco_keypoints, read_mpii_csv, read_pose_csv, read_poses
 from labeldist.labels.poses import COCO_JOINTS, MPII_JOINTS, Poses
 from labeldist.store import StoreReader
 from tests.conftest import DATA, write_store
