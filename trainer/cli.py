@@ -112,7 +112,8 @@ def _local_store(stores: str | None, store: str | None) -> str | None:
 
 def _fit(args: argparse.Namespace) -> int:
     from labeldist.store.outputs import check_not_inputs
-    from labeldist.trainer.training.fit import CHECKPOINT, LOG, FitConfig, open_source
+    from labeldist.trainer.training.config import CHECKPOINT, LOG, FitConfig
+    from labeldist.trainer.training.fit import open_source
     from labeldist.trainer.training.sequence import HeldOut, fit_and_evaluate
 
     run = Path(args.out)

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from labeldist.trainer.cli import main
-from labeldist.trainer.training.fit import FitConfig, fit
+from labeldist.trainer.training.config import FitConfig
+from labeldist.trainer.training.fit import fit
 from tests.trainer.conftest import REPO, STORE
 
 

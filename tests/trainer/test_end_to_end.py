@@ -11,8 +11,9 @@ import pytest
 
 from labeldist.client import LabelDistClient
 from labeldist.trainer.cli import main
+from labeldist.trainer.training.config import FitConfig
 from labeldist.trainer.training.evaluate import evaluate, plot_curves
-from labeldist.trainer.training.fit import FitConfig, fit
+from labeldist.trainer.training.fit import fit
 from tests.trainer.conftest import STORE
 
 STEPS = 300

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from labeldist.trainer.training.checkpoints import CheckpointError, read_checkpoint
-from labeldist.trainer.training.fit import FitConfig, fit, rewind_log
+from labeldist.trainer.training.config import FitConfig
+from labeldist.trainer.training.fit import fit
+from labeldist.trainer.training.resuming import rewind_log
 from tests.processes import kill, spawn
 from tests.trainer.conftest import STORE
 

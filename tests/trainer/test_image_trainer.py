@@ -17,8 +17,9 @@ from labeldist.trainer.cli import main
 from labeldist.trainer.inputs.images import ImageInputError, ImageInputs, image_paths, open_images, read_index
 from labeldist.trainer.render.base import render_store
 from labeldist.trainer.training.checkpoints import read_checkpoint
+from labeldist.trainer.training.config import FitConfig
 from labeldist.trainer.training.evaluate import ImageSource, evaluate
-from labeldist.trainer.training.fit import FitConfig, fit
+from labeldist.trainer.training.fit import fit
 from tests.trainer.conftest import N_ITEMS, STORE
 
 torchvision = pytest.importorskip("torchvision")

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from labeldist.trainer.training.checkpoints import read_checkpoint
-from labeldist.trainer.training.fit import FitConfig, fit
+from labeldist.trainer.training.config import FitConfig
+from labeldist.trainer.training.fit import fit
 from tests.trainer.conftest import N_ITEMS, STORE
 
 LR = 1e-3

@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from labeldist.trainer.training.fit import pick_device
 from labeldist.trainer.training.models import EmbeddingMLP, ResNetEmbedding, build_model
+from labeldist.trainer.training.runtime import pick_device
 
 
 def test_mlp_embeds_any_batch_shape_and_rebuilds_from_its_config() -> None:

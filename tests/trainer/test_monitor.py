@@ -188,7 +188,8 @@ def run_fit(
     resume: bool = False,
     **options,
 ) -> tuple[list[dict], dict]:
-    from labeldist.trainer.training.fit import FitConfig, fit
+    from labeldist.trainer.training.config import FitConfig
+    from labeldist.trainer.training.fit import fit
 
     path = out.with_suffix(".npy")
     np.save(path, features.astype(np.float32))

@@ -355,7 +355,7 @@ def test_tables_align_and_show_what_is_missing() -> None:
 def test_python_runs_the_same_sequence_as_the_command(runs: dict, service: str, features: Path, tmp_path: Path) -> None:
     """fit_and_evaluate (what `trainer fit --eval-store` calls): the same untrained baseline, files and log lines
     from Python, for the run of the same settings."""
-    from labeldist.trainer.training.fit import FitConfig
+    from labeldist.trainer.training.config import FitConfig
     from labeldist.trainer.training.sequence import HeldOut, fit_and_evaluate
 
     config = FitConfig(

@@ -12,7 +12,8 @@ import torch
 
 from labeldist.trainer.cli import main
 from labeldist.trainer.training.checkpoints import read_checkpoint
-from labeldist.trainer.training.fit import FitConfig, fit
+from labeldist.trainer.training.config import FitConfig
+from labeldist.trainer.training.fit import fit
 from labeldist.trainer.training.recipes import (
     RECIPES,
     RecipeError,

@@ -100,7 +100,7 @@ class ChangeAfter:
 
 
 def config(stores: Path, features: Path, out: Path, **options: Any) -> Any:
-    from labeldist.trainer.training.fit import FitConfig
+    from labeldist.trainer.training.config import FitConfig
 
     return FitConfig(
         url="",

@@ -28,10 +28,12 @@ from labeldist.client import FeatureInputs, LabelDistClient
 from labeldist.errors import UsageError
 from labeldist.labels.coco import load_json, parse_karpathy
 from labeldist.trainer.losses import LadderLoss
+from labeldist.trainer.training.config import LOG, FitConfig
 from labeldist.trainer.training.evaluate import embed, evaluate, label_distance_matrix
-from labeldist.trainer.training.fit import LOG, FitConfig, fit, pick_device
+from labeldist.trainer.training.fit import fit
 from labeldist.trainer.training.metrics import coherent_score, retrieve
 from labeldist.trainer.training.models import load_checkpoint
+from labeldist.trainer.training.runtime import pick_device
 
 TRAIN, TEST = "coco-train-sentence_relevance", "coco-test-sentence_relevance"
 #: run name: loss, its options, the name in the table

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from labeldist.trainer.training.config import FitConfig
 from labeldist.trainer.training.evaluate import ImageSource, evaluate, load_split, plot_curves
-from labeldist.trainer.training.fit import FitConfig, fit
+from labeldist.trainer.training.fit import fit
 
 DATASETS = {  # store kind, minibatch size (Kim et al.: 150 poses, 50 captions)
     "mpii": ("pose", 150),
@@ -524,7 +525,7 @@ def reproduce(
 
 def _title(dataset: str, queries: Sequence[int], gallery: Sequence[int]) -> str:
     """The table's title: the dataset, the test set's size and the device the runs used."""
-    from labeldist.trainer.training.fit import pick_device
+    from labeldist.trainer.training.runtime import pick_device
 
     return f"{dataset}, {len(queries)} queries x {len(gallery)} gallery; device {pick_device('auto')}"
 

@@ -21,9 +21,9 @@ from labeldist.client import FeatureInputs, InputError, LabelDistClient
 from labeldist.core.reading import SPLIT_FILE_BYTES, read_regular
 from labeldist.errors import UsageError
 from labeldist.trainer.training.checkpoints import CheckpointError, describe_model
-from labeldist.trainer.training.fit import autocast, default_loader_workers, pick_device
 from labeldist.trainer.training.metrics import retrieval_metrics
 from labeldist.trainer.training.models import load_checkpoint
+from labeldist.trainer.training.runtime import autocast, default_loader_workers, pick_device
 
 #: the K at which summaries (RESULTS.md tables) report each curve
 SUMMARY_K = (1, 5, 10, 20, 50, 100)

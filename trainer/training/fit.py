@@ -17,12 +17,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
-import random
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,23 +30,14 @@ from tqdm import tqdm
 
 from labeldist.client import FeatureInputs, InputError, Inputs, LabelDistClient, Minibatch, MinibatchStream, Source
 from labeldist.client.local import StoreMovedOn
-from labeldist.core.files import written_whole
 from labeldist.core.progress import progress_bar
-from labeldist.core.threads import usable_cores
 from labeldist.errors import UsageError
-from labeldist.store.outputs import OutputError, check_output_file, make_folder
+from labeldist.store.outputs import make_folder
 from labeldist.trainer.inputs.augment import augment, check_crop_scale, resolve_augmentation, step_generator
 from labeldist.trainer.inputs.images import device_images
 from labeldist.trainer.losses import BatchLoss, make_loss
-from labeldist.trainer.training.checkpoints import (
-    CheckpointError,
-    describe_model,
-    first_line,
-    load_weights,
-    read_checkpoint,
-    same_model,
-    save_checkpoint,
-)
+from labeldist.trainer.training.checkpoints import save_checkpoint
+from labeldist.trainer.training.config import CHECKPOINT, LOG, FitConfig, input_config, recorded_config
 from labeldist.trainer.training.models import (
     EmbeddingMLP,
     ResNetEmbedding,
@@ -63,142 +52,14 @@ from labeldist.trainer.training.monitor import (
     stuck_advice,
 )
 from labeldist.trainer.training.recipes import lr_factor
-
-CHECKPOINT = "checkpoint.pt"
-LOG = "log.jsonl"
-
-
-@dataclass
-class FitConfig:
-    """Everything that changes a training run (saved in the checkpoint and the log)."""
-
-    url: str
-    store: str
-    out: str
-    #: read stores in this process from this folder (labeldist.client.LocalSource), no service; ``url`` unused
-    stores: str | None = None
-    #: the recipe these values came from (labeldist.trainer.training.recipes; recorded, not applied here: resolve_recipe
-    #: fills the fields) and the recipe fields the user changed
-    recipe: str = "labeldist-v1"
-    overrides: list[str] = field(default_factory=list)
-    #: why the recipe was chosen (labeldist.trainer.training.recipes.choose_recipe), printed and logged
-    recipe_reason: str = ""
-    features: str | None = None
-    #: images instead of features: a folder, items mapped by image_index (id,path CSV; ROOT/index.csv by
-    #: default when it exists) or image_pattern ("{id}.jpg")
-    images: str | None = None
-    image_pattern: str | None = None
-    image_index: str | None = None
-    backbone: str = "resnet34"
-    weights: str | None = None
-    input_size: int | None = None
-    #: images: "kind" (the store kind's label-preserving transforms), "none" or "imagenet" (random resized crop and
-    #: per-image flip: refused for kinds whose distance is not mirror-invariant unless allow_image_flip)
-    augment: str = "kind"
-    allow_image_flip: bool = False
-    #: False turns off the flip of the chosen augmentation
-    flip: bool = True
-    #: the "imagenet" augmentation's crop area range
-    crop_scale: tuple[float, float] = (0.08, 1.0)
-    #: images: decode every image once into a shared uint8 cache ("auto": when it fits the memory limit)
-    image_cache: str = "auto"
-    #: images not cached: decode each step's files on the device in batch (None: on CUDA, where nvJPEG does it;
-    #: True on a CPU runs the same path with libjpeg, as the tests do)
-    decode_on_device: bool | None = None
-    #: DataLoader worker processes decoding images (None: one per CPU core but one, at most 16)
-    loader_workers: int | None = None
-    precision: str = "auto"
-    channels_last: bool | None = None
-    compile: bool = False
-    loss: str = "log_ratio"
-    loss_options: dict[str, Any] = field(default_factory=dict)
-    #: the members of a minibatch the loss takes as anchors: "first" (the authors' code), "all" (every member, by
-    #: the minibatch's pairwise label distances), or None for the loss's own default
-    anchors: str | None = None
-    size: int = 150
-    neighbors: int = 5
-    batches_per_step: int = 1
-    epochs: int = 1
-    max_steps: int | None = None
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    #: "constant", "inverse" (lr / (1 + lr_decay * step), Kim et al.), "step" (x lr_decay at lr_step_epochs) or
-    #: "cosine" (down to lr x lr_decay over the epochs)
-    lr_schedule: str = "constant"
-    lr_decay: float = 0.0
-    lr_step_epochs: tuple[int, ...] = ()
-    embedding_dim: int = 128
-    hidden: tuple[int, ...] = (512,)
-    seed: int = 0
-    device: str = "auto"
-    checkpoint_every: int = 500
-    resume: bool = False
-    #: replace a run already in ``out`` (its checkpoint and log) instead of refusing to; ``resume`` continues it
-    overwrite: bool = False
-    progress: bool = True
-    prefetch: int = 8
-    workers: int = 2
-    #: minibatches per service request (None: 8 over features; batches_per_step over images, so that each worker
-    #: process decodes one step at a time)
-    anchors_per_request: int | None = None
-    api_key: str | None = None
-    threads: int | None = None
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    """``auto``: CUDA when available, else CPU; or the device named."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)  # noqa: NPY002 - seeds third-party code that draws from the legacy global generator
-    torch.manual_seed(seed)
-
-
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-
-
-def autocast(
-    device: torch.device, precision: str = "auto"
-) -> tuple[contextlib.AbstractContextManager[Any], torch.amp.GradScaler | None]:
-    """The forward pass's mixed precision: ``auto`` is bfloat16 on CUDA where supported, else float16 with a
-    gradient scaler, and float32 on CPU; ``fp32`` never casts. The loss is computed outside, in float32."""
-    if precision not in PRECISIONS:
-        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
-        return contextlib.nullcontext(), None
-    if precision == "auto":
-        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16), None
-    if device.type != "cuda":
-        raise UsageError("--precision fp16 needs CUDA (use bf16 or fp32 on the CPU)")
-    return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
-
-
-def default_loader_workers() -> int:
-    """Image-decoding processes by default: three quarters of the CPU cores less one, at least 1, at most 16.
-
-    The rest is the training loop's and the service's: on one H100 with 16 cores, ResNet-34 at 224 px ran at
-    0.79 of the bare backbone's rate with 15 decoding processes, 0.87 with 13 and 0.89 with 11
-    (benchmarks/bench_trainer.py, BENCHMARKS.md)."""
-    return max(1, min((os.cpu_count() or 2) * 3 // 4 - 1, 16))
-
-
-def recorded_config(config: FitConfig) -> dict[str, Any]:
-    """The run's config as its log and checkpoint record it: where the minibatches came from named once, the
-    service's ``url`` or the ``stores`` folder read in this process (absolute), never the unused default of the
-    other."""
-    record = asdict(config)
-    if config.stores is not None:
-        record["url"] = None
-        record["stores"] = str(Path(config.stores).resolve())
-    return record
+from labeldist.trainer.training.resuming import check_run_folder, earlier_warnings, resume_from, rewind_log, sync
+from labeldist.trainer.training.runtime import (
+    autocast,
+    default_loader_workers,
+    pick_device,
+    seed_everything,
+    set_threads,
+)
 
 
 def open_source(stores: str | None, url: str, api_key: str | None = None) -> Source:
@@ -283,134 +144,6 @@ def make_model(config: FitConfig, inputs: Inputs, device: torch.device) -> torch
     return ResNetEmbedding(config.backbone, config.embedding_dim, weights=config.weights, channels_last=channels_last)
 
 
-def resume_from(
-    path: Path,
-    config: FitConfig,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss_fn: torch.nn.Module,
-    scaler: torch.amp.GradScaler | None,
-    device: torch.device,
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-    store_info: dict[str, Any] | None = None,
-) -> int:
-    """Load a checkpoint into this run's model, optimizer, loss (proxies, calibrated ladder thresholds), scaler
-    and random generator; its step. A checkpoint of another model or loss, or trained on another store than
-    ``store_info`` (:func:`check_same_store`), is refused in one line saying what it was made with and what this run
-    asks for, rather than torch's list of every key."""
-    state = read_checkpoint(path, map_location=device)
-    what = f"--resume: checkpoint {path}"
-    if store_info is not None:
-        check_same_store(state.get("store"), store_info, path, config.store)
-    recorded = state["model_config"]
-    if not same_model(recorded, model.config):
-        raise CheckpointError(
-            f"{what} was made with {describe_model(recorded)}, but this run asks for "
-            f"{describe_model(model.config)}: resume with the options it was trained with, or "
-            "give a new --out"
-        )
-    if state["loss"] != config.loss:
-        raise CheckpointError(
-            f"{what} was trained with loss {state['loss']}, but this run asks for {config.loss}: "
-            "resume with its loss, or give a new --out"
-        )
-    load_weights(model, state["model"], what, recorded)
-    try:
-        optimizer.load_state_dict(state["optimizer"])
-        if state.get("loss_state") is not None:
-            loss_fn.load_state_dict(state["loss_state"])
-        if scaler is not None and state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
-        if scheduler is not None:
-            if state.get("scheduler") is not None:
-                scheduler.load_state_dict(state["scheduler"])
-            else:  # a checkpoint from before schedules: its rate was constant
-                scheduler.last_epoch = int(state["step"])
-        torch.set_rng_state(state["torch_rng"].cpu())  # loaded onto the device with the rest
-    except (KeyError, RuntimeError, TypeError, ValueError) as e:  # e.g. proxies of a store of another size
-        raise CheckpointError(
-            f"{what} does not fit this run ({first_line(e)}): resume with the options and store "
-            "it was trained with, or give a new --out"
-        ) from None
-    return int(state["step"])
-
-
-#: what names the data a run trains on: a resumed run must find them as its checkpoint recorded them
-SAME_STORE_KEYS = ("kind", "n_items", "k", "labels_sha256", "params", "dense", "generation")
-
-
-def check_same_store(recorded: dict[str, Any] | None, info: dict[str, Any], where: Path, store: str) -> None:
-    """CheckpointError (one line) when the store a checkpoint was trained on (``recorded``, its manifest) is not the
-    store there now (``info``): other labels, parameters, items or generation. A store rebuilt from the same labels
-    and parameters holds the same distances, and is taken."""
-    if not recorded:
-        return
-    differ = [key for key in SAME_STORE_KEYS if key in recorded and recorded.get(key) != info.get(key)]
-    if not differ:
-        return
-
-    def short(value: Any) -> str:
-        return repr(value[:12] + "...") if isinstance(value, str) and len(value) > 16 else repr(value)
-
-    shown = ", ".join(f"{key} {short(recorded[key])} -> {short(info.get(key))}" for key in differ if key != "params")
-    if "params" in differ:
-        shown = ", ".join(filter(None, (shown, "its parameters")))
-    raise CheckpointError(
-        f"--resume: checkpoint {where} was trained on another store {store!r} than the one there now ({shown}): "
-        "resuming would train on other data; restore the store it was trained on, or start a new run "
-        "(--overwrite, or another --out)"
-    )
-
-
-def sync(log: Any) -> None:
-    """Flush the log to disk. Before each checkpoint: whatever step a checkpoint holds, the log then holds too,
-    wherever a kill lands (else a run killed at step 98 could keep a log that ends at step 63)."""
-    log.flush()
-    os.fsync(log.fileno())
-
-
-def rewind_log(path: Path, step: int | None) -> None:
-    """Cut a run's log back to ``step``, the checkpoint a resumed run continues from (0: none yet), so that the
-    steps it does again are not logged twice: the lines of the run being continued (from its last ``start`` at or
-    before ``step``) past ``step`` go, and so does everything after them. ``None`` (a run started afresh) keeps
-    every step. Either way a partial line, which a kill mid-write leaves, goes too.
-
-    Rewritten aside, then renamed: a kill here leaves the old log, cut again at the next resume."""
-    if not path.exists():
-        return
-    lines = path.read_text(encoding="utf-8").splitlines()
-    kept: list[tuple[str, dict[str, Any]]] = []
-    for line in lines:
-        with contextlib.suppress(json.JSONDecodeError):
-            row = json.loads(line)
-            if isinstance(row, dict):
-                kept.append((line, row))
-    if step is not None:
-        starts = [i for i, (_, r) in enumerate(kept) if r.get("event") == "start" and int(r.get("step", 0)) <= step]
-        run = starts[-1] if starts else 0
-        past = [i for i in range(run, len(kept)) if int(kept[i][1].get("step", 0)) > step]
-        kept = kept[: past[0]] if past else kept
-    if len(kept) == len(lines):
-        return
-    with written_whole(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line, _ in kept)
-        sync(f)
-
-
-def input_config(inputs: Inputs, augmentation: Any = None) -> dict[str, Any]:
-    """What evaluation must know of the training inputs (kept in the checkpoint): for images their size, the
-    augmentation and so the evaluation transform (the image as rendered, or the ImageNet centre crop)."""
-    from labeldist.trainer.inputs.images import IMAGE_INPUTS
-
-    if isinstance(inputs, IMAGE_INPUTS):
-        info: dict[str, Any] = {"kind": "images", "input_size": inputs.size}
-        if augmentation is not None:
-            info["augmentation"] = asdict(augmentation)
-            info["eval_transform"] = augmentation.eval
-        return info
-    return {"kind": "features", "shape": list(inputs.item_shape)}
-
-
 @dataclass
 class Run:
     """One training run, as :func:`build` makes it from a :class:`FitConfig`: where it writes, its device, source,
@@ -442,26 +175,6 @@ class Run:
         return self.out / CHECKPOINT
 
 
-def default_threads(images: bool) -> int:
-    """torch's intra-op threads on a CPU when ``--threads`` is not given: one for the MLP over features, every
-    usable core for a CNN over images.
-
-    The MLP's matrices are too small for intra-op threads to pay: on a busy 2-core machine 2 threads made a step
-    50x slower than 1 (spinning workers). A CNN's convolutions are large enough: ResNet-18 at 64 px, minibatches
-    of 32, 2 cores, took 3.83 steps/s on 2 threads against 2.65 on 1 on an idle machine, and 2.27 against 2.38
-    with one core taken by another process (BENCHMARKS.md, "Threads")."""
-    return usable_cores() if images else 1
-
-
-def set_threads(config: FitConfig, device: torch.device) -> None:
-    """torch's intra-op threads: ``config.threads``, else on a CPU :func:`default_threads` (on CUDA torch's
-    default: the CPU only feeds the GPU)."""
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    elif device.type == "cpu":
-        torch.set_num_threads(default_threads(config.images is not None))
-
-
 def open_inputs(config: FitConfig, client: Source, device: torch.device) -> tuple[dict[str, Any], Inputs, Any]:
     """The store's description, its inputs and, over images, their augmentation (refused before any image is
     read); the source is closed when any of them fails."""
@@ -482,22 +195,6 @@ def open_inputs(config: FitConfig, client: Source, device: torch.device) -> tupl
         client.close()
         raise
     return info, inputs, augmentation
-
-
-def check_run_folder(out: Path, resume: bool, overwrite: bool) -> None:
-    """Refuse (OutputError, one line) to start a new run in ``out`` over another run's checkpoint or log, unless
-    ``resume`` (it continues) or ``overwrite`` (its checkpoint and log are removed first: regular files only)."""
-    held = [name for name in (CHECKPOINT, LOG) if os.path.lexists(out / name)]
-    if not held or resume:
-        return
-    if not overwrite:
-        raise OutputError(
-            f"{out}: holds a run ({', '.join(held)}): continue it with --resume, replace it with --overwrite, or "
-            "give another --out"
-        )
-    for name in held:
-        check_output_file(out / name, overwrite)  # never a link's target
-        os.unlink(out / name)
 
 
 def build(config: FitConfig) -> Run:
@@ -566,6 +263,32 @@ def resume(run: Run) -> None:
     rewind_log(run.out / LOG, run.step if config.resume else None)
 
 
+def checkpoint(run: Run, log: Any) -> None:
+    """Save the run at its step, the log flushed to disk first: model, optimizer, loss, scaler, generator and
+    schedule states, with the config, the store's description and what evaluation must know of the inputs
+    (:func:`input_config`)."""
+    config, loss_fn, scaler = run.config, run.loss_fn, run.scaler
+    sync(log)  # first: a kill between the two leaves the log ahead of the checkpoint, never behind
+    save_checkpoint(
+        run.checkpoint_path,
+        {
+            "model": run.model.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "loss_state": loss_fn.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "torch_rng": torch.get_rng_state(),
+            "scheduler": run.scheduler.state_dict(),
+            "step": run.step,
+            "config": recorded_config(config),
+            "model_config": run.model.config,
+            "loss": config.loss,
+            "normalized": loss_fn.normalized,
+            "store": run.info,
+            "inputs": input_config(run.inputs, run.augmentation),
+        },
+    )
+
+
 def make_stream(run: Run) -> MinibatchStream:
     """The run's training steps from its step on: feature inputs prefetched in threads, images made in DataLoader
     worker processes; a note (with progress shown) when a loss that needs pairwise distances trains on a kNN-only
@@ -597,32 +320,6 @@ def make_stream(run: Run) -> MinibatchStream:
             "training split serves them from disk (BENCHMARKS.md, pairwise minibatches)"
         )
     return stream
-
-
-def checkpoint(run: Run, log: Any) -> None:
-    """Save the run at its step, the log flushed to disk first: model, optimizer, loss, scaler, generator and
-    schedule states, with the config, the store's description and what evaluation must know of the inputs
-    (:func:`input_config`)."""
-    config, loss_fn, scaler = run.config, run.loss_fn, run.scaler
-    sync(log)  # first: a kill between the two leaves the log ahead of the checkpoint, never behind
-    save_checkpoint(
-        run.checkpoint_path,
-        {
-            "model": run.model.state_dict(),
-            "optimizer": run.optimizer.state_dict(),
-            "loss_state": loss_fn.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else None,
-            "torch_rng": torch.get_rng_state(),
-            "scheduler": run.scheduler.state_dict(),
-            "step": run.step,
-            "config": recorded_config(config),
-            "model_config": run.model.config,
-            "loss": config.loss,
-            "normalized": loss_fn.normalized,
-            "store": run.info,
-            "inputs": input_config(run.inputs, run.augmentation),
-        },
-    )
 
 
 @dataclass
@@ -700,14 +397,6 @@ def describe_anchors(loss_fn: BatchLoss) -> str:
     if loss_fn.anchors == "all":
         return "every member of a minibatch an anchor (--anchors all)"
     return "the first member of a minibatch its anchor (--anchors first)"
-
-
-def earlier_warnings(path: Path) -> list[dict[str, Any]]:
-    """The ``warning`` rows of a resumed run's log (already cut back to its checkpoint by :func:`rewind_log`), from
-    the last time it started at step 0."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
-    fresh = [i for i, r in enumerate(rows) if r.get("event") == "start" and int(r.get("step", 0)) == 0]
-    return [r for r in rows[fresh[-1] if fresh else 0 :] if r.get("event") == "warning"]
 
 
 class LoopState:

@@ -21,7 +21,7 @@ from typing import Any
 from labeldist.errors import LabeldistError
 from labeldist.trainer.kinds import trainer_kind
 
-#: the fields of :class:`labeldist.trainer.training.fit.FitConfig` a recipe sets
+#: the fields of :class:`labeldist.trainer.training.config.FitConfig` a recipe sets
 RECIPE_FIELDS = (
     "optimizer",
     "lr",

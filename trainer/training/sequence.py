@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from labeldist.errors import UsageError
-from labeldist.trainer.training.fit import FitConfig, fit, open_source
+from labeldist.trainer.training.config import FitConfig
+from labeldist.trainer.training.fit import fit, open_source
 
 
 @dataclass(frozen=True)
