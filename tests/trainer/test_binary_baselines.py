@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses as pml
 
-from labeldist.trainer.cli import _loss_options, build_parser
+from labeldist.trainer.cli import build_parser
+from labeldist.trainer.commands.options import loss_options
 from labeldist.trainer.losses import (
     LiftedStructureLoss,
     MultiSimilarityLoss,
@@ -165,7 +166,7 @@ def test_registry_builds_proxies_for_the_run() -> None:
 )
 def test_the_command_line_reaches_the_new_losses(argv: list[str], options: dict) -> None:
     args = build_parser().parse_args(["fit", "--store", "s", "--features", "f.npy", "--out", "o", *argv])
-    assert _loss_options(args) == options
+    assert loss_options(args) == options
 
 
 @pytest.mark.parametrize(
@@ -178,7 +179,7 @@ def test_the_command_line_reaches_the_new_losses(argv: list[str], options: dict)
 def test_ladder_options_out_of_place_are_refused(argv: list[str], says: str) -> None:
     args = build_parser().parse_args(["fit", "--store", "s", "--features", "f.npy", "--out", "o", *argv])
     with pytest.raises(SystemExit, match=says):
-        _loss_options(args)
+        loss_options(args)
 
 
 def test_margin_is_refused_where_the_paper_has_none() -> None:
@@ -186,4 +187,4 @@ def test_margin_is_refused_where_the_paper_has_none() -> None:
         ["fit", "--store", "s", "--features", "f.npy", "--out", "o", "--loss", "multi_similarity", "--margin", "1"]
     )
     with pytest.raises(SystemExit, match="multi_similarity"):
-        _loss_options(args)
+        loss_options(args)
