@@ -2,9 +2,10 @@
 
 Each function here is the one path its command takes too: ``labeldist precompute`` and :func:`precompute` read the
 labels with the kind's reader (:meth:`labeldist.kinds.Kind.load`, its options by the same names) and build with
-:func:`build_store`; ``labeldist append`` and :func:`append` grow through :func:`grow_store`; ``labeldist split``
-and :func:`split` run :func:`labeldist.engine.split.split_input`. A store comes back as a
-:class:`~labeldist.client.store.Store`.
+:func:`~labeldist.engine.jobs.build_store`; ``labeldist append`` and :func:`append` grow through
+:func:`~labeldist.engine.jobs.grow_store`; ``labeldist split`` and :func:`split` run
+:func:`labeldist.engine.split.split_input`. A kind's options are read as the commands read them
+(:mod:`labeldist.engine.job_options`). A store comes back as a :class:`~labeldist.client.store.Store`.
 
     >>> import labeldist as ld
     >>> store = ld.open("stores/mpii-pose")
@@ -14,180 +15,28 @@ and :func:`split` run :func:`labeldist.engine.split.split_input`. A store comes 
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import errno
 import inspect
 import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from labeldist.core.clusters import DEFAULT_WAIT_TIMEOUT, ClusterSpec, add_cluster_options
+from labeldist.core.clusters import DEFAULT_WAIT_TIMEOUT, ClusterSpec
 from labeldist.core.dense import DENSE_LIMIT
-from labeldist.core.options import byte_size, check_k, check_output, positive_int, show_defaults
+from labeldist.core.options import check_output
+from labeldist.engine.job_options import RefusingParser, append_parser, cluster_of, kind_namespace, precompute_parser
+from labeldist.engine.jobs import build_store, grow_store, workers_started
 from labeldist.errors import UsageError
 from labeldist.store import StoreError
 
 if TYPE_CHECKING:
     from labeldist.client.store import Store
     from labeldist.distances.base import LabelDistance
-    from labeldist.engine import AppendResult, PrecomputeResult
     from labeldist.kinds import Kind
     from labeldist.labels.base import LabelSet
 
 __all__ = ["append", "open", "precompute", "read_labels", "split"]
-
-#: the options every kind's ``precompute`` command shares, which :func:`precompute` takes as its own keywords
-JOB_OPTIONS = frozenset(
-    {
-        "out",
-        "dataset",
-        "k",
-        "dense",
-        "dense_limit",
-        "block_rows",
-        "overwrite",
-        "no_progress",
-        "scheduler",
-        "scheduler_file",
-        "cluster",
-        "workers",
-        "min_workers",
-        "wait_timeout",
-    }
-)
-
-
-# ---------------------------------------------------------------- the options of a kind, as the commands take them
-def add_common_options(p: argparse.ArgumentParser, default_k: int = 100) -> None:
-    """The options every kind's ``labeldist precompute`` command takes after its own: the output, ``--k``, dense or
-    kNN-only, the cluster, ``--overwrite``, ``--no-progress``."""
-    p.add_argument("--out", help="output store: a path or an fsspec URL (default: stores/<dataset>-<kind>)")
-    p.add_argument("--dataset", help="dataset name recorded in the manifest (default: from the input)")
-    p.add_argument(
-        "--k",
-        type=positive_int,
-        default=default_k,
-        help="neighbours per item, fewer than the items (default: %(default)s)",
-    )
-    # one dest for two flags: each states the default in words (the formatter would print "default: True" for both)
-    dense = p.add_mutually_exclusive_group()
-    dense.add_argument(
-        "--dense",
-        dest="dense",
-        action="store_true",
-        default=True,
-        help="also store the full N x N float32 matrix (default: on, up to --dense-limit; above it "
-        "the command refuses before writing anything)",
-    )
-    dense.add_argument(
-        "--knn-only",
-        dest="dense",
-        action="store_false",
-        help="store the kNN lists only, no dense matrix (default: off; needed above --dense-limit)",
-    )
-    # a string default goes through type= as a typed value would: --help shows "1GiB", the job gets bytes
-    p.add_argument(
-        "--dense-limit",
-        type=byte_size,
-        default=f"{DENSE_LIMIT >> 30}GiB",
-        metavar="SIZE",
-        help="largest dense matrix to build, 4 N^2 bytes: 1GiB holds 16,384 items, 4GiB 32,768 (default: %(default)s)",
-    )
-    add_cluster_options(p)
-    p.add_argument("--block-rows", type=positive_int, help="rows per task (default: chosen from N)")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a store made with other labels or parameters at --out (the new store is built "
-        "beside it and swapped in once complete)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def append_parser(
-    store: str, manifest: dict[str, Any], parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser
-) -> argparse.ArgumentParser:
-    """The parser of ``labeldist append STORE FILE [OPTIONS]`` for the store's kind: the kind's own options, as
-    ``precompute`` takes them, those the store records (its distance's parameters and its reader's settings, under
-    the same names) defaulting to the store's values, and the options of the job."""
-    from labeldist.engine import FILE_PROVENANCE
-    from labeldist.kinds import get_kind
-
-    kind = get_kind(manifest["kind"])
-    p = parser_class(
-        prog=f"labeldist append {store}",
-        description=f"Append the items of FILE to this {kind.name} store: {kind.help}. Options the store records "
-        "default to the store's values; any other setting must be the one the store was made with.",
-    )
-    kind.add_arguments(p)
-    params = dict(manifest.get("params") or {})
-    reading = {key: v for key, v in (params.pop("labels", None) or {}).items() if key not in FILE_PROVENANCE}
-    recorded = {**reading, **params}
-    p.set_defaults(**{a.dest: recorded[a.dest] for a in p._actions if a.dest in recorded and a.dest != "help"})
-    p.set_defaults(dataset=None)  # a kind's loader names a dataset; the store keeps its own
-    p.add_argument(
-        "--dense-limit",
-        type=byte_size,
-        default=f"{DENSE_LIMIT >> 30}GiB",
-        metavar="SIZE",
-        help="largest dense matrix the grown store may have (default: %(default)s)",
-    )
-    add_cluster_options(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return show_defaults(p)
-
-
-class _Refusing(argparse.ArgumentParser):
-    """A parser whose errors are UsageErrors (one line), not a usage text and an exit: the library's reading of a
-    kind's options."""
-
-    def error(self, message: str) -> Any:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def kind_options(kind: Kind) -> list[str]:
-    """The names of a kind's own options (its reader's and its distance's), as keywords: ``format``, ``joints``,
-    ``metric``, ..."""
-    p = _Refusing(add_help=False)
-    kind.add_arguments(p)
-    return [a.dest for a in p._actions if a.dest != "input" and a.option_strings]
-
-
-def _kind_namespace(
-    kind: Kind, path: str | os.PathLike[str] | None, options: dict[str, Any], parser: argparse.ArgumentParser
-) -> argparse.Namespace:
-    """The parsed options a kind's ``load`` takes, as the command would have them for ``path`` and ``options``
-    (keywords named as the options' destinations: ``min_joints`` for ``--min-joints``). A string value goes through
-    the option's type as typed text does; a value outside its choices, or an option the kind does not have, is
-    refused in one line."""
-    args = parser.parse_args([] if path is None else [os.fspath(path)])
-    actions = {a.dest: a for a in parser._actions if a.option_strings}
-    own = kind_options(kind)
-    for name, value in options.items():
-        action = actions.get(name)
-        if action is None or name not in own:
-            raise UsageError(
-                f"kind {kind.name!r} has no option {name!r}; its options: {', '.join(own) or 'none'} "
-                "(the job's own: k, dense, dense_limit, dataset, overwrite, cluster, ... are keywords of the call)"
-            )
-        if isinstance(value, str) and callable(action.type):
-            value = action.type(value)
-        if action.choices is not None and value not in action.choices:
-            raise UsageError(f"{name}={value!r}: one of {', '.join(map(str, action.choices))}")
-        setattr(args, name, value)
-    return args
-
-
-def _precompute_parser(kind: Kind) -> argparse.ArgumentParser:
-    p = _Refusing(prog=f"labeldist precompute {kind.subcommand}", add_help=False)
-    kind.add_arguments(p)
-    add_common_options(p)
-    return p
 
 
 def _kind_of(kind: str | Kind | LabelDistance) -> tuple[Kind | None, LabelDistance | None]:
@@ -238,124 +87,6 @@ def _distance_from(kind: Kind, options: dict[str, Any]) -> LabelDistance:
     return cls(**options)
 
 
-def _cluster(
-    cluster: ClusterSpec | str | None,
-    scheduler: str | None,
-    scheduler_file: str | None,
-    workers: int | None,
-    min_workers: int | None,
-    wait_timeout: float,
-) -> ClusterSpec:
-    """Where a job runs, as the commands' cluster options say it: a ClusterSpec as given, else one made of the
-    keywords (``cluster``: a job queue's name, ``"slurm"``, ``"pbs"``, ...)."""
-    if isinstance(cluster, ClusterSpec):
-        if scheduler or scheduler_file or workers is not None or min_workers is not None:
-            raise UsageError("give the cluster as cluster=ClusterSpec(...) or as keywords (scheduler=, ...), not both")
-        return cluster
-    return ClusterSpec(
-        scheduler=scheduler,
-        scheduler_file=None if scheduler_file is None else os.fspath(scheduler_file),
-        cluster=cluster,
-        n_workers=workers,
-        min_workers=min_workers,
-        wait_timeout=wait_timeout,
-    )
-
-
-# ---------------------------------------------------------------- the work both faces share
-def no_space(out: str, e: OSError) -> BaseException:
-    """A StoreError saying what a full disk left behind (raised in a worker and re-raised here by Dask, with its
-    errno); ``e`` itself for any other OSError."""
-    if e.errno != errno.ENOSPC:
-        return e
-    return StoreError(
-        f"{out}: no space left on device ({e.filename or 'while writing'}). The store is left incomplete, "
-        "so it is never served as complete, and a store it was to replace is untouched. Free some space and "
-        "rerun the same command: it resumes with the blocks not yet written."
-    )
-
-
-def build_store(
-    labels: LabelSet,
-    distance: LabelDistance,
-    out: str,
-    *,
-    dataset: str,
-    k: int,
-    dense: bool,
-    dense_limit: int | None,
-    block_rows: int | None,
-    cluster: ClusterSpec,
-    client: Any = None,
-    overwrite: bool = False,
-    progress: bool | None = None,
-) -> PrecomputeResult:
-    """Build the store at ``out`` (:func:`labeldist.engine.precompute`): what ``labeldist precompute`` and
-    :func:`precompute` run once they have the labels and the distance. ``k`` and ``out`` are checked first; a full
-    disk is said as such."""
-    from labeldist.engine import precompute as engine_precompute
-
-    check_k(k, len(labels))
-    check_output(out)
-    try:
-        return engine_precompute(
-            labels,
-            distance,
-            out,
-            dataset=dataset,
-            k=k,
-            dense=dense,
-            dense_limit=dense_limit,
-            block_rows=block_rows,
-            cluster=cluster,
-            client=client,
-            overwrite=overwrite,
-            progress=progress,
-        )
-    except OSError as e:
-        raise no_space(out, e) from e
-
-
-def grow_store(
-    store: str,
-    labels: LabelSet,
-    *,
-    distance: LabelDistance | None,
-    dense_limit: int | None,
-    cluster: ClusterSpec,
-    client: Any = None,
-    progress: bool | None = None,
-) -> AppendResult:
-    """Append ``labels`` to the store at ``store`` (:func:`labeldist.engine.append`): what ``labeldist append`` and
-    :func:`append` run once they have the labels. A full disk is said as such."""
-    from labeldist.engine import append as engine_append
-
-    try:
-        return engine_append(
-            store, labels, distance=distance, dense_limit=dense_limit, cluster=cluster, client=client, progress=progress
-        )
-    except OSError as e:
-        raise no_space(store, e) from e
-
-
-@contextlib.contextmanager
-def _workers_started() -> Iterator[None]:
-    """Around a job that may start a LocalCluster from a script: Dask starts its worker processes by *spawning*
-    them, which imports the script again; a script whose calls are not under ``if __name__ == "__main__":`` then
-    runs them again in each worker, which cannot start a cluster of its own ("Nanny failed to start"). Said in one
-    line, with the fix."""
-    try:
-        yield
-    except RuntimeError as e:
-        script = getattr(sys.modules.get("__main__"), "__file__", None)
-        if script is None or "failed to start" not in str(e):
-            raise
-        raise UsageError(
-            f"the Dask workers could not start ({e}): they import {script} again, so put its work under "
-            '`if __name__ == "__main__":` (or run it in a notebook, or give client= a running Dask client)'
-        ) from e
-
-
 # ---------------------------------------------------------------- the face
 def read_labels(kind: str | Kind, path: str | os.PathLike[str] | None = None, **options: Any) -> LabelSet:
     """Read a label file with a kind's reader, as ``labeldist precompute KIND PATH [OPTIONS]`` reads it.
@@ -392,7 +123,7 @@ def read_labels(kind: str | Kind, path: str | os.PathLike[str] | None = None, **
     """
     found, _ = _kind_of(kind)
     assert found is not None
-    args = _kind_namespace(found, path, options, _precompute_parser(found))
+    args = kind_namespace(found, path, options, precompute_parser(found))
     labels, _, _ = found.load(args)
     return labels
 
@@ -492,7 +223,7 @@ def precompute(
     (50, (5,))
     """
     found, distance = _kind_of(kind)
-    spec = _cluster(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
+    spec = cluster_of(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
     out = os.fspath(out)
     check_output(out)  # before the labels are read, which can take minutes
     if labels is None or isinstance(labels, (str, os.PathLike)):
@@ -500,7 +231,7 @@ def precompute(
 
         if found is None:
             raise UsageError(f"kind {distance.kind!r} is not registered: give its labels as a LabelSet")  # type: ignore[union-attr]
-        args = _kind_namespace(found, labels, options, _precompute_parser(found))
+        args = kind_namespace(found, labels, options, precompute_parser(found))
         # every file the kind reads (the label file, its word vectors, ...), as the command checks them
         check_not_inputs([], command_paths(vars(args), skip=("out",)), replaced=[out])
         args.dataset, args.dense, args.dense_limit, args.k = dataset, dense, dense_limit, k
@@ -516,7 +247,7 @@ def precompute(
         elif options:
             raise UsageError(f"unknown keywords {', '.join(sorted(options))}: the distance object has its parameters")
         dataset = dataset or Path(out).name
-    with _workers_started():
+    with workers_started():
         build_store(
             read,
             distance,
@@ -663,14 +394,14 @@ def append(
     path = os.fspath(store.where if isinstance(store, Store) and store.is_local else store)
     if isinstance(store, Store) and not store.is_local:
         raise UsageError(f"append grows a store where its files are: {store.where} is served; append to its folder")
-    spec = _cluster(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
+    spec = cluster_of(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
     manifest = read_manifest(store_url(path))
     if manifest is None:
         raise StoreError(f"{store_url(path)}: no labeldist store there (no manifest)")
     kind = get_kind(manifest["kind"])
     distance = None
     if isinstance(labels, (str, os.PathLike)):
-        args = _kind_namespace(kind, labels, options, append_parser(path, manifest, _Refusing))
+        args = kind_namespace(kind, labels, options, append_parser(path, manifest, RefusingParser))
         from labeldist.store.outputs import check_not_inputs, command_paths
 
         check_not_inputs([], command_paths(vars(args)), replaced=[path])  # the store grows; nothing else
@@ -679,7 +410,7 @@ def append(
         if options:
             raise UsageError(f"unknown keywords {', '.join(sorted(options))}: labels given in Python are not read")
         read = _label_set(kind, labels)
-    with _workers_started():
+    with workers_started():
         grow_store(
             path, read, distance=distance, dense_limit=dense_limit, cluster=spec, client=client, progress=progress
         )
@@ -747,8 +478,8 @@ def split(
     path = source.where if isinstance(source, Store) and source.is_local else source
     if isinstance(source, Store) and not source.is_local:
         raise UsageError(f"split reads a store's files: {source.where} is served; split its folder")
-    spec = _cluster(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
-    with _workers_started():
+    spec = cluster_of(cluster, scheduler, scheduler_file, workers, min_workers, wait_timeout)
+    with workers_started():
         return split_input(
             Path(path),
             Path(out),

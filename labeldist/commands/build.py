@@ -20,8 +20,8 @@ from labeldist.store.outputs import check_not_inputs, command_paths
 def add_kind_commands(kinds: Any) -> None:
     """One ``precompute`` sub-command per kind of the registry (built-in and plugins): the kind's options, then
     the options every kind shares."""
+    from labeldist.engine.job_options import add_common_options
     from labeldist.kinds import registry
-    from labeldist.library import add_common_options
 
     taken = set(kinds.choices)
     for kind in sorted(registry().kinds.values(), key=lambda k: k.subcommand):
@@ -35,7 +35,7 @@ def add_kind_commands(kinds: Any) -> None:
 
 
 def _precompute(args: argparse.Namespace) -> int:
-    from labeldist.library import build_store
+    from labeldist.engine.jobs import build_store
 
     require_kind(args.kind_name, f"labeldist precompute {args.kind}")  # before anything is read
     inputs = command_paths(vars(args), skip=("out",))
@@ -72,8 +72,9 @@ def _precompute(args: argparse.Namespace) -> int:
 
 
 def _append(args: argparse.Namespace) -> int:
+    from labeldist.engine.job_options import append_parser
+    from labeldist.engine.jobs import grow_store
     from labeldist.kinds import get_kind
-    from labeldist.library import append_parser, grow_store
     from labeldist.store import read_manifest, store_url
 
     check_store_path(args.store)
