@@ -13,7 +13,7 @@ import anyio.to_thread
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import APIKeyHeader
 
-from labeldist.api.registry import STALE, ServedStore, StoreRegistry
+from labeldist.api.serving.registry import STALE, ServedStore, StoreRegistry
 from labeldist.api.settings import Settings
 
 _api_key_header = APIKeyHeader(

@@ -131,7 +131,7 @@ async def internal_error_handler(request: Request, exc: Exception) -> JSONRespon
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, object]]:
     """``responses=`` entries documenting the given error codes with a ``{"detail": str}`` body."""
-    from labeldist.api.schemas import ErrorDetail
+    from labeldist.api.answers.schemas import ErrorDetail
 
     text = {
         400: "the body cannot be read (not UTF-8, or a bad Content-Length)",

@@ -15,15 +15,15 @@ from fastapi.exceptions import RequestValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from labeldist import __version__
-from labeldist.api.compute import ComputePool
 from labeldist.api.docs_assets import NO_CDN_DOCS, add_offline_docs
 from labeldist.api.errors import APIError, api_error_handler, internal_error_handler, validation_error_handler
-from labeldist.api.fastpath import FastPath
 from labeldist.api.middleware import BodySizeLimit
-from labeldist.api.registry import StoreRegistry
 from labeldist.api.routers import batches, distances, health, neighbors, search, stores, ui
+from labeldist.api.routers.fastpath import FastPath
+from labeldist.api.serving.compute import ComputePool
+from labeldist.api.serving.registry import StoreRegistry
+from labeldist.api.serving.warmup import Warmup, start_warmup
 from labeldist.api.settings import Settings, get_settings
-from labeldist.api.warmup import Warmup, start_warmup
 
 DESCRIPTION = """Label distances of labeldist stores: neighbour lists, distance look-ups, ready-made minibatches for
 deep metric learning, and the nearest items of a new label (search). Every error answers JSON
@@ -35,7 +35,8 @@ The neighbour browser is at [/ui](/ui)."""
 
 class ServiceApp(FastAPI):
     """The FastAPI app with two pure-ASGI layers in front of Starlette's middleware stack: the body limits
-    (:class:`~labeldist.api.middleware.BodySizeLimit`), then the fast path (:class:`~labeldist.api.fastpath.FastPath`,
+    (:class:`~labeldist.api.middleware.BodySizeLimit`), then the fast path
+    (:class:`~labeldist.api.routers.fastpath.FastPath`,
     ``settings.fast_path``). A request the fast path answers passes no other layer: the stack's error,
     telemetry and body-limit middlewares cost more than the answer itself (BENCHMARKS.md, "The service's layers").
     """

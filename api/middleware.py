@@ -19,7 +19,7 @@ class BodyRefused(LabeldistError, HTTPException):
     Raised from the ``receive`` that :class:`BodySizeLimit` hands on. An ``HTTPException``, so that FastAPI's body
     reading re-raises it as it is (it turns any other exception from ``receive`` into a 400) and its
     ExceptionMiddleware answers it as JSON. Where it comes out of the app unanswered, as from the fast path
-    (api/fastpath.py reads bodies outside that middleware), :class:`BodySizeLimit` answers it itself: either way
+    (api/routers/fastpath.py reads bodies outside that middleware), :class:`BodySizeLimit` answers it itself: either way
     the client gets the same JSON ``{"detail": ...}``, never Starlette's plain-text 500.
     """
 

@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     )
     fast_path: bool = Field(
         True,
-        description="answer well-formed neighbour and batch requests past FastAPI's routing (api/fastpath.py): "
+        description="answer well-formed neighbour and batch requests past FastAPI's routing (api/routers/fastpath.py): "
         "the same answers for a third (neighbours) to a half (batches) of the server CPU",
     )
     warm: bool = Field(
@@ -81,7 +81,7 @@ class Settings(BaseSettings):
         "store's largest label in a sample (a layout is about 33 kB, a pose 0.5 kB): over it, 413",
     )
 
-    # on-demand computation (api/compute.py): distances a store does not hold, computed from its labels
+    # on-demand computation (api/serving/compute.py): distances a store does not hold, computed from its labels
     compute_budget_s: float = Field(
         10.0, gt=0, description="most estimated seconds of on-demand computation in one request (over it: 413)"
     )

@@ -29,7 +29,7 @@ in the same minutes. When a store has more items than the wrk script's table, ev
 Prints throughput and p50/p99 latency, each with its ratio to the issue's target (2,000 neighbour requests/s,
 500 minibatches/s, p99 <= 50 ms at 64 clients, or ``--p99-target-ms``) and to ``healthz`` (no store, no
 parameters, through FastAPI's routing: the framework's floor on the same machine, always measured first in the same
-run; the neighbour and batch requests that api/fastpath.py answers skip that routing, and can beat it); the
+run; the neighbour and batch requests that api/routers/fastpath.py answers skip that routing, and can beat it); the
 server's CPU time per request (psutil, workers included; steadier than throughput on a shared machine) and the load
 generator's; the load average before and after; how long the server took to come up (every worker opens every
 store, and checks every chunk of its kNN lists); the resident memory of the server and of each worker (now and its

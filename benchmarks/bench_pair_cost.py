@@ -1,4 +1,4 @@
-"""The unit costs of on-demand distances, per kind: what the service's compute budget (api/compute.py) estimates
+"""The unit costs of on-demand distances, per kind: what the service's compute budget (api/serving/compute.py) estimates
 a request with, measured against what each kind declares.
 
     .venv/bin/python benchmarks/bench_pair_cost.py [--repeats 3]

@@ -54,10 +54,10 @@ from serving import start_service  # noqa: E402
 from labeldist.client import FeatureInputs, LabelDistClient, MinibatchStream  # noqa: E402
 from labeldist.trainer.inputs.images import open_images  # noqa: E402
 from labeldist.trainer.losses import LogRatioLoss  # noqa: E402
-from labeldist.trainer.training.config import FitConfig
-from labeldist.trainer.training.runtime import autocast, default_loader_workers
+from labeldist.trainer.training.config import FitConfig  # noqa: E402
 from labeldist.trainer.training.fit import fit, pick_device  # noqa: E402
 from labeldist.trainer.training.models import EmbeddingMLP, ResNetEmbedding  # noqa: E402
+from labeldist.trainer.training.runtime import autocast, default_loader_workers  # noqa: E402
 
 RESNET34_GFLOPS = 3.6  # forward, one 224 x 224 image (He et al. 2016, Table 1)
 

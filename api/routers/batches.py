@@ -11,12 +11,12 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
 
-from labeldist.api.compute import ComputeGuard, guard_for, run_cancellable
+from labeldist.api.answers.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
+from labeldist.api.answers.schemas import Batches, BatchesByAnchors, BatchesByCount
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
-from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
 from labeldist.api.errors import BadParameter, TooLarge, error_responses
-from labeldist.api.registry import ServedStore
-from labeldist.api.schemas import Batches, BatchesByAnchors, BatchesByCount
+from labeldist.api.serving.compute import ComputeGuard, guard_for, run_cancellable
+from labeldist.api.serving.registry import ServedStore
 from labeldist.api.settings import Settings
 from labeldist.view.drawing import DrawRefused
 from labeldist.view.minibatch import BatchSet, batch_request, draw_anchors, draw_and_fill, draw_items, fill_distances
@@ -123,7 +123,8 @@ async def batches_response(
     guard: ComputeGuard,
     receive: Receive,
 ) -> Response:
-    """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by :mod:`labeldist.api.fastpath`.
+    """The answer to a valid ``body``, JSON or (``npz``) a NumPy archive; also sent by
+    :mod:`labeldist.api.routers.fastpath`.
     The minibatches are assembled by the steps LocalSource runs too (:mod:`labeldist.view.minibatch`); what they
     refuse is a 422 naming the field, an anchor that is no item of the store a 404. Raises
     :class:`~labeldist.api.errors.APIError` (413 over a limit or the compute budget, 422, 404, 401 needs the key,

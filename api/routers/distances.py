@@ -7,11 +7,11 @@ from typing import Annotated
 import numpy as np
 from fastapi import APIRouter, Body, Query, Request, Response
 
-from labeldist.api.compute import guard_for, run_cancellable
+from labeldist.api.answers.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
+from labeldist.api.answers.schemas import AnchorItems, Distances, Pairs
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
-from labeldist.api.encoding import NPZ_RESPONSE, Format, json_response, npz_response, wants_npz
 from labeldist.api.errors import TooLarge, error_responses
-from labeldist.api.schemas import AnchorItems, Distances, Pairs
+from labeldist.api.serving.compute import guard_for, run_cancellable
 
 router = APIRouter(prefix="/v1/stores/{store}", tags=["distances"])
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from labeldist.api.schemas import Health, Ready
+from labeldist.api.answers.schemas import Health, Ready
 
 router = APIRouter(tags=["health"])
 

@@ -8,13 +8,13 @@ import numpy as np
 from fastapi import APIRouter, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from labeldist.api.answers.encoding import json_response
+from labeldist.api.answers.itemlabels import check_labels_available, check_labels_size, item_labels, labels_loaded
+from labeldist.api.answers.labelview import render_label
+from labeldist.api.answers.schemas import LabelView, Neighbors
 from labeldist.api.deps import StoreDep
-from labeldist.api.encoding import json_response
 from labeldist.api.errors import BadParameter, TooLarge, error_responses
-from labeldist.api.itemlabels import check_labels_available, check_labels_size, item_labels, labels_loaded
-from labeldist.api.labelview import render_label
-from labeldist.api.registry import ServedStore
-from labeldist.api.schemas import LabelView, Neighbors
+from labeldist.api.serving.registry import ServedStore
 from labeldist.api.settings import Settings
 from labeldist.view.minibatch import MAX_INDEX
 
@@ -49,7 +49,8 @@ async def neighbors(
 
 
 def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int | None) -> None:
-    """What a neighbours request must pass beyond its schema (run by the route and by :mod:`labeldist.api.fastpath`):
+    """What a neighbours request must pass beyond its schema (run by the route and by
+    :mod:`labeldist.api.routers.fastpath`):
     413 for ``k`` over the service's limit, 404 for an index out of the store, 422 for ``k`` over the store's."""
     if k is not None and k > settings.max_k:
         raise TooLarge(f"k={k} is over the limit of {settings.max_k} (LABELDIST_MAX_K)")
@@ -62,7 +63,8 @@ def check_neighbors(store: ServedStore, settings: Settings, index: int, k: int |
 
 async def neighbors_answer(store: ServedStore, index: int, k: int | None, label_limit: int | None = None) -> Response:
     """:func:`neighbors_response`, right here when the item's kNN list (and, asked for, the labels) is in memory,
-    else in a worker thread (read from disk, off the event loop); also awaited by :mod:`labeldist.api.fastpath`."""
+    else in a worker thread (read from disk, off the event loop); also awaited by
+    :mod:`labeldist.api.routers.fastpath`."""
     if store.knn.holds(index) and (label_limit is None or labels_loaded(store)):
         return neighbors_response(store, index, k, label_limit)
     return await run_in_threadpool(neighbors_response, store, index, k, label_limit)
@@ -71,7 +73,7 @@ async def neighbors_answer(store: ServedStore, index: int, k: int | None, label_
 def neighbors_response(store: ServedStore, index: int, k: int | None, label_limit: int | None = None) -> Response:
     """The answer for a valid item ``index`` and ``k`` (at most the store's; None: all it has); with a
     ``label_limit`` (bytes), also the labels of the item and its neighbours (the kind has a JSON form: checked by
-    the route), 413 before any is made when they would pass it. Also sent by :mod:`labeldist.api.fastpath`."""
+    the route), 413 before any is made when they would pass it. Also sent by :mod:`labeldist.api.routers.fastpath`."""
     include_labels = label_limit is not None
     if include_labels:
         check_labels_size(store, (store.k if k is None else k) + 1, label_limit)

@@ -1,9 +1,10 @@
 """``POST /v1/stores/{store}/search``: the exact nearest items of a new label, given in its kind's JSON form.
 
-The store (:class:`~labeldist.api.registry.ServedStore`) gives the labels and the distance, read through its checks
-of the store on disk (:meth:`~labeldist.api.registry.ServedStore.reading`); the label is read and searched for by the
+The store (:class:`~labeldist.api.serving.registry.ServedStore`) gives the labels and the distance, read through its
+checks of the store on disk (:meth:`~labeldist.api.serving.registry.ServedStore.reading`); the label is read and
+searched for by the
 functions LocalSource uses too (:mod:`labeldist.view.search`), bounded here as every on-demand computation
-(:mod:`labeldist.api.compute`).
+(:mod:`labeldist.api.serving.compute`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from labeldist.api.compute import ClientGone, ComputeGuard, guard_for, run_cancellable, unguarded
+from labeldist.api.answers.encoding import json_response
+from labeldist.api.answers.itemlabels import check_labels_available, check_labels_size, item_labels
+from labeldist.api.answers.schemas import Search, SearchResult
 from labeldist.api.deps import OPTIONAL_API_KEY, APIKey, StoreDep, compute_allowed
-from labeldist.api.encoding import json_response
 from labeldist.api.errors import BadParameter, NeedsAPIKey, TooLarge, error_responses
-from labeldist.api.itemlabels import check_labels_available, check_labels_size, item_labels
-from labeldist.api.registry import ServedStore
-from labeldist.api.schemas import Search, SearchResult
+from labeldist.api.serving.compute import ClientGone, ComputeGuard, guard_for, run_cancellable, unguarded
+from labeldist.api.serving.registry import ServedStore
 from labeldist.distances.base import LabelDistance
 from labeldist.kinds import distance_class
 from labeldist.view.search import LabelRefused, not_searchable, read_query, search_cost_s, search_labels, searchable

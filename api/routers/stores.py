@@ -8,9 +8,9 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter
 
+from labeldist.api.answers.schemas import StoreIds, StoreInfo, StoreList
 from labeldist.api.deps import RegistryDep, StoreDep
 from labeldist.api.errors import error_responses
-from labeldist.api.schemas import StoreIds, StoreInfo, StoreList
 
 router = APIRouter(prefix="/v1/stores", tags=["stores"])
 

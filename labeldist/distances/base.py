@@ -74,7 +74,8 @@ class LabelDistance(ABC):
     cost_per_item_s: ClassVar[float] = 0.0
     """Seconds of one core a ``block`` call costs beyond its pairs, each pair it computes, and each distinct item
     it prepares (a sentence it embeds): the service's estimate of an on-demand request's cost, checked against its
-    budget before any work (:mod:`labeldist.api.compute`). Kinds set what ``benchmarks/bench_pair_cost.py`` measures
+    budget before any work (:mod:`labeldist.api.serving.compute`). Kinds set what ``benchmarks/bench_pair_cost.py``
+    measures
     (rounded up); the defaults are for a kind that has not been measured."""
     cost_per_label_byte_s: ClassVar[float] = 0.0
     """Seconds of one core a searched label costs per byte of its JSON form, beyond ``cost_per_item_s``: where the

@@ -25,7 +25,7 @@ def store_identity(path: str | os.PathLike[str]) -> StoreIdentity | None:
 
 def metadata_identity(metadata_path: str) -> StoreIdentity | None:
     """The identity of a store by its root ``zarr.json`` (``metadata_path``): one ``stat``, cheap enough for a server
-    to compare on every request (:mod:`labeldist.api.registry`).
+    to compare on every request (:mod:`labeldist.api.serving.registry`).
 
     Every way a store changes changes it: ``--overwrite`` and creation rename a whole new folder into place, whose
     ``zarr.json`` is another file (another inode, and another change time should the number be reused), and

@@ -1,4 +1,4 @@
-"""The stores of one folder, by name: what the service (:class:`labeldist.api.registry.StoreRegistry`) and the
+"""The stores of one folder, by name: what the service (:class:`labeldist.api.serving.registry.StoreRegistry`) and the
 in-process :class:`~labeldist.client.LocalSource` both keep.
 
 Every subfolder that holds a labeldist manifest is a store, named after the folder. :class:`StoreFolder` opens each

@@ -1,5 +1,5 @@
 """Distances of arbitrary item pairs computed from a store's labels: how pairs are grouped into ``block`` calls,
-and the calls themselves. The service computes on-demand distances with it (:mod:`labeldist.api.registry`), and
+and the calls themselves. The service computes on-demand distances with it (:mod:`labeldist.api.serving.registry`), and
 so does the in-process source of :mod:`labeldist.client`, so a computed distance has the same float32 value from
 either."""
 

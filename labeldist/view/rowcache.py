@@ -5,7 +5,7 @@ A store keeps its (N, k) kNN lists and its (N, N) dense matrix in row blocks: on
 one call of the ``read(start, stop)`` it is given (a :class:`~labeldist.store.StoreReader` method, which checks
 the block's CRC32C as it decodes it), and keeps it, least recently used out first, within ``max_bytes``: memory
 bounded by the setting, not by N. :class:`KnnRows` is the kNN lists through one: a neighbour list, the rows of a
-minibatch's anchors, the pairs a kNN-only store holds. The service (:mod:`labeldist.api.registry`) and the
+minibatch's anchors, the pairs a kNN-only store holds. The service (:mod:`labeldist.api.serving.registry`) and the
 in-process source (:mod:`labeldist.client.local`) both read rows through these classes.
 
     >>> m = np.arange(20, dtype=np.float32).reshape(5, 4)

@@ -1,5 +1,5 @@
 """One complete store opened for answering questions about it: the view the service
-(:class:`labeldist.api.registry.ServedStore`) and the in-process :class:`~labeldist.client.LocalSource` share.
+(:class:`labeldist.api.serving.registry.ServedStore`) and the in-process :class:`~labeldist.client.LocalSource` share.
 
 A :class:`StoreView` reads through one :class:`~labeldist.store.StoreReader`, pinned to the generation it opened
 (a read that meets a newer one raises :class:`~labeldist.store.StoreChangedError`). Its kNN lists and dense rows

@@ -217,7 +217,7 @@ def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closed(
     server: Service, path: str, chunked: bool
 ) -> None:
     """Headers and part of the body, then nothing: a JSON 408 once the deadline has passed, then the server
-    closes the connection. With a Content-Length, the batches request is read by the fast path (api/fastpath.py,
+    closes the connection. With a Content-Length, the batches request is read by the fast path (api/routers/fastpath.py,
     outside FastAPI's exception handling); the others by FastAPI's route."""
     body = b'{"count": 2, "size": 8}' if "batches" in path else b'{"anchor": 0, "items": [1, 2, 3]}'
     part = body[:9]

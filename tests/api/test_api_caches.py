@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from fastapi.testclient import TestClient
 
-from labeldist.api.caches import PairCache
+from labeldist.api.serving.caches import PairCache
 from labeldist.distances.pose import PoseDistance
 from labeldist.labels.poses import Poses
 from labeldist.view.pairs import compute_pairs

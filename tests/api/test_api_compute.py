@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from labeldist.api.compute import ComputeGuard, ComputePool
 from labeldist.api.main import create_app
+from labeldist.api.serving.compute import ComputeGuard, ComputePool
 from labeldist.distances.pose import PoseDistance
 from labeldist.view.pairs import plan_pairs
 from tests.api.api_helpers import KNN, N_ITEMS, make_settings, reference, start_server
@@ -79,7 +79,7 @@ def test_a_saturated_pool_answers_503_with_retry_after(stores_dir: Path) -> None
 
 
 def test_a_guard_stops_between_chunks_once_cancelled() -> None:
-    from labeldist.api.compute import ClientGone
+    from labeldist.api.serving.compute import ClientGone
     from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.view.pairs import compute_planned
     from tests.conftest import DATA

@@ -1,4 +1,4 @@
-"""api/fastpath.py: the same answers, byte for byte, as the FastAPI routes, for well-formed requests (which it
+"""api/routers/fastpath.py: the same answers, byte for byte, as the FastAPI routes, for well-formed requests (which it
 answers) and for every other request (which it hands on, body included)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import labeldist.api.fastpath
 import labeldist.api.routers.batches
+import labeldist.api.routers.fastpath
 import labeldist.api.routers.neighbors
-from labeldist.api.fastpath import FastPath
 from labeldist.api.main import create_app
+from labeldist.api.routers.fastpath import FastPath
 from tests.api.api_helpers import DENSE, INCOMPLETE, KNN, N_ITEMS, TINY_STORE, K, make_settings
 
 NB = "/v1/stores/{}/items/{}/neighbors"
@@ -95,13 +95,13 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the answers the fast path built (the routes call their own module's functions)."""
     calls: list[str] = []
     for name in ("neighbors_answer", "batches_response"):
-        original = getattr(labeldist.api.fastpath, name)
+        original = getattr(labeldist.api.routers.fastpath, name)
 
         def wrapped(*args: Any, _name: str = name, _original: Any = original) -> Any:
             calls.append(_name)
             return _original(*args)
 
-        monkeypatch.setattr(labeldist.api.fastpath, name, wrapped)
+        monkeypatch.setattr(labeldist.api.routers.fastpath, name, wrapped)
     return calls
 
 
@@ -156,7 +156,7 @@ def test_a_body_read_is_handed_on_whole() -> None:
                 return
 
     class State:
-        store = labeldist.api.fastpath.ServedStore.__new__(labeldist.api.fastpath.ServedStore)
+        store = labeldist.api.routers.fastpath.ServedStore.__new__(labeldist.api.routers.fastpath.ServedStore)
         registry = type("R", (), {"peek": lambda self, name: {"s": State.store}.get(name)})()
         settings = make_settings()
 
@@ -206,7 +206,8 @@ def _route_inputs(dependant: Any, out: set[str]) -> set[str]:
 
 def test_the_fast_path_knows_every_input_of_the_routes_it_answers() -> None:
     """A dependency added to a route (a rate limit, an auth check) must be run by the fast path too: this fails
-    until :data:`labeldist.api.fastpath.ROUTE_INPUTS` lists it, i.e. until someone has looked at the fast path."""
+    until :data:`labeldist.api.routers.fastpath.ROUTE_INPUTS` lists it, i.e. until someone has looked at the fast
+    path."""
     from labeldist.api.routers import batches, neighbors
 
     routes = {
@@ -215,7 +216,7 @@ def test_the_fast_path_knows_every_input_of_the_routes_it_answers() -> None:
         for r in router.routes
         for method in r.methods
     }
-    for key, expected in labeldist.api.fastpath.ROUTE_INPUTS.items():
+    for key, expected in labeldist.api.routers.fastpath.ROUTE_INPUTS.items():
         assert _route_inputs(routes[key].dependant, set()) == expected, key
 
 
@@ -230,7 +231,7 @@ def test_an_unexpected_error_is_answered_as_the_app_answers_it(
         raise RuntimeError("a bug, with a secret path /srv/x")
 
     name = "neighbors_answer" if route == "neighbors" else "batches_response"
-    monkeypatch.setattr(labeldist.api.fastpath, name, boom)
+    monkeypatch.setattr(labeldist.api.routers.fastpath, name, boom)
     monkeypatch.setattr(
         labeldist.api.routers.neighbors if route == "neighbors" else labeldist.api.routers.batches, name, boom
     )

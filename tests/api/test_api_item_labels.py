@@ -244,7 +244,7 @@ def test_labels_the_sample_missed_are_measured_as_they_are_made(tmp_path: Path) 
     lines were short and the rest 8 KB answered 1.6 MB under a 100 KB bound. Here the lines the sample skips are
     3 KB and the bound 2 KB: the estimate lets the request through, and the labels made are refused once they pass
     the bound."""
-    from labeldist.api.itemlabels import SIZE_SAMPLE
+    from labeldist.api.answers.itemlabels import SIZE_SAMPLE
 
     n = 40
     sampled = set(np.unique(np.linspace(0, n - 1, SIZE_SAMPLE).astype(np.int64)).tolist())

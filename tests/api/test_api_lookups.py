@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-import labeldist.api.encoding
+import labeldist.api.answers.encoding
 from labeldist.api.main import create_app
 from labeldist.api.settings import Settings
 from labeldist.labels.poses import MPII_JOINTS, Poses
@@ -71,7 +71,7 @@ def test_label_of_a_pose(client: TestClient, pose_labels: Poses) -> None:
 
 
 def test_render_label_of_a_map_and_texts() -> None:
-    from labeldist.api.labelview import render_label
+    from labeldist.api.answers.labelview import render_label
 
     maps = np.zeros((2, 4, 6), dtype=np.uint8)
     maps[1, :, 3:] = 2
@@ -92,7 +92,7 @@ def test_render_label_of_a_map_and_texts() -> None:
 
 def test_render_label_of_ragged_texts() -> None:
     """Caption sets keep their captions as flat UTF-8 bytes cut by offsets, grouped per image."""
-    from labeldist.api.labelview import render_label
+    from labeldist.api.answers.labelview import render_label
 
     captions = ["a dog", "a brown dog", "two cats", "ein Kätzchen"]
     raw = [c.encode() for c in captions]
@@ -195,7 +195,7 @@ def test_distances_as_npz(client: TestClient, store_arrays: dict) -> None:
 def test_json_without_orjson_is_the_same(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     body = {"anchors": [1, 2], "size": 10, "neighbors": 3, "pairwise": True, "seed": 9}
     with_default = client.post(f"/v1/stores/{KNN}/batches", json=body)
-    monkeypatch.setattr(labeldist.api.encoding, "orjson", None)
+    monkeypatch.setattr(labeldist.api.answers.encoding, "orjson", None)
     plain = client.post(f"/v1/stores/{KNN}/batches", json=body)
     for a, b in zip(plain.json()["batches"], with_default.json()["batches"], strict=True):
         # orjson writes a float32's shortest decimal, pydantic-core its float64 one: the same float32
@@ -206,9 +206,9 @@ def test_json_without_orjson_is_the_same(client: TestClient, monkeypatch: pytest
 
 def test_json_encodes_infinity_as_null(monkeypatch: pytest.MonkeyPatch) -> None:
     values = np.array([1.5, np.inf], dtype=np.float32)
-    assert labeldist.api.encoding.json_bytes({"d": values}) == b'{"d":[1.5,null]}'
-    monkeypatch.setattr(labeldist.api.encoding, "orjson", None)
-    assert labeldist.api.encoding.json_bytes({"d": values}) == b'{"d":[1.5,null]}'
+    assert labeldist.api.answers.encoding.json_bytes({"d": values}) == b'{"d":[1.5,null]}'
+    monkeypatch.setattr(labeldist.api.answers.encoding, "orjson", None)
+    assert labeldist.api.answers.encoding.json_bytes({"d": values}) == b'{"d":[1.5,null]}'
 
 
 def test_knn_lookup_matches_a_plain_search(store_arrays: dict) -> None:

@@ -295,8 +295,8 @@ def test_a_busy_pool_is_503_with_retry_after(stores: dict) -> None:
 
 
 def test_a_search_stops_when_its_client_has_gone(stores: dict) -> None:
-    from labeldist.api.compute import ClientGone, ComputeGuard, ComputePool
     from labeldist.api.routers.search import search_store
+    from labeldist.api.serving.compute import ClientGone, ComputeGuard, ComputePool
 
     settings = make_settings(stores=stores["root"] / "stores")
     with TestClient(create_app(settings)) as client:

@@ -241,7 +241,7 @@ def test_a_bad_search_shows_the_services_422(server: str, tmp_path: Path) -> Non
 
 @needs_chromium
 def test_a_layout_store_shows_the_legend_of_its_surfaces(server: str, tmp_path: Path) -> None:
-    from labeldist.api.labelview import PALETTE
+    from labeldist.api.answers.labelview import PALETTE
 
     url = page(server, store="layout", item=3, k=6)
     dom = dump_dom(tmp_path, url)

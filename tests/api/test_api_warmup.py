@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from labeldist.api.main import create_app
-from labeldist.api.warmup import Warmup
+from labeldist.api.serving.warmup import Warmup
 from labeldist.client import LocalSource
 from labeldist.distances.pose import PoseDistance
 from labeldist.distances.sts import SentenceRelevance

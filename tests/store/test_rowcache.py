@@ -40,7 +40,7 @@ def padded_store(tmp_path_factory, mpii_poses) -> Path:
     )
 
 
-# ---------------------------------------------------------------- the cache itself (was api/caches.py's)
+# ---------------------------------------------------------------- the cache itself (was api/serving/caches.py's)
 def _matrix(n: int = 50) -> np.ndarray:
     return np.arange(n * n, dtype=np.float32).reshape(n, n)
 

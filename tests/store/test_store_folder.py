@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from labeldist.api.errors import Unavailable
-from labeldist.api.registry import StoreRegistry
+from labeldist.api.serving.registry import StoreRegistry
 from labeldist.client import LocalSource
 from labeldist.distances.vectors import VectorDistance
 from labeldist.labels.vectors import Vectors

@@ -451,7 +451,7 @@ def test_the_frame_of_a_store_is_the_centre_of_its_box_rounded() -> None:
 
 def test_the_bones_are_the_services() -> None:
     # the renderer and the label view draw the bones the pose kind declares, by the store's joint names
-    from labeldist.api.labelview import render_label
+    from labeldist.api.answers.labelview import render_label
     from labeldist.labels.poses import COCO_EDGES, COCO_JOINTS, MPII_EDGES
 
     for names, edges in ((MPII_JOINTS, MPII_EDGES), (COCO_JOINTS, COCO_EDGES)):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from labeldist.api.errors import BadParameter, TooLarge, Unavailable
-from labeldist.api.registry import ServedStore
+from labeldist.api.serving.registry import ServedStore
 from labeldist.kinds import distance_class
 from labeldist.labels.base import LabelError, LabelSet, has_json_form
 

@@ -105,7 +105,8 @@ class ComputePool:
 class ComputeGuard:
     """One request's bounds on computing: its budget, the shared pool, and whether its client has gone.
 
-    Passed down to :meth:`labeldist.api.registry.ServedStore.distances`, which calls :meth:`admit` with its estimate
+    Passed down to :meth:`labeldist.api.serving.registry.ServedStore.distances`, which calls :meth:`admit` with its
+    estimate
     before computing, computes inside :meth:`slot` and calls :meth:`check` between chunks. ``pool`` None: no pool
     (code outside a request).
     """

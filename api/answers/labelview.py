@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.api.schemas import LabelView, LegendEntry, PoseView
+from labeldist.api.answers.schemas import LabelView, LegendEntry, PoseView
 from labeldist.labels.base import as_str_array
 from labeldist.labels.poses import default_joint_names, joint_side, skeleton_edges
 

@@ -36,7 +36,7 @@ class Warmup:
 
 
 def start_warmup(registry) -> Warmup:
-    """Warm every available store of ``registry`` (a :class:`~labeldist.api.registry.StoreRegistry`, its stores
+    """Warm every available store of ``registry`` (a :class:`~labeldist.api.serving.registry.StoreRegistry`, its stores
     open) in a daemon thread; returns the state the thread updates. A store that fails to warm is logged and
     counted: its requests then answer what they would have (a 503 naming what cannot be loaded)."""
     stores = [s for s in registry.refresh_all() if s.available]

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from labeldist.api.caches import PairCache
-from labeldist.api.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.errors import NeedsAPIKey, NotFound, Unavailable
+from labeldist.api.serving.caches import PairCache
+from labeldist.api.serving.compute import ClientGone, ComputeGuard, unguarded
 from labeldist.api.settings import Settings
 from labeldist.kinds import distance_class
 from labeldist.store import StoreChangedError, StoreCorruptError, StoreIdentity

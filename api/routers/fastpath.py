@@ -20,13 +20,13 @@ from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from labeldist.api.compute import guard_for
+from labeldist.api.answers.schemas import BatchesByAnchors, BatchesByCount
 from labeldist.api.deps import compute_allowed
 from labeldist.api.errors import APIError, api_error_handler, internal_error_handler
-from labeldist.api.registry import ServedStore
 from labeldist.api.routers.batches import batches_response
 from labeldist.api.routers.neighbors import check_neighbors, neighbors_answer
-from labeldist.api.schemas import BatchesByAnchors, BatchesByCount
+from labeldist.api.serving.compute import guard_for
+from labeldist.api.serving.registry import ServedStore
 from labeldist.view.minibatch import MAX_INDEX  # the largest index or k the routes' schemas accept
 
 # canonical numbers only (no sign, no leading zero, no other digits than 0-9); others go to FastAPI
