@@ -24,8 +24,6 @@ import numpy as np
 from labeldist.distances.nbow import (
     Bags,
     check_weights,
-    costs_to_all_words,
-    gather_costs,
     longest_bag,
     pair_cost,
     prepare_bags,
@@ -34,34 +32,13 @@ from labeldist.distances.nbow import (
     word_costs,
 )
 from labeldist.distances.transport import emd_pot, emd_small, emd_workspace
+from labeldist.distances.wmd_bounds import WMD, each_pair
 from labeldist.errors import UsageError
 
 #: unit_rows lives in labeldist.distances.nbow; importing it from here still works
 __all__ = ["unit_rows", "wmd", "wmd_many", "wmd_pairs"]
 
 # ------------------------------------------------------------------------------------ numba kernels
-
-
-@numba.njit(cache=True, nogil=True)
-def _all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no cover - compiled
-    """(na, nb) WMD between every text of A and every text of B."""
-    na, nb = len(off_a) - 1, len(off_b) - 1
-    mmax, nmax = longest_bag(off_a), longest_bag(off_b)
-    out = np.empty((na, nb))
-    cost = np.empty((mmax, nmax))
-    ws = emd_workspace(mmax, nmax)
-    # distances from the words of one A text to every word B uses: computed once per A text, gathered per pair
-    near = np.empty((mmax, vb.shape[0]))
-    for p in range(na):
-        a0 = off_a[p]
-        m = off_a[p + 1] - a0
-        costs_to_all_words(near, va, ids_a, a0, m, vb)
-        for q in range(nb):
-            b0 = off_b[q]
-            n = off_b[q + 1] - b0
-            gather_costs(cost, near, ids_b, b0, m, n)
-            out[p, q] = emd_small(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n], ws)
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -162,7 +139,7 @@ def wmd_many(
     [[5.0], [0.0]]
     """
     a, b = prepare_bags(tokens_a, offsets_a, vectors_a), prepare_bags(tokens_b, offsets_b, vectors_b)
-    out = _all_pairs(*a, *b)
+    out = each_pair(WMD, *a, *b)
     _fix_nan(out, a, b)
     return out
 

@@ -28,6 +28,7 @@ from labeldist.distances.nbow import (
     pair_cost,
     prepare_bags,
 )
+from labeldist.distances.transport import emd_small, emd_workspace
 from labeldist.errors import UsageError
 
 # ----------------------------------------------------------------------------------- one pair of texts
@@ -131,14 +132,24 @@ def _rows_then_columns(cost, m, n, a, b, u):  # pragma: no cover - compiled
 # ------------------------------------------------------------------------------ many pairs of texts
 
 
+#: what :func:`each_pair` computes for a pair of texts: the exact WMD (:func:`~labeldist.distances.transport.emd_small`)
+#: or the relaxed WMD (:func:`rwmd_cost`)
+WMD, RWMD = 0, 1
+
+
 @numba.njit(cache=True, nogil=True)
-def _rwmd_all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no cover - compiled
-    """(na, nb) RWMD between every text of A and every text of B."""
+def each_pair(value, ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no cover - compiled
+    """(na, nb) ``value`` (:data:`WMD` or :data:`RWMD`) for every text of A against every text of B: the loop
+    :func:`~labeldist.distances.wmd.wmd_many` and :func:`rwmd_many` share. The distances from the words of one A text
+    to every word B uses are computed once per A text (:func:`~labeldist.distances.nbow.costs_to_all_words`) and
+    gathered per pair (:func:`~labeldist.distances.nbow.gather_costs`). The value is chosen by a plain integer, not
+    passed as a function: numba caches a kernel taking a compiled function under that function's address, which
+    differs in every process, so every process would compile it again (1.2 s)."""
     na, nb = len(off_a) - 1, len(off_b) - 1
     mmax, nmax = longest_bag(off_a), longest_bag(off_b)
     out = np.empty((na, nb))
     cost = np.empty((mmax, nmax))
-    # distances from the words of one A text to every word B uses: computed once per A text, gathered per pair
+    ws = emd_workspace(mmax if value == WMD else 1, nmax if value == WMD else 1)
     near = np.empty((mmax, vb.shape[0]))
     for p in range(na):
         a0 = off_a[p]
@@ -148,7 +159,10 @@ def _rwmd_all_pairs(ids_a, w_a, off_a, va, ids_b, w_b, off_b, vb):  # pragma: no
             b0 = off_b[q]
             n = off_b[q + 1] - b0
             gather_costs(cost, near, ids_b, b0, m, n)
-            out[p, q] = rwmd_cost(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n])
+            if value == WMD:
+                out[p, q] = emd_small(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n], ws)
+            else:
+                out[p, q] = rwmd_cost(cost, m, n, w_a[a0 : a0 + m], w_b[b0 : b0 + n])
     return out
 
 
@@ -171,7 +185,7 @@ def rwmd_many(
     [[1.0]]
     """
     a, b = prepare_bags(tokens_a, offsets_a, vectors_a), prepare_bags(tokens_b, offsets_b, vectors_b)
-    return _rwmd_all_pairs(*a, *b)
+    return each_pair(RWMD, *a, *b)
 
 
 def centroids(tokens: np.ndarray, offsets: np.ndarray, vectors: np.ndarray) -> np.ndarray:
