@@ -265,20 +265,20 @@ def test_unfinished_problems_fall_back_to_pot_with_a_warning(monkeypatch, texts)
     sel = np.arange(30)
     a = (*_select(tok, off, sel), vec)
     expected = wmd_many(*a, *a)
-    real = wmd_module._all_pairs
+    real = wmd_module.each_pair
 
     def failing(*args):
         out = real(*args)
         out[::3, ::2] = np.nan  # as if the solver had hit its iteration cap
         return out
 
-    monkeypatch.setattr(wmd_module, "_all_pairs", failing)
+    monkeypatch.setattr(wmd_module, "each_pair", failing)
     with pytest.warns(RuntimeWarning, match="iteration cap"):
         got = wmd_many(*a, *a)
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        monkeypatch.setattr(wmd_module, "_all_pairs", real)
+        monkeypatch.setattr(wmd_module, "each_pair", real)
         wmd_many(*a, *a)  # no warning when the solver finishes
 
 
