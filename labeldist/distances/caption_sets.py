@@ -143,27 +143,31 @@ class _Prepared:
         self._image_words: ImageWords | None = None
         self._lock = threading.Lock()
 
-    def texts(self, labels: CaptionSets) -> _Texts:
-        if self._texts is None:
+    def _part(self, name: str, build: Callable[[], Any]) -> Any:
+        """The part held in attribute ``name``, made by ``build()`` by the first thread that needs it (under the
+        lock, checked again once it is held); read without the lock once made."""
+        part = getattr(self, name)
+        if part is None:
             with self._lock:
-                if self._texts is None:
-                    self._texts = _distinct_texts(labels, self._normalize)
-        return self._texts
+                part = getattr(self, name)
+                if part is None:
+                    part = build()
+                    setattr(self, name, part)
+        return part
+
+    def texts(self, labels: CaptionSets) -> _Texts:
+        return cast(_Texts, self._part("_texts", lambda: _distinct_texts(labels, self._normalize)))
 
     def bags(self, labels: CaptionSets) -> Bags:
-        if self._bags is None:
-            with self._lock:
-                if self._bags is None:
-                    self._bags = _bags(labels, self._normalize)
-        return self._bags
+        return cast(Bags, self._part("_bags", lambda: _bags(labels, self._normalize)))
 
     def image_words(self, labels: CaptionSets) -> ImageWords:
-        if self._image_words is None:
-            b = self.bags(labels)
-            with self._lock:
-                if self._image_words is None:
-                    self._image_words = image_words(b, b.image_words, b.image_offsets, b.local, labels.caption_offsets)
-        return self._image_words
+        b = self.bags(labels)  # before the lock, which is not re-entrant
+
+        def build() -> ImageWords:
+            return image_words(b, b.image_words, b.image_offsets, b.local, labels.caption_offsets)
+
+        return cast(ImageWords, self._part("_image_words", build))
 
 
 def _caption_pairs(

@@ -48,9 +48,15 @@ def dask_client(
     ``n_workers``: a scheduler's address, else a LocalCluster of that many single-threaded worker processes,
     default one per core), once the workers it asks for have joined (:func:`wait_for_workers`, which prints what it
     waits for unless ``quiet``). A job-queue cluster is closed, its jobs cancelled, when the client is."""
+    with cluster_client(ClusterSpec.of(spec, scheduler, n_workers), quiet) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def cluster_client(spec: ClusterSpec, quiet: bool = False) -> Iterator[Any]:
+    """:func:`dask_client` on a resolved ``spec``: what a job's :func:`job_client` opens."""
     from distributed import Client, LocalCluster
 
-    spec = ClusterSpec.of(spec, scheduler, n_workers)
     # The scheduler and nannies log every connection at INFO; keep the command's output to progress and errors.
     logging.getLogger("distributed").setLevel(logging.WARNING)
     # --wait-timeout bounds the whole wait, whatever it waits for: the scheduler file, the scheduler, the workers
@@ -278,12 +284,12 @@ def slurm_job_states(jobs: list[str]) -> str | None:
 
 @contextlib.contextmanager
 def job_client(client: Any | None, cluster: ClusterSpec, quiet: bool) -> Iterator[Any]:
-    """The Client a job runs on: ``client`` if given (left open), else a new one from :func:`dask_client` on
+    """The Client a job runs on: ``client`` if given (left open), else a new one from :func:`cluster_client` on
     ``cluster``, its workers waited for, closed with the job, its dashboard's address printed unless ``quiet``."""
     if client is not None:
         yield client
         return
-    with dask_client(spec=cluster, quiet=quiet) as client:
+    with cluster_client(cluster, quiet) as client:
         if not quiet:
             tqdm.write(f"Dask dashboard: {client.dashboard_link}", file=sys.stderr)
         yield client
