@@ -202,7 +202,7 @@ def untouched(monkeypatch):
 
         return fail
 
-    monkeypatch.setattr(labeldist.engine.runner, "dask_client", reached("starting a Dask cluster"))
+    monkeypatch.setattr(labeldist.engine.runner, "cluster_client", reached("starting a Dask cluster"))
     monkeypatch.setattr(labeldist.api.server, "serve", reached("starting the server"))
     monkeypatch.setattr(labeldist.sts.fit, "fit", reached("fine-tuning"))
     monkeypatch.setattr(labeldist.kinds.sentence_relevance, "build_distance", reached("building a sentence scorer"))
