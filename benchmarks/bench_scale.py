@@ -40,6 +40,8 @@ import numpy as np
 import psutil
 import zarr
 
+from labeldist.view.stored import stored_distance, stored_labels
+
 ROOT = Path(__file__).resolve().parents[1]
 COCO = ROOT / "data" / "coco" / "coco_karpathy_test.json"
 LABELDIST = str(Path(sys.executable).with_name("labeldist"))
@@ -151,7 +153,7 @@ def sentence_exactness(store: Path, txt: Path, cache: Path) -> tuple[int, float]
     labels = read_sentences(txt, needs_cbow=False)
     texts, inverse = labels.text_ids
     reader = StoreReader(str(store))
-    distance = reader.distance()  # the store's backend: its job's embeddings file
+    distance = stored_distance(reader)  # the store's backend: its job's embeddings file
     assert isinstance(distance, SentenceRelevance)
     e = np.asarray(load_embeddings(distance._cache_file(distance.model, texts), len(texts)), dtype=np.float64)
     indices, dists = reader.knn()
@@ -173,7 +175,7 @@ def caption_exactness(store: Path) -> tuple[int, float]:
     from labeldist.store import StoreReader
 
     reader = StoreReader(str(store))
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     indices, dists = reader.knn()
     rows = np.sort(np.random.default_rng(0).choice(len(labels), 8, replace=False))
     same, gap = 0, 0.0
@@ -195,7 +197,7 @@ def caption_block_s(store: Path) -> tuple[float, float, int, bool]:
     from labeldist.store import StoreReader
 
     reader = StoreReader(str(store))
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     rows = default_block_rows(len(labels))
     start = (len(labels) // 2) // rows * rows
     stop = min(start + rows, len(labels))

@@ -33,6 +33,7 @@ from fastapi.testclient import TestClient
 from labeldist.api.main import create_app
 from labeldist.api.settings import Settings
 from labeldist.core.knn import topk_rows
+from labeldist.view.stored import stored_labels
 
 
 def main() -> None:
@@ -53,7 +54,7 @@ def main() -> None:
             kind = served.manifest["kind"]
             if kind != "caption_wmd":
                 raise SystemExit(f"{store}: kind {kind!r}, not a caption store")
-            reader_labels = served.reader.labels()
+            reader_labels = stored_labels(served.reader)
             rng = np.random.default_rng(args.seed)
             images = rng.choice(len(reader_labels), size=args.queries + 1, replace=False)
             queries = [reader_labels.captions(int(i))[: args.captions] for i in images]

@@ -27,6 +27,7 @@ import numpy as np
 from labeldist.engine import default_block_rows
 from labeldist.labels.vectors import Vectors
 from labeldist.store import StoreReader, build_manifest, create_store, n_blocks, open_array, publish, store_url
+from labeldist.view.stored import stored_labels
 
 #: rows written per Zarr call (many chunks at once: Zarr writes them concurrently)
 WRITE_ROWS = 1 << 15
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{args.source}: a vectors store is needed, this one is {src.manifest['kind']!r}")
     n0, k, n = src.n_items, src.k, args.items
     ind0, dist0 = src.knn()
-    values0 = src.labels().values
+    values0 = stored_labels(src).values
     copies = math.ceil(n / n0)
     shift = np.repeat(1000.0 * np.arange(copies), n0)[:n]
     values = np.tile(values0, (copies, 1))[:n]

@@ -32,6 +32,7 @@ from labeldist.store import StoreChangedError, StoreCorruptError, StoreIdentity
 from labeldist.view.folder import STALE, StoreFolder, damaged_reason
 from labeldist.view.folder import Unavailable as UnavailableStore
 from labeldist.view.pairs import compute_planned, plan_pairs
+from labeldist.view.stored import stored_distance, stored_labels
 from labeldist.view.storeview import ComputePairs, StoreView
 
 log = logging.getLogger("labeldist.api")
@@ -112,7 +113,7 @@ class ServedStore(StoreView):
         the store when what its manifest names (a model, a file) cannot be used on this server."""
         t = time.perf_counter()
         try:
-            distance = self.reader.distance()
+            distance = stored_distance(self.reader)
         except (OSError, ValueError) as e:
             log.error("%s: its distance cannot be made: %s", self.name, e)
             raise Unavailable(
@@ -120,7 +121,7 @@ class ServedStore(StoreView):
                 f"cannot be loaded here ({type(e).__name__}); the server's log says what"
             ) from e
         with self.reading():
-            labels = self.reader.labels()
+            labels = stored_labels(self.reader)
         distance.block(labels.subset(np.array([0])), labels.subset(np.array([0])))  # compile / warm up
         log.info("%s: labels loaded in %.2f s", self.name, time.perf_counter() - t)
         return labels, distance

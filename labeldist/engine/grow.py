@@ -54,6 +54,7 @@ from labeldist.store import (
     write_block,
     write_upper,
 )
+from labeldist.view.stored import stored_distance, stored_labels
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +347,7 @@ def append(
         old = StoreReader(url)
         labels = numbered_after(old, labels)
         layout = _Layout.of(old)
-        distance = distance or old.distance()
+        distance = distance or stored_distance(old)
         check_same_distance(old, distance)
         if already_appended(old.manifest, labels):
             return _nothing_to_do(url, old.manifest, labels, layout)
@@ -454,7 +455,7 @@ def _grown_labels(old: StoreReader, labels: LabelSet, distance: LabelDistance) -
     check_labels_class(labels, distance)
     check_same_reading(old, labels)
     check_new_ids(old, labels)
-    stored = old.labels()  # with the store's reading as their provenance
+    stored = stored_labels(old)  # with the store's reading as their provenance
     union = stored.concat(labels)
     distance.check_labels(labels, stored)
     return union

@@ -38,6 +38,7 @@ from labeldist.store.outputs import (
     what_is,
     write_bytes,
 )
+from labeldist.view.stored import stored_distance, stored_labels
 
 #: what ``labeldist split`` takes, for its errors
 TAKES = (
@@ -322,14 +323,14 @@ def _write_part(
     """One part of :func:`split_store`: the store of ``items`` at ``url``."""
     from labeldist.engine import precompute
 
-    stored = reader.labels()
+    stored = stored_labels(reader)
     labels = stored.subset(items)
     labels.provenance = dict(stored.provenance)  # the store's reading, recorded again in the part's params
     k = min(reader.k, len(items) - 1)
     if not reader.has_dense:
         precompute(
             labels,
-            reader.distance(),
+            stored_distance(reader),
             url,
             dataset=dataset,
             k=k,

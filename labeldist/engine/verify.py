@@ -17,6 +17,7 @@ from labeldist.store import (
     store_generations,
     store_url,
 )
+from labeldist.view.stored import stored_distance, stored_labels
 
 #: stored values are float32: allow its rounding (2^-24 ~ 6e-8) with room for summation order
 RTOL = 1e-5
@@ -61,7 +62,7 @@ def _damage_report(url: str, damaged: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _recompute_sample(reader: StoreReader, sample: int, seed: int) -> dict[str, Any]:
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     n, k = reader.n_items, reader.k
     rng = np.random.default_rng(seed)
     indices, dists = reader.knn()

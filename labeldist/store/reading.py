@@ -18,7 +18,7 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from labeldist.errors import UsageError
-from labeldist.labels.base import LabelError, LabelSet, as_str_array
+from labeldist.labels.base import as_str_array
 from labeldist.store.checkedfiles import read_regular
 from labeldist.store.damage import (
     check_store_folders,
@@ -361,31 +361,6 @@ class StoreReader:
         except ValueError as e:  # a zarr.json under labels/ that is not JSON
             raise self._damaged_metadata("labels", e) from None
         return {name: _as_numpy(self._read(f"labels/{name}")) for name in names}
-
-    @pinned
-    def labels(self) -> LabelSet:
-        """The stored labels, rebuilt as the LabelSet class of the store's kind, with how they were read or made
-        (the manifest's ``params["labels"]``) as their ``provenance``: what a new label searched against them, or
-        items appended to them, must be made with."""
-        from labeldist.kinds import distance_class
-
-        cls = distance_class(self.manifest["kind"]).labels_class
-        arrays = self.label_arrays()
-        try:
-            labels = cls.from_arrays(self.ids, arrays)
-        except LabelError as e:  # an array of the labels lost (its metadata deleted), or arrays that disagree
-            found = ", ".join(sorted(arrays)) or "no arrays"
-            message = f"{self.url}: the labels cannot be rebuilt from labels/ ({found}): {e}"
-            raise StoreCorruptError(message, array="labels") from e
-        recorded = self.manifest.get("params", {}).get("labels")
-        labels.provenance = dict(recorded) if isinstance(recorded, dict) else {}
-        return labels
-
-    def distance(self):  # -> LabelDistance (imported lazily: the kinds pull in heavy modules)
-        from labeldist.kinds import distance_class
-
-        params = {key: value for key, value in self.manifest["params"].items() if key != "labels"}
-        return distance_class(self.manifest["kind"]).from_params(params)
 
     @pinned
     def damaged(self) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from labeldist.store import StoreIdentity, StoreReader, manifest_digest, root_me
 from labeldist.view.pairs import compute_pairs
 from labeldist.view.rowcache import KnnRows, RowBlockCache
 from labeldist.view.search import searchable, warm_search
+from labeldist.view.stored import stored_distance, stored_labels
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +128,9 @@ class StoreView:
     def load_labels(self) -> tuple[Any, Any]:
         """The stored labels (the kind's LabelSet, provenance restored) and the store's distance, read once by
         :meth:`labels_and_distance`."""
-        distance = self.reader.distance()
+        distance = stored_distance(self.reader)
         with self.reading():
-            return self.reader.labels(), distance
+            return stored_labels(self.reader), distance
 
     def labels_and_distance(self) -> tuple[Any, Any]:
         """The labels and distance, loaded on first need (:meth:`load_labels`) and kept."""

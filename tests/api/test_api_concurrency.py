@@ -22,6 +22,7 @@ import pytest
 
 from labeldist.engine.blocks import compute_block
 from labeldist.store import StoreReader, build_manifest, create_store, n_blocks, publish
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.api.api_helpers import start_server
 from tests.conftest import DATA
 from tests.processes import free_port, wait_healthy
@@ -179,7 +180,7 @@ def _assert_equal_to_the_reference(stores: Path, work: list, answers: list) -> N
     """The anchor requests of every store against the distance class's slow, plain ``reference``."""
     for name in KINDS:
         reader = StoreReader(str(stores / name))
-        labels, distance = reader.labels(), reader.distance()
+        labels, distance = stored_labels(reader), stored_distance(reader)
         got, expected = [], []
         for (store, _, body), (_, data, _) in zip(work, answers):
             if store == name and "anchor" in body:

@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from labeldist.api.main import create_app
 from labeldist.distances.sts import SentenceRelevance
 from labeldist.labels.sentences import read_caption_sentences
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.api.api_helpers import REPO, make_settings
 from tests.conftest import write_store
 
@@ -60,7 +61,7 @@ def oracle(store: Path, sentence: str) -> np.ndarray:
     from labeldist.store import StoreReader
 
     reader = StoreReader(str(store))
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     recorded = reader.manifest["params"].get("labels")
     labels.provenance = dict(recorded) if isinstance(recorded, dict) else {}
     query = query_sentence(sentence, labels)

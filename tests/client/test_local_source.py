@@ -22,6 +22,7 @@ from labeldist.client import (
     StoreNotFound,
 )
 from labeldist.store import StoreReader
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.client.conftest import DENSE, KNN
 from tests.conftest import flip_bit
 
@@ -153,7 +154,7 @@ def test_minibatch_structure_on_a_dense_store(local: LocalSource, stores: Path) 
 def test_minibatch_structure_on_a_knn_only_store(local: LocalSource, stores: Path) -> None:
     reader = StoreReader(str(stores / KNN))
     knn, knn_dist = reader.knn()
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     full = distance.block(labels, labels).astype(np.float32)  # the kind's distance, every pair
     got = local.batches(KNN, anchors=[0, 1, 2, 50, 199], size=30, neighbors=4, pairwise=True, seed=5)
     for t, a in enumerate(got.anchors.tolist()):

@@ -19,6 +19,7 @@ import torch
 
 from labeldist.client import FeatureInputs, LabelDistClient, LocalSource, MinibatchStream, RequestRejected
 from labeldist.store import StoreReader
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.client.conftest import DENSE, KNN
 
 SIZES = {DENSE: 300, KNN: 200}
@@ -41,10 +42,10 @@ def matrices(stores: Path) -> dict[str, np.ndarray]:
     kNN-only store's from its labels and its kind's distance (every pair at once)."""
     dense = StoreReader(str(stores / DENSE))
     knn = StoreReader(str(stores / KNN))
-    labels = knn.labels()
+    labels = stored_labels(knn)
     return {
         DENSE: np.asarray(dense.dense_rows(0, dense.n_items), dtype=np.float32),
-        KNN: knn.distance().block(labels, labels).astype(np.float32),
+        KNN: stored_distance(knn).block(labels, labels).astype(np.float32),
     }
 
 

@@ -15,6 +15,7 @@ from labeldist.client import Hits, LabelDistClient, LocalSource, RequestRejected
 from labeldist.distances.sts import SentenceRelevance
 from labeldist.labels.sentences import read_caption_sentences
 from labeldist.store import StoreReader
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.client.conftest import DENSE, REPO
 from tests.conftest import write_store
 from tests.processes import Service
@@ -47,7 +48,7 @@ def brute_force(root: Path, store: str, label) -> np.ndarray:
     from labeldist.kinds import read_label
 
     reader = StoreReader(str(root / store))
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     return distance.block(read_label(label, labels, distance), labels)[0]
 
 

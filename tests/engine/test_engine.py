@@ -10,6 +10,7 @@ from labeldist.distances.pose import PoseDistance
 from labeldist.engine import precompute
 from labeldist.engine.blocks import block_kernel
 from labeldist.store import StoreError, StoreIncompleteError, StoreMismatchError, StoreReader, create_store, publish
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.conftest import check_store
 
 
@@ -67,7 +68,7 @@ def test_manifest_records_every_parameter(store, poses):
 
 def test_stored_labels_recompute_the_stored_distances(store):
     reader = StoreReader(str(store))
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     np.testing.assert_array_equal(
         distance.block(labels.subset(slice(0, 5)), labels).astype(np.float32), reader.dense_rows(0, 5)
     )

@@ -1,6 +1,6 @@
 """Kinds as plugins: the example plugin of ``examples/labeldist-angles``, installed, works wherever a
 built-in kind does: ``precompute``, ``info``, ``verify``, a live ``labeldist serve`` (stored and on-demand
-distances, minibatches, search by a new label) and ``StoreReader.labels()``. A kind whose distance raises or
+distances, minibatches, search by a new label) and ``stored_labels(StoreReader(...))``. A kind whose distance raises or
 returns the wrong shape is refused with one clear line before anything is written.
 
 The plugin is installed with pip into a folder of its own that the commands find on ``PYTHONPATH``: the same
@@ -70,7 +70,8 @@ def test_an_installed_plugin_kind_goes_through_the_whole_chain(plugin_path: Path
     assert info.returncode == 0 and json.loads(info.stdout)["manifest"]["kind"] == "angles"
 
     code = (
-        "from labeldist.store import StoreReader; import sys; labels = StoreReader(sys.argv[1]).labels(); "
+        "from labeldist.store import StoreReader; from labeldist.view.stored import stored_labels; import sys; "
+        "labels = stored_labels(StoreReader(sys.argv[1])); "
         "print(type(labels).__name__, labels.degrees.tolist())"
     )
     env = {**os.environ, "PYTHONPATH": str(plugin_path)}

@@ -17,6 +17,7 @@ from labeldist.engine import precompute
 from labeldist.labels.base import LabelError
 from labeldist.labels.vectors import Vectors, read_vectors
 from labeldist.store import StoreReader
+from labeldist.view.stored import stored_labels
 from tests.conftest import check_store
 
 N, D, K = 157, 6, 12
@@ -46,7 +47,7 @@ def test_a_store_equals_scipy_brute_force(metric: str, tmp_path: Path, dask_clie
         np.testing.assert_allclose(distances[i], expected, rtol=2e-7, atol=1e-12)
         # the same items, up to the order of exact ties
         assert np.allclose(brute[i, indices[i]], brute[i, indices[i]].clip(max=expected[-1] * (1 + 1e-6)))
-    assert reader.labels().values.tolist() == vectors.values.tolist()
+    assert stored_labels(reader).values.tolist() == vectors.values.tolist()
 
 
 @pytest.mark.parametrize("metric", METRICS)

@@ -24,6 +24,7 @@ from labeldist.labels.pose_columns import parse_columns
 from labeldist.labels.pose_files import read_coco_keypoints, read_mpii_csv, read_pose_csv, read_poses
 from labeldist.labels.poses import COCO_JOINTS, MPII_JOINTS, Poses
 from labeldist.store import StoreReader
+from labeldist.view.stored import stored_labels
 from tests.conftest import DATA, write_store
 
 CSV = DATA / "mpii" / "mpii_valid_2958.csv"
@@ -374,7 +375,7 @@ def test_stores_of_the_three_formats_are_the_mpii_csvs(tmp_path: Path, how: str)
         _same_store(a, c)  # pixels, bit for bit
     else:  # box = center_scale up to the rounding of center ± 100 scale
         np.testing.assert_allclose(c.dense_rows(0, N), a.dense_rows(0, N), rtol=1e-6, atol=1e-7)
-    assert "joint_names" not in c.label_arrays() and c.labels().joint_names == MPII_JOINTS  # MPII's: the default
+    assert "joint_names" not in c.label_arrays() and stored_labels(c).joint_names == MPII_JOINTS  # MPII's: the default
 
 
 def test_a_coco_17_store_is_the_mpii_store_of_their_shared_joints(tmp_path: Path) -> None:
@@ -394,8 +395,10 @@ def test_a_coco_17_store_is_the_mpii_store_of_their_shared_joints(tmp_path: Path
     # the store keeps COCO's joint names, read back as they were
     arrays = full.label_arrays()
     assert arrays["joint_names"].tolist() == list(COCO_JOINTS)
-    assert full.labels().joint_names == COCO_JOINTS
-    assert base.label_arrays()["joint_names"].tolist() == list(SHARED) and base.labels().joint_names == tuple(SHARED)
+    assert stored_labels(full).joint_names == COCO_JOINTS
+    assert base.label_arrays()["joint_names"].tolist() == list(SHARED) and stored_labels(base).joint_names == tuple(
+        SHARED
+    )
 
 
 def test_poses_of_other_joints_cannot_be_joined(tmp_path: Path) -> None:
@@ -434,4 +437,4 @@ def test_coco_keypoints_are_appended_to_a_csv_store_of_the_same_joints(tmp_path:
     grown = StoreReader(str(url))
     every = read_mpii_csv(write_mpii(tmp_path / "all.csv", rows))
     np.testing.assert_array_equal(grown.dense_rows(0, 60), PoseDistance().block(every, every).astype(np.float32))
-    assert grown.labels().joint_names == MPII_JOINTS and "joint_names" not in grown.label_arrays()
+    assert stored_labels(grown).joint_names == MPII_JOINTS and "joint_names" not in grown.label_arrays()

@@ -16,6 +16,7 @@ from labeldist.cli import main
 from labeldist.core.knn import topk_rows
 from labeldist.distances.sts import SentenceRelevance
 from labeldist.sts.cascade import DEFAULT_SCORER, topk_recall
+from labeldist.view.stored import stored_distance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -143,7 +144,7 @@ def test_the_default_scorer_is_what_help_shows_and_a_new_store_records(dask_clie
     new = StoreReader("new")
     params = new.manifest["params"]
     assert params["scorer"] == DEFAULT_SCORER and params["cbow_threshold"] is None and params["calibration"] is None
-    assert new.distance().params() == SentenceRelevance().params() | {"scorer": params["scorer"]}
+    assert stored_distance(new).params() == SentenceRelevance().params() | {"scorer": params["scorer"]}
     indices, _ = new.knn()
     assert indices[0, 0] == 1, "the paraphrase is the cat's nearest under the default"
     assert len(new.ids) == 4, "a sentence of stop words only is kept: BERT alone needs no CBoW vector"
@@ -152,6 +153,6 @@ def test_the_default_scorer_is_what_help_shows_and_a_new_store_records(dask_clie
     old = ["precompute", "sentences", "s.txt", "--scorer", "coarse_to_fine", "--empty", "zero", "--out", "old"]
     assert main([*old, *scheduler]) == 0, capsys.readouterr().err
     reader = StoreReader("old")
-    assert reader.distance().scorer == "coarse_to_fine"
-    assert reader.distance().cbow_threshold == reader.manifest["params"]["cbow_threshold"] is not None
-    assert reader.distance().params() == {k: v for k, v in reader.manifest["params"].items() if k != "labels"}
+    assert stored_distance(reader).scorer == "coarse_to_fine"
+    assert stored_distance(reader).cbow_threshold == reader.manifest["params"]["cbow_threshold"] is not None
+    assert stored_distance(reader).params() == {k: v for k, v in reader.manifest["params"].items() if k != "labels"}

@@ -9,6 +9,7 @@ from labeldist.distances.sts import SentenceRelevance
 from labeldist.engine import precompute
 from labeldist.engine.verify import verify_store
 from labeldist.store import StoreReader
+from labeldist.view.stored import stored_labels
 from tests.conftest import check_store
 from tests.sts.conftest import COCO
 
@@ -40,7 +41,7 @@ def test_store_equals_the_in_memory_distance(bert_store, sentences):
     assert reader.ids[:6].tolist() == [f"391895#{n}" for n in range(5)] + ["60623#0"]  # COCO_val2014_000000060623
     assert reader.manifest["kind"] == "sentence_relevance" and reader.manifest["labels_type"] == "sentences"
     assert reader.manifest["params"]["cbow_threshold"] == 0.8
-    assert reader.labels().texts == sentences.texts, "the store holds what is needed to recompute"
+    assert stored_labels(reader).texts == sentences.texts, "the store holds what is needed to recompute"
 
 
 def test_verify_recomputes_entries_with_the_reference(bert_store):

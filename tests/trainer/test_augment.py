@@ -39,6 +39,7 @@ from labeldist.trainer.inputs.augment import (
     transform_points,
 )
 from labeldist.trainer.kinds import TRAINER_KINDS
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.trainer.conftest import STORE as POSE_STORE
 
 LAYOUT_STORE = "lsun48-layout_miou"
@@ -94,7 +95,7 @@ def _minibatches(root: Path, store: str, *, rows: int, size: int, neighbors: int
     distances checked against the distance of the stored labels first."""
     source = LocalSource(root)
     reader = StoreReader(str(root / store))
-    labels, distance = reader.labels(), reader.distance()
+    labels, distance = stored_labels(reader), stored_distance(reader)
     n = labels.ids.shape[0]
     got = source.batches(
         store,
@@ -236,7 +237,7 @@ def _to_labels(px: np.ndarray, size: int) -> np.ndarray:
 def test_the_image_transform_moves_dots_where_transform_points_says(pose_store) -> None:
     size = 64
     # dots at the joints of a real pose (rescaled into the frame) and at the corners' neighbourhood
-    pose = StoreReader(str(pose_store / POSE_STORE)).labels()
+    pose = stored_labels(StoreReader(str(pose_store / POSE_STORE)))
     xy = pose.xy[3][pose.present[3]]
     xy = (xy - xy.mean(0)) / np.abs(xy - xy.mean(0)).max() * 0.55 + np.array(FRAME[:2])
     pixels = []

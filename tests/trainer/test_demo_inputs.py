@@ -45,7 +45,7 @@ def test_pose_inputs_are_indexed_like_the_store(pose_store: Path) -> None:
 def test_caption_inputs_embed_one_seeded_caption_per_image(monkeypatch: pytest.MonkeyPatch) -> None:
     captions = [["a dog", "the dog runs"], ["two cats"], ["a red bus", "bus on a road", "a city bus"]]
 
-    class Labels:  # what StoreReader.labels() gives for a caption store, reduced to what is used
+    class Labels:  # what labeldist.view.stored.stored_labels gives for a caption store, reduced to what is used
         caption_offsets = None
 
         def __len__(self) -> int:

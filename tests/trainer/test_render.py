@@ -26,6 +26,7 @@ from labeldist.trainer.render import base as render
 from labeldist.trainer.render import layout as render_layout
 from labeldist.trainer.render import pose as render_pose
 from labeldist.trainer.render.base import RenderError, item_rng, render_store, safe_names
+from labeldist.view.stored import stored_labels
 
 REPO = Path(__file__).resolve().parents[2]
 MPII = REPO / "data" / "mpii" / "mpii_valid_2958.csv"
@@ -206,7 +207,7 @@ def _figure_box(xy, present, size: int, seed: int) -> tuple[slice, slice]:
 def test_a_pose_image_depends_on_the_pose_and_only_in_the_figure(centred_store) -> None:
     from labeldist.store import StoreReader
 
-    poses = StoreReader(str(centred_store)).labels()
+    poses = stored_labels(StoreReader(str(centred_store)))
     size, seed = 64, 5
     a, b = render_pose.item(poses, 0), render_pose.item(poses, 1)
     image_a = render_pose.render(a, size, np.random.default_rng(seed))
@@ -382,7 +383,7 @@ def test_a_joint_outside_the_frame_is_refused_naming_the_item(pose_store, centre
     assert "a frame that holds every pose here" in message and "same frame" in message
     assert not (tmp_path / "r").exists()
     # a frame that misses one joint of one pose: that pose and joint are named
-    poses = StoreReader(str(centred_store)).labels()
+    poses = stored_labels(StoreReader(str(centred_store)))
     far = np.where(poses.present[..., None], np.abs(poses.xy), 0).max(axis=2)
     i, j = np.unravel_index(int(far.argmax()), far.shape)
     half = float(np.sort(far.ravel())[-2] + far.max()) / 2  # between the farthest joint and the next
@@ -400,7 +401,7 @@ def test_a_joint_outside_the_frame_is_refused_naming_the_item(pose_store, centre
 def test_cli_refuses_a_joint_outside_the_frame_in_one_line(centred_store, tmp_path, capsys, monkeypatch) -> None:
     from labeldist.store import StoreReader
 
-    poses = StoreReader(str(centred_store)).labels()
+    poses = stored_labels(StoreReader(str(centred_store)))
     monkeypatch.setattr(render_pose, "CENTER_SCALE_FRAME", render_pose.Frame(0.0, 0.0, 0.2))
     off = (np.abs(poses.xy) > 0.2).any(axis=2) & poses.present
     first = int(np.flatnonzero(off.any(axis=1))[0])
@@ -423,7 +424,7 @@ def test_render_json_records_the_frame_and_another_frame_is_another_render(pose_
     meta = render_store(centred_store, tmp_path / "c", size=SIZE, seed=0, workers=1, frame=(0, 0, 1.1))
     assert meta["frame_source"] == "given"  # the same frame given: the same render, rerun
     # a store in image pixels: its frame is its own extent, recorded, and said to be needed by its test store
-    poses = StoreReader(str(pose_store)).labels()
+    poses = stored_labels(StoreReader(str(pose_store)))
     meta = render_store(pose_store, tmp_path / "p", size=SIZE, seed=0, workers=1)
     cx, cy, half = meta["frame"]
     assert not render_pose.outside(poses.xy, poses.present, (cx, cy, half)).any()
@@ -478,7 +479,7 @@ def test_each_surface_of_a_room_has_its_own_colour(layout_store) -> None:
 
     from labeldist.store import StoreReader
 
-    layouts = StoreReader(str(layout_store)).labels()
+    layouts = stored_labels(StoreReader(str(layout_store)))
     for index in range(len(layouts)):
         for seed in (0, 1):
             label_map = render_layout.item(layouts, index)
@@ -653,7 +654,7 @@ def test_a_coco_pose_is_drawn_with_cocos_bones(tmp_path) -> None:
     render_store(store, out, size=size, seed=seed, workers=1)
     meta = json.loads((out / "render.json").read_text())
     assert meta["frame"] == list(render_pose.BOX_FRAME) and meta["frame_source"] == "box default"
-    labels = StoreReader(str(store)).labels()
+    labels = stored_labels(StoreReader(str(store)))
     assert render_pose.item(labels, 0, frame)[3] == COCO_JOINTS
     first = np.asarray(Image.open(out / _index(out)[0]["path"])).astype(int)
     assert np.array_equal(first, draw(render_pose.item(labels, 0, frame))), "the store's render is the drawing above"

@@ -21,6 +21,7 @@ from labeldist.engine.verify import verify_store
 from labeldist.labels.vectors import Vectors
 from labeldist.store import StoreReader, build_manifest, create_store, exact_pairs_total
 from labeldist.trainer.cli import main
+from labeldist.view.stored import stored_distance, stored_labels
 from tests.conftest import check_store, write_store
 from tests.trainer.conftest import STORE
 
@@ -37,15 +38,15 @@ def check_parts(source: Path, out: Path, split: dict, matrix: np.ndarray) -> Non
     """The parts hold the source's items of the split, in order, with its labels, kind and parameters, the
     sub-matrices of ``matrix`` (the source's distances: stored, or from its labels) and their exact kNN lists."""
     original = StoreReader(str(source))
-    ids, labels = original.ids, original.labels().to_arrays()
-    shared = type(original.labels()).shared_arrays  # arrays of the whole set (a column list), not one row an item
+    ids, labels = original.ids, stored_labels(original).to_arrays()
+    shared = type(stored_labels(original)).shared_arrays  # arrays of the whole set (a column list), not one row an item
     parts = {name: StoreReader(str(out / name)) for name in ("train", "test")}
     assert sorted(split["train"] + split["test"]) == list(range(original.n_items))
     assert not set(parts["train"].ids) & set(parts["test"].ids)
     for name, part in parts.items():
         items = np.asarray(split[name])
         np.testing.assert_array_equal(part.ids, ids[items])
-        for key, value in part.labels().to_arrays().items():
+        for key, value in stored_labels(part).to_arrays().items():
             np.testing.assert_array_equal(value, labels[key] if key in shared else labels[key][items], err_msg=key)
         for key in ("kind", "params", "labels_type"):
             assert part.manifest[key] == original.manifest[key], key
@@ -144,8 +145,8 @@ def test_a_knn_only_store_splits_into_parts_precomputed_from_its_labels(
     )
     split = split_store(source, tmp_path / "out", test_fraction=0.25, seed=4, client=dask_client, progress=False)
     original = StoreReader(str(source))
-    labels = original.labels()
-    matrix = original.distance().block(labels, labels).astype(np.float32)  # every pair, from the labels
+    labels = stored_labels(original)
+    matrix = stored_distance(original).block(labels, labels).astype(np.float32)  # every pair, from the labels
     check_parts(source, tmp_path / "out", split, matrix)
     answers = LocalSource()
     for name in ("train", "test"):

@@ -30,6 +30,7 @@ from labeldist.errors import UsageError
 from labeldist.trainer.inputs.augment import kind_augmentation
 from labeldist.trainer.kinds import load, trainer_kind
 from labeldist.trainer.training.metrics import mean_label_distance, ndcg
+from labeldist.view.stored import stored_distance, stored_labels
 
 #: what the ranking sees of a pose: its label (in the label's frame, jittered) or its bounding-box normalisation
 VIEWS = ("label", "bbox")
@@ -274,11 +275,11 @@ def store_ceiling(
     from labeldist.store import StoreReader
 
     reader = StoreReader(os.fspath(store))
-    labels = reader.labels()
+    labels = stored_labels(reader)
     queries, gallery = _split_positions(split)
     labels_params = (reader.manifest.get("params") or {}).get("labels") or {}
     frame = _frame_for(labels, labels_params.get("normalization"), frame)
-    return ceiling(labels, reader.distance(), queries, gallery, frame=frame, **options)
+    return ceiling(labels, stored_distance(reader), queries, gallery, frame=frame, **options)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -378,7 +379,7 @@ def _test_set(args: argparse.Namespace, p: argparse.ArgumentParser) -> tuple[Any
         from labeldist.store import StoreReader
 
         reader = StoreReader(args.store)
-        labels, distance = reader.labels(), reader.distance()
+        labels, distance = stored_labels(reader), stored_distance(reader)
         queries, gallery = _split_positions(args.split)
         labels_params = (reader.manifest.get("params") or {}).get("labels") or {}
         frame = _frame_for(labels, labels_params.get("normalization"), args.frame)

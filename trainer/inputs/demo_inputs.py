@@ -25,6 +25,7 @@ from labeldist.errors import UsageError
 from labeldist.store import StoreReader
 from labeldist.store.outputs import write_bytes
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
+from labeldist.view.stored import stored_labels
 
 
 def minilm_path() -> Path:
@@ -41,7 +42,7 @@ def caption_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device: 
         raise UsageError(
             f"{store}: not a caption store (kind {reader.manifest['kind']!r}; sentence stores: sentence_inputs)"
         )
-    labels = reader.labels()
+    labels = stored_labels(reader)
     rng = np.random.default_rng(seed)
     texts = []
     for i in range(len(labels)):
@@ -88,7 +89,7 @@ def sentence_inputs(store: str, *, seed: int = 0, batch_size: int = 256, device:
     reader = StoreReader(store)
     if reader.manifest["kind"] != "sentence_relevance":
         raise UsageError(f"{store}: not a sentence store (kind {reader.manifest['kind']!r})")
-    labels = reader.labels()
+    labels = stored_labels(reader)
     texts = labels.texts  # type: ignore[attr-defined]
     pick = sibling_captions([str(i) for i in labels.ids], seed=seed)
     unique, inverse = np.unique(pick, return_inverse=True)  # each chosen text embedded once
@@ -125,7 +126,7 @@ def corrupt_poses(
 def pose_inputs(store: str, *, hide: float = 0.25, jitter: float = 0.1, seed: int = 0) -> np.ndarray:
     """(N, J * 3) float32: :func:`corrupt_poses` of the clean poses of a pose store."""
     reader = StoreReader(store)
-    labels = reader.labels()
+    labels = stored_labels(reader)
     if not hasattr(labels, "present"):
         raise UsageError(f"{store}: not a pose store (kind {reader.manifest['kind']!r})")
     return corrupt_poses(labels.xy, labels.present, hide=hide, jitter=jitter, seed=seed)  # type: ignore[attr-defined]

@@ -33,6 +33,7 @@ from labeldist.core.files import written_whole
 from labeldist.errors import LabeldistError
 from labeldist.store.outputs import make_folder, what_is
 from labeldist.trainer.kinds import kinds_with, load, trainer_kind
+from labeldist.view.stored import stored_labels
 
 #: bump when a change to the drawing changes the pixels: a render of another version is a different render
 RENDER_VERSION = 2
@@ -314,7 +315,7 @@ def render_store(
         )
     count = reader.n_items if items is None else min(items, reader.n_items)
     ids = [str(i) for i in reader.ids[:count]]
-    labels = reader.labels()
+    labels = stored_labels(reader)
     module = _renderer(kind)
     if hasattr(module, "store_frame"):
         frame, frame_source = module.store_frame(reader.manifest, labels, frame)
