@@ -23,6 +23,7 @@ from labeldist.distances.pose import PoseDistance
 from labeldist.engine.staging import replace_with_staged
 from labeldist.store import StoreChangedError, StoreReader, sibling
 from labeldist.store import reading as store_reading
+from labeldist.view.stored import stored_labels
 from tests.conftest import write_store
 
 OLD, REBUILT, GROWN = (0, 300), (300, 600), (0, 340)
@@ -82,7 +83,7 @@ def test_a_reader_refuses_every_read_after_the_swap(monkeypatch, store, staged) 
     swap_before_read(monkeypatch, store, how, 1)
     with pytest.raises(StoreChangedError, match="changed on disk"):
         reader.knn_rows(0, 100)
-    for read in (reader.labels, lambda: reader.dense_rows(0, 10), reader.knn, reader.damaged):
+    for read in (lambda: stored_labels(reader), lambda: reader.dense_rows(0, 10), reader.knn, reader.damaged):
         with pytest.raises(StoreChangedError):
             read()
     # a reader opened now reads the new generation

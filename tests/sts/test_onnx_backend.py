@@ -127,6 +127,7 @@ def test_precompute_records_the_backend_and_a_torch_store_resumes_as_before(tmp_
     release did, so such a store is reused (not refused as another fingerprint)."""
     from labeldist.cli import main
     from labeldist.store import StoreReader
+    from labeldist.view.stored import stored_distance
 
     texts = tmp_path / "s.txt"
     texts.write_text("\n".join(read_caption_sentences(COCO, limit=40).texts) + "\n")
@@ -136,7 +137,7 @@ def test_precompute_records_the_backend_and_a_torch_store_resumes_as_before(tmp_
     assert main([*common, "--backend", "torch", "--out", str(tmp_path / "torch"), "--no-progress"]) == 0
     manifest = StoreReader(str(tmp_path / "torch")).manifest
     assert "backend" not in manifest["params"]
-    assert StoreReader(str(tmp_path / "torch")).distance().backend == "torch"
+    assert stored_distance(StoreReader(str(tmp_path / "torch"))).backend == "torch"
     a, b = StoreReader(str(tmp_path / "onnx")).knn(), StoreReader(str(tmp_path / "torch")).knn()
     np.testing.assert_allclose(a[1], b[1], rtol=0, atol=2e-5)  # the same lists but for ties, ordered either way
     # the torch store asked for again is reused as it stands (a store whose params differed would be refused)

@@ -216,6 +216,7 @@ def test_a_store_ceiling_is_the_ceiling_of_its_labels(pose_store) -> None:
     """The 300-pose store of the trainer tests: its own labels, distance and frame, a split dict or split.json."""
     from labeldist.labels.pose_files import read_mpii_csv
     from labeldist.store import StoreReader
+    from labeldist.view.stored import stored_distance
 
     store = pose_store / "mpii300-pose"
     split = {"queries": list(range(0, 300, 6)), "gallery": [i for i in range(300) if i % 6]}
@@ -223,7 +224,7 @@ def test_a_store_ceiling_is_the_ceiling_of_its_labels(pose_store) -> None:
     labels = read_mpii_csv(MPII, normalization="center_scale").subset(slice(0, 300))
     want = ceil.ceiling(
         labels,
-        StoreReader(str(store)).distance(),
+        stored_distance(StoreReader(str(store))),
         split["queries"],
         split["gallery"],
         scale=0.05,

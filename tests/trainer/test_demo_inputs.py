@@ -54,8 +54,9 @@ def test_caption_inputs_embed_one_seeded_caption_per_image(monkeypatch: pytest.M
         def captions(self, i: int) -> list[str]:
             return captions[i]
 
-    reader = types.SimpleNamespace(labels=Labels, manifest={"kind": "caption_wmd"})
+    reader = types.SimpleNamespace(manifest={"kind": "caption_wmd"})
     monkeypatch.setattr(demo_inputs, "StoreReader", lambda store: reader)
+    monkeypatch.setattr(demo_inputs, "stored_labels", lambda read: Labels() if read is reader else None)
     seen = {}
 
     class FakeModel:
