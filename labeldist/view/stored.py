@@ -8,17 +8,19 @@ from typing import TYPE_CHECKING
 
 from labeldist.labels.base import LabelError
 from labeldist.store import StoreCorruptError, StoreReader
+from labeldist.store.reading import pinned
 
 if TYPE_CHECKING:
     from labeldist.distances.base import LabelDistance
     from labeldist.labels.base import LabelSet
 
 
+@pinned
 def stored_labels(reader: StoreReader) -> LabelSet:
     """The labels ``reader``'s store holds, rebuilt as the LabelSet class of its kind, with how they were read or made
     (the manifest's ``params["labels"]``) as their ``provenance``: what a new label searched against them, or items
     appended to them, must be made with. Of the generation the reader opened: where the store changed while they were
-    read, :class:`~labeldist.store.StoreChangedError`, whatever else went wrong."""
+    read, :class:`~labeldist.store.StoreChangedError`, whatever else went wrong (a pinned read of the reader's)."""
     from labeldist.kinds import distance_class  # the kinds pull in heavy modules
 
     cls = distance_class(reader.manifest["kind"]).labels_class
@@ -26,7 +28,6 @@ def stored_labels(reader: StoreReader) -> LabelSet:
     try:
         labels = cls.from_arrays(reader.ids, arrays)
     except LabelError as e:  # an array of the labels lost (its metadata deleted), or arrays that disagree
-        reader.check_unchanged(e)
         found = ", ".join(sorted(arrays)) or "no arrays"
         message = f"{reader.url}: the labels cannot be rebuilt from labels/ ({found}): {e}"
         raise StoreCorruptError(message, array="labels") from e
